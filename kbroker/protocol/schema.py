@@ -1,0 +1,457 @@
+"""Declarative Kafka message schemas and the one codec that reads and writes them.
+
+Every API is described once, for all of its versions, in ``kbroker/protocol/apis/<name>.py``::
+
+    from kbroker.protocol.schema import Api, Field as F
+
+    API = Api(
+        key=0, name="Produce", valid="0-9", flexible="9+",
+        request=[
+            F("transactional_id", "string", "3+", nullable="3+", default=None),
+            F("acks", "int16"),
+            F("timeout_ms", "int32"),
+            F("topic_data", "[]", fields=[
+                F("name", "string"),
+                F("partition_data", "[]", fields=[
+                    F("index", "int32"),
+                    F("records", "records", nullable="0+"),
+                ]),
+            ]),
+        ],
+        response=[...],
+    )
+
+Field types: ``int8 int16 int32 int64 uint16 uint32 float64 bool uuid string bytes records``; ``"[]"`` is an array of
+structs (``fields=`` required), ``"[]int32"`` / ``"[]string"`` an array of a primitive, ``"{}"`` a nested struct.
+Version ranges use Kafka's notation: ``"0+"``, ``"3-5"``, ``"4"``, ``"none"``. ``tag=N`` makes a field a tagged field
+(it is only ever written in flexible versions, and only when its value differs from the default).
+
+Wire rules (Kafka protocol guide, KIP-482): in flexible versions ``string``/``bytes``/``records``/arrays use the
+compact forms (unsigned varint of length+1, 0 = null) and every struct ends with a tagged-field section
+(uvarint count, then per field uvarint tag, uvarint size, bytes); unknown tags are skipped.
+
+Decoded messages are plain ``dict`` objects holding *every* field of the schema: fields absent from the version take
+their default, so handlers read any version the same way. ``records`` decode to a zero-copy ``memoryview`` slice of
+the request buffer. Encoding writes into a ``Writer`` whose ``parts`` are ``bytearray`` chunks and, for ``records``
+values that are ``FileRegion``-like (have ``.size`` and ``.sendfile``), the region itself, so the connection can
+``sendfile`` record bytes straight from a segment file.
+"""
+import struct
+import uuid as _uuid
+
+from kbroker._native import decode_uvarint, encode_uvarint
+
+MAX_VERSION = 0x7FFF
+_MISSING = object()
+
+
+class SchemaError(ValueError):
+    """A message did not match its schema (truncated, bad length, bad UTF-8, ...)."""
+
+
+def parse_versions(spec):
+    """'0+' -> (0, MAX), '3-5' -> (3, 5), '4' -> (4, 4), 'none'/None -> None."""
+    if spec is None or spec == "none":
+        return None
+    spec = str(spec)
+    if spec.endswith("+"):
+        return (int(spec[:-1]), MAX_VERSION)
+    if "-" in spec:
+        lo, hi = spec.split("-")
+        return (int(lo), int(hi))
+    return (int(spec), int(spec))
+
+
+def _in(rng, v):
+    return rng is not None and rng[0] <= v <= rng[1]
+
+
+class Field:
+    __slots__ = ("name", "type", "versions", "nullable", "default", "fields", "tag", "about")
+
+    def __init__(self, name, type, versions="0+", nullable="none", default=_MISSING, fields=None, tag=None,
+                 about=""):
+        self.name = name
+        self.type = type
+        self.versions = parse_versions(versions)
+        self.nullable = parse_versions(nullable)
+        self.fields = fields
+        self.tag = tag
+        self.about = about
+        if type in ("[]", "{}") and not fields:
+            raise ValueError("field %s: %s needs fields=" % (name, type))
+        self.default = _default_for(type) if default is _MISSING else default
+
+    def __repr__(self):
+        return "Field(%r, %r)" % (self.name, self.type)
+
+
+def _default_for(t):
+    if t.startswith("["):
+        return []
+    if t == "{}":
+        return _MISSING  # filled lazily with the nested struct's defaults
+    return {"bool": False, "string": "", "bytes": b"", "records": None, "uuid": b"\x00" * 16,
+            "float64": 0.0}.get(t, 0)
+
+
+# ---------------------------------------------------------------------------------------------- primitive codecs
+
+_FIXED = {
+    "int8": struct.Struct(">b"), "int16": struct.Struct(">h"), "int32": struct.Struct(">i"),
+    "int64": struct.Struct(">q"), "uint16": struct.Struct(">H"), "uint32": struct.Struct(">I"),
+    "float64": struct.Struct(">d"),
+}
+_I16 = _FIXED["int16"]
+_I32 = _FIXED["int32"]
+
+
+def _fixed_decoder(st):
+    unpack_from, size = st.unpack_from, st.size
+
+    def dec(buf, pos):
+        if pos + size > len(buf):
+            raise SchemaError("truncated")
+        return unpack_from(buf, pos)[0], pos + size
+    return dec
+
+
+def _fixed_encoder(st):
+    pack = st.pack
+
+    def enc(w, v):
+        w.buf += pack(v)
+    return enc
+
+
+def _dec_bool(buf, pos):
+    if pos >= len(buf):
+        raise SchemaError("truncated")
+    return buf[pos] != 0, pos + 1
+
+
+def _enc_bool(w, v):
+    w.buf.append(1 if v else 0)
+
+
+def _dec_uuid(buf, pos):
+    if pos + 16 > len(buf):
+        raise SchemaError("truncated")
+    return bytes(buf[pos:pos + 16]), pos + 16
+
+
+def _enc_uuid(w, v):
+    if isinstance(v, _uuid.UUID):
+        v = v.bytes
+    if len(v) != 16:
+        raise SchemaError("uuid must be 16 bytes")
+    w.buf += v
+
+
+def _length_decoder(compact, width_struct):
+    """Reads a length prefix; returns (length or -1 for null, new pos)."""
+    if compact:
+        def rd(buf, pos):
+            try:
+                n, pos = decode_uvarint(buf, pos)
+            except ValueError as e:
+                raise SchemaError(str(e))
+            return n - 1, pos
+    else:
+        unpack_from, size = width_struct.unpack_from, width_struct.size
+
+        def rd(buf, pos):
+            if pos + size > len(buf):
+                raise SchemaError("truncated")
+            return unpack_from(buf, pos)[0], pos + size
+    return rd
+
+
+def _length_writer(compact, width_struct):
+    if compact:
+        def wr(w, n):
+            w.buf += encode_uvarint(n + 1)
+    else:
+        pack = width_struct.pack
+
+        def wr(w, n):
+            w.buf += pack(n)
+    return wr
+
+
+def _blob_decoder(kind, compact, nullable):
+    rd = _length_decoder(compact, _I16 if kind == "string" else _I32)
+
+    def dec(buf, pos):
+        n, pos = rd(buf, pos)
+        if n < 0:
+            if n == -1 and nullable:
+                return None, pos
+            raise SchemaError("null or negative length for non-nullable %s" % kind)
+        end = pos + n
+        if end > len(buf):
+            raise SchemaError("truncated %s (%d bytes declared)" % (kind, n))
+        if kind == "string":
+            try:
+                return str(buf[pos:end], "utf-8"), end
+            except UnicodeDecodeError:
+                raise SchemaError("invalid UTF-8 string")
+        if kind == "records":
+            return buf[pos:end], end
+        return bytes(buf[pos:end]), end
+    return dec
+
+
+def _blob_encoder(kind, compact, nullable):
+    wr = _length_writer(compact, _I16 if kind == "string" else _I32)
+
+    def enc(w, v):
+        if v is None:
+            if not nullable:
+                raise SchemaError("null value for non-nullable %s" % kind)
+            wr(w, -1)
+            return
+        if kind == "string":
+            v = v.encode("utf-8")
+        elif kind == "records" and hasattr(v, "sendfile"):
+            wr(w, v.size)
+            w.add_region(v)
+            return
+        wr(w, len(v))
+        w.buf += v
+    return enc
+
+
+_SIMPLE_DEC = {"bool": _dec_bool, "uuid": _dec_uuid}
+_SIMPLE_ENC = {"bool": _enc_bool, "uuid": _enc_uuid}
+for _t, _st in _FIXED.items():
+    _SIMPLE_DEC[_t] = _fixed_decoder(_st)
+    _SIMPLE_ENC[_t] = _fixed_encoder(_st)
+
+
+class Writer:
+    """Output of the encoder: ``parts`` is a list of bytearrays and file regions, in wire order."""
+    __slots__ = ("buf", "parts")
+
+    def __init__(self):
+        self.buf = bytearray()
+        self.parts = [self.buf]
+
+    def add_region(self, region):
+        self.parts.append(region)
+        self.buf = bytearray()
+        self.parts.append(self.buf)
+
+    def chunks(self):
+        return [p for p in self.parts if (len(p) if isinstance(p, bytearray) else p.size)]
+
+    def size(self):
+        return sum(len(p) if isinstance(p, bytearray) else p.size for p in self.parts)
+
+    def getvalue(self):
+        """All bytes (reads file regions); for tests and small messages."""
+        out = bytearray()
+        for p in self.parts:
+            out += p if isinstance(p, bytearray) else p.read_bytes()
+        return bytes(out)
+
+
+# ------------------------------------------------------------------------------------------- struct compilation
+
+class _Compiled:
+    __slots__ = ("decode", "encode", "defaults")
+
+
+def _compile_fields(fields, version, flexible):
+    """Build (decode(buf,pos)->(dict,pos), encode(w,dict), defaults) for a struct at one version."""
+    regular = []   # (name, dec, enc, default)
+    tagged = {}    # tag -> (name, dec, enc, default)
+    defaults = {}
+    for f in fields:
+        dec, enc, default = _compile_field(f, version, flexible)
+        defaults[f.name] = default
+        if not _in(f.versions, version):
+            continue
+        if f.tag is not None:
+            if flexible:
+                tagged[f.tag] = (f.name, dec, enc, default)
+            continue
+        regular.append((f.name, dec, enc, default))
+    tag_order = sorted(tagged.items())
+
+    def copy_defaults():
+        return {k: (list(v) if isinstance(v, list) else (dict(v) if isinstance(v, dict) else v))
+                for k, v in defaults.items()}
+
+    def decode(buf, pos):
+        d = copy_defaults()
+        for name, dec, _, _ in regular:
+            d[name], pos = dec(buf, pos)
+        if flexible:
+            pos = _read_tagged(buf, pos, d, tagged)
+        return d, pos
+
+    def encode(w, d):
+        get = d.get
+        for name, _, enc, default in regular:
+            v = get(name, default)
+            enc(w, v)
+        if flexible:
+            present = []
+            for tag, (name, _, enc, default) in tag_order:
+                v = get(name, default)
+                if v != default:
+                    present.append((tag, enc, v))
+            w.buf += encode_uvarint(len(present))
+            for tag, enc, v in present:
+                sub = Writer()
+                enc(sub, v)
+                body = sub.getvalue()
+                w.buf += encode_uvarint(tag)
+                w.buf += encode_uvarint(len(body))
+                w.buf += body
+
+    c = _Compiled()
+    c.decode, c.encode, c.defaults = decode, encode, defaults
+    return c
+
+
+def _read_tagged(buf, pos, d, tagged):
+    try:
+        count, pos = decode_uvarint(buf, pos)
+        for _ in range(count):
+            tag, pos = decode_uvarint(buf, pos)
+            size, pos = decode_uvarint(buf, pos)
+            end = pos + size
+            if end > len(buf):
+                raise SchemaError("truncated tagged field")
+            entry = tagged.get(tag)
+            if entry is not None:
+                d[entry[0]], _ = entry[1](buf[:end], pos)
+            pos = end
+    except ValueError as e:
+        if isinstance(e, SchemaError):
+            raise
+        raise SchemaError(str(e))
+    return pos
+
+
+def _compile_field(f, version, flexible):
+    """(decoder, encoder, default) for one field at one version."""
+    t = f.type
+    nullable = _in(f.nullable, version)
+    compact = flexible
+    if t == "{}":
+        sub = _compile_fields(f.fields, version, flexible)
+        default = dict(sub.defaults) if f.default is _MISSING else f.default
+        return sub.decode, sub.encode, default
+    if t.startswith("["):
+        elem = t[2:]
+        if elem:
+            edec, eenc = _primitive(elem, compact, False)
+            default_elem = None
+        else:
+            sub = _compile_fields(f.fields, version, flexible)
+            edec, eenc = sub.decode, sub.encode
+        rd = _length_decoder(compact, _I32)
+        wr = _length_writer(compact, _I32)
+
+        def dec_array(buf, pos):
+            n, pos = rd(buf, pos)
+            if n < 0:
+                if nullable and n == -1:
+                    return None, pos
+                raise SchemaError("null array %s" % f.name)
+            # each element is at least one byte: a count beyond the buffer is a lie (refuse before allocating)
+            if n > len(buf) - pos:
+                raise SchemaError("array %s count %d exceeds message" % (f.name, n))
+            out = []
+            append = out.append
+            for _ in range(n):
+                v, pos = edec(buf, pos)
+                append(v)
+            return out, pos
+
+        def enc_array(w, v):
+            if v is None:
+                if not nullable:
+                    raise SchemaError("null array %s" % f.name)
+                wr(w, -1)
+                return
+            wr(w, len(v))
+            for item in v:
+                eenc(w, item)
+        default = None if (f.default is None) else list(f.default)
+        return dec_array, enc_array, default
+    dec, enc = _primitive(t, compact, nullable)
+    return dec, enc, f.default
+
+
+def _primitive(t, compact, nullable):
+    if t in _SIMPLE_DEC:
+        return _SIMPLE_DEC[t], _SIMPLE_ENC[t]
+    if t in ("string", "bytes", "records"):
+        return _blob_decoder(t, compact, nullable), _blob_encoder(t, compact, nullable)
+    raise ValueError("unknown field type %r" % t)
+
+
+# ------------------------------------------------------------------------------------------------------ the API
+
+class Api:
+    """One Kafka API: its key, the versions this schema describes, and the request/response fields."""
+
+    def __init__(self, key, name, valid, flexible, request, response):
+        self.key = key
+        self.name = name
+        self.valid = parse_versions(valid)
+        self.flexible = parse_versions(flexible)
+        self.request_fields = request
+        self.response_fields = response
+        self._cache = {}
+
+    def is_flexible(self, version):
+        return _in(self.flexible, version)
+
+    def request_header_version(self, version):
+        if self.is_flexible(version):
+            return 2
+        if self.key == 7 and version == 0:  # ControlledShutdown v0 has no client_id
+            return 0
+        return 1
+
+    def response_header_version(self, version):
+        # ApiVersions responses always use header v0 so a client can parse them before it knows what we speak.
+        if self.key == 18:
+            return 0
+        return 1 if self.is_flexible(version) else 0
+
+    def _compiled(self, which, version):
+        k = (which, version)
+        c = self._cache.get(k)
+        if c is None:
+            if not _in(self.valid, version):
+                raise SchemaError("%s v%d is not described" % (self.name, version))
+            fields = self.request_fields if which == "req" else self.response_fields
+            c = self._cache[k] = _compile_fields(fields, version, self.is_flexible(version))
+        return c
+
+    def decode_request(self, version, buf, pos=0):
+        d, pos = self._compiled("req", version).decode(buf, pos)
+        return d
+
+    def decode_response(self, version, buf, pos=0):
+        d, pos = self._compiled("resp", version).decode(buf, pos)
+        return d
+
+    def encode_request(self, version, msg, w=None):
+        w = w or Writer()
+        self._compiled("req", version).encode(w, msg)
+        return w
+
+    def encode_response(self, version, msg, w=None):
+        w = w or Writer()
+        self._compiled("resp", version).encode(w, msg)
+        return w
+
+    def __repr__(self):
+        return "Api(%d, %s)" % (self.key, self.name)
