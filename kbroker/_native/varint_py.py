@@ -35,10 +35,14 @@ def encode_varint(n):
 
 def decode_uvarint(buf, pos=0):
     """Decode an unsigned varint at ``buf[pos]``; returns ``(value, new_pos)``."""
+    if pos < 0:
+        raise ValueError("negative position")
+    if not isinstance(buf, (bytes, bytearray)):
+        buf = memoryview(buf).cast("B")
     n = len(buf)
     result = 0
     shift = 0
-    for i in range(10):
+    for _ in range(10):
         if pos >= n:
             raise ValueError("truncated varint")
         b = buf[pos]
