@@ -462,3 +462,11 @@ def test_consumer_protocol_malformed_raise():
             cp.decode_subscription(bad)
         with pytest.raises(SchemaError):
             cp.decode_assignment(bad)
+
+
+def test_records_decode_from_memoryview_slices():
+    # keys/values read from a log segment arrive as memoryview slices of a bigger buffer
+    blob = b"junk" + rs.offset_commit_key("g", "t", 1) + cp.encode_subscription(["a"], b"u")
+    mv = memoryview(blob)
+    assert rs.decode_key(mv[4:4 + 12]) == (rs.OFFSET_KEY, 1, {"group": "g", "topic": "t", "partition": 1})
+    assert cp.decode_subscription(mv[16:])[1]["user_data"] == b"u"
