@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 
-from kbroker.protocol.schema import MAX_VERSION, parse_versions
+from kbroker.protocol.schema import parse_versions
 
 SPEC_DIR = "/work/shared/reference/kafka-message-specs"
 
