@@ -92,11 +92,11 @@ def require_binary(name: str) -> str:
     path = shutil.which(name)
     if path:
         return path
-    _skip_or_fail(f"`{name}` is not installed (run scripts/setup.sh)")
+    skip_or_fail(f"`{name}` is not installed (run scripts/setup.sh)")
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _skip_or_fail(reason: str) -> None:
+def skip_or_fail(reason: str) -> None:
     import pytest
 
     if in_ci():
@@ -590,7 +590,7 @@ def require_kafkajs() -> str:
     """Path of `node` once kafkajs is installed in tests/js; skips (fails under CI) otherwise."""
     node = require_binary("node")
     if not (JS_DIR / "node_modules" / "kafkajs" / "package.json").exists():
-        _skip_or_fail("kafkajs is not installed in tests/js (run scripts/setup.sh)")
+        skip_or_fail("kafkajs is not installed in tests/js (run scripts/setup.sh)")
     return node
 
 

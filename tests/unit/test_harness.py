@@ -138,7 +138,7 @@ def test_free_ports_are_distinct_and_bindable():
         s.bind(("127.0.0.1", free_port()))
 
 
-def test_skip_or_fail_depends_on_ci(monkeypatch):
+def testskip_or_fail_depends_on_ci(monkeypatch):
     monkeypatch.setenv("PATH", "")
     monkeypatch.delenv("CI", raising=False)
     with pytest.raises(pytest.skip.Exception):
@@ -223,7 +223,7 @@ def test_child_gets_repo_on_pythonpath(standin):
 
 def _need_zookeeper():
     if harness.zookeeper_classpath() is None or not harness.shutil.which("java"):
-        harness._skip_or_fail("Debian's zookeeper package / java not installed (run scripts/setup.sh)")
+        harness.skip_or_fail("Debian's zookeeper package / java not installed (run scripts/setup.sh)")
 
 
 @pytest.mark.zk
