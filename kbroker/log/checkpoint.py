@@ -1,0 +1,94 @@
+"""Kafka's offset checkpoint files (recovery-point-offset-checkpoint, replication-offset-checkpoint, ...).
+
+Text format, one item per line, ``\\n`` line ends::
+
+    0                      <- format version
+    2                      <- number of entries
+    topic-a 0 1234         <- "<topic> <partition> <offset>"
+    topic-b 3 0
+
+Topic names cannot contain spaces (Kafka's legal set is [a-zA-Z0-9._-]), so a plain split works.
+Writes go to ``<file>.tmp``, are fsynced, renamed over the file and the directory is fsynced, so a
+crash leaves either the old or the new file.  A missing file reads as empty; an unreadable one logs a
+warning and reads as empty (the caller then recovers from offset 0, which is always safe).
+"""
+
+import logging
+import os
+
+log = logging.getLogger(__name__)
+
+VERSION = 0
+
+
+def fsync_dir(path):
+    """fsync a directory so a rename/create/unlink inside it is durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def format_checkpoint(offsets):
+    """The exact file text for ``{(topic, partition): offset}`` (entries sorted for stable output)."""
+    lines = [str(VERSION), str(len(offsets))]
+    for (topic, partition), offset in sorted(offsets.items()):
+        lines.append("%s %d %d" % (topic, partition, offset))
+    return "\n".join(lines) + "\n"
+
+
+def parse_checkpoint(text):
+    """Inverse of format_checkpoint; raises ValueError on any malformation."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if len(lines) < 2:
+        raise ValueError("checkpoint shorter than its 2 header lines")
+    if int(lines[0]) != VERSION:
+        raise ValueError("unrecognized checkpoint version %r" % lines[0])
+    count = int(lines[1])
+    body = lines[2:]
+    if count != len(body):
+        raise ValueError("checkpoint says %d entries but has %d" % (count, len(body)))
+    offsets = {}
+    for line in body:
+        parts = line.split()
+        if len(parts) != 3:
+            raise ValueError("malformed checkpoint line %r" % line)
+        offsets[(parts[0], int(parts[1]))] = int(parts[2])
+    return offsets
+
+
+class OffsetCheckpoint:
+    def __init__(self, path):
+        self.path = path
+
+    def write(self, offsets):
+        data = format_checkpoint(offsets).encode("utf-8")
+        tmp = self.path + ".tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.path)
+        fsync_dir(os.path.dirname(os.path.abspath(self.path)))
+
+    def read(self):
+        try:
+            with open(self.path, "r", encoding="utf-8") as f:
+                text = f.read()
+        except FileNotFoundError:
+            return {}
+        except OSError as exc:
+            log.warning("cannot read checkpoint %s (%s); treating it as empty", self.path, exc)
+            return {}
+        try:
+            return parse_checkpoint(text)
+        except ValueError as exc:
+            log.warning("corrupt checkpoint %s (%s); treating it as empty", self.path, exc)
+            return {}

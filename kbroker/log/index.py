@@ -1,0 +1,286 @@
+"""Sparse per-segment indexes: ``.index`` (offset -> file position) and ``.timeindex`` (timestamp -> offset).
+
+File formats (big-endian, packed, no header, never checksummed -- rebuilt from the ``.log`` after a crash):
+
+* ``.index``: 8-byte entries ``relative_offset int32 | position int32`` with relative_offset =
+  offset - segment base offset.  Entries are strictly increasing in both columns.
+* ``.timeindex``: 12-byte entries ``timestamp int64 | relative_offset int32``.  Both columns strictly
+  increase (an entry is only added when the segment's max timestamp grows).
+
+A writable index is preallocated to ``segment.index.bytes`` rounded down to a whole number of entries
+(10485760 / 8 = 1310720 offset entries, 10485760 // 12 = 873813 time entries) as a sparse file and
+mmap'd; ``trim_to_valid_size`` cuts it back to the used entries when the segment stops being active or
+is closed.  A reopened index that was not trimmed (crash) has trailing zero entries; the used part ends
+at the last non-zero entry.  An all-zero entry is never a real offset-index entry (the first entry is
+written only after index.interval.bytes > 0 bytes, so position > 0); for the time index a lone
+``(0, 0)`` entry would be dropped, which only costs a longer scan.
+
+``TimeIndex.is_full`` reports full one entry early so the final ``(max timestamp, offset)`` entry can
+always be written on roll/close (``append(..., skip_full_check=True)``).
+"""
+
+import mmap
+import os
+import struct
+
+from kbroker._native import bisect_index
+
+
+class CorruptIndexError(Exception):
+    """An index failed its sanity check; the caller deletes and rebuilds it."""
+
+
+class IndexFullError(Exception):
+    pass
+
+
+class _Index:
+    ENTRY_SIZE = 0
+    KEY_SIZE = 0
+    _ENTRY = None
+
+    def __init__(self, path, base_offset, max_index_size):
+        self.path = path
+        self.base_offset = base_offset
+        es = self.ENTRY_SIZE
+        self.max_size = max(es, max_index_size // es * es)
+        self.max_entries = self.max_size // es
+        existed = os.path.exists(path)
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._mm = None
+        self._mm_len = 0
+        length = os.fstat(self._fd).st_size
+        if not existed:
+            self._map(self.max_size)
+            self._entries = 0
+        else:
+            # An existing (normally trimmed) index stays at its size; the first append regrows it.
+            self._map(length)
+            self._entries = self._used_entries(length)
+
+    # -- mapping -------------------------------------------------------------------------------
+    def _map(self, length):
+        os.ftruncate(self._fd, length)
+        self._mm_len = length
+        self._mm = mmap.mmap(self._fd, length) if length > 0 else None
+
+    def _unmap(self):
+        if self._mm is not None:
+            self._mm.flush()
+            self._mm.close()
+            self._mm = None
+            self._mm_len = 0
+
+    def _used_entries(self, length):
+        es = self.ENTRY_SIZE
+        n = length // es
+        if n == 0 or any(self._mm[(n - 1) * es:n * es]):
+            return n
+        # Untrimmed preallocated file: used part ends at the last non-zero byte, rounded up to an entry.
+        used = len(self._mm[:n * es].rstrip(b"\0"))
+        return (used + es - 1) // es
+
+    def resize(self, new_size):
+        """Remap to ``new_size`` bytes (rounded down to whole entries, never below the used part)."""
+        es = self.ENTRY_SIZE
+        new_size = max(new_size // es * es, self._entries * es)
+        if new_size == self._mm_len:
+            return
+        self._unmap()
+        self._map(new_size)
+
+    # -- state ---------------------------------------------------------------------------------
+    @property
+    def entries(self):
+        return self._entries
+
+    @property
+    def size_in_bytes(self):
+        return self._entries * self.ENTRY_SIZE
+
+    @property
+    def is_full(self):
+        return self._entries >= self.max_entries
+
+    def entry(self, slot):
+        return self._ENTRY.unpack_from(self._mm, slot * self.ENTRY_SIZE)
+
+    def _append_raw(self, *fields):
+        es = self.ENTRY_SIZE
+        if self._entries >= self.max_entries:
+            raise IndexFullError("%s is full (%d entries)" % (self.path, self._entries))
+        if (self._entries + 1) * es > self._mm_len:
+            # A trimmed index of a segment that became active again (truncate / reopen): regrow.
+            self.resize(self.max_size)
+        self._ENTRY.pack_into(self._mm, self._entries * es, *fields)
+        self._entries += 1
+
+    def _truncate_to_entries(self, n):
+        es = self.ENTRY_SIZE
+        if n < self._entries:
+            # Zero the dropped entries so a crash-reopen finds the end at the last non-zero entry.
+            start, end = n * es, self._entries * es
+            self._mm[start:end] = bytes(end - start)
+        self._entries = n
+
+    def reset(self):
+        """Drop every entry and regrow to the preallocated size (used before a rebuild)."""
+        self._unmap()
+        os.ftruncate(self._fd, 0)  # the OS hands back zeros when the sparse file regrows
+        self._entries = 0
+        self._map(self.max_size)
+
+    def trim_to_valid_size(self):
+        self.resize(self._entries * self.ENTRY_SIZE)
+
+    def flush(self):
+        mm = self._mm
+        if mm is not None:
+            try:
+                mm.flush()
+            except ValueError:  # remapped concurrently by a resize, which flushes itself
+                pass
+
+    def close(self):
+        if self._fd is None:
+            return
+        self.trim_to_valid_size()
+        self._unmap()
+        os.close(self._fd)
+        self._fd = None
+
+    def rename(self, new_path):
+        os.rename(self.path, new_path)
+        self.path = new_path
+
+    def delete(self):
+        if self._fd is not None:
+            self._unmap()
+            os.close(self._fd)
+            self._fd = None
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+    def _bisect(self, target):
+        if self._entries == 0:
+            return -1
+        return bisect_index(self._mm, self._entries, self.ENTRY_SIZE, self.KEY_SIZE, target)
+
+
+class OffsetIndex(_Index):
+    ENTRY_SIZE = 8
+    KEY_SIZE = 4
+    _ENTRY = struct.Struct(">ii")
+
+    def last_entry(self):
+        """(offset, position) of the last entry, (base_offset, 0) when empty."""
+        if self._entries == 0:
+            return self.base_offset, 0
+        rel, pos = self.entry(self._entries - 1)
+        return self.base_offset + rel, pos
+
+    @property
+    def last_offset(self):
+        return self.last_entry()[0]
+
+    def append(self, offset, position):
+        rel = offset - self.base_offset
+        if self._entries and rel <= self.entry(self._entries - 1)[0]:
+            raise ValueError("offset %d not above last index entry %d" % (offset, self.last_offset))
+        if not 0 <= rel <= 0x7FFFFFFF:
+            raise ValueError("offset %d out of int32 range of base %d" % (offset, self.base_offset))
+        self._append_raw(rel, position)
+
+    def lookup(self, offset):
+        """(offset, position) of the largest entry with offset <= target, else (base_offset, 0)."""
+        slot = self._bisect(offset - self.base_offset)
+        if slot < 0:
+            return self.base_offset, 0
+        rel, pos = self.entry(slot)
+        return self.base_offset + rel, pos
+
+    def truncate_to(self, offset):
+        """Remove every entry whose offset is >= ``offset``."""
+        slot = self._bisect(offset - self.base_offset)
+        if slot < 0:
+            n = 0
+        elif self.entry(slot)[0] == offset - self.base_offset:
+            n = slot
+        else:
+            n = slot + 1
+        self._truncate_to_entries(n)
+
+    def sanity_check(self):
+        length = os.fstat(self._fd).st_size
+        if length % self.ENTRY_SIZE:
+            raise CorruptIndexError("%s: size %d is not a multiple of %d" % (self.path, length, self.ENTRY_SIZE))
+        if self._entries and self.last_offset <= self.base_offset:
+            raise CorruptIndexError("%s: last offset %d is not above base offset %d"
+                                    % (self.path, self.last_offset, self.base_offset))
+
+
+class TimeIndex(_Index):
+    ENTRY_SIZE = 12
+    KEY_SIZE = 8
+    _ENTRY = struct.Struct(">qi")
+
+    @property
+    def is_full(self):
+        return self._entries >= self.max_entries - 1
+
+    def last_entry(self):
+        """(timestamp, offset) of the last entry, (-1, base_offset) when empty."""
+        if self._entries == 0:
+            return -1, self.base_offset
+        ts, rel = self.entry(self._entries - 1)
+        return ts, self.base_offset + rel
+
+    def append(self, timestamp, offset, skip_full_check=False):
+        """Add (timestamp, offset) if timestamp is above the last entry's; returns True when added."""
+        last_ts, last_off = self.last_entry()
+        if self._entries and offset < last_off:
+            raise ValueError("time index offset %d below last entry offset %d" % (offset, last_off))
+        if timestamp <= last_ts:
+            return False
+        if not skip_full_check and self.is_full:
+            raise IndexFullError("%s is full (%d entries)" % (self.path, self._entries))
+        rel = offset - self.base_offset
+        if not 0 <= rel <= 0x7FFFFFFF:
+            raise ValueError("offset %d out of int32 range of base %d" % (offset, self.base_offset))
+        self._append_raw(timestamp, rel)
+        return True
+
+    def lookup(self, timestamp):
+        """(timestamp, offset) of the largest entry with timestamp <= target, else (-1, base_offset)."""
+        slot = self._bisect(timestamp)
+        if slot < 0:
+            return -1, self.base_offset
+        ts, rel = self.entry(slot)
+        return ts, self.base_offset + rel
+
+    def truncate_to(self, offset):
+        """Remove every entry whose offset is >= ``offset`` (offsets increase, so bisect on them)."""
+        lo, hi = 0, self._entries
+        rel = offset - self.base_offset
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if self.entry(mid)[1] < rel:
+                lo = mid + 1
+            else:
+                hi = mid
+        self._truncate_to_entries(lo)
+
+    def sanity_check(self):
+        length = os.fstat(self._fd).st_size
+        if length % self.ENTRY_SIZE:
+            raise CorruptIndexError("%s: size %d is not a multiple of %d" % (self.path, length, self.ENTRY_SIZE))
+        if self._entries:
+            last_ts, last_off = self.last_entry()
+            if last_off < self.base_offset:
+                raise CorruptIndexError("%s: last offset %d below base offset %d"
+                                        % (self.path, last_off, self.base_offset))
+            if last_ts < self.entry(0)[0]:
+                raise CorruptIndexError("%s: last timestamp %d below first %d"
+                                        % (self.path, last_ts, self.entry(0)[0]))

@@ -1,0 +1,356 @@
+"""One partition's log: an ordered list of segments in ``<log.dir>/<topic>-<partition>/`` (Kafka's Log).
+
+Invariants:
+* ``segments`` is sorted by base offset (bisect on ``_bases``); the last one is the active segment and
+  is the only one appended to.  ``log_start_offset`` is the first segment's base offset (0.10.1 has no
+  separate log start offset); ``log_end_offset`` is the next offset to assign.
+* Every byte of every ``.log`` file is a whole v2 batch (the loader cuts torn tails at startup).
+* ``recovery_point``: every offset below it is fsynced; a restart after a crash re-scans only from the
+  segment holding it.  It only moves forward through ``flush`` (and back through ``truncate_to``).
+* Removed segments (retention, truncation) are renamed ``*.deleted`` at once and unlinked after
+  ``file.delete.delay.ms``, keeping their fds open until then so in-flight sendfile regions stay valid.
+
+All methods are plain blocking Python; fsync happens only in ``flush`` (the server runs it in a thread
+pool) and nowhere on the append path.  A roll only records that the old segments want a flush
+(``flush_pending_offset``); ``LogManager.flush_dirty`` performs it.
+"""
+
+import bisect
+import logging
+import os
+import shutil
+
+from kbroker.errors import OffsetOutOfRange, RecordListTooLarge
+
+from .file_region import FileRegion
+from .loader import DELETED_SUFFIX, load_segments
+from .segment import INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, filename_prefix, now_ms
+
+logger = logging.getLogger(__name__)
+
+
+def parse_topic_partition(dir_name):
+    """``"my-topic-3"`` -> ``("my-topic", 3)``: the topic is the text before the LAST '-'."""
+    topic, sep, partition = dir_name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        raise ValueError("not a <topic>-<partition> directory name: %r" % dir_name)
+    return topic, int(partition)
+
+
+class FetchSlice:
+    """What ``Log.read`` returns: a region of one segment file and the base offset of its first batch.
+
+    An empty slice (``size == 0``) means nothing is readable yet at that offset.
+    """
+    __slots__ = ("region", "first_offset")
+
+    def __init__(self, region, first_offset):
+        self.region = region
+        self.first_offset = first_offset
+
+    @property
+    def file_region(self):
+        return self.region
+
+    @property
+    def size(self):
+        return self.region.size
+
+    def __len__(self):
+        return self.region.size
+
+    def __repr__(self):
+        return "FetchSlice(%r, first_offset=%d)" % (self.region, self.first_offset)
+
+
+class Log:
+    def __init__(self, dir_path, config, recovery_point=0, clean_shutdown=False):
+        self.dir = dir_path
+        self.config = config
+        try:
+            self.topic, self.partition = parse_topic_partition(os.path.basename(os.path.normpath(dir_path)))
+        except ValueError:
+            self.topic, self.partition = None, None
+        os.makedirs(dir_path, exist_ok=True)
+        loaded = load_segments(dir_path, config, recovery_point, clean_shutdown)
+        self._segments = loaded.segments
+        self._bases = [s.base_offset for s in self._segments]
+        self._next_offset = loaded.next_offset
+        self.recovery_point = loaded.recovery_point
+        self.truncated_on_load = loaded.truncated_bytes
+        self.last_flush_ms = now_ms()
+        self.flush_pending_offset = None  # set by roll(): flush everything below it soon
+        self._pending_deletes = []  # (due_ms, segment) renamed *.deleted, unlinked when due
+
+    # -- state ---------------------------------------------------------------------------------
+    @property
+    def topic_partition(self):
+        return self.topic, self.partition
+
+    @property
+    def log_start_offset(self):
+        return self._bases[0]
+
+    @property
+    def log_end_offset(self):
+        return self._next_offset
+
+    @property
+    def active_segment(self):
+        return self._segments[-1]
+
+    @property
+    def segments(self):
+        return list(self._segments)
+
+    @property
+    def num_segments(self):
+        return len(self._segments)
+
+    @property
+    def size_in_bytes(self):
+        return sum(s.size for s in self._segments)
+
+    @property
+    def unflushed_messages(self):
+        return self._next_offset - self.recovery_point
+
+    def _floor_index(self, offset):
+        return bisect.bisect_right(self._bases, offset) - 1
+
+    # -- append --------------------------------------------------------------------------------
+    def append(self, info, now=None):
+        """Write ``info.buffer`` (whole v2 batches with offsets assigned) to the active segment.
+
+        ``info.first_offset`` must be the log end offset (a replica follower may leave a gap after a
+        compacted range, so a larger first offset is accepted; a smaller one is a bug).
+        """
+        if info.first_offset < self._next_offset:
+            raise ValueError("append at offset %d below log end offset %d in %s"
+                             % (info.first_offset, self._next_offset, self.dir))
+        size = len(info.buffer)
+        if size == 0:
+            return
+        if size > self.config.segment_bytes:
+            raise RecordListTooLarge("batch of %d bytes exceeds segment.bytes %d" % (size, self.config.segment_bytes))
+        segment = self._maybe_roll(size, info.max_timestamp, info.last_offset, now_ms() if now is None else now)
+        segment.append(info.last_offset, info.max_timestamp, info.offset_of_max_timestamp, info.buffer)
+        self._next_offset = info.last_offset + 1
+
+    def _maybe_roll(self, size, max_timestamp, last_offset, now):
+        segment = self._segments[-1]
+        cfg = self.config
+        if (segment.size > cfg.segment_bytes - size
+                or (segment.size > 0
+                    and segment.time_waited_for_roll(now, max_timestamp) > cfg.segment_ms - segment.roll_jitter_ms)
+                or segment.indexes_full
+                or last_offset - segment.base_offset > INT32_MAX):
+            return self.roll()
+        return segment
+
+    def roll(self):
+        """Start a new active segment at the log end offset (no-op if the active one is empty there)."""
+        active = self._segments[-1]
+        new_base = self._next_offset
+        if active.base_offset == new_base and active.size == 0:
+            return active
+        if new_base < active.base_offset:
+            raise ValueError("cannot roll to %d below active base %d" % (new_base, active.base_offset))
+        active.on_become_inactive()
+        prefix = os.path.join(self.dir, filename_prefix(new_base))
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            if os.path.exists(prefix + suffix):
+                # Leftover from an older life of this offset range (a truncation); never append to it.
+                logger.warning("deleting stale %s before roll", prefix + suffix)
+                os.unlink(prefix + suffix)
+        segment = LogSegment(self.dir, new_base, self.config)
+        self._segments.append(segment)
+        self._bases.append(new_base)
+        self.flush_pending_offset = new_base
+        return segment
+
+    # -- read ----------------------------------------------------------------------------------
+    def _empty(self, offset):
+        active = self._segments[-1]
+        return FetchSlice(FileRegion(active.file, active.size, 0), offset)
+
+    def read(self, offset, max_bytes, max_offset=None, min_one=True):
+        """Bytes from the batch holding ``offset``; never a batch whose base offset is >= ``max_offset``.
+
+        Raises OffsetOutOfRange outside [log_start_offset, log_end_offset]; at the end (or at/after
+        ``max_offset``) returns an empty slice.  See ``LogSegment.read`` for size rules.
+        """
+        leo = self._next_offset
+        if offset > leo or offset < self._bases[0]:
+            raise OffsetOutOfRange("offset %d not in [%d, %d] of %s" % (offset, self._bases[0], leo, self.dir))
+        if offset == leo or (max_offset is not None and offset >= max_offset):
+            return self._empty(offset)
+        segments = self._segments
+        i = max(0, self._floor_index(offset))
+        while i < len(segments):
+            segment = segments[i]
+            max_position = None
+            if max_offset is not None:
+                if segment.base_offset >= max_offset:
+                    break
+                if i + 1 == len(segments) or self._bases[i + 1] > max_offset:
+                    max_position = segment.position_of_first_batch_from(max_offset)
+            got = segment.read(offset, max_bytes, max_position, min_one)
+            if got is not None:
+                return FetchSlice(*got)
+            i += 1
+        return self._empty(offset)
+
+    def offset_for_timestamp(self, timestamp, resolver=None):
+        """``(offset, timestamp)`` of the first batch whose max timestamp is >= ``timestamp``, or None.
+
+        Without ``resolver`` the answer is the batch's base offset and max timestamp.  ``resolver(
+        batch_bytes, timestamp) -> (offset, timestamp) | None`` may narrow it to the exact record
+        (the record layer knows how to decompress).  -1/-2 (latest/earliest) are the caller's job.
+        """
+        start = self._bases[0]
+        for segment in list(self._segments):
+            if segment.largest_timestamp < timestamp:
+                continue
+            entry = segment.find_offset_by_timestamp(timestamp, start)
+            if entry is None:
+                continue
+            pos, size, base, _last, max_ts, _count = entry
+            if resolver is not None:
+                found = resolver(FileRegion(segment.file, pos, size).read_bytes(), timestamp)
+                if found is not None:
+                    return found
+            return max(base, start), max_ts
+        return None
+
+    # -- durability ----------------------------------------------------------------------------
+    def flush(self, up_to=None, now=None):
+        """fsync every segment holding offsets in [recovery_point, up_to) (default: the log end).
+
+        Returns the (advanced) recovery point.  Blocking; safe to run in a worker thread.
+        """
+        if up_to is None:
+            up_to = self._next_offset
+        if up_to > self.recovery_point:
+            segments = list(self._segments)
+            bases = [s.base_offset for s in segments]
+            first = max(0, bisect.bisect_right(bases, self.recovery_point) - 1)
+            for segment in segments[first:]:
+                if segment.base_offset >= up_to:
+                    break
+                if not segment.file.closed:
+                    segment.flush()
+            self.recovery_point = up_to
+        self.last_flush_ms = now_ms() if now is None else now
+        if self.flush_pending_offset is not None and self.recovery_point >= self.flush_pending_offset:
+            self.flush_pending_offset = None
+        return self.recovery_point
+
+    # -- truncation / retention ----------------------------------------------------------------
+    def truncate_to(self, offset):
+        """Drop every offset >= ``offset`` (follower catching up with a new leader). Returns True if cut."""
+        if offset < 0:
+            raise ValueError("cannot truncate to negative offset %d" % offset)
+        if offset >= self._next_offset:
+            return False
+        if offset < self._bases[0]:
+            self.truncate_fully_and_start_at(offset)
+            return True
+        doomed = []
+        while len(self._segments) > 1 and self._bases[-1] > offset:
+            doomed.append(self._segments.pop())
+            self._bases.pop()
+        self._remove_segments(doomed, now_ms())
+        self._segments[-1].truncate_to(offset)
+        self._next_offset = offset
+        self.recovery_point = min(self.recovery_point, offset)
+        return True
+
+    def truncate_fully_and_start_at(self, offset):
+        """Delete every segment and start empty at ``offset``."""
+        doomed = self._segments
+        self._segments, self._bases = [], []
+        self._remove_segments(doomed, now_ms())
+        self._segments.append(LogSegment(self.dir, offset, self.config))
+        self._bases.append(offset)
+        self._next_offset = offset
+        self.recovery_point = offset
+
+    def delete_old_segments(self, retention_ms, retention_bytes, now):
+        """Time then size retention (Kafka 0.10.1 rules); returns the number of segments deleted.
+
+        Time: delete from the oldest while ``now - largest_timestamp > retention_ms``.  Size: while
+        ``total - segment.size >= retention_bytes``.  -1 (or None) disables either.  The active segment
+        goes only when non-empty and everything else went too; a fresh active segment is rolled first.
+        """
+        deleted = 0
+        if retention_ms is not None and retention_ms >= 0:
+            deleted += self._delete_while(lambda s: now - s.largest_timestamp > retention_ms, now)
+        if retention_bytes is not None and retention_bytes >= 0:
+            diff = self.size_in_bytes - retention_bytes
+            if diff >= 0:
+                def over(segment):
+                    nonlocal diff
+                    if diff - segment.size >= 0:
+                        diff -= segment.size
+                        return True
+                    return False
+                deleted += self._delete_while(over, now)
+        self.purge_deleted(now)
+        return deleted
+
+    def _delete_while(self, predicate, now):
+        active = self._segments[-1]
+        doomed = []
+        for segment in self._segments:
+            if not predicate(segment) or (segment is active and segment.size == 0):
+                break
+            doomed.append(segment)
+        if not doomed:
+            return 0
+        if len(doomed) == len(self._segments):
+            self.roll()
+        del self._segments[:len(doomed)]
+        del self._bases[:len(doomed)]
+        self._remove_segments(doomed, now)
+        logger.info("%s: deleted %d segment(s); log start offset now %d", self.dir, len(doomed), self._bases[0])
+        return len(doomed)
+
+    def _remove_segments(self, segments, now):
+        delay = self.config.file_delete_delay_ms
+        for segment in segments:
+            try:
+                segment.change_suffix(segment.suffix, segment.suffix + DELETED_SUFFIX)
+            except FileNotFoundError:
+                pass
+            if delay is None or delay <= 0:
+                segment.delete()
+            else:
+                self._pending_deletes.append((now + delay, segment))
+
+    def purge_deleted(self, now):
+        """Unlink ``*.deleted`` segments whose file.delete.delay.ms has passed."""
+        keep = []
+        for due, segment in self._pending_deletes:
+            if due <= now:
+                segment.delete()
+            else:
+                keep.append((due, segment))
+        self._pending_deletes = keep
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def close(self):
+        for segment in self._segments:
+            segment.close()
+        for _due, segment in self._pending_deletes:
+            segment.delete()
+        self._pending_deletes = []
+
+    def delete(self):
+        """Close and remove the whole partition directory."""
+        self.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __repr__(self):
+        return "Log(%s, start=%d, end=%d, segments=%d)" % (self.dir, self.log_start_offset, self._next_offset,
+                                                           len(self._segments))

@@ -1,0 +1,380 @@
+"""One log segment: ``<base>.log`` plus its ``<base>.index`` and ``<base>.timeindex`` (Kafka's LogSegment).
+
+``<base>`` is the segment's base offset (the first offset it may hold) zero-padded to 20 digits, e.g.
+``00000000000000368769.log``.  The ``.log`` file is a plain concatenation of v2 record batches exactly as
+they are served to consumers (61-byte header, see ``kbroker/_native/batch_py.py``); a byte position in
+it is what the offset index stores.
+
+Invariants:
+* Batches are appended whole with ``os.write`` on an ``O_APPEND`` unbuffered file: no user-space buffer,
+  so a FileRegion handed out right after ``append`` returns sees the bytes.
+* Offsets in a segment fit ``base .. base + 2**31 - 1`` (index entries store int32 relative offsets).
+* Index cadence (identical on append and on rebuild, so a rebuilt index equals the original byte for
+  byte): a batch that starts more than ``index.interval.bytes`` (4096) bytes after the position of the
+  last offset-index entry (0 initially) gets an offset entry ``(batch last offset, batch position)`` and,
+  if the segment's max timestamp grew since the last time entry, a time entry
+  ``(max timestamp so far, last offset of the batch that set it)``.  When the segment stops being
+  active (roll) or is closed, or after a rebuild, one final time entry for the max timestamp is added.
+* The batch headers drive the indexes; ``append``'s offset/timestamp arguments are cross-checked only.
+"""
+
+import os
+import random
+import struct
+import time
+
+from kbroker._native import scan_batches
+
+from .file_region import FileRegion
+from .index import OffsetIndex, TimeIndex
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+
+HEADER_SIZE = 61
+MIN_BATCH_LENGTH = HEADER_SIZE - 12
+INT32_MAX = 0x7FFFFFFF
+
+# Header reads scan this much per pread: an index entry is at most ~index.interval.bytes (4096) plus one
+# batch before the target, so 16 KiB usually answers in one system call.
+HEADER_WINDOW = 16 * 1024
+# CRC-checked scans (recovery) read whole batches; 1 MiB windows keep memory bounded on 1 GiB segments.
+RECOVERY_WINDOW = 1024 * 1024
+
+_HEAD = struct.Struct(">qiiB")          # baseOffset, batchLength, partitionLeaderEpoch, magic
+_LAST_DELTA = struct.Struct(">i")       # at 23
+_TS = struct.Struct(">q")               # maxTimestamp at 35
+_COUNT = struct.Struct(">i")            # at 57
+
+
+def filename_prefix(base_offset):
+    return "%020d" % base_offset
+
+
+def now_ms():
+    return int(time.time() * 1000)
+
+
+def header_entry(buf, pos=0):
+    """Scan-style entry ``(pos, size, base, last, max_ts, count)`` from a 61-byte header, or None if malformed."""
+    if len(buf) - pos < HEADER_SIZE:
+        return None
+    base, batch_length, _epoch, magic = _HEAD.unpack_from(buf, pos)
+    if magic != 2 or batch_length < MIN_BATCH_LENGTH:
+        return None
+    last = base + _LAST_DELTA.unpack_from(buf, pos + 23)[0]
+    return (pos, 12 + batch_length, base, last, _TS.unpack_from(buf, pos + 35)[0],
+            _COUNT.unpack_from(buf, pos + 57)[0])
+
+
+def buffer_batches(buffer):
+    """Entries of every batch in an in-memory v2 buffer (no CRC check); ValueError unless it is whole batches."""
+    entry = header_entry(buffer)
+    if entry is not None and entry[1] == len(buffer):
+        return [entry]  # the common case: one batch per append
+    entries, valid_end = scan_batches(buffer, 0, len(buffer), False)
+    if valid_end != len(buffer) or not entries:
+        raise ValueError("append buffer is not a sequence of whole v2 batches (%d of %d bytes parse)"
+                         % (valid_end, len(buffer)))
+    return entries
+
+
+def iter_file_batches(fd, start, end, check_crc=False, max_batch_size=None):
+    """Yield entries ``(pos, size, base, last, max_ts, count)`` of the batches in file[start:end].
+
+    Stops silently at the first truncated or malformed batch (or CRC mismatch when ``check_crc``, or a
+    batch bigger than ``max_batch_size``).  Header-only walks read 16 KiB windows; CRC walks 1 MiB
+    windows, re-reading a single larger batch whole when it straddles a window.
+    """
+    window = RECOVERY_WINDOW if check_crc else HEADER_WINDOW
+    pos = start
+    while pos < end:
+        buf = os.pread(fd, min(end - pos, window), pos)
+        if not buf:
+            return
+        entries, valid_end = scan_batches(buf, 0, len(buf), check_crc)
+        for e in entries:
+            if max_batch_size is not None and e[1] > max_batch_size:
+                return
+            yield (pos + e[0],) + e[1:]
+        if valid_end > 0:
+            pos += valid_end
+            continue
+        # Nothing whole in this window: either a batch larger than the window, or the end of good data.
+        head = header_entry(buf)
+        if head is None:
+            return
+        size = head[1]
+        if size <= len(buf) or pos + size > end:
+            return  # fitted in the window yet failed (bad CRC), or runs past the end (torn tail)
+        if max_batch_size is not None and size > max_batch_size:
+            return
+        if check_crc:
+            whole = os.pread(fd, size, pos)
+            got, whole_end = scan_batches(whole, 0, len(whole), True)
+            if whole_end != size:
+                return
+            head = got[0]
+        yield (pos,) + head[1:]
+        pos += size
+
+
+class LogSegment:
+    def __init__(self, dir_path, base_offset, config, suffix="", created_ms=None):
+        self.dir = dir_path
+        self.base_offset = base_offset
+        self.config = config
+        self.suffix = suffix
+        prefix = os.path.join(dir_path, filename_prefix(base_offset))
+        self.log_path = prefix + LOG_SUFFIX + suffix
+        self.file = open(self.log_path, "ab+", buffering=0)
+        self._fd = self.file.fileno()
+        self._size = os.fstat(self._fd).st_size
+        self.offset_index = OffsetIndex(prefix + INDEX_SUFFIX + suffix, base_offset, config.segment_index_bytes)
+        self.time_index = TimeIndex(prefix + TIME_INDEX_SUFFIX + suffix, base_offset, config.segment_index_bytes)
+        self.index_interval_bytes = config.index_interval_bytes
+        self.created_ms = now_ms() if created_ms is None else created_ms
+        # Kafka spreads time-based rolls of many partitions with a random jitter in [0, segment.jitter.ms).
+        self.roll_jitter_ms = random.randrange(config.segment_jitter_ms) if config.segment_jitter_ms > 0 else 0
+        self._rolling_ts = None
+        self._load_state()
+
+    def _load_state(self):
+        """Derive in-memory bookkeeping from the indexes (exact after a close, a roll or a rebuild)."""
+        self.max_timestamp_so_far, self.offset_of_max_timestamp = self.time_index.last_entry()
+        self._bytes_since_last_index_entry = self._size - self.offset_index.last_entry()[1]
+
+    # -- properties ----------------------------------------------------------------------------
+    @property
+    def size(self):
+        return self._size
+
+    @property
+    def last_modified(self):
+        """File mtime in ms."""
+        return os.fstat(self._fd).st_mtime_ns // 1_000_000
+
+    @property
+    def largest_timestamp(self):
+        """Max batch timestamp, or the file mtime when no batch carries a timestamp (0.10.1 retention)."""
+        if self.max_timestamp_so_far >= 0:
+            return self.max_timestamp_so_far
+        return self.last_modified
+
+    @property
+    def rolling_timestamp(self):
+        """Max timestamp of the first batch (Kafka rolls by time relative to it), or None."""
+        if self._rolling_ts is None and self._size >= HEADER_SIZE:
+            head = header_entry(os.pread(self._fd, HEADER_SIZE, 0))
+            if head is not None:
+                self._rolling_ts = head[4]
+        return self._rolling_ts
+
+    def time_waited_for_roll(self, now, incoming_timestamp):
+        ts = self.rolling_timestamp
+        if ts is not None and ts >= 0:
+            return incoming_timestamp - ts
+        return now - self.created_ms
+
+    @property
+    def indexes_full(self):
+        return self.offset_index.is_full or self.time_index.is_full
+
+    def fileno(self):
+        return self._fd
+
+    # -- writing -------------------------------------------------------------------------------
+    def append(self, largest_offset, largest_ts, offset_of_largest_ts, buffer):
+        """Append whole v2 batches; the indexes follow the cadence in the module docstring."""
+        n = len(buffer)
+        if n == 0:
+            return
+        entries = buffer_batches(buffer)
+        last = entries[-1][3]
+        if largest_offset is not None and largest_offset != last:
+            raise ValueError("largest offset %d does not match the batches' last offset %d" % (largest_offset, last))
+        if entries[0][2] < self.base_offset or last - self.base_offset > INT32_MAX:
+            raise ValueError("offsets %d..%d do not fit segment %d" % (entries[0][2], last, self.base_offset))
+        position = self._size
+        view = memoryview(buffer).cast("B")
+        try:
+            while view:
+                view = view[os.write(self._fd, view):]
+        except BaseException:
+            os.ftruncate(self._fd, position)  # never leave a torn batch behind a failed write
+            raise
+        self._size = position + n
+        for rel, size, _base, batch_last, max_ts, _count in entries:
+            if max_ts > self.max_timestamp_so_far:
+                self.max_timestamp_so_far, self.offset_of_max_timestamp = max_ts, batch_last
+            self._maybe_index(batch_last, position + rel)
+            self._bytes_since_last_index_entry += size
+        if self._rolling_ts is None and position == 0:
+            self._rolling_ts = entries[0][4]
+
+    def _maybe_index(self, batch_last, batch_pos):
+        if self._bytes_since_last_index_entry > self.index_interval_bytes:
+            # A full index only loses precision; the log rolls before the next append.
+            if not self.offset_index.is_full:
+                self.offset_index.append(batch_last, batch_pos)
+            if not self.time_index.is_full:
+                self.time_index.append(self.max_timestamp_so_far, self.offset_of_max_timestamp)
+            self._bytes_since_last_index_entry = 0
+
+    def on_become_inactive(self):
+        """Roll/close: write the final time entry (reserved slot) and trim both indexes."""
+        if self.max_timestamp_so_far >= 0:
+            self.time_index.append(self.max_timestamp_so_far, self.offset_of_max_timestamp, skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+
+    def flush(self):
+        os.fsync(self._fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    # -- reading -------------------------------------------------------------------------------
+    def batches(self, start_position=0, end_position=None, check_crc=False):
+        end = self._size if end_position is None else min(end_position, self._size)
+        return iter_file_batches(self._fd, start_position, end, check_crc)
+
+    def translate_offset(self, offset, start_position=0):
+        """Entry of the first batch whose last offset is >= ``offset`` (index lookup, then scan), or None."""
+        _idx_offset, position = self.offset_index.lookup(offset)
+        for entry in self.batches(max(position, start_position)):
+            if entry[3] >= offset:
+                return entry
+        return None
+
+    def position_of_first_batch_from(self, offset):
+        """File position of the first batch whose base offset is >= ``offset`` (segment size if none)."""
+        entry = self.translate_offset(offset)
+        if entry is None:
+            return self._size
+        if entry[2] >= offset:
+            return entry[0]
+        return entry[0] + entry[1]  # ``offset`` is inside this batch: the next batch starts after it
+
+    def read(self, start_offset, max_size, max_position=None, min_one=False):
+        """``(FileRegion, first batch base offset)`` from the batch holding ``start_offset``, or None.
+
+        None means the segment holds nothing at or after ``start_offset``.  The region is at most
+        ``max_size`` bytes and ends at or before ``max_position`` (it may end mid-batch, as Kafka's
+        does; clients drop a trailing partial batch).  With ``min_one`` a first batch larger than
+        ``max_size`` is returned whole (KIP-74) unless it lies beyond ``max_position``.
+        """
+        if max_size < 0:
+            raise ValueError("invalid max size %d" % max_size)
+        entry = self.translate_offset(start_offset)
+        if entry is None:
+            return None
+        position, batch_size, base = entry[0], entry[1], entry[2]
+        if max_position is None:
+            max_position = self._size
+        adjusted = max(max_size, batch_size) if min_one else max_size
+        size = max(0, min(max_position - position, adjusted))
+        return FileRegion(self.file, position, size), base
+
+    def find_offset_by_timestamp(self, timestamp, starting_offset=0):
+        """Entry of the first batch with max timestamp >= ``timestamp`` and last offset >= starting_offset."""
+        _ts, ts_offset = self.time_index.lookup(timestamp)
+        _off, position = self.offset_index.lookup(max(ts_offset, starting_offset))
+        for entry in self.batches(position):
+            if entry[4] >= timestamp and entry[3] >= starting_offset:
+                return entry
+        return None
+
+    def read_next_offset(self):
+        """One past the last offset in the segment (base offset when empty)."""
+        _off, position = self.offset_index.last_entry()
+        last = None
+        for entry in self.batches(position):
+            last = entry[3]
+        return self.base_offset if last is None else last + 1
+
+    # -- recovery / truncation -----------------------------------------------------------------
+    def recover(self, max_message_size):
+        """Rescan with CRC checks, rebuild both indexes, cut a torn/corrupt tail; returns bytes cut."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.max_timestamp_so_far, self.offset_of_max_timestamp = -1, self.base_offset
+        self._bytes_since_last_index_entry = 0
+        valid = 0
+        for pos, size, base, last, max_ts, _count in iter_file_batches(self._fd, 0, self._size, True,
+                                                                       max_message_size):
+            if base < self.base_offset or last < base or last - self.base_offset > INT32_MAX:
+                break
+            if max_ts > self.max_timestamp_so_far:
+                self.max_timestamp_so_far, self.offset_of_max_timestamp = max_ts, last
+            self._bytes_since_last_index_entry = pos - self.offset_index.last_entry()[1]
+            self._maybe_index(last, pos)
+            valid = pos + size
+        truncated = self._size - valid
+        if truncated:
+            os.ftruncate(self._fd, valid)
+            self._size = valid
+        self._bytes_since_last_index_entry = valid - self.offset_index.last_entry()[1]
+        self._rolling_ts = None
+        self.on_become_inactive()
+        return truncated
+
+    def truncate_to(self, offset):
+        """Drop every batch from the one holding ``offset`` onward; returns bytes removed."""
+        entry = self.translate_offset(offset)
+        if entry is None:
+            return 0
+        position = entry[0]
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        removed = self._size - position
+        os.ftruncate(self._fd, position)
+        self._size = position
+        self._load_state()
+        # The surviving time entries cover batches up to the last offset-index entry; the batches after
+        # it may hold a larger timestamp.
+        for _pos, _size, _base, last, max_ts, _count in self.batches(self.offset_index.last_entry()[1]):
+            if max_ts > self.max_timestamp_so_far:
+                self.max_timestamp_so_far, self.offset_of_max_timestamp = max_ts, last
+        if position == 0:
+            self._rolling_ts = None
+            self.created_ms = now_ms()
+        return removed
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def change_suffix(self, old, new):
+        """Rename all three files from ``...<old>`` to ``...<new>`` (e.g. "" -> ".deleted"); fds stay open."""
+        def renamed(path):
+            assert path.endswith(old)
+            return path[:len(path) - len(old)] + new
+        new_log = renamed(self.log_path)
+        os.rename(self.log_path, new_log)
+        self.log_path = new_log
+        for index in (self.offset_index, self.time_index):
+            if os.path.exists(index.path):
+                index.rename(renamed(index.path))
+            else:
+                index.path = renamed(index.path)
+        self.suffix = self.suffix[:len(self.suffix) - len(old)] + new
+
+    def close(self):
+        if self.file.closed:
+            return
+        self.on_become_inactive()
+        self.offset_index.close()
+        self.time_index.close()
+        self.file.close()
+
+    def delete(self):
+        """Close and unlink all three files (missing files are fine)."""
+        self.offset_index.delete()
+        self.time_index.delete()
+        if not self.file.closed:
+            self.file.close()
+        try:
+            os.unlink(self.log_path)
+        except FileNotFoundError:
+            pass
+
+    def __repr__(self):
+        return "LogSegment(%s, base=%d, size=%d)" % (self.dir, self.base_offset, self._size)
