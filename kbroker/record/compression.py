@@ -257,18 +257,33 @@ def _zstd_compress(data):
 
 
 def _zstd_decompress(data, max_size):
-    out = bytearray()
+    # Two passes.  The stream reader is the only bounded API, but it ends silently on a truncated frame;
+    # decompressobj reports truncation (eof stays False) but has no output bound.  So: count the output
+    # with the reader in _STEP pieces, discarding them (memory O(_STEP)), and only when the total fits
+    # decompress frame by frame with decompressobj.  zstd inflates at GB/s, the second pass is cheap.
+    data = bytes(data)
+    dctx = zstandard.ZstdDecompressor()
     try:
-        reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(bytes(data)), read_across_frames=True)
+        reader = dctx.stream_reader(io.BytesIO(data), read_across_frames=True)
+        total = 0
         while True:
-            piece = reader.read(min(_STEP, max_size - len(out) + 1))
+            piece = reader.read(min(_STEP, max_size - total + 1))
             if not piece:
-                return bytes(out)
-            out += piece
-            if len(out) > max_size:
+                break
+            total += len(piece)
+            if total > max_size:
                 raise CorruptMessage("zstd payload inflates beyond %d bytes" % max_size)
+        out = []
+        rest = data
+        while rest:
+            d = dctx.decompressobj()
+            out.append(d.decompress(rest))
+            if not d.eof:
+                raise CorruptMessage("truncated zstd frame")
+            rest = d.unused_data
     except zstandard.ZstdError as exc:
         raise CorruptMessage("bad zstd payload: %s" % exc) from None
+    return b"".join(out)
 
 
 # ------------------------------------------------------------------------------------------ facade
