@@ -285,3 +285,31 @@ def test_zk_ensemble_script_start_status_stop(tmp_path):
     assert stopped.returncode == 0, stopped.stderr
     assert stopped.stderr.count("stopped node") == 3
     assert not list(d.glob("node*/zk.pid"))
+
+
+# ------------------------------------------------------------------------------------------ external clients
+
+def test_kafkajs_runner_reports_errors_with_their_json(monkeypatch):
+    monkeypatch.delenv("CI", raising=False)
+    harness.require_kafkajs()  # skips when node/kafkajs are absent
+    port = free_port()  # nothing listens there
+    with pytest.raises(HarnessError) as err:
+        harness.run_kafkajs({"brokers": [f"127.0.0.1:{port}"], "topic": "t", "mode": "produce", "count": 1,
+                             "retries": 0}, timeout=30)
+    assert "exited 1" in str(err.value)
+    assert f'"error":"Connection error: connect ECONNREFUSED 127.0.0.1:{port}"' in str(err.value)
+
+
+def test_kafkajs_script_rejects_unknown_mode():
+    node = harness.require_kafkajs()
+    done = subprocess.run([node, str(harness.KAFKAJS_SCRIPT), '{"brokers":["127.0.0.1:1"],"topic":"t","mode":"x"}'],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 1
+    assert done.stdout == '{"mode":"x","error":"unknown mode \\"x\\""}\n'
+
+
+def test_b64_helpers_round_trip():
+    assert harness.b64(b"\x00\xff") == "AP8="
+    assert harness.b64("hi") == "aGk="
+    assert harness.unb64("AP8=") == b"\x00\xff"
+    assert harness.b64(None) is None and harness.unb64(None) is None
