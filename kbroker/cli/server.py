@@ -1,0 +1,59 @@
+"""kbroker-server [server.properties | config.yaml] [--override key=value]...
+
+The only place (with the other cli modules) that monkey-patches: gevent's patch_all must run before anything else
+imports socket/threading, so kbroker modules are imported inside ``main``.
+Exit codes: 0 after a clean shutdown (SIGTERM/SIGINT), 1 for a configuration error (the message names the key),
+2 for usage errors.
+"""
+import argparse
+import logging
+import sys
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="kbroker-server", description="Kafka-compatible broker")
+    p.add_argument("config", nargs="?", help="server.properties or YAML file (Kafka key names)")
+    p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key (repeatable)")
+    p.add_argument("--log-level", default="INFO")
+    return p.parse_args(argv)
+
+
+def main(argv=None):
+    from gevent import monkey
+    monkey.patch_all()
+    import gevent
+    import signal
+
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
+                        format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
+    from kbroker.config import BrokerConfig, ConfigError
+    try:
+        cfg = BrokerConfig.from_sources(args.config, args.override)
+    except (ConfigError, OSError) as e:
+        print("kbroker-server: configuration error: %s" % e, file=sys.stderr)
+        return 1
+    from kbroker.broker import Broker
+    broker = Broker(cfg)
+    try:
+        broker.start()
+    except Exception as e:  # noqa: BLE001 - startup failures are reported, not traced, when they are ours
+        logging.getLogger("kbroker").exception("startup failed")
+        print("kbroker-server: startup failed: %s" % e, file=sys.stderr)
+        try:
+            broker.shutdown()
+        except Exception:  # noqa: BLE001
+            pass
+        return 1
+    stop = gevent.event.Event()
+    gevent.signal_handler(signal.SIGTERM, stop.set)
+    gevent.signal_handler(signal.SIGINT, stop.set)
+    print("kbroker started: broker.id=%d listeners=%s" % (broker.broker_id, broker.endpoints), flush=True)
+    stop.wait()
+    broker.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

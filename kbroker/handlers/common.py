@@ -1,0 +1,22 @@
+"""Small helpers shared by handlers: mapping exceptions to error codes without hiding bugs."""
+import logging
+
+from kbroker import errors
+
+log = logging.getLogger("kbroker.handlers")
+
+
+def error_code(exc, version_supports_storage_error=True):
+    """The wire code for an exception raised while serving one partition.
+
+    KafkaError subclasses carry their own code. An OSError is a disk problem: KAFKA_STORAGE_ERROR (56) where the
+    API version knows it, else UNKNOWN_SERVER_ERROR (-1). Anything else is a bug: logged with its traceback and
+    answered with UNKNOWN_SERVER_ERROR so one bad partition does not take the connection down.
+    """
+    if isinstance(exc, errors.KafkaError):
+        return exc.code
+    if isinstance(exc, OSError):
+        log.error("storage error: %s", exc)
+        return errors.KAFKA_STORAGE_ERROR if version_supports_storage_error else errors.UNKNOWN_SERVER_ERROR
+    log.exception("unexpected error while handling a request", exc_info=exc)
+    return errors.UNKNOWN_SERVER_ERROR

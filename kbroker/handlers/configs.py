@@ -1,0 +1,67 @@
+"""DescribeConfigs (32) v0-v4 and AlterConfigs (33) v0-v2.
+
+Resource types: 2 = topic, 4 = broker. Topic configs report every topic-level key with its effective value and
+source (TOPIC_CONFIG 1, STATIC_BROKER_CONFIG 4, DEFAULT_CONFIG 5); ``configuration_keys`` filters. Broker configs are
+read-only here (static, from server.properties): AlterConfigs on a broker answers INVALID_REQUEST (42). AlterConfigs
+on a topic *replaces* its whole override set (Kafka's non-incremental semantics); values are validated first and a
+bad one answers INVALID_CONFIG (40) naming the key. New values take effect on the live partitions at once.
+"""
+from kbroker import errors
+from kbroker.handlers.common import error_code
+from kbroker.server.router import handler
+
+TOPIC = 2
+BROKER = 4
+
+
+def _entry(e, version):
+    return {"name": e.name, "value": e.value, "read_only": e.read_only, "is_default": e.source_id == 5,
+            "config_source": e.source_id, "is_sensitive": e.sensitive, "synonyms": [],
+            "config_type": 0, "documentation": None}
+
+
+@handler(32, (0, 4))
+def describe_configs(ctx, req):
+    broker = ctx.broker
+    results = []
+    for res in req["resources"]:
+        r = {"error_code": 0, "error_message": None, "resource_type": res["resource_type"],
+             "resource_name": res["resource_name"], "configs": []}
+        try:
+            if res["resource_type"] == TOPIC:
+                entries = broker.describe_topic_config(res["resource_name"])
+            elif res["resource_type"] == BROKER:
+                if res["resource_name"] not in ("", str(broker.broker_id)):
+                    raise errors.InvalidRequest("unknown broker %s" % res["resource_name"])
+                entries = broker.describe_broker_config()
+            else:
+                raise errors.InvalidRequest("unsupported resource type %d" % res["resource_type"])
+            keys = res["configuration_keys"]
+            if keys is not None:
+                wanted = set(keys)
+                entries = [e for e in entries if e.name in wanted]
+            r["configs"] = [_entry(e, ctx.api_version) for e in entries]
+        except Exception as e:  # noqa: BLE001
+            r["error_code"] = error_code(e, False)
+            r["error_message"] = getattr(e, "message", None) or str(e)
+        results.append(r)
+    return {"throttle_time_ms": 0, "results": results}
+
+
+@handler(33, (0, 2))
+def alter_configs(ctx, req):
+    broker = ctx.broker
+    out = []
+    for res in req["resources"]:
+        r = {"error_code": 0, "error_message": None, "resource_type": res["resource_type"],
+             "resource_name": res["resource_name"]}
+        try:
+            if res["resource_type"] != TOPIC:
+                raise errors.InvalidRequest("only topic configs can be altered; broker configs are static")
+            broker.alter_topic_config(res["resource_name"], {c["name"]: c["value"] for c in res["configs"]},
+                                      validate_only=req["validate_only"])
+        except Exception as e:  # noqa: BLE001
+            r["error_code"] = error_code(e, False)
+            r["error_message"] = getattr(e, "message", None) or str(e)
+        out.append(r)
+    return {"throttle_time_ms": 0, "responses": out}

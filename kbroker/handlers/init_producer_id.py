@@ -1,0 +1,24 @@
+"""InitProducerId (22), served v0-v4, for idempotent producers only.
+
+Behaviour: a null ``transactional_id`` gets a fresh producer id (leased in blocks of 1000 from
+``/latest_producer_id_block``, Kafka's layout) with epoch 0. v3+ with an existing producer id/epoch (KIP-360: the
+producer wants to bump its epoch after an error) keeps the id and returns epoch + 1; at epoch 32767 a new id is
+issued instead. A non-null transactional_id gets COORDINATOR_NOT_AVAILABLE (15): there is no transaction
+coordinator yet (deviation from Kafka >= 0.11, documented in the README).
+"""
+from kbroker import errors
+from kbroker.server.router import handler
+
+MAX_EPOCH = 32767
+
+
+@handler(22, (0, 4))
+def init_producer_id(ctx, req):
+    broker = ctx.broker
+    if req["transactional_id"] is not None:
+        return {"throttle_time_ms": 0, "error_code": errors.COORDINATOR_NOT_AVAILABLE, "producer_id": -1,
+                "producer_epoch": -1}
+    pid, epoch = req["producer_id"], req["producer_epoch"]
+    if pid >= 0 and 0 <= epoch < MAX_EPOCH - 1:
+        return {"throttle_time_ms": 0, "error_code": 0, "producer_id": pid, "producer_epoch": epoch + 1}
+    return {"throttle_time_ms": 0, "error_code": 0, "producer_id": broker.next_producer_id(), "producer_epoch": 0}

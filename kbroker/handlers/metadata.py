@@ -1,0 +1,77 @@
+"""Metadata (3), served v0-v9.
+
+Behaviour (Kafka's): v0 empty topic list = all topics; v1+ null = all, empty = none. Unknown topics are auto-created
+when ``auto.create.topics.enable`` and (v4+) ``allow_auto_topic_creation``; the broker answers with the created
+topic's partitions right away when it leads them (embedded mode creates synchronously) and LEADER_NOT_AVAILABLE (5)
+otherwise. Invalid names get INVALID_TOPIC_EXCEPTION (17); unknown ones UNKNOWN_TOPIC_OR_PARTITION (3). Brokers
+listed are the live brokers with an endpoint on the listener the request came in on.
+"""
+from kbroker import errors
+from kbroker.server.router import handler
+
+
+@handler(3, (0, 9))
+def metadata(ctx, req):
+    broker = ctx.broker
+    version = ctx.api_version
+    requested = req["topics"]
+    if requested is None or (version == 0 and not requested):
+        names = broker.topic_names()
+        explicit = False
+    else:
+        names = [t["name"] for t in requested]
+        explicit = True
+    auto = broker.config["auto.create.topics.enable"] and req["allow_auto_topic_creation"]
+    topics = []
+    for name in names:
+        meta = broker.topic_metadata(name)
+        if meta is None and explicit:
+            if auto and not broker.is_internal(name):
+                try:
+                    broker.auto_create_topic(name)
+                    meta = broker.topic_metadata(name)
+                except errors.KafkaError as e:
+                    topics.append(_topic_error(name, e.code))
+                    continue
+            else:
+                code = errors.INVALID_TOPIC_EXCEPTION if not broker.valid_topic_name(name) \
+                    else errors.UNKNOWN_TOPIC_OR_PARTITION
+                topics.append(_topic_error(name, code))
+                continue
+        if meta is None:
+            continue
+        topics.append(_topic(broker, name, meta, version))
+    return {
+        "throttle_time_ms": 0,
+        "brokers": [{"node_id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
+                    for b in broker.live_brokers(ctx.listener)],
+        "cluster_id": broker.cluster_id,
+        "controller_id": broker.controller_id(),
+        "topics": topics,
+    }
+
+
+def _topic_error(name, code):
+    return {"error_code": code, "name": name, "is_internal": False, "partitions": []}
+
+
+def _topic(broker, name, meta, version):
+    live = broker.live_broker_ids()
+    parts = []
+    for p in sorted(meta):
+        st = meta[p]
+        err = 0
+        leader = st.leader
+        if leader < 0 or leader not in live:
+            err, leader = errors.LEADER_NOT_AVAILABLE, -1
+        replicas, isr = list(st.replicas), list(st.isr)
+        offline = [r for r in replicas if r not in live]
+        if version == 0 and offline:
+            # v0 clients cannot handle unknown nodes in the lists: drop them and say so (Kafka 0.10.1).
+            replicas = [r for r in replicas if r in live]
+            isr = [r for r in isr if r in live]
+            err = err or errors.REPLICA_NOT_AVAILABLE
+        parts.append({"error_code": err, "partition_index": p, "leader_id": leader,
+                      "leader_epoch": st.leader_epoch, "replica_nodes": replicas, "isr_nodes": isr,
+                      "offline_replicas": offline})
+    return {"error_code": 0, "name": name, "is_internal": broker.is_internal(name), "partitions": parts}

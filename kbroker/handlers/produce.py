@@ -1,0 +1,58 @@
+"""Produce (0), served v0-v9.
+
+Behaviour: acks must be -1, 0 or 1 (else INVALID_REQUIRED_ACKS 21 for every partition). Each partition's records go
+through the record layer's validator (CRC, sizes, timestamps, v2 structure; v0/v1 message sets are up-converted to a
+v2 batch), then idempotence checks, then one ``os.write`` to the active segment. Nothing of a rejected batch reaches
+the log. Errors are per partition: UNKNOWN_TOPIC_OR_PARTITION (3), NOT_LEADER_OR_FOLLOWER (6), CORRUPT_MESSAGE (2),
+MESSAGE_TOO_LARGE (10), RECORD_LIST_TOO_LARGE (18), INVALID_TIMESTAMP (32), OUT_OF_ORDER_SEQUENCE_NUMBER (45),
+INVALID_PRODUCER_EPOCH (47), UNSUPPORTED_COMPRESSION_TYPE (76, zstd before v7), INVALID_RECORD (87), and
+INVALID_TOPIC_EXCEPTION (17) for internal topics. A duplicate idempotent batch is answered with its original base
+offset. acks=0 gets no response at all (Kafka's contract). acks=-1 waits for the ISR; with one replica it is the
+append itself.
+Deviation: transactional produce is not served (no transaction coordinator APIs are advertised).
+"""
+from kbroker import errors
+from kbroker.handlers.common import error_code
+from kbroker.server.router import handler
+
+ADMIN_CLIENT_ID = "__admin_client"
+
+
+@handler(0, (0, 9))
+def produce(ctx, req):
+    broker = ctx.broker
+    version = ctx.api_version
+    acks = req["acks"]
+    responses = []
+    for t in req["topic_data"]:
+        name = t["name"]
+        parts = []
+        for pd in t["partition_data"]:
+            parts.append(_append_one(broker, ctx, version, acks, name, pd))
+        responses.append({"name": name, "partition_responses": parts})
+    if acks == 0:
+        return None
+    return {"responses": responses, "throttle_time_ms": 0}
+
+
+def _append_one(broker, ctx, version, acks, topic, pd):
+    resp = {"index": pd["index"], "error_code": 0, "base_offset": -1, "log_append_time_ms": -1,
+            "log_start_offset": -1, "record_errors": [], "error_message": None}
+    try:
+        if acks not in (-1, 0, 1):
+            raise errors.InvalidRequiredAcks("acks must be -1, 0 or 1, got %d" % acks)
+        if broker.is_internal(topic) and ctx.client_id != ADMIN_CLIENT_ID:
+            raise errors.InvalidTopicException("cannot produce to internal topic %s" % topic)
+        part = broker.leader_partition(topic, pd["index"])
+        records = pd["records"]
+        if records is None or len(records) == 0:
+            raise errors.CorruptMessage("empty record set")
+        res = part.append(records, version, acks)
+        resp["base_offset"] = res.base_offset
+        resp["log_append_time_ms"] = res.log_append_time
+        resp["log_start_offset"] = res.log_start_offset
+    except Exception as e:  # noqa: BLE001 - every failure becomes this partition's error code
+        resp["error_code"] = error_code(e, version >= 4)
+        if isinstance(e, errors.KafkaError) and e.message:
+            resp["error_message"] = e.message
+    return resp

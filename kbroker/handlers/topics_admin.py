@@ -1,0 +1,81 @@
+"""Topic administration: CreateTopics (19) v0-v5, DeleteTopics (20) v0-v5, CreatePartitions (37) v0-v3.
+
+Behaviour (Kafka's error codes): TOPIC_ALREADY_EXISTS (36), INVALID_PARTITIONS (37), INVALID_REPLICATION_FACTOR
+(38), INVALID_REPLICA_ASSIGNMENT (39), INVALID_CONFIG (40), INVALID_TOPIC_EXCEPTION (17), INVALID_REQUEST (42) for
+a topic named twice in one request or assignment plus counts; UNKNOWN_TOPIC_OR_PARTITION (3) on delete/alter of a
+missing topic. ``num_partitions``/``replication_factor`` of -1 (v4+) take the broker defaults. ``validate_only``
+(v1+) checks everything and changes nothing. Creation is synchronous on this broker (the controller), so the
+response means the topic is usable; ``timeout_ms`` is therefore not waited on.
+"""
+from kbroker import errors
+from kbroker.handlers.common import error_code
+from kbroker.server.router import handler
+
+
+def _dupes(names):
+    seen, dup = set(), set()
+    for n in names:
+        (dup if n in seen else seen).add(n)
+    return dup
+
+
+@handler(19, (0, 5))
+def create_topics(ctx, req):
+    broker = ctx.broker
+    dup = _dupes(t["name"] for t in req["topics"])
+    results = []
+    for t in req["topics"]:
+        r = {"name": t["name"], "error_code": 0, "error_message": None, "num_partitions": -1,
+             "replication_factor": -1, "configs": []}
+        try:
+            if t["name"] in dup:
+                raise errors.InvalidRequest("Create topics request contains duplicate topic %s" % t["name"])
+            assignment = {a["partition_index"]: list(a["broker_ids"]) for a in t["assignments"]} or None
+            configs = {c["name"]: c["value"] for c in t["configs"]}
+            plan = broker.create_topic(t["name"], t["num_partitions"], t["replication_factor"], assignment,
+                                       configs, validate_only=req["validate_only"])
+            r["num_partitions"] = len(plan)
+            r["replication_factor"] = len(next(iter(plan.values())))
+            if ctx.api_version >= 5 and not req["validate_only"]:
+                r["configs"] = [{"name": e.name, "value": e.value, "read_only": False,
+                                 "config_source": e.source_id, "is_sensitive": e.sensitive}
+                                for e in broker.describe_topic_config(t["name"])]
+        except Exception as e:  # noqa: BLE001
+            r["error_code"] = error_code(e, False)
+            r["error_message"] = getattr(e, "message", None) or str(e)
+        results.append(r)
+    return {"throttle_time_ms": 0, "topics": results}
+
+
+@handler(20, (0, 5))
+def delete_topics(ctx, req):
+    broker = ctx.broker
+    out = []
+    for name in req["topic_names"]:
+        r = {"name": name, "error_code": 0, "error_message": None}
+        try:
+            broker.delete_topic(name)
+        except Exception as e:  # noqa: BLE001
+            r["error_code"] = error_code(e, False)
+            r["error_message"] = getattr(e, "message", None) or str(e)
+        out.append(r)
+    return {"throttle_time_ms": 0, "responses": out}
+
+
+@handler(37, (0, 3))
+def create_partitions(ctx, req):
+    broker = ctx.broker
+    dup = _dupes(t["name"] for t in req["topics"])
+    out = []
+    for t in req["topics"]:
+        r = {"name": t["name"], "error_code": 0, "error_message": None}
+        try:
+            if t["name"] in dup:
+                raise errors.InvalidRequest("duplicate topic %s" % t["name"])
+            assignment = [a["broker_ids"] for a in t["assignments"]] if t["assignments"] else None
+            broker.create_partitions(t["name"], t["count"], assignment, validate_only=req["validate_only"])
+        except Exception as e:  # noqa: BLE001
+            r["error_code"] = error_code(e, False)
+            r["error_message"] = getattr(e, "message", None) or str(e)
+        out.append(r)
+    return {"throttle_time_ms": 0, "results": out}

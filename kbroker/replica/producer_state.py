@@ -1,0 +1,87 @@
+"""Idempotent-producer state of one partition (Kafka's ProducerStateManager, reduced to what idempotence needs).
+
+Per producer id we keep its current epoch and the metadata of its last ``BATCHES_TO_RETAIN`` (= 5, Kafka's
+``NUM_BATCHES_TO_RETAIN``, matching ``max.in.flight.requests.per.connection`` <= 5) appended batches:
+``(first_seq, last_seq, first_offset, last_offset)``. Rules applied to every batch with producer_id >= 0:
+
+- epoch older than the current one            -> INVALID_PRODUCER_EPOCH (47)
+- a batch equal (first/last seq) to a retained -> duplicate: answered with the original offsets, not appended
+- epoch newer than the current one (or a producer we have no state for): its first sequence must be 0
+- otherwise first_seq must be last_seq + 1 (int32 wrap to 0) -> else OUT_OF_ORDER_SEQUENCE_NUMBER (45)
+
+The state is rebuilt on load from the v2 batch headers in the log (``rebuild``), so it survives restarts and
+``kill -9`` without a separate snapshot file: the log *is* the snapshot.
+"""
+import struct
+
+from kbroker.errors import InvalidProducerEpoch, OutOfOrderSequenceNumber
+
+BATCHES_TO_RETAIN = 5
+INT32_MAX = 2 ** 31 - 1
+
+# v2 batch header: producerId int64 @43, producerEpoch int16 @51, baseSequence int32 @53, lastOffsetDelta @23
+_PID = struct.Struct(">qhi")
+_LOD = struct.Struct(">i")
+
+
+class ProducerEntry:
+    __slots__ = ("epoch", "batches")
+
+    def __init__(self, epoch):
+        self.epoch = epoch
+        self.batches = []  # [(first_seq, last_seq, first_offset, last_offset)], oldest first
+
+
+def _next_seq(seq):
+    return 0 if seq == INT32_MAX else seq + 1
+
+
+class ProducerStateManager:
+    def __init__(self):
+        self.producers = {}
+
+    def check(self, pid, epoch, first_seq, last_seq):
+        """Validate a batch before append. Returns (first_offset, last_offset) of the original if it is a
+        duplicate, None if it must be appended; raises on a fenced epoch or a sequence gap."""
+        if pid < 0:
+            return None
+        e = self.producers.get(pid)
+        if e is None or epoch != e.epoch:
+            if e is not None and epoch < e.epoch:
+                raise InvalidProducerEpoch("producer %d epoch %d is older than %d" % (pid, epoch, e.epoch))
+            if first_seq != 0:
+                raise OutOfOrderSequenceNumber("producer %d epoch %d must start at sequence 0, got %d"
+                                               % (pid, epoch, first_seq))
+            return None
+        for fs, ls, fo, lo in e.batches:
+            if fs == first_seq and ls == last_seq:
+                return fo, lo
+        if e.batches and first_seq != _next_seq(e.batches[-1][1]):
+            raise OutOfOrderSequenceNumber("producer %d: expected sequence %d, got %d"
+                                           % (pid, _next_seq(e.batches[-1][1]), first_seq))
+        return None
+
+    def update(self, pid, epoch, first_seq, last_seq, first_offset, last_offset):
+        if pid < 0:
+            return
+        e = self.producers.get(pid)
+        if e is None or e.epoch != epoch:
+            e = self.producers[pid] = ProducerEntry(epoch)
+        e.batches.append((first_seq, last_seq, first_offset, last_offset))
+        if len(e.batches) > BATCHES_TO_RETAIN:
+            del e.batches[0]
+
+    def last_sequence(self, pid):
+        e = self.producers.get(pid)
+        return e.batches[-1][1] if e and e.batches else -1
+
+    def rebuild(self, batch_headers):
+        """batch_headers: iterable of raw v2 header bytes (>= 61 bytes each), in offset order."""
+        self.producers.clear()
+        for h in batch_headers:
+            pid, epoch, seq = _PID.unpack_from(h, 43)
+            if pid < 0:
+                continue
+            base = struct.unpack_from(">q", h, 0)[0]
+            lod = _LOD.unpack_from(h, 23)[0]
+            self.update(pid, epoch, seq, seq + lod, base, base + lod)

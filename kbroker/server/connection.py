@@ -1,0 +1,177 @@
+"""One client connection: read frames, dispatch to handlers, write responses in request order.
+
+Ordering: a connection handles one request at a time, in arrival order, in its own greenlet, exactly as Kafka mutes
+a channel while a request is in flight. Clients pipeline several requests; the ones behind simply wait in the
+socket buffer (and in ``FrameReader``), so responses can never be reordered.
+
+Bad input policy (Kafka's): a size prefix outside 8..socket.request.max.bytes, an unknown API key, an unsupported
+version of any API except ApiVersions, or a body that does not parse -> the connection is closed; nothing reached a
+log because handlers only run on fully-decoded requests. ApiVersions at an unsupported version is answered with a v0
+body carrying UNSUPPORTED_VERSION (35) and our ApiVersions range (KIP-511) so the client can retry.
+
+Responses are written as: size prefix + header + encoded body chunks; record bytes held in a ``FileRegion`` go out
+with ``os.sendfile`` straight from the segment file.
+"""
+import errno
+import logging
+import os
+import socket as _socket
+
+from gevent.socket import wait_write
+
+from kbroker.errors import UNSUPPORTED_VERSION
+from kbroker.protocol.apis import APIS
+from kbroker.protocol.framing import FrameError, FrameReader, frame
+from kbroker.protocol.headers import decode_request_header, encode_response_header, peek_request_header
+from kbroker.protocol.schema import SchemaError, Writer
+
+log = logging.getLogger(__name__)
+
+RECV_CHUNK = 256 * 1024
+
+
+class RequestContext:
+    __slots__ = ("broker", "header", "api_version", "connection", "listener")
+
+    def __init__(self, broker, header, connection, listener):
+        self.broker = broker
+        self.header = header
+        self.api_version = header.api_version
+        self.connection = connection
+        self.listener = listener
+
+    @property
+    def client_id(self):
+        return self.header.client_id
+
+
+class CloseConnection(Exception):
+    """Raised by a handler (or the dispatcher) to drop the connection without a response."""
+
+
+class Connection:
+    def __init__(self, sock, address, broker, router, listener, max_request_size):
+        self.sock = sock
+        self.address = address
+        self.broker = broker
+        self.router = router
+        self.listener = listener
+        self.reader = FrameReader(max_request_size)
+        self.busy = False
+        self.closing = False
+        try:
+            sock.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
+        except OSError:
+            pass
+
+    # ------------------------------------------------------------------------------------------------- loop
+    def serve(self):
+        sock, reader = self.sock, self.reader
+        try:
+            while not self.closing:
+                try:
+                    payload = reader.next_frame()
+                except FrameError as e:
+                    log.warning("closing %s: %s", self._peer(), e)
+                    return
+                if payload is None:
+                    data = sock.recv(max(RECV_CHUNK, reader.needed()))
+                    if not data:
+                        return
+                    reader.feed(data)
+                    continue
+                self.busy = True
+                try:
+                    self.dispatch(payload)
+                finally:
+                    self.busy = False
+        except CloseConnection as e:
+            log.info("closing %s: %s", self._peer(), e)
+        except (ConnectionError, OSError) as e:
+            if getattr(e, "errno", None) not in (errno.ECONNRESET, errno.EPIPE, errno.EBADF, None):
+                log.info("connection %s: %s", self._peer(), e)
+        finally:
+            self.close()
+
+    def dispatch(self, payload):
+        try:
+            api_key, version, corr = peek_request_header(payload)
+        except SchemaError as e:
+            raise CloseConnection(str(e))
+        h = self.router.get(api_key)
+        if api_key == 18 and (h is None or not h.serves(version)):
+            self._unsupported_api_versions(corr)
+            return
+        if h is None:
+            raise CloseConnection("unknown api key %d" % api_key)
+        if not h.serves(version):
+            raise CloseConnection("unsupported %s version %d" % (h.api.name, version))
+        api = h.api
+        try:
+            header, pos = decode_request_header(payload, api.request_header_version(version))
+            req = api.decode_request(version, payload, pos)
+        except SchemaError as e:
+            raise CloseConnection("malformed %s v%d request: %s" % (api.name, version, e))
+        ctx = RequestContext(self.broker, header, self, self.listener)
+        resp = h.fn(ctx, req)
+        if resp is None:
+            return
+        w = Writer()
+        w.buf += encode_response_header(api.response_header_version(version), corr)
+        api.encode_response(version, resp, w)
+        self.send(w)
+
+    def _unsupported_api_versions(self, corr):
+        api = APIS[18]
+        w = Writer()
+        w.buf += encode_response_header(0, corr)
+        keys = [{"api_key": k, "min_version": lo, "max_version": hi}
+                for k, lo, hi in self.router.api_versions() if k == 18]
+        api.encode_response(0, {"error_code": UNSUPPORTED_VERSION, "api_keys": keys}, w)
+        self.send(w)
+
+    # ----------------------------------------------------------------------------------------------- output
+    def send(self, w):
+        chunks = w.chunks()
+        total = w.size()
+        sock = self.sock
+        first = True
+        for c in chunks:
+            if isinstance(c, bytearray):
+                if first:
+                    sock.sendall(frame(total) + c)
+                else:
+                    sock.sendall(c)
+            else:
+                if first:
+                    sock.sendall(frame(total))
+                self._sendfile(c)
+            first = False
+        if first:  # empty body (cannot happen: there is always a header)
+            sock.sendall(frame(total))
+
+    def _sendfile(self, region):
+        fd = region.fileno()
+        sockfd = self.sock.fileno()
+        offset, remaining = region.position, region.size
+        while remaining > 0:
+            try:
+                sent = os.sendfile(sockfd, fd, offset, remaining)
+            except BlockingIOError:
+                wait_write(sockfd)
+                continue
+            if sent == 0:
+                # The segment shrank under us (truncation): the frame can't be completed honestly.
+                raise CloseConnection("segment file shorter than the fetch response promised")
+            offset += sent
+            remaining -= sent
+
+    def _peer(self):
+        return "%s:%s" % (self.address[0], self.address[1]) if self.address else "?"
+
+    def close(self):
+        self.closing = True
+        try:
+            self.sock.close()
+        except OSError:
+            pass

@@ -1,0 +1,60 @@
+"""Router: api_key -> handler, and the ApiVersions table derived from it.
+
+Handlers register themselves with the ``handler`` decorator (``kbroker/handlers/*``), declaring the versions they
+serve beside the code. The router advertises exactly those ranges in ApiVersions, so what we advertise is what
+is implemented. A handler is ``fn(ctx, request_dict) -> response_dict | None``; None means "no response"
+(Produce with acks=0). Handlers may block the calling greenlet (long-poll Fetch, acks=all waits).
+"""
+import importlib
+import pkgutil
+
+from kbroker.protocol.apis import APIS
+
+
+class Handler:
+    __slots__ = ("api", "min_version", "max_version", "fn", "needs_controller")
+
+    def __init__(self, api, min_version, max_version, fn):
+        if not (api.valid[0] <= min_version <= max_version <= api.valid[1]):
+            raise ValueError("%s serves v%d-%d outside its schema's v%d-%d"
+                             % (api.name, min_version, max_version, api.valid[0], api.valid[1]))
+        self.api = api
+        self.min_version = min_version
+        self.max_version = max_version
+        self.fn = fn
+
+    def serves(self, version):
+        return self.min_version <= version <= self.max_version
+
+
+_REGISTRY = {}
+
+
+def handler(api_key, versions):
+    """Decorator: ``@handler(3, (0, 9))`` registers fn as the Metadata handler for v0-v9."""
+    def deco(fn):
+        if api_key in _REGISTRY:
+            raise RuntimeError("two handlers for api key %d" % api_key)
+        _REGISTRY[api_key] = Handler(APIS[api_key], versions[0], versions[1], fn)
+        return fn
+    return deco
+
+
+def load_handlers():
+    """Import every module in kbroker.handlers (each registers its handlers) and return the registry."""
+    import kbroker.handlers as pkg
+    for m in pkgutil.iter_modules(pkg.__path__):
+        importlib.import_module(pkg.__name__ + "." + m.name)
+    return dict(_REGISTRY)
+
+
+class Router:
+    def __init__(self, handlers=None):
+        self.handlers = handlers if handlers is not None else load_handlers()
+
+    def get(self, api_key):
+        return self.handlers.get(api_key)
+
+    def api_versions(self):
+        """[(api_key, min, max)] sorted by key, for the ApiVersions response."""
+        return [(k, h.min_version, h.max_version) for k, h in sorted(self.handlers.items())]

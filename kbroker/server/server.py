@@ -1,0 +1,61 @@
+"""The network layer: one gevent StreamServer per listener, each connection in its own greenlet.
+
+Graceful shutdown (SIGTERM): stop accepting, close idle connections, let busy ones finish the request in flight
+(bounded by ``grace_seconds``), then the broker flushes logs and writes the clean-shutdown marker.
+"""
+import logging
+
+import gevent
+from gevent.server import StreamServer
+
+from kbroker.server.connection import Connection
+
+log = logging.getLogger(__name__)
+
+
+class KafkaServer:
+    def __init__(self, broker, router, listeners, max_request_size, backlog=1024):
+        """listeners: [(name, host, port)]; port 0 picks a free port (see ``bound_ports``)."""
+        self.broker = broker
+        self.router = router
+        self.listeners = listeners
+        self.max_request_size = max_request_size
+        self.backlog = backlog
+        self.servers = []
+        self.connections = set()
+
+    def start(self):
+        for name, host, port in self.listeners:
+            srv = StreamServer((host or "0.0.0.0", port), self._handler(name), backlog=self.backlog)
+            srv.reuse_addr = 1
+            srv.start()
+            self.servers.append((name, srv))
+            log.info("listening on %s %s:%d", name, host or "0.0.0.0", srv.server_port)
+
+    def bound_ports(self):
+        return {name: srv.server_port for name, srv in self.servers}
+
+    def _handler(self, listener_name):
+        def handle(sock, address):
+            conn = Connection(sock, address, self.broker, self.router, listener_name, self.max_request_size)
+            self.connections.add(conn)
+            try:
+                conn.serve()
+            finally:
+                self.connections.discard(conn)
+        return handle
+
+    def stop(self, grace_seconds=10.0):
+        for _, srv in self.servers:
+            srv.close()  # stop accepting; existing connection greenlets keep running
+        for conn in list(self.connections):
+            conn.closing = True
+            if not conn.busy:
+                conn.close()
+        with gevent.Timeout(grace_seconds, False):
+            while any(c.busy for c in self.connections):
+                gevent.sleep(0.01)
+        for conn in list(self.connections):
+            conn.close()
+        for _, srv in self.servers:
+            srv.stop(timeout=1)
