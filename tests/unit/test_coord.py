@@ -1,0 +1,474 @@
+import json
+import os
+
+import pytest
+
+from kbroker import errors
+from kbroker.coord import (
+    BadVersionError, CoordinationError, EmbeddedBackend, NoChildrenForEphemeralsError, NodeExistsError, NoNodeError,
+    NotEmptyError, PartitionState, TopicStore, ensure_persistent_paths, validate_topic_name,
+)
+from kbroker.coord.znodes import (
+    PERSISTENT_PATHS, BrokerIdZNode, ClusterIdZNode, ConfigEntityChangeNotificationSequenceZNode, ConfigEntityZNode,
+    ConsumerOffsetZNode, ControllerEpochZNode, ControllerZNode, DeleteTopicsZNode, IsrChangeNotificationSequenceZNode,
+    TopicPartitionStateZNode, TopicZNode,
+)
+
+
+@pytest.fixture
+def be(tmp_path):
+    b = EmbeddedBackend(str(tmp_path)).start()
+    yield b
+    b.stop()
+
+
+def reopen(b, tmp_path):
+    b.stop()
+    return EmbeddedBackend(str(tmp_path)).start()
+
+
+# -- embedded backend basics -----------------------------------------------------------------------------------
+
+def test_create_get_set_versions(be):
+    assert be.create("/a", b"x") == "/a"
+    data, stat = be.get("/a")
+    assert data == b"x"
+    assert stat.version == 0 and stat.ephemeral_owner == 0 and stat.ctime == stat.mtime
+    st = be.set("/a", b"y")
+    assert st.version == 1
+    st = be.set("/a", b"z", version=1)
+    assert st.version == 2
+    assert be.get("/a") == (b"z", st)
+    assert be.exists("/a") == st
+    assert be.exists("/nope") is None
+
+
+def test_bad_version(be):
+    be.create("/a", b"")
+    with pytest.raises(BadVersionError):
+        be.set("/a", b"1", version=3)
+    with pytest.raises(BadVersionError):
+        be.delete("/a", version=1)
+    be.delete("/a", version=0)
+    assert be.exists("/a") is None
+
+
+def test_node_exists_and_no_node(be):
+    be.create("/a")
+    with pytest.raises(NodeExistsError):
+        be.create("/a")
+    with pytest.raises(NoNodeError):
+        be.create("/x/y")
+    with pytest.raises(NoNodeError):
+        be.get("/x")
+    with pytest.raises(NoNodeError):
+        be.set("/x", b"")
+    with pytest.raises(NoNodeError):
+        be.delete("/x")
+    with pytest.raises(NoNodeError):
+        be.get_children("/x")
+    assert be.create("/x/y/z", b"d", makepath=True) == "/x/y/z"
+    assert be.get("/x/y")[0] == b""
+    assert be.get_children("/x") == ["y"]
+
+
+def test_not_empty_and_recursive_delete(be):
+    be.create("/t/p/0/state", b"s", makepath=True)
+    be.create("/t/p/1", makepath=True)
+    with pytest.raises(NotEmptyError):
+        be.delete("/t")
+    be.delete("/t", recursive=True)
+    assert be.exists("/t") is None
+    assert be.get_children("/") == []
+
+
+def test_children_sorted(be):
+    for n in ("b", "a", "c"):
+        be.create("/p/" + n, makepath=True)
+    assert be.get_children("/p") == ["a", "b", "c"]
+
+
+def test_sequence_numbering_follows_cversion(be):
+    be.ensure_path("/config/changes")
+    p0 = be.create("/config/changes/config_change_", b"0", sequence=True)
+    p1 = be.create("/config/changes/config_change_", b"1", sequence=True)
+    assert p0 == "/config/changes/config_change_0000000000"
+    assert p1 == "/config/changes/config_change_0000000001"
+    be.delete(p0)
+    be.create("/config/changes/other")
+    # cversion counts creates and deletes: 2 creates + 1 delete + 1 create = 4
+    assert be.create("/config/changes/config_change_", sequence=True) == "/config/changes/config_change_0000000004"
+
+
+def test_bad_paths(be):
+    for p in ("a", "/a/", "//a", "/a/../b", "/a/./b"):
+        with pytest.raises(ValueError):
+            be.create(p)
+    with pytest.raises(ValueError):
+        be.delete("/")
+
+
+def test_ephemeral_owner_and_no_children(be):
+    p = be.create("/brokers/ids/1", b"{}", ephemeral=True, makepath=True)
+    assert be.get(p)[1].ephemeral_owner == be.session_id != 0
+    assert be.get("/brokers/ids")[1].ephemeral_owner == 0
+    with pytest.raises(NoChildrenForEphemeralsError):
+        be.create("/brokers/ids/1/x")
+
+
+def test_ephemeral_not_persisted_and_gone_on_stop(be, tmp_path):
+    be.create("/brokers/ids/1", b"e", ephemeral=True, makepath=True)
+    be.create("/keep", b"k")
+    with open(be.snapshot_path) as f:
+        paths = [n["path"] for n in json.load(f)["nodes"]]
+    assert paths == ["/", "/brokers", "/brokers/ids", "/keep"]
+    b2 = reopen(be, tmp_path)
+    try:
+        assert b2.get_children("/brokers/ids") == []
+        assert b2.get("/keep")[0] == b"k"
+    finally:
+        b2.stop()
+
+
+def test_persistence_across_reopen(tmp_path):
+    b = EmbeddedBackend(str(tmp_path)).start()
+    b.create("/a", b'{"x":1}')
+    b.set("/a", b'{"x":2}')
+    b.create("/bin", b"\xff\x00\x01")
+    b.create("/s/q_", sequence=True, makepath=True)
+    stat_a = b.get("/a")[1]
+    b2 = reopen(b, tmp_path)
+    try:
+        assert b2.get("/a") == (b'{"x":2}', stat_a)
+        assert b2.get("/bin")[0] == b"\xff\x00\x01"
+        # the sequence counter survives the restart
+        assert b2.create("/s/q_", sequence=True) == "/s/q_0000000001"
+        assert os.path.isdir(os.path.join(str(tmp_path), "__kbroker_meta"))
+        assert not os.path.exists(b2.snapshot_path + ".tmp")
+    finally:
+        b2.stop()
+
+
+def test_snapshot_is_readable_json(be):
+    be.create("/cluster/id", ClusterIdZNode.encode("abc"), makepath=True)
+    with open(be.snapshot_path) as f:
+        doc = json.load(f)
+    node = [n for n in doc["nodes"] if n["path"] == "/cluster/id"][0]
+    assert node["data"] == '{"version":"1","id":"abc"}'
+
+
+def test_corrupt_snapshot_refused(tmp_path):
+    meta = tmp_path / "__kbroker_meta"
+    meta.mkdir()
+    (meta / "tree.json").write_text("{not json")
+    with pytest.raises(CoordinationError, match="corrupt"):
+        EmbeddedBackend(str(tmp_path)).start()
+
+
+def test_second_instance_locked_out(be, tmp_path):
+    with pytest.raises(CoordinationError, match="in use"):
+        EmbeddedBackend(str(tmp_path)).start()
+
+
+def test_not_started(tmp_path):
+    with pytest.raises(CoordinationError):
+        EmbeddedBackend(str(tmp_path)).get("/")
+
+
+# -- watches ------------------------------------------------------------------------------------------------------
+
+def test_data_watch_fires(be):
+    seen = []
+    be.watch_data("/w", lambda d, s: seen.append((d, s.version if s else None)))
+    be.create("/w", b"1")
+    be.set("/w", b"2")
+    be.delete("/w")
+    assert seen == [(None, None), (b"1", 0), (b"2", 1), (None, None)]
+
+
+def test_children_watch_fires(be):
+    be.ensure_path("/brokers/ids")
+    seen = []
+    be.watch_children("/brokers/ids", seen.append)
+    be.create("/brokers/ids/2", ephemeral=True)
+    be.create("/brokers/ids/1", ephemeral=True)
+    be.set("/brokers/ids/1", b"x")  # data change: no children event
+    be.delete("/brokers/ids/2")
+    assert seen == [[], ["2"], ["1", "2"], ["1"]]
+
+
+def test_watch_cancel_and_return_false(be):
+    a, b = [], []
+    w = be.watch_data("/n", lambda d, s: a.append(d))
+    be.watch_data("/n", lambda d, s: b.append(d) or (False if d == b"1" else None))
+    be.create("/n", b"1")
+    w.cancel()
+    be.set("/n", b"2")
+    assert a == [None, b"1"]
+    assert b == [None, b"1"]
+
+
+def test_watch_fires_on_ephemeral_removal_at_stop(tmp_path):
+    b = EmbeddedBackend(str(tmp_path)).start()
+    b.ensure_path("/brokers/ids")
+    seen = []
+    b.watch_children("/brokers/ids", seen.append)
+    b.create("/brokers/ids/0", ephemeral=True)
+    b.stop()
+    assert seen == [[], ["0"], []]
+
+
+def test_watch_callback_error_does_not_break_mutation(be):
+    be.watch_data("/e", lambda d, s: 1 / 0 if d else None)
+    be.create("/e", b"x")
+    assert be.get("/e")[0] == b"x"
+
+
+def test_watch_callback_may_mutate(be):
+    def on_change(children):
+        if "trigger" in children and be.exists("/out") is None:
+            be.create("/out", b"done")
+    be.ensure_path("/in")
+    be.watch_children("/in", on_change)
+    be.create("/in/trigger")
+    assert be.get("/out")[0] == b"done"
+
+
+# -- znode codecs (Kafka's exact JSON) -------------------------------------------------------------------------
+
+def test_broker_id_znode():
+    assert BrokerIdZNode.path(3) == "/brokers/ids/3"
+    raw = BrokerIdZNode.encode([("PLAINTEXT", "h1", 9092), ("SSL", "h1", 9093)],
+                               {"PLAINTEXT": "PLAINTEXT", "SSL": "SSL", "SASL_SSL": "SASL_SSL"},
+                               rack="r1", timestamp_ms=1476000000000)
+    assert raw == (b'{"listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT","SSL":"SSL"},'
+                   b'"endpoints":["PLAINTEXT://h1:9092","SSL://h1:9093"],"jmx_port":-1,"host":"h1",'
+                   b'"timestamp":"1476000000000","port":9092,"version":4,"rack":"r1"}')
+    obj = json.loads(raw)
+    assert obj["version"] == 4 and obj["timestamp"] == "1476000000000" and obj["jmx_port"] == -1
+    reg = BrokerIdZNode.decode(raw)
+    assert reg.endpoints == [("PLAINTEXT", "h1", 9092), ("SSL", "h1", 9093)]
+    assert reg.security_protocol_map == {"PLAINTEXT": "PLAINTEXT", "SSL": "SSL"}
+    assert (reg.host, reg.port, reg.rack, reg.timestamp, reg.version) == ("h1", 9092, "r1", 1476000000000, 4)
+
+
+def test_broker_id_znode_no_plaintext_and_ipv6():
+    raw = BrokerIdZNode.encode([("INTERNAL", "::1", 9094)], {"INTERNAL": "SSL"}, timestamp_ms=1)
+    obj = json.loads(raw)
+    assert obj["host"] is None and obj["port"] == -1
+    assert obj["endpoints"] == ["INTERNAL://[::1]:9094"]
+    assert "rack" not in obj
+    assert BrokerIdZNode.decode(raw).endpoints == [("INTERNAL", "::1", 9094)]
+
+
+def test_broker_id_znode_decodes_kafka_0101_v3():
+    raw = (b'{"version":3,"host":"h1","port":9092,"endpoints":["PLAINTEXT://h1:9092","SSL://h1:9093"],'
+           b'"jmx_port":-1,"timestamp":"1476000000000","rack":"r1"}')
+    reg = BrokerIdZNode.decode(raw)
+    assert reg.security_protocol_map == {"PLAINTEXT": "PLAINTEXT", "SSL": "SSL"}
+    assert reg.endpoints[1] == ("SSL", "h1", 9093)
+    assert reg.version == 3
+
+
+def test_topic_znode():
+    assert TopicZNode.path("t") == "/brokers/topics/t"
+    raw = TopicZNode.encode({10: [3, 1], 0: [1, 2], 2: [2, 3], 1: [3, 1]})
+    assert raw == b'{"version":1,"partitions":{"0":[1,2],"1":[3,1],"2":[2,3],"10":[3,1]}}'
+    assert TopicZNode.decode(raw) == {0: [1, 2], 1: [3, 1], 2: [2, 3], 10: [3, 1]}
+    modern = b'{"version":3,"topic_id":"x","partitions":{"0":[1]},"adding_replicas":{},"removing_replicas":{}}'
+    assert TopicZNode.decode(modern) == {0: [1]}
+
+
+def test_partition_state_znode():
+    assert TopicPartitionStateZNode.path("t", 4) == "/brokers/topics/t/partitions/4/state"
+    raw = TopicPartitionStateZNode.encode(leader=1, leader_epoch=0, isr=[1, 2, 3], controller_epoch=1)
+    assert raw == b'{"controller_epoch":1,"leader":1,"version":1,"leader_epoch":0,"isr":[1,2,3]}'
+    assert TopicPartitionStateZNode.decode(raw, 5) == PartitionState(1, 0, [1, 2, 3], 1, 5)
+
+
+def test_config_znodes():
+    assert ConfigEntityZNode.path("topics", "t") == "/config/topics/t"
+    raw = ConfigEntityZNode.encode({"retention.ms": 86400000, "cleanup.policy": ["compact", "delete"],
+                                    "preallocate": True})
+    assert raw == (b'{"version":1,"config":{"retention.ms":"86400000","cleanup.policy":"compact,delete",'
+                   b'"preallocate":"true"}}')
+    assert ConfigEntityZNode.encode({}) == b'{"version":1,"config":{}}'
+    assert ConfigEntityZNode.decode(raw)["retention.ms"] == "86400000"
+    N = ConfigEntityChangeNotificationSequenceZNode
+    assert N.path_prefix() == "/config/changes/config_change_"
+    assert N.encode("topics/t") == b'{"version":2,"entity_path":"topics/t"}'
+    assert N.decode(b'{"version":1,"entity_type":"topic","entity_name":"t"}') == "topics/t"
+
+
+def test_controller_cluster_misc_znodes():
+    assert ControllerZNode.path() == "/controller"
+    assert ControllerZNode.encode(1, timestamp_ms=1476000000000) == \
+        b'{"version":1,"brokerid":1,"timestamp":"1476000000000"}'
+    assert ControllerZNode.decode(b'{"version":1,"brokerid":7,"timestamp":"1"}') == 7
+    assert ControllerZNode.decode(b"7") == 7
+    assert ControllerEpochZNode.path() == "/controller_epoch"
+    assert ControllerEpochZNode.encode(3) == b"3"
+    assert ControllerEpochZNode.decode(b"3") == 3
+    assert ClusterIdZNode.path() == "/cluster/id"
+    assert ClusterIdZNode.encode("AbCdEfGhIjKlMnOpQrStUv") == b'{"version":"1","id":"AbCdEfGhIjKlMnOpQrStUv"}'
+    cid = ClusterIdZNode.generate()
+    assert len(cid) == 22 and all(c.isalnum() or c in "-_" for c in cid)
+    assert DeleteTopicsZNode.path("t") == "/admin/delete_topics/t"
+    assert DeleteTopicsZNode.encode() == b""
+    assert IsrChangeNotificationSequenceZNode.encode([("t", 0)]) == \
+        b'{"version":1,"partitions":[{"topic":"t","partition":0}]}'
+    assert ConsumerOffsetZNode.path("g", "t", 2) == "/consumers/g/offsets/t/2"
+    assert ConsumerOffsetZNode.decode(ConsumerOffsetZNode.encode(42)) == 42
+
+
+def test_ensure_persistent_paths(be):
+    ensure_persistent_paths(be)
+    ensure_persistent_paths(be)  # idempotent
+    for p in PERSISTENT_PATHS:
+        assert be.exists(p) is not None
+    for p in ("/brokers/ids", "/brokers/topics", "/config/topics", "/config/changes", "/admin/delete_topics",
+              "/isr_change_notification", "/brokers/seqid", "/consumers"):
+        assert p in PERSISTENT_PATHS
+
+
+# -- TopicStore -----------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def store(be):
+    ensure_persistent_paths(be)
+    return TopicStore(be)
+
+
+def test_create_topic_writes_config_then_topic(store, be):
+    order = []
+
+    def recorder(label):
+        def fn(data, stat):
+            if data is not None:
+                order.append(label)
+        return fn  # returns None: a watch callback returning exactly False would cancel itself
+
+    be.watch_data("/config/topics/t", recorder("config"))
+    be.watch_data("/brokers/topics/t", recorder("topic"))
+    store.create_topic("t", {0: [1, 2], 1: [2, 1]}, {"retention.ms": "1000"})
+    assert order == ["config", "topic"]
+    assert be.get("/brokers/topics/t")[0] == b'{"version":1,"partitions":{"0":[1,2],"1":[2,1]}}'
+    assert be.get("/config/topics/t")[0] == b'{"version":1,"config":{"retention.ms":"1000"}}'
+    assert store.topics() == ["t"]
+    assert store.assignment("t") == {0: [1, 2], 1: [2, 1]}
+    assert store.topic_config("t") == {"retention.ms": "1000"}
+
+
+def test_create_topic_without_configs_writes_empty_config(store, be):
+    store.create_topic("u", {0: [0]})
+    assert be.get("/config/topics/u")[0] == b'{"version":1,"config":{}}'
+
+
+def test_create_topic_errors(store):
+    store.create_topic("a.b", {0: [1]})
+    with pytest.raises(errors.TopicAlreadyExists) as ei:
+        store.create_topic("a.b", {0: [1]})
+    assert ei.value.code == 36
+    with pytest.raises(errors.InvalidTopicException, match="collides"):
+        store.create_topic("a_b", {0: [1]})
+    with pytest.raises(errors.InvalidReplicaAssignment):
+        store.create_topic("x", {0: [1, 2], 1: [1]})
+    with pytest.raises(errors.InvalidReplicaAssignment):
+        store.create_topic("x", {0: [1, 1]})
+    with pytest.raises(errors.InvalidReplicaAssignment):
+        store.create_topic("x", {0: [1], 2: [1]})
+    with pytest.raises(errors.InvalidPartitions):
+        store.create_topic("x", {})
+    with pytest.raises(errors.InvalidTopicException) as ei:
+        store.create_topic("bad name", {0: [1]})
+    assert ei.value.code == 17
+    assert store.topics() == ["a.b"]
+
+
+def test_delete_topic(store, be):
+    store.create_topic("t", {0: [1]}, {"cleanup.policy": "compact"})
+    store.set_partition_state("t", 0, 1, [1], 0, 1)
+    store.mark_for_deletion("t")
+    store.mark_for_deletion("t")  # idempotent
+    assert store.topics_marked_for_deletion() == ["t"]
+    store.delete_topic("t")
+    assert store.topics() == []
+    assert be.exists("/config/topics/t") is None
+    assert store.topics_marked_for_deletion() == []
+    with pytest.raises(errors.UnknownTopicOrPartition):
+        store.delete_topic("t")
+    with pytest.raises(errors.UnknownTopicOrPartition):
+        store.mark_for_deletion("t")
+    with pytest.raises(errors.UnknownTopicOrPartition):
+        store.assignment("t")
+
+
+def test_add_partitions(store, be):
+    store.create_topic("t", {0: [1, 2], 1: [2, 1]})
+    full = store.add_partitions("t", {2: [1, 2], 3: [2, 1]})
+    assert full == {0: [1, 2], 1: [2, 1], 2: [1, 2], 3: [2, 1]}
+    assert be.get("/brokers/topics/t")[1].version == 1
+    # the full assignment may be passed back with more partitions
+    assert len(store.add_partitions("t", {**full, 4: [1, 2]})) == 5
+    with pytest.raises(errors.InvalidPartitions):
+        store.add_partitions("t", full)
+    with pytest.raises(errors.InvalidReplicaAssignment):
+        store.add_partitions("t", {0: [2, 1], 5: [1, 2]})
+    with pytest.raises(errors.InvalidReplicaAssignment):
+        store.add_partitions("t", {6: [1, 2]})  # gap: 5 missing
+    with pytest.raises(errors.InvalidReplicaAssignment):
+        store.add_partitions("t", {5: [1]})  # replication factor differs
+    with pytest.raises(errors.UnknownTopicOrPartition):
+        store.add_partitions("nope", {0: [1]})
+
+
+def test_set_topic_config_notifies(store, be):
+    store.create_topic("t", {0: [1]})
+    seen = []
+    be.watch_children("/config/changes", seen.append)
+    store.set_topic_config("t", {"retention.ms": 5, "cleanup.policy": "compact"})
+    assert store.topic_config("t") == {"retention.ms": "5", "cleanup.policy": "compact"}
+    assert seen[-1] == ["config_change_0000000000"]
+    data, _ = be.get("/config/changes/config_change_0000000000")
+    assert data == b'{"version":2,"entity_path":"topics/t"}'
+    store.set_topic_config("t", {})
+    assert store.topic_config("t") == {}
+    assert be.get_children("/config/changes") == ["config_change_0000000000", "config_change_0000000001"]
+    with pytest.raises(errors.UnknownTopicOrPartition):
+        store.set_topic_config("nope", {})
+
+
+def test_partition_state(store):
+    store.create_topic("t", {0: [1, 2]})
+    assert store.partition_state("t", 0) is None
+    assert store.set_partition_state("t", 0, leader=1, isr=[1, 2], leader_epoch=0, controller_epoch=1) == 0
+    st = store.partition_state("t", 0)
+    assert st == PartitionState(1, 0, [1, 2], 1, 0)
+    assert store.set_partition_state("t", 0, 1, [1], 0, 1, expected_version=0) == 1
+    with pytest.raises(BadVersionError):
+        store.set_partition_state("t", 0, 1, [1, 2], 0, 1, expected_version=0)
+    assert store.partition_state("t", 0).isr == [1]
+    assert store.partitions_with_state("t") == [0]
+
+
+def test_cluster_id_created_once(store, tmp_path):
+    cid = store.cluster_id()
+    assert len(cid) == 22
+    assert store.cluster_id() == cid
+    b2 = reopen(store.backend, tmp_path)
+    try:
+        assert TopicStore(b2).cluster_id() == cid
+    finally:
+        b2.stop()
+
+
+@pytest.mark.parametrize("name", ["a", "A-b_c.9", "x" * 249, "__consumer_offsets"])
+def test_valid_topic_names(name):
+    assert validate_topic_name(name) == name
+
+
+@pytest.mark.parametrize("name", ["", ".", "..", "x" * 250, "a b", "a/b", "é", "a:b", None])
+def test_invalid_topic_names(name):
+    with pytest.raises(errors.InvalidTopicException) as ei:
+        validate_topic_name(name)
+    assert ei.value.code == 17
