@@ -1,0 +1,299 @@
+"""All logs of a broker across its ``log.dirs`` (Kafka's LogManager).
+
+Per log dir it owns:
+* ``.lock`` -- ``fcntl.flock`` exclusive, non-blocking, held from construction to ``shutdown``; a held
+  lock means another broker uses the directory and construction fails with LogDirLockedError.
+* ``meta.properties`` -- Java properties text, ``version=0`` and ``broker.id=N`` (0.10.1 has no
+  cluster.id).  A stored broker.id differing from the configured one fails construction with
+  InconsistentBrokerIdError naming the file; a missing file is written after the check.
+* ``.kafka_cleanshutdown`` -- present => logs load without scanning; deleted once the dir is loaded,
+  written again by a clean ``shutdown``.
+* ``recovery-point-offset-checkpoint`` -- see checkpoint.py; read at load, written by
+  ``checkpoint_recovery_points`` (every log.flush.offset.checkpoint.interval.ms) and at shutdown.
+* ``<topic>-<partition>/`` -- one Log each (topic = text before the last '-'); a directory ending in
+  ``-delete`` is a partition whose deletion was interrupted and is removed at load.
+
+Periodic work is exposed as plain blocking methods the server's greenlets call (no gevent here):
+``check_retention``, ``flush_dirty`` (fsync: run it in a thread pool), ``checkpoint_recovery_points``.
+"""
+
+import fcntl
+import logging
+import os
+import shutil
+import uuid
+
+from .checkpoint import OffsetCheckpoint, fsync_dir
+from .log import Log, parse_topic_partition
+from .segment import now_ms
+
+logger = logging.getLogger(__name__)
+
+LOCK_FILE = ".lock"
+META_FILE = "meta.properties"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+DELETE_DIR_SUFFIX = "-delete"
+
+
+class LogDirLockedError(RuntimeError):
+    pass
+
+
+class InconsistentBrokerIdError(RuntimeError):
+    pass
+
+
+def read_properties(path):
+    """Minimal java.util.Properties reader: ``key=value`` / ``key:value`` lines, ``#``/``!`` comments."""
+    props = {}
+    with open(path, "r", encoding="utf-8") as f:
+        for raw in f:
+            line = raw.strip()
+            if not line or line[0] in "#!":
+                continue
+            cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+            if cut < 0:
+                props[line] = ""
+            else:
+                props[line[:cut].strip()] = line[cut + 1:].strip()
+    return props
+
+
+def write_properties(path, props):
+    """Write ``key=value`` lines atomically (tmp + fsync + rename + dir fsync)."""
+    text = "#\n#kbroker broker metadata\n" + "".join("%s=%s\n" % kv for kv in props.items())
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(os.path.dirname(os.path.abspath(path)))
+
+
+class LogManager:
+    def __init__(self, log_dirs, config, broker_id=0, topic_config=None):
+        """``config``: default LogConfig; ``topic_config(topic) -> LogConfig | None`` gives overrides."""
+        if isinstance(log_dirs, str):
+            log_dirs = [d for d in log_dirs.split(",") if d]
+        self.log_dirs = [os.path.abspath(d) for d in log_dirs]
+        if not self.log_dirs:
+            raise ValueError("at least one log dir is required")
+        self.default_config = config
+        self.broker_id = broker_id
+        self._topic_config = topic_config
+        self._lock_files = {}
+        self._logs = {}
+        self._dir_of = {}
+        try:
+            for d in self.log_dirs:
+                os.makedirs(d, exist_ok=True)
+                self._lock(d)
+            self._check_meta()
+            for d in self.log_dirs:
+                self._load_dir(d)
+        except BaseException:
+            for log in self._logs.values():
+                log.close()
+            self._logs.clear()
+            self._unlock_all()
+            raise
+
+    # -- startup -------------------------------------------------------------------------------
+    def _lock(self, d):
+        path = os.path.join(d, LOCK_FILE)
+        f = open(path, "a+")
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.close()
+            raise LogDirLockedError("Failed to acquire lock on file %s: another broker process is using log dir %s"
+                                    % (path, d)) from None
+        self._lock_files[d] = f
+
+    def _unlock_all(self):
+        for f in self._lock_files.values():
+            try:
+                fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+            finally:
+                f.close()
+        self._lock_files.clear()
+
+    def _check_meta(self):
+        missing = []
+        for d in self.log_dirs:
+            path = os.path.join(d, META_FILE)
+            if not os.path.exists(path):
+                missing.append(path)
+                continue
+            props = read_properties(path)
+            if props.get("version", "0") != "0":
+                raise InconsistentBrokerIdError("unsupported meta.properties version %r in %s"
+                                                % (props.get("version"), path))
+            stored = props.get("broker.id")
+            if stored is None:
+                missing.append(path)
+                continue
+            stored = int(stored)
+            if self.broker_id is None:
+                self.broker_id = stored
+            elif stored != self.broker_id:
+                raise InconsistentBrokerIdError(
+                    "Configured broker.id %d doesn't match stored broker.id %d in %s. If you moved your data, "
+                    "make sure your configured broker.id matches. If you intend to create a new broker, remove "
+                    "all data in log dir %s." % (self.broker_id, stored, path, d))
+        if self.broker_id is not None:
+            for path in missing:
+                write_properties(path, {"version": "0", "broker.id": str(self.broker_id)})
+
+    def _load_dir(self, d):
+        marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
+        clean = os.path.exists(marker)
+        points = OffsetCheckpoint(os.path.join(d, RECOVERY_POINT_CHECKPOINT)).read()
+        for name in sorted(os.listdir(d)):
+            path = os.path.join(d, name)
+            if not os.path.isdir(path):
+                continue
+            if name.endswith(DELETE_DIR_SUFFIX):
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            try:
+                tp = parse_topic_partition(name)
+            except ValueError:
+                continue
+            if tp in self._logs:
+                raise RuntimeError("duplicate log directories for %s-%d: %s and %s"
+                                   % (tp[0], tp[1], self._logs[tp].dir, path))
+            log = Log(path, self.config_for(tp[0]), recovery_point=points.get(tp, 0), clean_shutdown=clean)
+            self._logs[tp] = log
+            self._dir_of[tp] = d
+        if clean:
+            os.unlink(marker)
+        logger.info("loaded %d log(s) from %s (clean shutdown: %s)",
+                    sum(1 for v in self._dir_of.values() if v == d), d, clean)
+
+    # -- access --------------------------------------------------------------------------------
+    def config_for(self, topic):
+        if self._topic_config is not None:
+            cfg = self._topic_config(topic)
+            if cfg is not None:
+                return cfg
+        return self.default_config
+
+    def set_topic_config(self, topic, config):
+        """Apply changed topic configs to that topic's open logs (new segments/rolls/retention use them)."""
+        for (t, _p), log in self._logs.items():
+            if t == topic:
+                log.config = config
+
+    def get_log(self, tp):
+        return self._logs.get(tuple(tp))
+
+    def all_logs(self):
+        return dict(self._logs)
+
+    def log_dir_of(self, tp):
+        return self._dir_of.get(tuple(tp))
+
+    def __contains__(self, tp):
+        return tuple(tp) in self._logs
+
+    def get_or_create_log(self, tp, topic_config=None):
+        """The log of ``tp``, created in the log dir holding the fewest partitions (first dir on ties)."""
+        tp = tuple(tp)
+        log = self._logs.get(tp)
+        if log is not None:
+            return log
+        counts = {d: 0 for d in self.log_dirs}
+        for d in self._dir_of.values():
+            counts[d] += 1
+        target = min(self.log_dirs, key=lambda d: counts[d])
+        path = os.path.join(target, "%s-%d" % tp)
+        log = Log(path, topic_config or self.config_for(tp[0]))
+        fsync_dir(target)
+        self._logs[tp] = log
+        self._dir_of[tp] = target
+        return log
+
+    def delete_log(self, tp):
+        """Close and remove a partition's directory; returns True if it existed."""
+        tp = tuple(tp)
+        log = self._logs.pop(tp, None)
+        d = self._dir_of.pop(tp, None)
+        if log is None:
+            return False
+        log.close()
+        # Rename first so a crash mid-rmtree leaves a "-delete" dir the next load removes, never half a log.
+        doomed = "%s.%s%s" % (log.dir, uuid.uuid4().hex, DELETE_DIR_SUFFIX)
+        os.rename(log.dir, doomed)
+        fsync_dir(d)
+        shutil.rmtree(doomed, ignore_errors=True)
+        return True
+
+    # -- periodic tasks ------------------------------------------------------------------------
+    def check_retention(self, now=None):
+        """Apply time/size retention to logs whose cleanup.policy includes delete; returns segments deleted."""
+        now = now_ms() if now is None else now
+        deleted = 0
+        for log in list(self._logs.values()):
+            cfg = log.config
+            if cfg.deletes:
+                deleted += log.delete_old_segments(cfg.retention_ms, cfg.retention_bytes, now)
+            else:
+                log.purge_deleted(now)
+        return deleted
+
+    def due_flushes(self, now=None):
+        """``[(log, up_to)]`` that want an fsync: flush.messages / flush.ms reached (up_to None = log end),
+        or a roll asked for its older segments to be flushed (up_to = the new segment's base)."""
+        now = now_ms() if now is None else now
+        due = []
+        for log in list(self._logs.values()):
+            cfg = log.config
+            unflushed = log.unflushed_messages
+            if unflushed > 0 and (unflushed >= cfg.flush_interval_messages
+                                  or (cfg.flush_interval_ms is not None
+                                      and now - log.last_flush_ms >= cfg.flush_interval_ms)):
+                due.append((log, None))
+            elif log.flush_pending_offset is not None:
+                due.append((log, log.flush_pending_offset))
+        return due
+
+    def flush_dirty(self, now=None):
+        """Blocking fsync of every due log (see ``due_flushes``); returns how many logs were flushed."""
+        due = self.due_flushes(now)
+        for log, up_to in due:
+            log.flush(up_to, now=now)
+        return len(due)
+
+    def checkpoint_recovery_points(self):
+        for d in self.log_dirs:
+            points = {tp: log.recovery_point for tp, log in self._logs.items() if self._dir_of[tp] == d}
+            OffsetCheckpoint(os.path.join(d, RECOVERY_POINT_CHECKPOINT)).write(points)
+
+    # -- shutdown ------------------------------------------------------------------------------
+    def shutdown(self):
+        """Flush and close every log, checkpoint recovery points, write the clean-shutdown markers, unlock."""
+        try:
+            for log in self._logs.values():
+                log.flush()
+            self.checkpoint_recovery_points()
+            for log in self._logs.values():
+                log.close()
+            for d in self.log_dirs:
+                with open(os.path.join(d, CLEAN_SHUTDOWN_FILE), "w"):
+                    pass
+                fsync_dir(d)
+        finally:
+            self._logs.clear()
+            self._dir_of.clear()
+            self._unlock_all()
+
+    def close_without_marker(self):
+        """Close files and release the locks without flushing or marking a clean shutdown (tests; fatal errors)."""
+        for log in self._logs.values():
+            log.close()
+        self._logs.clear()
+        self._dir_of.clear()
+        self._unlock_all()
