@@ -52,10 +52,8 @@ MAX_TIMESTAMP_AT = 35
 HEADER = struct.Struct(">qiibIhiqqqhii")
 assert HEADER.size == HEADER_SIZE
 
-_I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
-_I16 = struct.Struct(">h")
 
 BatchHeader = namedtuple(
     "BatchHeader",

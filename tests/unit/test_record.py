@@ -361,20 +361,17 @@ def test_legacy_zstd_is_unsupported():
         R.validate_for_append(wrapper, 0, NOW, produce_version=2)
 
 
-def test_legacy_gzip_bomb_is_corrupt():
+def test_legacy_gzip_bomb_is_corrupt(monkeypatch):
     inner = L.build_message_set([(0, NOW, b"k", bytes(8 << 20))], 1)
     wrapper = L.encode_message(0, 1, 1, NOW, None, C.compress(1, inner))
     assert len(wrapper) < 20000
-    # bound = max(max_message_bytes * 64, 64 MiB) = 64 MiB: fits
+    # bound = max(max_message_bytes * 64, 64 MiB) = 64 MiB: 8 MiB fits
     assert R.validate_for_append(wrapper, 0, NOW, produce_version=2).record_count == 1
-    cfg = R.RecordConfig()
-    R.DECOMPRESS_MIN, saved = 1 << 20, R.DECOMPRESS_MIN
-    try:
-        cfg.max_message_bytes = 10000  # bound now max(640000, 1 MiB) = 1 MiB < 8 MiB
-        with pytest.raises(CorruptMessage, match="inflates"):
-            R.validate_for_append(wrapper, 0, NOW, cfg, produce_version=2)
-    finally:
-        R.DECOMPRESS_MIN = saved
+    monkeypatch.setattr(R, "DECOMPRESS_MIN", 1 << 20)
+    cfg = R.RecordConfig(max_message_bytes=10000)  # bound now max(640000, 1 MiB) = 1 MiB < 8 MiB
+    assert R.decompress_bound(cfg) == 1 << 20
+    with pytest.raises(CorruptMessage, match="inflates"):
+        R.validate_for_append(wrapper, 0, NOW, cfg, produce_version=2)
 
 
 # --------------------------------------------------------------------------------- down-conversion
