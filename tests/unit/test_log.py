@@ -216,3 +216,19 @@ def test_flush_advances_recovery_point_and_roll_requests_flush(tmp_path):
     log.flush(18)
     assert log.flush_pending_offset is None and log.recovery_point == 18
     log.close()
+
+
+def test_region_sendfile_matches_read_bytes(tmp_path):
+    import socket
+    log = Log(str(tmp_path / "t-0"), small_config())
+    batches = fill(log, 4)
+    region = log.read(3, 300).region
+    a, b = socket.socketpair()
+    try:
+        sent = os.sendfile(a.fileno(), region.fileno(), region.position, region.size)
+        assert sent == region.size == 300
+        assert b.recv(1000) == region.read_bytes() == b"".join(batches[1:])[:300]
+    finally:
+        a.close()
+        b.close()
+    log.close()

@@ -1,0 +1,115 @@
+import os
+
+import pytest
+
+from kbroker.log import InconsistentBrokerIdError, LogConfig, LogDirLockedError, LogManager, OffsetCheckpoint
+from kbroker.log.checkpoint import format_checkpoint
+
+from .test_log_helpers import append_batch
+
+VALUES = [b"v" * 21] * 3
+CFG = LogConfig(segment_bytes=1000, segment_index_bytes=240, index_interval_bytes=200, file_delete_delay_ms=0)
+
+
+def test_checkpoint_exact_text_and_roundtrip(tmp_path):
+    path = str(tmp_path / "recovery-point-offset-checkpoint")
+    cp = OffsetCheckpoint(path)
+    cp.write({("b-topic", 3): 0, ("a", 0): 1234, ("a", 10): 7})
+    with open(path, "rb") as f:
+        assert f.read() == b"0\n3\na 0 1234\na 10 7\nb-topic 3 0\n"
+    assert not os.path.exists(path + ".tmp")
+    assert cp.read() == {("a", 0): 1234, ("a", 10): 7, ("b-topic", 3): 0}
+    assert format_checkpoint({}) == "0\n0\n"
+
+
+@pytest.mark.parametrize("text", ["1\n0\n", "0\n2\na 0 1\n", "0\n1\na 0\n", "garbage", ""])
+def test_unreadable_checkpoint_is_empty(tmp_path, text, caplog):
+    path = tmp_path / "cp"
+    path.write_text(text)
+    assert OffsetCheckpoint(str(path)).read() == {}
+    assert "checkpoint" in caplog.text
+    assert OffsetCheckpoint(str(tmp_path / "missing")).read() == {}
+
+
+def test_meta_lock_marker_and_checkpoint_files(tmp_path):
+    d = str(tmp_path / "logs")
+    mgr = LogManager([d], CFG, broker_id=7)
+    with open(os.path.join(d, "meta.properties")) as f:
+        lines = [ln for ln in f.read().splitlines() if not ln.startswith("#")]
+    assert lines == ["version=0", "broker.id=7"]
+    with pytest.raises(LogDirLockedError) as exc:
+        LogManager([d], CFG, broker_id=7)
+    assert os.path.join(d, ".lock") in str(exc.value)
+    log = mgr.get_or_create_log(("my-topic", 2))
+    for i in range(4):
+        append_batch(log, VALUES, ts=1000 + i)
+    assert mgr.get_log(("my-topic", 2)) is log
+    mgr.shutdown()
+    assert os.path.exists(os.path.join(d, ".kafka_cleanshutdown"))
+    with open(os.path.join(d, "recovery-point-offset-checkpoint"), "rb") as f:
+        assert f.read() == b"0\n1\nmy-topic 2 12\n"
+    # Restart: the marker is consumed, the log is loaded (topic = text before the last '-').
+    mgr = LogManager([d], CFG, broker_id=7)
+    assert not os.path.exists(os.path.join(d, ".kafka_cleanshutdown"))
+    log = mgr.get_log(("my-topic", 2))
+    assert log.log_end_offset == 12 and log.recovery_point == 12
+    mgr.close_without_marker()
+    with pytest.raises(InconsistentBrokerIdError) as exc:
+        LogManager([d], CFG, broker_id=8)
+    assert "meta.properties" in str(exc.value) and d in str(exc.value)
+    # The refused start released the lock.
+    LogManager([d], CFG, broker_id=7).shutdown()
+
+
+def test_unclean_restart_recovers_from_checkpoint(tmp_path):
+    d = str(tmp_path / "logs")
+    mgr = LogManager([d], CFG, broker_id=1)
+    log = mgr.get_or_create_log(("t", 0))
+    for i in range(8):
+        append_batch(log, VALUES, ts=1000 + i)  # rolls at 18
+    assert mgr.flush_dirty(now=0) == 1  # the roll asked for segments below 18 to be flushed
+    assert log.recovery_point == 18
+    mgr.checkpoint_recovery_points()
+    seg_path = log.segments[-1].log_path
+    mgr.close_without_marker()
+    os.truncate(seg_path, 145 + 10)
+    mgr = LogManager([d], CFG, broker_id=1)
+    log = mgr.get_log(("t", 0))
+    assert log.log_end_offset == 21 and log.recovery_point == 18
+    mgr.shutdown()
+
+
+def test_dir_choice_retention_flush_and_delete(tmp_path):
+    dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
+    cfg = CFG.replace(retention_bytes=290, flush_interval_messages=6)
+    mgr = LogManager(dirs, cfg, broker_id=0,
+                     topic_config=lambda t: cfg.replace(cleanup_policy="compact") if t == "c" else None)
+    for p in range(3):
+        mgr.get_or_create_log(("t", p))
+    mgr.get_or_create_log(("c", 0))
+    assert [mgr.log_dir_of(("t", p)) for p in range(3)] == [dirs[0], dirs[1], dirs[0]]
+    assert mgr.log_dir_of(("c", 0)) == dirs[1]
+    t0, c0 = mgr.get_log(("t", 0)), mgr.get_log(("c", 0))
+    for log in (t0, c0):
+        for i in range(14):
+            append_batch(log, VALUES, ts=1000 + i)  # segments 0 (870 bytes), 18 (870), 36 (290)
+    assert mgr.check_retention(now=2000) == 2  # only the delete-policy log: 2030 -> 290
+    assert (t0.num_segments, c0.num_segments) == (1, 3)
+    assert sorted((log.topic, up_to) for log, up_to in mgr.due_flushes(now=0)) == [("c", None), ("t", None)]
+    assert mgr.flush_dirty(now=0) == 2 and t0.unflushed_messages == 0
+    assert mgr.delete_log(("t", 1))
+    assert not os.path.exists(os.path.join(dirs[1], "t-1")) and mgr.get_log(("t", 1)) is None
+    assert not mgr.delete_log(("t", 1))
+    mgr.shutdown()
+    with open(os.path.join(dirs[1], "recovery-point-offset-checkpoint")) as f:
+        assert f.read() == "0\n1\nc 0 42\n"
+
+
+def test_interrupted_partition_delete_dir_removed(tmp_path):
+    d = str(tmp_path / "logs")
+    os.makedirs(os.path.join(d, "t-0.0123abcd-delete"))
+    os.makedirs(os.path.join(d, "not_a_partition"))
+    mgr = LogManager([d], CFG, broker_id=0)
+    assert not os.path.exists(os.path.join(d, "t-0.0123abcd-delete"))
+    assert mgr.all_logs() == {}
+    mgr.shutdown()
