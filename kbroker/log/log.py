@@ -229,7 +229,7 @@ class Log:
 
         Returns the (advanced) recovery point.  Blocking; safe to run in a worker thread.
         """
-        if up_to is None:
+        if up_to is None or up_to > self._next_offset:
             up_to = self._next_offset
         if up_to > self.recovery_point:
             segments = list(self._segments)
