@@ -1,0 +1,524 @@
+"""kbroker-admin: Kafka's operator tools over kbroker's own client (no gevent; plain blocking sockets).
+
+    kbroker-admin topics  ...   == kafka-topics.sh  (also: kbroker-admin --list ..., i.e. topics flags without the
+                                   sub-command word)
+    kbroker-admin configs ...   == kafka-configs.sh (topics and brokers)
+
+Only ``--bootstrap-server HOST:PORT[,HOST:PORT]`` is supported for now; ``--zookeeper`` (the 0.10.1 mode that edits
+the znode tree directly) is refused with a usage error until the ZooKeeper backend lands.
+
+Output layout: the **modern** (Kafka 2.8+/3.x, Java ``TopicCommand``/``ConfigCommand``) text, byte for byte:
+
+    Created topic T.
+    Topic: T<TAB>PartitionCount: 3<TAB>ReplicationFactor: 1<TAB>Configs: segment.bytes=1000
+    <TAB>Topic: T<TAB>Partition: 0<TAB>Leader: 1<TAB>Replicas: 1<TAB>Isr: 1
+
+``TopicId: <id>`` follows the topic name only when the broker reports a non-zero topic id (Metadata v10+), exactly as
+Kafka prints it; kbroker serves Metadata up to v9, so it is absent. ``Configs:`` lists the entries whose source is not
+DEFAULT_CONFIG (5) -- overrides *and* values inherited from server.properties, as Kafka does -- comma-joined in the
+broker's order. ``Leader: none`` when a partition has no leader. The 3.7+ ``Elr:``/``LastKnownElr:`` fields (KRaft
+only) are not printed. ``--list`` prints the sorted names (an empty line when there are none, like Kafka).
+``--alter`` and ``--delete`` print nothing on success (3.x). ``--topic`` is a regular expression (full match; commas
+mean "or") for everything but ``--create``, as in Kafka.
+
+kafka-configs (3.x): ``Dynamic configs for topic T are:`` (``All configs for ...`` with ``--all``) then one line per
+entry ``  k=v sensitive=false synonyms={SOURCE:k=v, ...}`` (sorted by name; sensitive values print as null);
+``--alter`` prints ``Completed updating config for topic T.``. Alter = DescribeConfigs, apply ``--delete-config`` then
+``--add-config`` to the current dynamic overrides, AlterConfigs with the complete set (AlterConfigs replaces it).
+
+Errors: ``Error while executing topic command : <message>`` (``config command`` for configs) on **stderr**, exit 1
+(Kafka 3.x prints this line on stdout; the project puts all diagnostics on stderr so stdout stays parseable). Usage
+errors print the problem and the usage on stderr and exit 1, like Kafka's CommandLineUtils.
+``--output json`` (kbroker extension) prints one JSON document on stdout instead of the text.
+"""
+import argparse
+import base64
+import json
+import re
+import sys
+
+from kbroker.client.admin import (DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG, RESOURCE_BROKER, RESOURCE_TOPIC,
+                                  SOURCE_NAMES, AdminClient, NewTopic)
+from kbroker.errors import KafkaError
+
+ZERO_UUID = b"\x00" * 16
+
+
+class UsageError(Exception):
+    pass
+
+
+class CommandError(Exception):
+    """A failure reported as 'Error while executing ... command : <message>'."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise UsageError(message)
+
+
+# ---------------------------------------------------------------------------------------------- shared helpers
+
+def uuid_str(b):
+    """Kafka's Uuid.toString(): URL-safe base64 of the 16 bytes without padding."""
+    return base64.urlsafe_b64encode(bytes(b)).decode("ascii").rstrip("=")
+
+
+def topic_filter(pattern):
+    """Kafka's IncludeList: trims, drops spaces and surrounding quotes, ',' means '|'; full-match regex."""
+    p = pattern.strip().replace(",", "|").replace(" ", "")
+    p = re.sub(r"^[\"']+", "", p)
+    p = re.sub(r"[\"']+$", "", p)
+    try:
+        rx = re.compile(p)
+    except re.error as e:
+        raise CommandError("Invalid topic regex %r: %s" % (pattern, e))
+    return lambda name: rx.fullmatch(name) is not None
+
+
+def parse_replica_assignment(s):
+    """'0:1,1:2' -> {0: [0, 1], 1: [1, 2]}: comma per partition, colon per replica (Kafka's format)."""
+    out = {}
+    for i, part in enumerate(s.split(",")):
+        try:
+            brokers = [int(x.strip()) for x in part.split(":")]
+        except ValueError:
+            raise UsageError("Invalid replica assignment %r" % s)
+        dup = sorted({b for b in brokers if brokers.count(b) > 1})
+        if dup:
+            raise CommandError("Partition replica lists may not contain duplicate entries: %s"
+                               % ",".join(map(str, dup)))
+        if out and len(brokers) != len(out[0]):
+            raise CommandError("Partition %d has different replication factor: [%s]"
+                               % (i, ", ".join(map(str, brokers))))
+        out[i] = brokers
+    return out
+
+
+def parse_topic_configs(items):
+    """['k=v', ...] -> {k: v}; Kafka splits on '=' with optional spaces and needs exactly two parts."""
+    out = {}
+    for item in items or ():
+        parts = re.split(r"\s*=\s*", item)
+        if len(parts) != 2:
+            raise CommandError('requirement failed: Invalid topic config: all configs to be added must be in the '
+                               'format "key=val".')
+        out[parts[0].strip()] = parts[1].strip()
+    return out
+
+
+# Split on commas that are not inside [...] (Kafka's "(?=[^\]]*(?:\[|$))" lookahead), so k=[a,b] stays one item.
+_OUTSIDE_BRACKETS = r"(?=[^\]]*(?:\[|$))"
+
+
+def parse_add_config(s):
+    """kafka-configs --add-config 'k=v,k2=[a,b]' -> {'k': 'v', 'k2': 'a,b'}."""
+    out = {}
+    if not s:
+        return out
+    for item in re.split("," + _OUTSIDE_BRACKETS, s):
+        parts = re.split(r"\s*=\s*" + _OUTSIDE_BRACKETS, item)
+        if len(parts) != 2:
+            raise CommandError('requirement failed: Invalid entity config: all configs to be added must be in the '
+                               'format "key=val".')
+        out[parts[0].strip()] = re.sub(r"[\[\]]", "", parts[1]).strip()
+    return out
+
+
+def parse_delete_config(items):
+    out = []
+    for s in items or ():
+        out += [k.strip() for k in s.split(",") if k.strip()]
+    return out
+
+
+def _run(fn, args, what):
+    try:
+        return fn(args)
+    except (CommandError, KafkaError, OSError, ValueError) as e:
+        msg = getattr(e, "message", None) or str(e)
+        print("Error while executing %s command : %s" % (what, msg), file=sys.stderr)
+        return 1
+
+
+# ---------------------------------------------------------------------------------------------- topics
+
+def topics_parser():
+    p = _Parser(prog="kbroker-admin topics", description="Create, delete, describe, or change a topic.",
+                add_help=True)
+    p.add_argument("--bootstrap-server", metavar="HOST:PORT", help="the broker(s) to connect to (required)")
+    p.add_argument("--zookeeper", help=argparse.SUPPRESS)
+    actions = p.add_argument_group("actions (exactly one)")
+    for a in ("create", "list", "describe", "alter", "delete"):
+        actions.add_argument("--" + a, action="store_true")
+    p.add_argument("--topic", help="topic name; a regular expression except with --create")
+    p.add_argument("--partitions", type=int, help="number of partitions (create: broker default if omitted)")
+    p.add_argument("--replication-factor", type=int, help="replication factor (broker default if omitted)")
+    p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="topic config override")
+    p.add_argument("--replica-assignment", metavar="B1:B2,B3:B4", help="replicas of partition 0, 1, ...")
+    p.add_argument("--if-not-exists", action="store_true", help="create: do nothing if the topic exists")
+    p.add_argument("--if-exists", action="store_true", help="alter/delete/describe: do nothing if it is missing")
+    p.add_argument("--topics-with-overrides", action="store_true", help="describe: only topics with overrides")
+    p.add_argument("--under-replicated-partitions", action="store_true")
+    p.add_argument("--unavailable-partitions", action="store_true")
+    p.add_argument("--exclude-internal", action="store_true", help="leave out internal topics")
+    p.add_argument("--output", choices=("text", "json"), default="text", help="output format (kbroker extension)")
+    return p
+
+
+def parse_topics_args(argv):
+    """Parse and check kafka-topics arguments (Kafka's checkArgs rules); raises UsageError."""
+    args = topics_parser().parse_args(argv)
+    if args.zookeeper is not None:
+        raise UsageError("--zookeeper is not supported yet: use --bootstrap-server")
+    chosen = [a for a in ("create", "list", "describe", "alter", "delete") if getattr(args, a)]
+    if len(chosen) != 1:
+        raise UsageError("Command must include exactly one action: --list, --describe, --create, --alter or --delete")
+    args.action = chosen[0]
+    if not args.bootstrap_server:
+        raise UsageError('Missing required argument "[bootstrap-server]"')
+    if args.action in ("create", "alter", "delete") and not args.topic:
+        raise UsageError('Missing required argument "[topic]"')
+    if args.action == "alter" and args.partitions is None:
+        raise UsageError('Missing required argument "[partitions]"')
+
+    def invalid(opt, with_actions):
+        if args.action not in with_actions:
+            raise UsageError('Option "[%s]" can\'t be used with option "[%s]"' % (opt, args.action))
+
+    if args.config:
+        invalid("config", ("create",))
+    if args.partitions is not None:
+        invalid("partitions", ("create", "alter"))
+    if args.replication_factor is not None:
+        invalid("replication-factor", ("create",))
+    if args.replica_assignment is not None:
+        invalid("replica-assignment", ("create", "alter"))
+        if args.action == "create" and (args.partitions is not None or args.replication_factor is not None):
+            raise UsageError('Option "[replica-assignment]" can\'t be used with option "[partitions]" or '
+                             '"[replication-factor]"')
+    if args.if_not_exists:
+        invalid("if-not-exists", ("create",))
+    if args.if_exists:
+        invalid("if-exists", ("alter", "delete", "describe"))
+    for opt in ("topics_with_overrides", "under_replicated_partitions", "unavailable_partitions"):
+        if getattr(args, opt):
+            invalid(opt.replace("_", "-"), ("describe",))
+    return args
+
+
+def format_topic_line(name, topic_id, partition_count, replication_factor, configs):
+    """The per-topic describe line. ``configs``: [(key, value)] already filtered to the non-default ones."""
+    out = "Topic: %s" % name
+    if topic_id and bytes(topic_id) != ZERO_UUID:
+        out += "\tTopicId: %s" % uuid_str(topic_id)
+    out += "\tPartitionCount: %d\tReplicationFactor: %d\tConfigs: %s" % (
+        partition_count, replication_factor, ",".join("%s=%s" % (k, v) for k, v in configs))
+    return out
+
+
+def format_partition_line(name, partition, leader, replicas, isr):
+    return "\tTopic: %s\tPartition: %d\tLeader: %s\tReplicas: %s\tIsr: %s" % (
+        name, partition, "none" if leader is None or leader < 0 else leader,
+        ",".join(map(str, replicas)), ",".join(map(str, isr)))
+
+
+def _matching_topics(admin, args):
+    names = admin.list_topics(include_internal=not args.exclude_internal)
+    if args.topic:
+        match = topic_filter(args.topic)
+        names = [n for n in names if match(n)]
+    return names
+
+
+def _ensure_exists(names, args):
+    if args.topic and not names and not args.if_exists:
+        raise CommandError("Topic '%s' does not exist as expected" % args.topic)
+
+
+def _emit(args, text_lines, doc):
+    if args.output == "json":
+        print(json.dumps(doc, indent=None, sort_keys=False))
+    else:
+        for line in text_lines:
+            print(line)
+
+
+def topics_create(admin, args):
+    assignment = parse_replica_assignment(args.replica_assignment) if args.replica_assignment else None
+    if args.replication_factor is not None and not 1 <= args.replication_factor <= 32767:
+        raise CommandError("The replication factor must be between 1 and 32767 inclusive")
+    if args.partitions is not None and args.partitions < 1:
+        raise CommandError("The partitions must be greater than 0")
+    configs = parse_topic_configs(args.config)
+    lines = []
+    if "." in args.topic or "_" in args.topic:
+        lines.append("WARNING: Due to limitations in metric names, topics with a period ('.') or underscore ('_') "
+                     "could collide. To avoid issues it is best to use either, but not both.")
+    topic = NewTopic(args.topic,
+                     -1 if args.partitions is None else args.partitions,
+                     -1 if args.replication_factor is None else args.replication_factor,
+                     assignment, configs)
+    try:
+        res = admin.create_topics([topic])[args.topic]
+    except KafkaError as e:
+        if e.code == 36 and args.if_not_exists:  # TOPIC_ALREADY_EXISTS
+            _emit(args, [], {"topic": args.topic, "created": False})
+            return 0
+        raise
+    lines.append("Created topic %s." % args.topic)
+    _emit(args, lines, {"topic": args.topic, "created": True, "partitions": res.get("num_partitions", -1),
+                        "replication_factor": res.get("replication_factor", -1)})
+    return 0
+
+
+def topics_list(admin, args):
+    names = _matching_topics(admin, args)
+    if args.output == "json":
+        _emit(args, [], names)
+    else:
+        print("\n".join(names))
+    return 0
+
+
+def describe_topics(admin, names):
+    """-> [dict(name, topic_id, partitions=[...], configs=[ConfigEntry])] in name order."""
+    if not names:
+        return []
+    meta = admin.metadata(names)
+    by_name = {t["name"]: t for t in meta["topics"]}
+    cfgs = admin.describe_configs([(RESOURCE_TOPIC, n) for n in names])
+    out = []
+    for n in names:
+        t = by_name.get(n)
+        if t is None or t["error_code"]:
+            continue
+        parts = sorted(t["partitions"], key=lambda p: p["partition_index"])
+        out.append({"name": n, "topic_id": t.get("topic_id"), "partitions": parts,
+                    "configs": cfgs.get((RESOURCE_TOPIC, n), []),
+                    "live": {b["node_id"] for b in meta["brokers"]}})
+    return out
+
+
+def topics_describe(admin, args):
+    names = _matching_topics(admin, args)
+    _ensure_exists(names, args)
+    report_partitions_only = args.under_replicated_partitions or args.unavailable_partitions
+    lines, doc = [], []
+    for d in describe_topics(admin, names):
+        overrides = [(e.name, e.value) for e in d["configs"] if e.source != DEFAULT_CONFIG]
+        parts = d["partitions"]
+        rf = len(parts[0]["replica_nodes"]) if parts else 0
+        tid = d["topic_id"] if d["topic_id"] and bytes(d["topic_id"]) != ZERO_UUID else None
+        show_topic = not report_partitions_only and (not args.topics_with_overrides or overrides)
+        if show_topic:
+            lines.append(format_topic_line(d["name"], tid, len(parts), rf, overrides))
+        entry = {"topic": d["name"], "topic_id": uuid_str(tid) if tid else None, "partition_count": len(parts),
+                 "replication_factor": rf, "configs": dict(overrides), "partitions": []}
+        for p in parts:
+            leader = p["leader_id"]
+            under = len(p["isr_nodes"]) < len(p["replica_nodes"])
+            unavailable = leader < 0 or leader not in d["live"]
+            if args.topics_with_overrides:
+                continue
+            if report_partitions_only and not ((args.under_replicated_partitions and under)
+                                               or (args.unavailable_partitions and unavailable)):
+                continue
+            lines.append(format_partition_line(d["name"], p["partition_index"], leader, p["replica_nodes"],
+                                               p["isr_nodes"]))
+            entry["partitions"].append({"partition": p["partition_index"], "leader": leader if leader >= 0 else None,
+                                        "replicas": list(p["replica_nodes"]), "isr": list(p["isr_nodes"])})
+        if show_topic or entry["partitions"]:
+            doc.append(entry)
+    _emit(args, lines, doc)
+    return 0
+
+
+def topics_alter(admin, args):
+    names = _matching_topics(admin, args)
+    _ensure_exists(names, args)
+    if not names:
+        _emit(args, [], [])
+        return 0
+    assignment = parse_replica_assignment(args.replica_assignment) if args.replica_assignment else None
+    spec = {}
+    for n in names:
+        if assignment is None:
+            spec[n] = args.partitions
+        else:
+            current = len(admin.cluster.partitions_for(n, refresh=True))
+            spec[n] = (args.partitions, [assignment[p] for p in sorted(assignment) if p >= current])
+    admin.create_partitions(spec)
+    _emit(args, [], [{"topic": n, "partition_count": args.partitions} for n in names])
+    return 0
+
+
+def topics_delete(admin, args):
+    names = _matching_topics(admin, args)
+    _ensure_exists(names, args)
+    if names:
+        admin.delete_topics(names)
+    _emit(args, [], [{"topic": n, "deleted": True} for n in names])
+    return 0
+
+
+_TOPIC_ACTIONS = {"create": topics_create, "list": topics_list, "describe": topics_describe,
+                  "alter": topics_alter, "delete": topics_delete}
+
+
+def topics_main(argv):
+    try:
+        args = parse_topics_args(argv)
+    except UsageError as e:
+        _usage_error(topics_parser(), e)
+        return 1
+
+    def run(a):
+        with AdminClient(a.bootstrap_server) as admin:
+            return _TOPIC_ACTIONS[a.action](admin, a)
+    return _run(run, args, "topic")
+
+
+# ---------------------------------------------------------------------------------------------- configs
+
+_ENTITY_TYPES = {"topics": RESOURCE_TOPIC, "brokers": RESOURCE_BROKER}
+_ENTITY_WORD = {RESOURCE_TOPIC: "topic", RESOURCE_BROKER: "broker"}
+# The source that makes an entry "dynamic" for each entity type (what --describe shows without --all).
+_DYNAMIC_SOURCE = {RESOURCE_TOPIC: DYNAMIC_TOPIC_CONFIG, RESOURCE_BROKER: 2}
+
+
+def configs_parser():
+    p = _Parser(prog="kbroker-admin configs", description="Add/remove entity config for a topic or broker.")
+    p.add_argument("--bootstrap-server", metavar="HOST:PORT")
+    p.add_argument("--zookeeper", help=argparse.SUPPRESS)
+    p.add_argument("--describe", action="store_true")
+    p.add_argument("--alter", action="store_true")
+    p.add_argument("--entity-type", choices=sorted(_ENTITY_TYPES))
+    p.add_argument("--entity-name")
+    p.add_argument("--topic", help="shorthand for --entity-type topics --entity-name TOPIC")
+    p.add_argument("--add-config", metavar="K1=V1,K2=[A,B]")
+    p.add_argument("--delete-config", action="append", default=[], metavar="K1,K2")
+    p.add_argument("--all", action="store_true", help="describe: every config, not only the dynamic ones")
+    p.add_argument("--output", choices=("text", "json"), default="text")
+    return p
+
+
+def parse_configs_args(argv):
+    args = configs_parser().parse_args(argv)
+    if args.zookeeper is not None:
+        raise UsageError("--zookeeper is not supported yet: use --bootstrap-server")
+    if not args.bootstrap_server:
+        raise UsageError('Missing required argument "[bootstrap-server]"')
+    if args.describe == args.alter:
+        raise UsageError("Command must include exactly one action: --describe, --alter")
+    if args.topic:
+        if args.entity_type not in (None, "topics") or args.entity_name:
+            raise UsageError("--topic can't be combined with --entity-type/--entity-name")
+        args.entity_type, args.entity_name = "topics", args.topic
+    if not args.entity_type:
+        raise UsageError("At least one entity type must be specified")
+    if args.alter:
+        if not args.entity_name:
+            raise UsageError("an entity name must be specified with --alter of %s" % args.entity_type)
+        if not args.add_config and not args.delete_config:
+            raise UsageError("At least one of --add-config or --delete-config must be specified with --alter")
+    elif args.add_config or args.delete_config:
+        raise UsageError("--add-config and --delete-config are only valid with --alter")
+    if args.all and not args.describe:
+        raise UsageError("--all is only valid with --describe")
+    args.resource_type = _ENTITY_TYPES[args.entity_type]
+    return args
+
+
+def format_config_line(entry):
+    value = "null" if entry.is_sensitive or entry.value is None else entry.value
+    syn = ", ".join("%s:%s=%s" % (SOURCE_NAMES.get(s.source, "UNKNOWN_CONFIG"), s.name,
+                                  "null" if entry.is_sensitive or s.value is None else s.value)
+                    for s in entry.synonyms)
+    return "  %s=%s sensitive=%s synonyms={%s}" % (entry.name, value, "true" if entry.is_sensitive else "false", syn)
+
+
+def configs_describe(admin, args):
+    rtype = args.resource_type
+    if args.entity_name:
+        names = [args.entity_name]
+    elif rtype == RESOURCE_TOPIC:
+        names = admin.list_topics()
+    else:
+        admin.metadata([])
+        names = [str(b) for b in sorted(admin.cluster.brokers)]
+    lines, doc = [], []
+    for name in names:
+        entries = admin.describe_configs([(rtype, name)])[(rtype, name)]
+        if not args.all:
+            entries = [e for e in entries if e.source == _DYNAMIC_SOURCE[rtype]]
+        entries = sorted(entries, key=lambda e: e.name)
+        lines.append("%s configs for %s %s are:" % ("All" if args.all else "Dynamic", _ENTITY_WORD[rtype], name))
+        lines += [format_config_line(e) for e in entries]
+        doc.append({"entity_type": args.entity_type, "entity_name": name,
+                    "configs": [{"name": e.name, "value": None if e.is_sensitive else e.value,
+                                 "source": SOURCE_NAMES.get(e.source, "UNKNOWN_CONFIG"),
+                                 "sensitive": e.is_sensitive} for e in entries]})
+    _emit(args, lines, doc)
+    return 0
+
+
+def configs_alter(admin, args):
+    rtype, name = args.resource_type, args.entity_name
+    to_add = parse_add_config(args.add_config)
+    to_delete = parse_delete_config(args.delete_config)
+    entries = admin.describe_configs([(rtype, name)])[(rtype, name)]
+    current = {e.name: e.value for e in entries if e.source == _DYNAMIC_SOURCE[rtype]}
+    missing = [k for k in to_delete if k not in current]
+    if missing:
+        raise CommandError("Invalid config(s): %s" % ",".join(missing))
+    new = {k: v for k, v in current.items() if k not in to_delete}
+    new.update(to_add)
+    admin.alter_configs({(rtype, name): new})
+    _emit(args, ["Completed updating config for %s %s." % (_ENTITY_WORD[rtype], name)],
+          {"entity_type": args.entity_type, "entity_name": name, "configs": new})
+    return 0
+
+
+def configs_main(argv):
+    try:
+        args = parse_configs_args(argv)
+    except UsageError as e:
+        _usage_error(configs_parser(), e)
+        return 1
+
+    def run(a):
+        with AdminClient(a.bootstrap_server) as admin:
+            return (configs_alter if a.alter else configs_describe)(admin, a)
+    return _run(run, args, "config")
+
+
+# ---------------------------------------------------------------------------------------------- entry point
+
+def _usage_error(parser, e):
+    print(str(e), file=sys.stderr)
+    parser.print_usage(sys.stderr)
+
+
+_COMMANDS = {"topics": topics_main, "configs": configs_main}
+
+USAGE = """usage: kbroker-admin {topics,configs} [options]
+
+  topics   create, delete, describe, list or alter topics (like kafka-topics.sh)
+  configs  describe or alter topic/broker configs (like kafka-configs.sh)
+
+kbroker-admin <command> --help shows the options of a command."""
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in _COMMANDS:
+        return _COMMANDS[argv[0]](argv[1:])
+    if argv and argv[0].startswith("--") and argv[0] not in ("--help", "-h"):
+        return topics_main(argv)  # kafka-topics flags without the sub-command word
+    print(USAGE, file=sys.stdout if argv[:1] in (["--help"], ["-h"]) else sys.stderr)
+    return 0 if argv[:1] in (["--help"], ["-h"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
