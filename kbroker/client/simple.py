@@ -6,7 +6,7 @@ topics instead of topic ids. Requests go to the partition leader from Metadata; 
 (NOT_LEADER_OR_FOLLOWER 6, LEADER_NOT_AVAILABLE 5) refreshes the metadata once and retries once.
 
 Fetch results: ``FetchResult(records, next_offset, high_watermark, error_code)`` per partition, where ``records``
-are ``(offset, timestamp, key, value, headers)`` tuples at or after the requested offset (a compressed batch may
+are ``FetchedRecord(offset, timestamp, key, value, headers, timestamp_type)`` tuples at or after the requested offset (a compressed batch may
 start before it), and ``next_offset`` is one past the last complete batch returned (control batches included, so
 a consumer never re-reads a transaction marker), or the requested offset when nothing came back. A trailing
 partial batch (cut by ``max_bytes``) is ignored and fetched again next time.
@@ -18,9 +18,12 @@ from kbroker import errors
 from kbroker.client.admin import list_offsets
 from kbroker.client.cluster import Cluster, raise_for_code
 from kbroker.client.connection import resolve_api
-from kbroker.record import build_batch, iter_batches, iter_records
+from kbroker.record import batch_records, build_batch, iter_batches
 
 FetchResult = namedtuple("FetchResult", "records next_offset high_watermark error_code")
+# (offset, timestamp, key, value, headers) -- the record facade's tuple -- plus the batch's timestamp type
+# (0 CreateTime, 1 LogAppendTime) so tools can print "CreateTime:<ts>" like Kafka's formatter.
+FetchedRecord = namedtuple("FetchedRecord", "offset timestamp key value headers timestamp_type")
 ProduceResult = namedtuple("ProduceResult", "error_code base_offset error_message")
 
 PRODUCE_MIN_VERSION = 3
@@ -165,8 +168,11 @@ class SimpleClient:
                     continue
                 data = pd["records"] or b""
                 next_offset = start
-                for _pos, h in iter_batches(data, include_control=True):
+                recs = []
+                for pos, h in iter_batches(data, include_control=True):
                     next_offset = max(next_offset, h.last_offset + 1)
-                recs = [r for r in iter_records(data) if r[0] >= start]
+                    if h.is_control or h.last_offset < start:
+                        continue
+                    recs += [FetchedRecord(*r, h.timestamp_type) for r in batch_records(data, pos, h) if r[0] >= start]
                 out[p] = FetchResult(recs, next_offset, pd["high_watermark"], 0)
         return out

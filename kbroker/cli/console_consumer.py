@@ -1,0 +1,271 @@
+"""kbroker-console-consumer: print a topic's records to stdout, like Kafka's kafka-console-consumer.sh.
+
+    kbroker-console-consumer --bootstrap-server HOST:PORT --topic T [--from-beginning] [--max-messages N]
+        [--partition P [--offset O|earliest|latest]] [--timeout-ms MS]
+        [--property print.key=true] [--property key.separator=SEP] [--property print.timestamp=true] ...
+
+No consumer group: this tool assigns itself every partition of the topic (or just ``--partition``) and commits
+nothing; ``--group`` and committed offsets arrive with the group coordinator in a later issue. Start positions:
+the log end of each partition (ListOffsets -1), the log start with ``--from-beginning`` (-2), or ``--offset``
+(a number, ``earliest`` or ``latest``; needs ``--partition``, excludes ``--from-beginning``, as in Kafka).
+A partition whose position falls out of range (retention deleted it) restarts from the same end it started from,
+like ``auto.offset.reset``.
+
+Loop: one Fetch per leader (Fetch v4-v12, 500 ms long poll, min_bytes 1), records printed in offset order per
+partition, stdout flushed after every fetch. Exits after ``--max-messages`` records, after ``--timeout-ms`` without
+any new record (Kafka's meaning of the option), on SIGINT/SIGTERM, or when stdout is closed; then prints
+``Processed a total of N messages`` on stderr and exits 0.
+
+Formatting follows Kafka's DefaultMessageFormatter: optional ``CreateTime:<ts>``/``LogAppendTime:<ts>``
+(``print.timestamp``), ``Partition:<p>`` (``print.partition``), ``Offset:<o>`` (``print.offset``), headers as
+``k:v`` joined by ``headers.separator`` or ``NO_HEADERS`` (``print.headers``), the key (``print.key``), each followed by
+``key.separator`` (default TAB); then the value (``print.value``, default true) and ``line.separator`` (default
+newline). Null keys/values print as ``null.literal`` (default ``null``). Bytes are written as they are.
+"""
+import argparse
+import signal
+import sys
+import time
+
+from kbroker import errors
+from kbroker.client.simple import SimpleClient
+
+LATEST = -1
+EARLIEST = -2
+POLL_MS = 500
+
+
+class ConsumerError(Exception):
+    pass
+
+
+def parse_properties(items):
+    out = {}
+    for item in items or ():
+        k, sep, v = item.partition("=")
+        if not sep:
+            raise ConsumerError("Invalid property %r: expected key=value" % item)
+        out[k.strip()] = v
+    return out
+
+
+def _unescape(s):
+    # Kafka's formatter takes key.separator/line.separator literally; shells make "\t" and "\n" hard to type, so
+    # the two common escapes are accepted as well.
+    return s.replace("\\t", "\t").replace("\\n", "\n")
+
+
+def _true(props, key, default=False):
+    v = props.get(key)
+    return default if v is None else v.strip().lower() == "true"
+
+
+class Formatter:
+    def __init__(self, props):
+        self.print_key = _true(props, "print.key")
+        self.print_value = _true(props, "print.value", True)
+        self.print_timestamp = _true(props, "print.timestamp")
+        self.print_partition = _true(props, "print.partition")
+        self.print_offset = _true(props, "print.offset")
+        self.print_headers = _true(props, "print.headers")
+        self.key_separator = _unescape(props.get("key.separator", "\t")).encode("utf-8")
+        self.line_separator = _unescape(props.get("line.separator", "\n")).encode("utf-8")
+        self.headers_separator = _unescape(props.get("headers.separator", ",")).encode("utf-8")
+        self.null_literal = props.get("null.literal", "null").encode("utf-8")
+
+    def format(self, partition, rec):
+        """One record (a FetchedRecord or a 5/6-tuple) -> bytes, line separator included."""
+        offset, ts, key, value, headers = rec[0], rec[1], rec[2], rec[3], rec[4]
+        ts_type = rec[5] if len(rec) > 5 else 0
+        out = []
+        if self.print_timestamp:
+            if ts < 0:
+                out.append(b"NO_TIMESTAMP")
+            else:
+                out.append(b"%s:%d" % (b"LogAppendTime" if ts_type == 1 else b"CreateTime", ts))
+            out.append(self.key_separator)
+        if self.print_partition:
+            out += [b"Partition:%d" % partition, self.key_separator]
+        if self.print_offset:
+            out += [b"Offset:%d" % offset, self.key_separator]
+        if self.print_headers:
+            if headers:
+                out.append(self.headers_separator.join(
+                    (k.encode("utf-8") if isinstance(k, str) else bytes(k)) + b":" +
+                    (self.null_literal if v is None else bytes(v)) for k, v in headers))
+            else:
+                out.append(b"NO_HEADERS")
+            out.append(self.key_separator)
+        if self.print_key:
+            out += [self.null_literal if key is None else bytes(key), self.key_separator]
+        if self.print_value:
+            out.append(self.null_literal if value is None else bytes(value))
+        out.append(self.line_separator)
+        return b"".join(out)
+
+
+def build_parser():
+    p = argparse.ArgumentParser(prog="kbroker-console-consumer",
+                                description="Print the records of a topic (no consumer group).")
+    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    p.add_argument("--topic", required=True)
+    p.add_argument("--from-beginning", action="store_true")
+    p.add_argument("--max-messages", type=int, default=None)
+    p.add_argument("--partition", type=int, default=None)
+    p.add_argument("--offset", default=None, help="a number, earliest or latest (needs --partition)")
+    p.add_argument("--timeout-ms", type=int, default=None, help="exit after this long without a new record")
+    p.add_argument("--property", action="append", default=[], metavar="KEY=VALUE")
+    return p
+
+
+def parse_args(argv):
+    args = build_parser().parse_args(argv)
+    if args.offset is not None:
+        if args.partition is None:
+            raise ConsumerError("The partition is required when offset is specified.")
+        if args.from_beginning:
+            raise ConsumerError("Options from-beginning and offset cannot be specified together.")
+        o = args.offset.strip().lower()
+        if o == "earliest":
+            args.start = EARLIEST
+        elif o == "latest":
+            args.start = LATEST
+        else:
+            try:
+                args.start = int(o)
+            except ValueError:
+                raise ConsumerError("The provided offset value '%s' is incorrect. Valid values are 'earliest', "
+                                    "'latest', or a non-negative long." % args.offset)
+            if args.start < 0:
+                raise ConsumerError("The provided offset value '%s' is incorrect. Valid values are 'earliest', "
+                                    "'latest', or a non-negative long." % args.offset)
+        args.reset = EARLIEST if args.start == EARLIEST else LATEST
+    else:
+        args.start = args.reset = EARLIEST if args.from_beginning else LATEST
+    args.formatter = Formatter(parse_properties(args.property))
+    return args
+
+
+class _Stop(Exception):
+    pass
+
+
+class ConsoleConsumer:
+    def __init__(self, client, args, out):
+        self.client = client
+        self.args = args
+        self.out = out
+        self.count = 0
+
+    def _partitions(self, deadline):
+        delay = 0.05
+        while True:
+            try:
+                parts = self.client.partitions_for(self.args.topic, refresh=True, allow_auto_topic_creation=True)
+                for p in parts:
+                    self.client.leader_for(self.args.topic, p)
+                if self.args.partition is not None:
+                    if self.args.partition not in parts:
+                        raise ConsumerError("Partition %d of topic %s does not exist"
+                                            % (self.args.partition, self.args.topic))
+                    return [self.args.partition]
+                return parts
+            except (errors.LeaderNotAvailable, errors.UnknownTopicOrPartition):
+                if deadline is not None and time.monotonic() >= deadline:
+                    return []
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    def run(self):
+        args = self.args
+        timeout_s = None if args.timeout_ms is None else args.timeout_ms / 1000.0
+        last_record = time.monotonic()
+        parts = self._partitions(None if timeout_s is None else last_record + timeout_s)
+        if not parts:
+            return
+        if args.start >= 0:
+            positions = {p: args.start for p in parts}
+        else:
+            positions = {p: o for p, (o, _ts) in self.client.list_offsets(args.topic, {
+                p: args.start for p in parts}).items()}
+        while True:
+            if args.max_messages is not None and self.count >= args.max_messages:
+                return
+            wait_ms = POLL_MS
+            if timeout_s is not None:
+                left = last_record + timeout_s - time.monotonic()
+                if left <= 0:
+                    return
+                wait_ms = max(1, min(POLL_MS, int(left * 1000)))
+            results = self.client.fetch_many(args.topic, positions, max_wait_ms=wait_ms)
+            got = False
+            reset = []
+            for p in sorted(results):
+                r = results[p]
+                if r.error_code == errors.OFFSET_OUT_OF_RANGE:
+                    reset.append(p)
+                    continue
+                if r.error_code:
+                    if errors.error_for_code(r.error_code).retriable:
+                        continue
+                    raise errors.error_for_code(r.error_code)(
+                        "fetching %s-%d: %s" % (args.topic, p, errors.error_name(r.error_code)))
+                for rec in r.records:
+                    self.out.write(args.formatter.format(p, rec))
+                    self.count += 1
+                    got = True
+                    if args.max_messages is not None and self.count >= args.max_messages:
+                        self.out.flush()
+                        return
+                positions[p] = r.next_offset
+            if reset:
+                fresh = self.client.list_offsets(args.topic, {p: args.reset for p in reset})
+                positions.update((p, o) for p, (o, _ts) in fresh.items())
+            if got:
+                self.out.flush()
+                last_record = time.monotonic()
+            elif any(r.error_code for r in results.values()):
+                time.sleep(0.1)  # a retriable error answered at once: do not spin
+
+
+def _raise_stop(signum, frame):
+    raise _Stop()
+
+
+def main(argv=None):
+    out = sys.stdout.buffer
+    consumer = None
+    status = 0
+    old = signal.signal(signal.SIGTERM, _raise_stop)
+    try:
+        args = parse_args(sys.argv[1:] if argv is None else argv)
+        with SimpleClient(args.bootstrap_server, client_id="console-consumer") as client:
+            consumer = ConsoleConsumer(client, args, out)
+            consumer.run()
+    except (KeyboardInterrupt, _Stop):
+        pass
+    except BrokenPipeError:
+        # stdout closed (e.g. piped into head): stop quietly; point stdout at devnull so the interpreter's final
+        # flush does not raise again.
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except ConsumerError as e:
+        print(str(e), file=sys.stderr)
+        status = 1
+    except (errors.KafkaError, OSError) as e:
+        print("ERROR Error processing message, terminating consumer process: %s"
+              % (getattr(e, "message", None) or e), file=sys.stderr)
+        status = 1
+    finally:
+        signal.signal(signal.SIGTERM, old)
+        try:
+            out.flush()
+        except (BrokenPipeError, ValueError):
+            pass
+    if consumer is not None:
+        print("Processed a total of %d messages" % consumer.count, file=sys.stderr)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
