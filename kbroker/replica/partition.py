@@ -104,7 +104,7 @@ class Partition:
             self.producers.update(info.producer_id, info.producer_epoch, info.base_sequence, info.last_sequence,
                                   info.first_offset, info.last_offset)
         self._wake()
-        return AppendResult(info.first_offset, info.last_offset, now if info.log_append_time else -1,
+        return AppendResult(info.first_offset, info.last_offset, info.log_append_time,
                             log.log_start_offset)
 
     # ----------------------------------------------------------------------------------------------- read
