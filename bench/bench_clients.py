@@ -5,19 +5,22 @@
 
 For each broker in turn (never two at once, so they get the same machine) the script
   * starts the broker as a child process on a free 127.0.0.1 port with a fresh temp data dir,
-  * creates three topics with ``--partitions`` partitions (AdminClient CreateTopics; the ``tansu topic create`` CLI
+  * creates its topics (one per throughput phase, one per latency run) with ``--partitions`` partitions (AdminClient CreateTopics; the ``tansu topic create`` CLI
     as a fallback for Tansu),
   * runs the phases below, every one bounded by a record count AND a wall-clock limit,
   * stops the broker (SIGTERM, then SIGKILL after 10 s) and removes the data dir.
 
-Phases (figures are printed as one markdown table, one column per broker, and written as JSON to
-``bench/results/bench-<UTC time>.json``):
+Phases, run in this order: latency (one run per ``--fetch-wait-ms`` value, first, while the broker is empty),
+produce-1k, consume-1k, produce-100, ceiling-100, consume-100. Figures are printed as one markdown table, one
+column per broker, and written as JSON to ``bench/results/bench-<UTC time>.json``.
   produce-1k    ``--records-1k`` values of 1,024 random bytes, acks=all, linger.ms=5, default batch.size,
                 no compression; time runs from the first produce() to the last delivery report.
-  produce-100   the same with 100-byte values (``--records-100``): the per-record cost, usually client-bound.
+  produce-100   the same with 100-byte values (``--records-100``): the per-record cost, often client-bound.
   consume-1k    a fresh consumer assign()s every partition at offset 0 (no group coordinator involved; group.id
                 is set only because librdkafka requires it, enable.auto.commit=false) and reads everything
                 produce-1k delivered; time runs from assign() to the last record.
+  ceiling-100   the client's own limit: the rate this loop hands 100-byte records to librdkafka with nothing
+                pushing back (records purged, not sent); produce-100 near it means the client, not the broker, bounds.
   consume-100   the same for the 100-byte topic.
   latency       a producer sends ``--latency-size``-byte values at ``--rate`` records/s for ``--latency-seconds``;
                 each value starts with time.perf_counter_ns() (CLOCK_MONOTONIC, the same clock in every process)
@@ -258,6 +261,37 @@ def produce_phase(broker, topic, size, count, seconds, linger_ms):
     }
 
 
+def ceiling_phase(broker, topic, size, count, seconds):
+    """The client's own limit: how fast this Python loop can hand ``size``-byte records to librdkafka when nothing
+    pushes back (the local queue holds 1,000,000 records, more than ``count``). The records are purged, not
+    waited for, so the broker only sets the background load of librdkafka's sender thread."""
+    value = os.urandom(size)
+    p = ck.Producer(producer_conf(broker.bootstrap, 5))
+    p.produce(topic, value)
+    p.flush(10)
+    t0 = time.perf_counter()
+    deadline = t0 + seconds
+    sent = 0
+    produce, poll = p.produce, p.poll
+    cb = lambda err, msg: None  # noqa: E731 - same per-record callback cost as the produce phases
+    while sent < count:
+        if (sent & 1023) == 0 and time.perf_counter() >= deadline:
+            break
+        try:
+            produce(topic, value, on_delivery=cb)
+            sent += 1
+        except BufferError:
+            poll(0.005)
+            continue
+        if (sent & 255) == 0:
+            poll(0)
+    elapsed = max(time.perf_counter() - t0, 1e-9)
+    p.purge()
+    p.flush(10)
+    return {"records": sent, "seconds": round(elapsed, 3), "records_per_s": round(sent / elapsed, 1),
+            "mb_per_s": round(sent * size / elapsed / 1e6, 2)}
+
+
 def consume_phase(broker, topic, partitions, expected, size, seconds):
     """Read ``expected`` records from offset 0 of every partition; bounded by ``seconds``."""
     c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "kbench-tput",
@@ -448,8 +482,8 @@ def run_broker(kind, args, tansu_bin):
                 res["kbroker_native"] = kn.IMPL
             except Exception as e:  # noqa: BLE001
                 res["kbroker_native"] = "unknown (%s)" % e
-        t1k, t100, tlat = "bench-1k", "bench-100", "bench-lat"
-        create_topics(b, [t1k, t100] + ["%s-%d" % (tlat, i) for i in range(len(args.fetch_wait_ms))],
+        t1k, t100, tlat, tceil = "bench-1k", "bench-100", "bench-lat", "bench-ceiling"
+        create_topics(b, [t1k, t100, tceil] + ["%s-%d" % (tlat, i) for i in range(len(args.fetch_wait_ms))],
                       args.partitions)
         steps = [
             ("produce-1k", lambda: produce_phase(b, t1k, 1024, args.records_1k, args.seconds, args.linger_ms)),
@@ -457,6 +491,7 @@ def run_broker(kind, args, tansu_bin):
                                                  res["phases"]["produce-1k"]["records_acked"] + 1, 1024,
                                                  args.seconds + 5)),
             ("produce-100", lambda: produce_phase(b, t100, 100, args.records_100, args.seconds, args.linger_ms)),
+            ("ceiling-100", lambda: ceiling_phase(b, tceil, 100, min(args.records_100, 500000), args.seconds)),
             ("consume-100", lambda: consume_phase(b, t100, args.partitions,
                                                   res["phases"]["produce-100"]["records_acked"] + 1, 100,
                                                   args.seconds + 5)),
@@ -507,6 +542,7 @@ ROWS = [  # (label, phase, key, unit-format)
     ("produce 100 B acks=all: records/s", "produce-100", "records_per_s"),
     ("produce 100 B: broker CPU s per GB", "produce-100", "broker_cpu_s_per_gb"),
     ("produce 100 B: client CPU (cores)", "produce-100", "client_cpu_cores"),
+    ("client enqueue ceiling 100 B: records/s", "ceiling-100", "records_per_s"),
     ("consume 1 KB: MB/s", "consume-1k", "mb_per_s"),
     ("consume 1 KB: records/s", "consume-1k", "records_per_s"),
     ("consume 100 B: MB/s", "consume-100", "mb_per_s"),
