@@ -5,8 +5,8 @@
 
 For each broker in turn (never two at once, so they get the same machine) the script
   * starts the broker as a child process on a free 127.0.0.1 port with a fresh temp data dir,
-  * creates its topics (one per throughput phase, one per latency run) with ``--partitions`` partitions (AdminClient CreateTopics; the ``tansu topic create`` CLI
-    as a fallback for Tansu),
+  * creates its topics (one per throughput phase, one per latency run) with ``--partitions`` partitions
+    (AdminClient CreateTopics; the ``tansu topic create`` CLI as a fallback for Tansu),
   * runs the phases below, every one bounded by a record count AND a wall-clock limit,
   * stops the broker (SIGTERM, then SIGKILL after 10 s) and removes the data dir.
 
@@ -401,12 +401,14 @@ def latency_phase(broker, topic, partitions, rate, seconds, warmup_s, size, ling
             child.kill()
     lat = res["lat"]
     acks.sort()
-    return {"fetch_wait_max_ms": fetch_wait_ms, "rate_target": rate, "rate_achieved": round(total / send_s, 1), "sent": total + 1,
+    return {"fetch_wait_max_ms": fetch_wait_ms, "rate_target": rate, "rate_achieved": round(total / send_s, 1),
+            "sent": total + 1,
             "received": res["received"], "measured": len(lat), "errors": res["errors"],
             "p50_ms": _r(pct(lat, 50)), "p99_ms": _r(pct(lat, 99)), "p999_ms": _r(pct(lat, 99.9)),
             "max_ms": _r(lat[-1] if lat else None), "min_ms": _r(lat[0] if lat else None),
             # produce -> delivery report (acks=all round trip as the producer sees it), same records
-            "ack_p50_ms": _r(pct(acks, 50)), "ack_p99_ms": _r(pct(acks, 99)), "ack_max_ms": _r(acks[-1] if acks else None)}
+            "ack_p50_ms": _r(pct(acks, 50)), "ack_p99_ms": _r(pct(acks, 99)),
+            "ack_max_ms": _r(acks[-1] if acks else None)}
 
 
 def _r(x):
