@@ -2,7 +2,7 @@
 
     kbroker-console-producer --bootstrap-server HOST:PORT --topic T [--property parse.key=true]
         [--property key.separator=:] [--property ignore.error=true] [--compression-codec [gzip|snappy|lz4|zstd|none]]
-        [--request-required-acks -1|0|1] [--batch-size BYTES] [--timeout MS]
+        [--request-required-acks -1|0|1] [--batch-size BYTES] [--request-timeout-ms MS]
 
 One record per line (``\\n``; a trailing ``\\r`` is dropped and a last line without newline still counts, as Java's
 ``BufferedReader.readLine`` does; an empty line is an empty value). With ``parse.key=true`` the line is split at the
@@ -67,7 +67,8 @@ def build_parser():
                    help="compression codec (gzip when given without a value)")
     p.add_argument("--request-required-acks", type=int, default=-1, choices=(-1, 0, 1))
     p.add_argument("--batch-size", type=int, default=16384, help="max bytes of one record batch")
-    p.add_argument("--timeout", type=int, default=30000, help="produce request timeout (ms)")
+    p.add_argument("--request-timeout-ms", type=int, default=1500,
+                   help="how long the broker may wait for acks (Kafka's default: 1500)")
     return p
 
 
@@ -212,17 +213,17 @@ def read_lines(fd, parse, sink, max_pending=MAX_PENDING):
 
 def main(argv=None):
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    producer = None
     try:
         props = parse_properties(args.property)
         parse = LineParser(props)
         codec = CODECS[args.compression_codec]
         with SimpleClient(args.bootstrap_server, client_id="console-producer") as client:
             producer = ConsoleProducer(client, args.topic, codec, args.request_required_acks, args.batch_size,
-                                       args.timeout)
-            try:
-                read_lines(sys.stdin.buffer.fileno(), parse, producer.send)
-            except KeyboardInterrupt:
-                pass
+                                       args.request_timeout_ms)
+            read_lines(sys.stdin.buffer.fileno(), parse, producer.send)
+    except KeyboardInterrupt:
+        return 130 if producer is None else (1 if producer.failed else 0)
     except ProducerError as e:
         print("ERROR %s" % e, file=sys.stderr)
         return 1

@@ -18,7 +18,6 @@ has ``is_default``, so its source is 5 when default, else 1 for a topic and 4 fo
 from collections import namedtuple
 from dataclasses import dataclass, field
 
-from kbroker import errors
 from kbroker.client.cluster import Cluster, raise_for_code
 
 RESOURCE_TOPIC = 2

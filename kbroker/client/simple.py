@@ -6,8 +6,8 @@ topics instead of topic ids. Requests go to the partition leader from Metadata; 
 (NOT_LEADER_OR_FOLLOWER 6, LEADER_NOT_AVAILABLE 5) refreshes the metadata once and retries once.
 
 Fetch results: ``FetchResult(records, next_offset, high_watermark, error_code)`` per partition, where ``records``
-are ``FetchedRecord(offset, timestamp, key, value, headers, timestamp_type)`` tuples at or after the requested offset (a compressed batch may
-start before it), and ``next_offset`` is one past the last complete batch returned (control batches included, so
+are ``FetchedRecord(offset, timestamp, key, value, headers, timestamp_type)`` tuples at or after the requested
+offset (a compressed batch may start before it), and ``next_offset`` is one past the last complete batch returned (control batches included, so
 a consumer never re-reads a transaction marker), or the requested offset when nothing came back. A trailing
 partial batch (cut by ``max_bytes``) is ignored and fetched again next time.
 """
@@ -125,7 +125,8 @@ class SimpleClient:
     # ------------------------------------------------------------------------------------------ fetch
 
     def fetch(self, topic, partition, offset, max_bytes=1 << 20, max_wait_ms=500):
-        """Records of ``topic``-``partition`` from ``offset``; raises the partition's error (e.g. OFFSET_OUT_OF_RANGE)."""
+        """Records of ``topic``-``partition`` from ``offset``; raises the partition's error (e.g. OFFSET_OUT_OF_RANGE
+        when ``offset`` is outside the log)."""
         r = self.fetch_many(topic, {partition: offset}, max_bytes, max_wait_ms)[partition]
         raise_for_code(r.error_code, None, "fetching %s-%d at offset %d" % (topic, partition, offset))
         return r.records

@@ -300,7 +300,8 @@ def test_add_config_parsing():
     (["--describe"], "At least one entity type must be specified"),
     (["--alter", "--entity-type", "topics", "--entity-name", "t"],
      "At least one of --add-config or --delete-config must be specified with --alter"),
-    (["--describe", "--topic", "t", "--add-config", "a=1"], "--add-config and --delete-config are only valid with --alter"),
+    (["--describe", "--topic", "t", "--add-config", "a=1"],
+     "--add-config and --delete-config are only valid with --alter"),
 ])
 def test_configs_usage_errors(argv, message):
     with pytest.raises(cli.UsageError) as ei:
