@@ -113,7 +113,9 @@ def confluent_produce(bootstrap: str, topic: str, recs, timeout: float = TIMEOUT
     """
     from confluent_kafka import Producer
 
-    cfg = {"bootstrap.servers": bootstrap, "linger.ms": 5, "message.timeout.ms": int(timeout * 1000)}
+    # linger.ms 50: a loop of produce() calls lands in one batch per partition, so stored codecs are deterministic
+    # (librdkafka leaves a batch uncompressed when compression would not shrink it, e.g. a lone tiny record).
+    cfg = {"bootstrap.servers": bootstrap, "linger.ms": 50, "message.timeout.ms": int(timeout * 1000)}
     cfg.update(conf)
     producer = Producer(cfg)
     reports, failures = [], []
@@ -287,14 +289,17 @@ KCAT_FORMAT = "%p %o %T %K %S %h\\n%k%s"
 def kcat_produce(bootstrap: str, topic: str, partition: int, pairs, headers=(), codec: str = "none",
                  nulls: bool = False, extra=()):
     """Produce (key, value) pairs with kcat -P to one partition. Empty key/value mean NULL with ``nulls``
-    (kcat -Z); otherwise a None key is sent as kcat's "no key". Headers (-H) apply to every message."""
+    (kcat -Z); otherwise a None key is sent as kcat's "no key". Headers (-H) apply to every message.
+    linger.ms=200 keeps all of stdin in one batch per call (stdin is a pipe written at once), so the stored codec
+    is deterministic: librdkafka leaves a batch uncompressed when compressing would not shrink it, which a
+    lone small record split off into its own batch would hit."""
     chunks = []
     for key, value in pairs:
         for part in (key or b"", value or b""):
             assert KCAT_KEY_DELIM not in part and KCAT_MSG_DELIM not in part
         chunks.append((key or b"") + KCAT_KEY_DELIM + (value or b"") + KCAT_MSG_DELIM)
     args = ["-P", "-b", bootstrap, "-t", topic, "-p", str(partition), "-K", "\\x1f", "-D", "\\x1e",
-            "-X", f"compression.codec={codec}", "-X", "linger.ms=5"]
+            "-X", f"compression.codec={codec}", "-X", "linger.ms=200"]
     for name, value in headers:
         args += ["-H", f"{name}={value.decode()}"]
     if nulls:
