@@ -1,0 +1,493 @@
+"""kbroker._native: every test runs against both implementations (pure twins and Cython kernels).
+
+Batches are built here by hand with struct + the pure CRC-32C, following the v2 layout in
+docs/architecture.md, so the kernels are checked against the format rather than against each other.
+"""
+import mmap
+import os
+import struct
+import subprocess
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import kbroker._native as native
+from kbroker._native.batch_py import OFFSET_DELTA_REASON
+
+PURE = native.load(pure=True)
+try:
+    CY = native.load(pure=False)
+except ImportError:  # not built: only the twins are tested
+    CY = None
+
+IMPLS = [pytest.param(PURE, id="python"),
+         pytest.param(CY, id="cython", marks=pytest.mark.skipif(CY is None, reason="Cython kernels not built"))]
+needs_cy = pytest.mark.skipif(CY is None, reason="Cython kernels not built")
+HYP = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@pytest.fixture(params=IMPLS)
+def k(request):
+    return request.param
+
+
+# ---------------------------------------------------------------- builders (v2 format by hand)
+
+def zz(n):
+    return PURE.encode_varint(n)
+
+
+def record(offset_delta, key, value, headers=(), ts_delta=0, raw_length_adjust=0):
+    body = b"\x00" + zz(ts_delta) + zz(offset_delta)
+    body += zz(-1) if key is None else zz(len(key)) + key
+    body += zz(-1) if value is None else zz(len(value)) + value
+    body += zz(len(headers))
+    for hk, hv in headers:
+        body += zz(len(hk)) + hk
+        body += zz(-1) if hv is None else zz(len(hv)) + hv
+    return zz(len(body) + raw_length_adjust) + body
+
+
+def batch(base_offset, records, count=None, last_delta=None, magic=2, attributes=0,
+          base_ts=1000, max_ts=None, epoch=0, crc=None):
+    """One v2 batch; ``records`` is the raw records region."""
+    n = count if count is not None else len(records_list_guess(records))
+    last = last_delta if last_delta is not None else n - 1
+    after_crc = struct.pack(">hiqqqhii", attributes, last, base_ts,
+                            base_ts + last if max_ts is None else max_ts, -1, -1, -1, n) + records
+    crc_val = PURE.crc32c(after_crc) if crc is None else crc
+    # batchLength covers everything after itself: epoch 4 + magic 1 + crc 4 + rest
+    return struct.pack(">qiib", base_offset, 9 + len(after_crc), epoch, magic) + struct.pack(">I", crc_val) + after_crc
+
+
+def records_list_guess(region):
+    """Count records in a well-formed region (test helper for the builder's default)."""
+    n, pos = 0, 0
+    while pos < len(region):
+        length, pos = PURE.decode_varint(region, pos)
+        pos += max(length, 0)  # a negative length would never advance
+        n += 1
+    return [None] * n
+
+
+def simple_records(n, start_delta=0):
+    return b"".join(record(start_delta + i, b"k%d" % i, b"value-%d" % i) for i in range(n))
+
+
+# ---------------------------------------------------------------- loader
+
+def test_loader_exports_and_impl():
+    for name in ("crc32c", "encode_varint", "decode_varint", "encode_uvarint", "decode_uvarint",
+                 "scan_batches", "validate_records_v2", "validate_records_region", "bisect_index"):
+        assert callable(getattr(native, name))
+    assert native.IMPL in ("cython", "python")
+    assert PURE.IMPL == "python"
+    if CY is not None:
+        assert CY.IMPL == "cython"
+        assert native.IMPL == "cython"
+
+
+def test_load_does_not_shadow_exports():
+    native.load(pure=False) if CY is not None else None
+    native.load(pure=True)
+    assert native.crc32c(b"123456789") == 0xE3069283
+
+
+def test_kbroker_pure_env_forces_twins():
+    env = dict(os.environ, KBROKER_PURE="1")
+    out = subprocess.run([sys.executable, "-c", "import kbroker._native as n; print(n.IMPL, n.crc32c.__module__)"],
+                         env=env, capture_output=True, text=True, check=True, cwd=os.path.dirname(
+                             os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    assert out.stdout.split() == ["python", "kbroker._native.crc32c_py"]
+
+
+# ---------------------------------------------------------------- CRC-32C
+
+def test_crc32c_known_vectors(k):
+    assert k.crc32c(b"123456789") == 0xE3069283
+    assert k.crc32c(bytes(32)) == 0x8A9136AA
+    assert k.crc32c(b"\xff" * 32) == 0x62A8AB43
+    assert k.crc32c(bytes(range(32))) == 0x46DD794E
+    assert k.crc32c(b"") == 0
+    assert k.crc32c(b"", 0x12345678) == 0x12345678
+
+
+def test_crc32c_incremental_equals_one_shot(k):
+    data = bytes(range(256)) * 40 + b"tail"  # > 4 KB: crosses the nogil threshold
+    whole = k.crc32c(data)
+    for cut in (0, 1, 7, 8, 9, 4095, 4096, len(data)):
+        assert k.crc32c(data[cut:], k.crc32c(data[:cut])) == whole
+    assert whole == PURE.crc32c(data)
+
+
+def test_crc32c_accepts_buffer_types(k, tmp_path):
+    data = b"123456789"
+    assert k.crc32c(bytearray(data)) == 0xE3069283
+    assert k.crc32c(memoryview(b"xx" + data)[2:]) == 0xE3069283
+    path = tmp_path / "f"
+    path.write_bytes(data)
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        assert k.crc32c(m) == 0xE3069283
+
+
+@needs_cy
+def test_crc32c_cython_software_path_matches_hardware():
+    import importlib
+    mod = importlib.import_module("kbroker._native.crc32c")
+    data = os.urandom(10007)
+    try:
+        mod._force_software(True)
+        assert not mod.hardware()
+        sw = [CY.crc32c(data[i:]) for i in range(9)]
+        assert CY.crc32c(b"123456789") == 0xE3069283
+    finally:
+        mod._force_software(False)
+    assert [CY.crc32c(data[i:]) for i in range(9)] == sw == [PURE.crc32c(data[i:]) for i in range(9)]
+
+
+# ---------------------------------------------------------------- varints
+
+VARINT_BYTES = [
+    (0, b"\x00"), (1, b"\x02"), (-1, b"\x01"), (63, b"\x7e"), (-64, b"\x7f"), (64, b"\x80\x01"),
+    (300, b"\xd8\x04"), (2**31 - 1, b"\xfe\xff\xff\xff\x0f"), (-2**31, b"\xff\xff\xff\xff\x0f"),
+    (2**63 - 1, b"\xfe" + b"\xff" * 8 + b"\x01"), (-2**63, b"\xff" * 9 + b"\x01"),
+]
+UVARINT_BYTES = [(0, b"\x00"), (127, b"\x7f"), (128, b"\x80\x01"), (300, b"\xac\x02"),
+                 (2**32 - 1, b"\xff\xff\xff\xff\x0f"), (2**64 - 1, b"\xff" * 9 + b"\x01")]
+
+
+@pytest.mark.parametrize("value,encoded", VARINT_BYTES)
+def test_varint_exact_bytes(k, value, encoded):
+    assert k.encode_varint(value) == encoded
+    assert k.decode_varint(encoded, 0) == (value, len(encoded))
+    assert k.decode_varint(b"ab" + encoded + b"zz", 2) == (value, 2 + len(encoded))
+
+
+@pytest.mark.parametrize("value,encoded", UVARINT_BYTES)
+def test_uvarint_exact_bytes(k, value, encoded):
+    assert k.encode_uvarint(value) == encoded
+    assert k.decode_uvarint(encoded, 0) == (value, len(encoded))
+    assert k.decode_uvarint(bytearray(b"?" + encoded), 1) == (value, 1 + len(encoded))
+    assert k.decode_uvarint(memoryview(encoded)) == (value, len(encoded))
+
+
+def test_varint_out_of_range(k):
+    for bad in (2**63, -2**63 - 1):
+        with pytest.raises(ValueError):
+            k.encode_varint(bad)
+    for bad in (-1, 2**64):
+        with pytest.raises(ValueError):
+            k.encode_uvarint(bad)
+
+
+@pytest.mark.parametrize("data,pos", [(b"", 0), (b"\x80", 0), (b"\xff\xff", 0), (b"\x05", 1), (b"\x01\x80", 1)])
+def test_varint_truncated(k, data, pos):
+    with pytest.raises(ValueError, match="truncated"):
+        k.decode_varint(data, pos)
+    with pytest.raises(ValueError, match="truncated"):
+        k.decode_uvarint(data, pos)
+
+
+def test_varint_overlong(k):
+    assert k.decode_uvarint(b"\x80" * 9 + b"\x00") == (0, 10)  # 10 bytes is the limit
+    with pytest.raises(ValueError, match="10 bytes"):
+        k.decode_uvarint(b"\x80" * 10 + b"\x00")
+    with pytest.raises(ValueError, match="10 bytes"):
+        k.decode_varint(b"\xff" * 11)
+    # bits past 64 in the 10th byte are dropped (Java ByteUtils behaviour)
+    assert k.decode_uvarint(b"\xff" * 9 + b"\x7f") == (2**64 - 1, 10)
+    with pytest.raises(ValueError):
+        k.decode_varint(b"\x00", -1)
+
+
+@given(st.integers(min_value=-2**63, max_value=2**63 - 1))
+@HYP
+def test_varint_roundtrip_both(n):
+    for impl in (PURE, CY) if CY else (PURE,):
+        e = impl.encode_varint(n)
+        assert impl.decode_varint(e, 0) == (n, len(e))
+    if CY:
+        assert CY.encode_varint(n) == PURE.encode_varint(n)
+
+
+@given(st.integers(min_value=0, max_value=2**64 - 1))
+@HYP
+def test_uvarint_roundtrip_both(n):
+    for impl in (PURE, CY) if CY else (PURE,):
+        e = impl.encode_uvarint(n)
+        assert impl.decode_uvarint(e, 0) == (n, len(e))
+    if CY:
+        assert CY.encode_uvarint(n) == PURE.encode_uvarint(n)
+
+
+def _outcome(fn, *args):
+    try:
+        return ("ok", fn(*args))
+    except ValueError as exc:
+        return ("ValueError", str(exc))
+
+
+@needs_cy
+@given(st.binary(max_size=14), st.integers(min_value=0, max_value=14))
+@HYP
+def test_decode_random_bytes_cython_equals_python(data, pos):
+    assert _outcome(CY.decode_varint, data, pos) == _outcome(PURE.decode_varint, data, pos)
+    assert _outcome(CY.decode_uvarint, data, pos) == _outcome(PURE.decode_uvarint, data, pos)
+
+
+@needs_cy
+@given(st.binary(max_size=3000), st.integers(min_value=0, max_value=2**32 - 1))
+@HYP
+def test_crc_random_cython_equals_python(data, seed):
+    assert CY.crc32c(data, seed) == PURE.crc32c(data, seed)
+
+
+# ---------------------------------------------------------------- scan_batches
+
+def three_batches():
+    b1 = batch(0, simple_records(3))
+    b2 = batch(3, simple_records(1), base_ts=5000, max_ts=7000)
+    b3 = batch(4, simple_records(5), epoch=7)
+    return b1, b2, b3
+
+
+def test_scan_good_batches(k):
+    b1, b2, b3 = three_batches()
+    buf = b1 + b2 + b3
+    entries, end = k.scan_batches(buf)
+    assert entries == [(0, len(b1), 0, 2, 1002, 3),
+                       (len(b1), len(b2), 3, 3, 7000, 1),
+                       (len(b1) + len(b2), len(b3), 4, 8, 1004, 5)]
+    assert end == len(buf)
+    assert len(b2) == 61 + len(simple_records(1))
+    # start/end window
+    entries, end = k.scan_batches(buf, len(b1), len(b1) + len(b2))
+    assert entries == [(len(b1), len(b2), 3, 3, 7000, 1)] and end == len(b1) + len(b2)
+    assert k.scan_batches(buf, len(buf)) == ([], len(buf))
+    assert k.scan_batches(b"") == ([], 0)
+
+
+def test_scan_buffer_types(k, tmp_path):
+    b1, b2, b3 = three_batches()
+    buf = b1 + b2 + b3
+    expected = k.scan_batches(buf)
+    assert k.scan_batches(bytearray(buf)) == expected
+    assert k.scan_batches(memoryview(buf)) == expected
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(buf + bytes(100))  # preallocated zero tail: batchLength 0 < 49 stops the scan
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        assert k.scan_batches(m) == expected
+
+
+@pytest.mark.parametrize("cut", [1, 11, 12, 16, 17, 60, 61, -1])
+def test_scan_torn_tail(k, cut):
+    b1, b2, _ = three_batches()
+    buf = b1 + b2[:cut]
+    assert k.scan_batches(buf) == ([(0, len(b1), 0, 2, 1002, 3)], len(b1))
+
+
+def test_scan_flipped_byte_fails_crc(k):
+    b1, b2, b3 = three_batches()
+    bad = bytearray(b2)
+    bad[70] ^= 0x01  # inside the records: covered by the CRC
+    buf = b1 + bytes(bad) + b3
+    assert k.scan_batches(buf) == ([(0, len(b1), 0, 2, 1002, 3)], len(b1))
+    entries, end = k.scan_batches(buf, check_crc=False)
+    assert len(entries) == 3 and end == len(buf)
+
+
+def test_scan_epoch_not_covered_by_crc(k):
+    b1, _, _ = three_batches()
+    bad = bytearray(b1)
+    bad[12:16] = struct.pack(">i", 99)  # partitionLeaderEpoch sits before the CRC'd region
+    assert k.scan_batches(bytes(bad)) == ([(0, len(b1), 0, 2, 1002, 3)], len(b1))
+
+
+def test_scan_wrong_magic(k):
+    b1, b2, _ = three_batches()
+    bad = bytearray(b2)
+    bad[16] = 1
+    assert k.scan_batches(b1 + bytes(bad)) == ([(0, len(b1), 0, 2, 1002, 3)], len(b1))
+    assert k.scan_batches(b1 + bytes(bad), check_crc=False)[1] == len(b1)
+
+
+@pytest.mark.parametrize("length", [48, 0, -1, -2**31])
+def test_scan_short_batch_length(k, length):
+    b1, b2, _ = three_batches()
+    bad = bytearray(b2)
+    bad[8:12] = struct.pack(">i", length)
+    assert k.scan_batches(b1 + bytes(bad), check_crc=False) == ([(0, len(b1), 0, 2, 1002, 3)], len(b1))
+
+
+def test_scan_minimal_empty_batch(k):
+    b = batch(10, b"", count=0, last_delta=0)
+    assert len(b) == 61
+    assert k.scan_batches(b) == ([(0, 61, 10, 10, 1000, 0)], 61)
+
+
+@needs_cy
+@given(st.lists(st.tuples(st.integers(min_value=0, max_value=200), st.integers(min_value=0, max_value=255)),
+                max_size=4),
+       st.integers(min_value=0, max_value=400), st.booleans())
+@HYP
+def test_scan_mutations_cython_equals_python(flips, cut, check_crc):
+    b1, b2, b3 = three_batches()
+    buf = bytearray(b1 + b2 + b3)
+    for where, value in flips:
+        buf[where % len(buf)] = value
+    buf = bytes(buf[:len(buf) - cut])
+    assert CY.scan_batches(buf, 0, -1, check_crc) == PURE.scan_batches(buf, 0, -1, check_crc)
+
+
+# ---------------------------------------------------------------- validate_records_v2 / region
+
+def test_validate_good(k):
+    recs = (record(0, b"key", b"value") + record(1, None, None) +
+            record(2, b"", b"v", headers=[(b"h1", b"x"), (b"h2", None), (b"", b"")], ts_delta=-5) +
+            record(3, b"k", b"v" * 300, ts_delta=2**40))
+    b = batch(100, recs)
+    buf = b"junk" + b
+    assert k.validate_records_v2(buf, 4, len(b)) is None
+    assert k.validate_records_region(recs, 4) is None
+    assert k.validate_records_region(b"", 0) is None
+    assert k.validate_records_v2(batch(0, b"", count=0), 0, 61) is None
+
+
+def _v2(k, recs, **kw):
+    b = batch(0, recs, **kw)
+    return k.validate_records_v2(b, 0, len(b))
+
+
+def test_validate_count_mismatch(k):
+    recs = simple_records(3)
+    assert _v2(k, recs, count=4) == "truncated varint"
+    assert _v2(k, recs, count=2) == "trailing bytes after records"
+    assert _v2(k, recs, count=-1) == "negative record count"
+    assert k.validate_records_region(recs, 2) == "trailing bytes after records"
+
+
+def test_validate_offset_deltas(k):
+    recs = record(0, b"a", b"b") + record(2, b"a", b"b")
+    assert _v2(k, recs) == OFFSET_DELTA_REASON
+    assert k.validate_records_region(simple_records(2, start_delta=1), 2) == OFFSET_DELTA_REASON
+    # a structural error wins over the offset-delta complaint
+    assert _v2(k, recs + b"\x00", count=2) == "trailing bytes after records"
+
+
+def test_validate_malformed_records(k):
+    good = record(0, b"key", b"value")
+    assert _v2(k, record(0, b"key", b"value", raw_length_adjust=1), count=1) == "record overruns batch"
+    assert _v2(k, record(0, b"key", b"value", raw_length_adjust=1) + b"\x00", count=1) == "record length mismatch"
+    # the record ends one byte early, just before its headers count
+    assert _v2(k, record(0, b"key", b"value", raw_length_adjust=-1) + b"\x00", count=1) == "truncated varint"
+    body = b"\x00" + zz(0) + zz(0) + zz(-1) + zz(9) + b"x"
+    assert _v2(k, zz(len(body)) + body, count=1) == "value overruns record"
+    assert _v2(k, b"\x01") == "negative record length"
+    assert _v2(k, b"\x00") == "truncated record"
+    assert _v2(k, good[:-1], count=1) == "record overruns batch"
+    body = b"\x00" + zz(0) + zz(0) + zz(-2)
+    assert _v2(k, zz(len(body)) + body, count=1) == "bad key length"
+    body = b"\x00" + zz(0) + zz(0) + zz(5) + b"ab"
+    assert _v2(k, zz(len(body)) + body, count=1) == "key overruns record"
+    body = b"\x00" + zz(0) + zz(0) + zz(-1) + zz(-3) + zz(0)
+    assert _v2(k, zz(len(body)) + body, count=1) == "bad value length"
+    body = b"\x00" + zz(0) + zz(0) + zz(-1) + zz(-1) + zz(-1)
+    assert _v2(k, zz(len(body)) + body, count=1) == "negative header count"
+    body = b"\x00" + zz(0) + zz(0) + zz(-1) + zz(-1) + zz(1) + zz(-1) + zz(-1)
+    assert _v2(k, zz(len(body)) + body, count=1) == "bad header key length"
+    body = b"\x00" + zz(0) + zz(0) + zz(-1) + zz(-1) + zz(1) + zz(1) + b"h" + zz(-2)
+    assert _v2(k, zz(len(body)) + body, count=1) == "bad header value length"
+    body = b"\x00" + zz(0) + zz(0) + zz(-1) + zz(-1) + zz(1) + zz(1) + b"h" + zz(9) + b"x"
+    assert _v2(k, zz(len(body)) + body, count=1) == "header overruns record"
+    # int32 fields allow 5 varint bytes, the varlong timestamp delta 10
+    body = b"\x00" + zz(0) + b"\x80\x80\x80\x80\x80\x00" + zz(-1) + zz(-1) + zz(0)
+    assert _v2(k, zz(len(body)) + body, count=1) == "varint too long"
+    body = b"\x00" + b"\x80" * 9 + b"\x00" + zz(0) + zz(-1) + zz(-1) + zz(0)
+    assert _v2(k, zz(len(body)) + body, count=1) is None
+
+
+def test_validate_bad_arguments(k):
+    b = batch(0, simple_records(1))
+    assert k.validate_records_v2(b, 0, 60) == "batch shorter than header"
+    assert k.validate_records_v2(b, 1, len(b)) == "batch shorter than header"
+    assert k.validate_records_v2(b, -1, len(b)) == "batch shorter than header"
+    assert k.validate_records_v2(batch(0, simple_records(1), attributes=2), 0, len(b)) == "compressed batch"
+    assert k.validate_records_v2(batch(0, simple_records(1), attributes=0x18), 0, len(b)) is None
+
+
+@needs_cy
+@given(st.binary(max_size=60), st.integers(min_value=-1, max_value=4))
+@HYP
+def test_validate_region_random_cython_equals_python(data, count):
+    assert CY.validate_records_region(data, count) == PURE.validate_records_region(data, count)
+
+
+@needs_cy
+@given(st.lists(st.tuples(st.integers(min_value=0, max_value=500), st.integers(min_value=0, max_value=255)),
+                min_size=1, max_size=3))
+@HYP
+def test_validate_mutations_cython_equals_python(flips):
+    recs = bytearray(record(0, b"key", b"value", headers=[(b"h", b"v")]) + record(1, None, b"x" * 40) +
+                     record(2, b"k", None))
+    for where, value in flips:
+        recs[where % len(recs)] = value
+    b = batch(0, bytes(recs), count=3)
+    assert CY.validate_records_v2(b, 0, len(b)) == PURE.validate_records_v2(b, 0, len(b))
+
+
+# ---------------------------------------------------------------- bisect_index
+
+def offset_index(keys, slack=0):
+    """.index layout: (relative offset int32, position int32) per 8-byte entry, plus zeroed slack."""
+    return b"".join(struct.pack(">ii", key, 100 * i) for i, key in enumerate(keys)) + bytes(slack)
+
+
+def test_bisect_offset_index(k):
+    buf = offset_index([0, 5, 10, 20], slack=800)  # preallocated file: trailing zero entries ignored
+    cases = {-1: -1, 0: 0, 4: 0, 5: 1, 9: 1, 10: 2, 19: 2, 20: 3, 2**31 - 1: 3, -2**31: -1, 2**40: 3, -2**70: -1}
+    for target, slot in cases.items():
+        assert k.bisect_index(buf, 4, 8, 4, target) == slot, target
+    assert k.bisect_index(buf, 0, 8, 4, 100) == -1
+    assert k.bisect_index(buf, 1, 8, 4, 100) == 0
+    assert k.bisect_index(offset_index([-10, -3]), 2, 8, 4, -4) == 0
+
+
+def test_bisect_time_index(k, tmp_path):
+    ts = [-5, 1_600_000_000_000, 1_600_000_000_500, 2**62]
+    buf = b"".join(struct.pack(">qi", t, i) for i, t in enumerate(ts))
+    assert [k.bisect_index(buf, 4, 12, 8, t) for t in (-6, -5, 0, 1_600_000_000_499, 1_600_000_000_500, 2**63 - 1)] \
+        == [-1, 0, 0, 1, 2, 3]
+    path = tmp_path / "x.timeindex"
+    path.write_bytes(buf)
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        assert k.bisect_index(m, 4, 12, 8, 1_600_000_000_000) == 1
+    assert k.bisect_index(bytearray(buf), 4, 12, 8, 1_600_000_000_000) == 1
+
+
+def test_bisect_duplicates_take_last(k):
+    buf = offset_index([1, 3, 3, 3, 7])
+    assert k.bisect_index(buf, 5, 8, 4, 3) == 3
+    assert k.bisect_index(buf, 5, 8, 4, 2) == 0
+
+
+def test_bisect_bad_arguments(k):
+    buf = offset_index([1, 2])
+    with pytest.raises(ValueError):
+        k.bisect_index(buf, 2, 8, 2, 0)
+    with pytest.raises(ValueError):
+        k.bisect_index(buf, 3, 8, 4, 0)
+    with pytest.raises(ValueError):
+        k.bisect_index(buf, -1, 8, 4, 0)
+
+
+@needs_cy
+@given(st.lists(st.integers(min_value=-2**31, max_value=2**31 - 1), max_size=40),
+       st.integers(min_value=-2**31 - 5, max_value=2**31 + 5))
+@HYP
+def test_bisect_random_cython_equals_python(keys, target):
+    keys.sort()
+    buf = offset_index(keys)
+    expected = sum(1 for key in keys if key <= target) - 1
+    assert CY.bisect_index(buf, len(keys), 8, 4, target) == PURE.bisect_index(buf, len(keys), 8, 4, target) == expected
