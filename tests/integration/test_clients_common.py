@@ -78,17 +78,6 @@ def expected(recs, base: int = 0, headers: bool = True, timestamps: bool = True)
     return sorted(out, key=lambda g: (g.partition, g.offset))
 
 
-def without_timestamps(got):
-    return [g._replace(timestamp=None) for g in got]
-
-
-def counts_by_partition(recs) -> dict[int, int]:
-    out: dict[int, int] = {}
-    for r in recs:
-        out[r.partition] = out.get(r.partition, 0) + 1
-    return out
-
-
 def segment_path(broker, topic: str, partition: int) -> Path:
     """The first segment file of a partition (offset 0 -> 20-digit zero-padded name, Kafka's layout)."""
     return broker.log_dir / f"{topic}-{partition}" / ("0" * 20 + ".log")

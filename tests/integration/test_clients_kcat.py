@@ -26,8 +26,11 @@ def kcat_pairs(p, n):
     out = []
     for j in range(n):
         key = None if j % 3 == 1 else b"kc-%d.%d" % (p, j)
-        value = None if j == 2 else bytes([0, 0xff, p, j]) + b"kcat payload " * 10 + bytes((i * 37 + p) % 256 for i in range(60 + j))
-        out.append((key, value.replace(b"\x1e", b"\x1d").replace(b"\x1f", b"\x1d") if value else value))
+        value = None
+        if j != 2:
+            tail = bytes((i * 37 + p) % 256 for i in range(60 + j)).replace(b"\x1e", b"\x1d").replace(b"\x1f", b"\x1d")
+            value = bytes([0, 0xff, p, j]) + b"kcat payload " * 10 + tail
+        out.append((key, value))
     return out
 
 
