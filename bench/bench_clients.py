@@ -578,6 +578,35 @@ def fmt(v):
     return str(v)
 
 
+def median_result(runs):
+    """One result per broker: with ``--repeat`` > 1 every numeric figure is the median over the rounds (a phase
+    that failed in a round just contributes no value); errors of all rounds are kept."""
+    if len(runs) == 1:
+        return runs[0]
+
+    def med(vals):
+        vals = sorted(v for v in vals if isinstance(v, (int, float)) and not isinstance(v, bool))
+        if not vals:
+            return None
+        m = len(vals) // 2
+        return vals[m] if len(vals) % 2 else (vals[m - 1] + vals[m]) / 2.0
+
+    out = {"broker": runs[0]["broker"], "rounds": len(runs), "phases": {},
+           "errors": ["round %d: %s" % (r["round"], e) for r in runs for e in r["errors"]]}
+    for key in ("broker_peak_rss_mb",):
+        out[key] = med(r.get(key) for r in runs)
+    out["loadavg_before_after"] = [med(r["loadavg_before_after"][i] for r in runs) for i in (0, 1)]
+    names = []
+    for r in runs:
+        names += [n for n in r["phases"] if n not in names]
+    for name in names:
+        keys = []
+        for r in runs:
+            keys += [k for k in r["phases"].get(name, {}) if k not in keys]
+        out["phases"][name] = {k: med(r["phases"].get(name, {}).get(k) for r in runs) for k in keys}
+    return out
+
+
 def table(results, fetch_waits=()):
     names = [r["broker"] for r in results]
     ratio = "kbroker" in names and "tansu" in names
@@ -626,6 +655,8 @@ def main(argv=None):
     ap.add_argument("--seconds", type=float, default=10.0, help="wall-clock cap of each produce/consume phase")
     ap.add_argument("--records-1k", type=int, default=1000000, help="record cap of produce-1k (1 KB values)")
     ap.add_argument("--records-100", type=int, default=3000000, help="record cap of produce-100 (100 B values)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="rounds (brokers alternate each round); the table shows the median of each figure")
     ap.add_argument("--partitions", type=int, default=6)
     ap.add_argument("--linger-ms", type=float, default=5.0, help="producer linger.ms of the throughput phases")
     ap.add_argument("--rate", type=int, default=1000, help="records/s of the latency phase")
@@ -656,7 +687,7 @@ def main(argv=None):
             ap.error("unknown broker %r" % b)
 
     # a hard stop for the whole run: every phase is bounded, this catches a wedged client call
-    budget = len(brokers) * (4 * (args.seconds + 45) + 120
+    budget = args.repeat * len(brokers) * (4 * (args.seconds + 45) + 120
                              + len(args.fetch_wait_ms) * (args.latency_seconds + args.warmup_seconds + 60))
     def on_alarm(*_):
         raise TimeoutError("bench budget of %.0f s exceeded" % budget)
@@ -664,17 +695,21 @@ def main(argv=None):
     signal.alarm(int(budget))
 
     started = _dt.datetime.now(_dt.timezone.utc)
-    results = []
-    for kind in brokers:
-        print("benchmarking %s" % kind, file=sys.stderr, flush=True)
-        load0 = os.getloadavg()
-        results.append(run_broker(kind, args, tansu_bin))
-        # the machine may be shared: a 1-minute load above nproc means the figures include waiting for a core
-        results[-1]["loadavg_before_after"] = [round(load0[0], 2), round(os.getloadavg()[0], 2)]
+    runs = []  # every (repeat, broker) result; brokers alternate so slow drift in machine load hits both
+    for rep in range(args.repeat):
+        for kind in brokers:
+            print("benchmarking %s (round %d/%d)" % (kind, rep + 1, args.repeat), file=sys.stderr, flush=True)
+            load0 = os.getloadavg()
+            r = run_broker(kind, args, tansu_bin)
+            # the machine may be shared: a 1-minute load above nproc means the figures include waiting for a core
+            r["loadavg_before_after"] = [round(load0[0], 2), round(os.getloadavg()[0], 2)]
+            r["round"] = rep + 1
+            runs.append(r)
     signal.alarm(0)
+    results = [median_result([r for r in runs if r["broker"] == kind]) for kind in brokers]
 
     doc = {"started_utc": started.isoformat(timespec="seconds"), "command": [sys.executable] + sys.argv,
-           "args": {k: v for k, v in vars(args).items()}, "machine": machine(), "results": results}
+           "args": {k: v for k, v in vars(args).items()}, "machine": machine(), "results": results, "runs": runs}
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "bench-%s.json" % started.strftime("%Y%m%dT%H%M%SZ"))
     with open(path, "w") as f:
@@ -683,13 +718,15 @@ def main(argv=None):
     for r in results:
         for e in r["errors"]:
             print("\n%s error: %s" % (r["broker"], e))
-    for r in results:
+    if args.repeat > 1:
+        print("\nmedian of %d rounds per figure (every round is in the JSON under \"runs\")" % args.repeat)
+    for r in runs:
         for phase, prof in sorted(r.get("profiles", {}).items()):
             print("\n%s %s profile (%s samples), top self frames:" % (r["broker"], phase, prof.get("samples")))
             for frame, share in prof.get("self_pct", [])[:10]:
                 print("  %5.1f%%  %s" % (share, frame))
     print("\nJSON: %s" % os.path.relpath(path))
-    return 0 if all(not r["errors"] for r in results) else 1
+    return 0 if all(not r["errors"] for r in runs) else 1
 
 
 if __name__ == "__main__":
