@@ -1,0 +1,369 @@
+"""Hostile and broken input over a raw socket against one real `kbroker-server` process.
+
+Every case ends with ``survived``: the broker process is alive, its peak resident memory (VmHWM in
+/proc/<pid>/status, so transient spikes count too) stayed within ``MEMORY_BUDGET_KB`` of the baseline taken after
+warm-up, its open file descriptors went back to the baseline (no leaked connection), and a normal client --
+confluent-kafka, acks=all -- can still produce a record and consume it back at the offset it was given.
+
+Connection-level policy (Kafka's; see kbroker/server/connection.py): a size prefix outside 8..socket.request.max.bytes,
+an unknown API key, an unsupported version of anything but ApiVersions, or an unparsable header closes the
+connection without a response; ApiVersions at an unsupported version gets a v0 answer with UNSUPPORTED_VERSION (35)
+and the ApiVersions range (KIP-511). Record-level problems are per-partition error codes and never reach the log:
+the log end offset (ListOffsets latest) is the same before and after.
+"""
+from __future__ import annotations
+
+import os
+import random
+import socket
+import struct
+import time
+import zlib
+
+import pytest
+
+from kbroker.protocol.apis import APIS
+from kbroker.record import Record, build_batch
+from kbroker.record.batch import write_crc
+from kbroker.record.legacy import build_message_set
+from tests.integration.harness import encode_request, read_response, wait_until
+from tests.integration.test_clients_common import Rec, confluent_consume, confluent_produce, now_ms
+from tests.integration.test_durability import RawClient
+
+pytestmark = pytest.mark.timeout(120)
+
+PRODUCE, METADATA, API_VERSIONS = 0, 3, 18
+CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, UNSUPPORTED_VERSION, INVALID_RECORD = 2, 10, 35, 87
+MEMORY_BUDGET_KB = 200 * 1024       # peak RSS may grow by at most 200 MB over the whole module
+DEFAULT_MAX_MESSAGE_BYTES = 1048588  # message.max.bytes default (Kafka >= 0.11)
+HEALTH_TOPIC = "bad-input-health"
+TARGET = "bad-input-target"         # where the rejected produce requests go
+CLOSE_WITHIN = 5.0                  # seconds a broker may take to drop a bad connection
+
+
+# --------------------------------------------------------------------------------------------------- helpers
+
+def proc_status(pid: int) -> dict[str, int]:
+    """VmRSS / VmHWM (peak RSS) of a process in kB."""
+    out = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, rest = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                out[key] = int(rest.split()[0])
+    return out
+
+
+def fd_count(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+class Victim:
+    """The shared broker plus its post-warm-up baseline (memory, descriptors) and a health check."""
+
+    def __init__(self, broker):
+        self.broker = broker
+        self.checks = 0
+        with RawClient(broker) as c:
+            c.create_topic(HEALTH_TOPIC)
+            c.create_topic(TARGET)
+        self.healthy()  # warm-up: loads the produce/fetch code paths and opens the segment files
+        self.memory = proc_status(broker.pid)
+        self.fds = wait_until(lambda: self._settled_fds(), timeout=10, message="descriptor count to settle")
+
+    def _settled_fds(self):
+        first = fd_count(self.broker.pid)
+        time.sleep(0.2)
+        return first if fd_count(self.broker.pid) == first else None
+
+    def healthy(self) -> None:
+        """A normal client round trip: produce one record (acks=all) and consume it at its reported offset."""
+        assert self.broker.running, self.broker.log_tail()
+        self.checks += 1
+        value = b"still-alive-%d" % self.checks
+        (report,) = confluent_produce(self.broker.bootstrap, HEALTH_TOPIC, [Rec(0, None, value, (), now_ms())],
+                                      acks="all")
+        _, offset, _, _ = report
+        (got,) = confluent_consume(self.broker.bootstrap, HEALTH_TOPIC, 1, start=offset)
+        assert (got.offset, got.value) == (offset, value)
+
+    def survived(self) -> None:
+        self.healthy()
+        pid = self.broker.pid
+        now = proc_status(pid)
+        assert now["VmHWM"] - self.memory["VmRSS"] < MEMORY_BUDGET_KB, (self.memory, now)
+        assert now["VmRSS"] - self.memory["VmRSS"] < MEMORY_BUDGET_KB, (self.memory, now)
+        # Every dropped connection released its socket (a few descriptors of slack for client sockets closing).
+        wait_until(lambda: fd_count(pid) <= self.fds + 2, timeout=10,
+                   message=f"broker descriptors back to {self.fds} (now {fd_count(pid)})")
+
+
+@pytest.fixture(scope="module")
+def victim(shared_broker):
+    return Victim(shared_broker)
+
+
+def connect(broker, timeout: float = CLOSE_WITHIN) -> socket.socket:
+    sock = socket.create_connection((broker.host, broker.port), timeout=timeout)
+    sock.settimeout(timeout)
+    return sock
+
+
+def assert_closed_by_broker(sock: socket.socket, within: float = CLOSE_WITHIN) -> float:
+    """Wait for the broker to close the connection with nothing sent back; returns the seconds it took."""
+    start = time.monotonic()
+    sock.settimeout(within)
+    try:
+        data = sock.recv(65536)
+    except ConnectionResetError:
+        data = b""
+    except socket.timeout:
+        raise AssertionError(f"the broker kept the connection open for {within:g}s") from None
+    finally:
+        sock.close()
+    assert data == b"", f"expected the connection to be closed without a response, got {data[:64]!r}"
+    return time.monotonic() - start
+
+
+def produce_rejected(victim: Victim, records: bytes, version: int = 7) -> int:
+    """Send one Produce to TARGET; returns its error code after checking the log end offset did not move."""
+    with RawClient(victim.broker, client_id="bad-input-test") as c:
+        before = c.latest_offset(TARGET)
+        error, base = c.produce(TARGET, 0, records, version=version)
+        assert base == -1, f"a rejected produce reported base offset {base}"
+        assert c.latest_offset(TARGET) == before
+    return error
+
+
+def good_batch(n: int = 3, value_size: int = 20) -> bytearray:
+    ts = now_ms()
+    return bytearray(build_batch([Record(i, ts + i, b"k%d" % i, bytes([65 + i]) * value_size) for i in range(n)]))
+
+
+def crc32_of_zeros(n: int) -> int:
+    """zlib.crc32(bytes(n)) without touching n bytes: the CRC register's zero-bit step is a linear map over
+    GF(2); raise it to the power 8n by repeated squaring (the method of zlib's crc32_combine)."""
+    def apply(mat, vec):
+        out, i = 0, 0
+        while vec:
+            if vec & 1:
+                out ^= mat[i]
+            vec >>= 1
+            i += 1
+        return out
+
+    op = [0xEDB88320] + [1 << i for i in range(31)]  # column i = the register after one 0 bit from bit i alone
+    reg, bits = 0xFFFFFFFF, 8 * n
+    while bits:
+        if bits & 1:
+            reg = apply(op, reg)
+        op = [apply(op, col) for col in op]
+        bits >>= 1
+    return reg ^ 0xFFFFFFFF
+
+
+def gzip_of_zeros(n_mib: int) -> bytes:
+    """A valid gzip member inflating to n_mib MiB of zeros, built without materialising them: deflate one 8 MiB
+    chunk with a full flush (which resets the compressor, so every chunk compresses to the same bytes) and repeat
+    it; ~1 KB of output per MiB."""
+    chunk_mib = 8
+    assert n_mib % chunk_mib == 0
+    c = zlib.compressobj(9, zlib.DEFLATED, -15)  # raw deflate; the gzip header/trailer are written here
+    block = c.compress(bytes(chunk_mib << 20)) + c.flush(zlib.Z_FULL_FLUSH)
+    final = c.flush(zlib.Z_FINISH)
+    size = n_mib << 20
+    header = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff"  # magic, deflate, no flags, mtime 0, XFL=2, OS unknown
+    return header + block * (n_mib // chunk_mib) + final + struct.pack("<II", crc32_of_zeros(size), size & 0xFFFFFFFF)
+
+
+def test_helpers_build_what_they_claim():
+    """The bomb builder is exact: checked on a small instance (64 MiB) against zlib itself."""
+    for n in (0, 1, 7, 1000, 65537):
+        assert crc32_of_zeros(n) == zlib.crc32(bytes(n))
+    bomb = gzip_of_zeros(64)
+    d = zlib.decompressobj(31)
+    total = 0
+    data = bomb
+    while not d.eof:
+        out = d.decompress(data, 8 << 20)
+        assert out.count(0) == len(out)
+        total += len(out)
+        data = d.unconsumed_tail
+    assert total == 64 << 20 and d.unused_data == b""
+    assert len(bomb) < 70_000  # ~1000:1, the deflate limit
+
+
+# ------------------------------------------------------------------------------------------ framing attacks
+
+def test_random_garbage_is_dropped(victim):
+    for seed in range(10):
+        garbage = random.Random(seed).randbytes(1024)
+        sock = connect(victim.broker)
+        sock.sendall(garbage)
+        # A random prefix is usually an invalid size (closed at once); an in-range one awaits more bytes that will
+        # never come, so half-close: either way the broker must end the connection without answering.
+        sock.shutdown(socket.SHUT_WR)
+        assert_closed_by_broker(sock)
+    victim.survived()
+
+
+@pytest.mark.parametrize("prefix", [0x7FFFFFFF, -2, -1, 0, 7, 100 * 1024 * 1024 + 1],
+                         ids=["2GB", "negative", "minus-one", "zero", "below-header", "above-max-request"])
+def test_bad_size_prefix_is_closed_promptly(victim, prefix):
+    sock = connect(victim.broker)
+    sock.sendall(struct.pack(">i", prefix) + b"\x00\x12\x00\x00\x00\x00\x00\x01")
+    # No half-close: the broker must decide from the prefix alone, before reading (or allocating) a payload.
+    assert assert_closed_by_broker(sock) < 2.0
+    victim.survived()
+
+
+def test_truncated_request_then_close(victim):
+    for _ in range(5):
+        sock = connect(victim.broker)
+        sock.sendall(struct.pack(">i", 100) + b"\x00\x03\x00\x01\x00\x00")  # size 100, then 10 bytes in all
+        sock.close()
+    # survived() also waits until the broker released these 5 half-read connections.
+    victim.survived()
+
+
+def test_unparsable_header_is_closed(victim):
+    sock = connect(victim.broker)
+    # Metadata v1 whose client_id claims 30000 bytes but the frame ends after 3.
+    payload = struct.pack(">hhih", METADATA, 1, 7, 30000) + b"abc"
+    sock.sendall(struct.pack(">i", len(payload)) + payload)
+    assert_closed_by_broker(sock)
+    victim.survived()
+
+
+def _produce_v7_body(records_length: int, tail: bytes) -> bytes:
+    """Produce v7: null transactional_id, acks -1, timeout, 1 topic "t", 1 partition 0, records of the given
+    declared length followed by `tail` as the actual bytes."""
+    return (struct.pack(">hhii", -1, -1, 1000, 1) + struct.pack(">h", 1) + b"t" + struct.pack(">ii", 1, 0)
+            + struct.pack(">i", records_length) + tail)
+
+
+@pytest.mark.parametrize("api_key,version,body", [
+    (METADATA, 1, struct.pack(">i", 2**31 - 1)),                    # topics array of 2^31-1 entries
+    (METADATA, 1, struct.pack(">ih", 1, 30000) + b"ab"),            # a topic name longer than the frame
+    (METADATA, 1, struct.pack(">ih", 1, -7)),                       # negative string length
+    (PRODUCE, 7, struct.pack(">hhii", -1, -1, 1000, 10**9)),        # topic_data array of 10^9 entries
+    (PRODUCE, 7, _produce_v7_body(2**31 - 1, b"\x00" * 64)),        # records bytes longer than the frame
+], ids=["array-2^31", "string-past-end", "string-negative", "produce-array-1e9", "records-past-end"])
+def test_lying_lengths_inside_a_request_are_closed(victim, api_key, version, body):
+    sock = connect(victim.broker)
+    sock.sendall(encode_request(api_key, version, 8, body))
+    assert_closed_by_broker(sock)
+    victim.survived()
+
+
+# -------------------------------------------------------------------------------------------- api versions
+
+def test_unknown_api_key_is_closed(victim):
+    sock = connect(victim.broker)
+    sock.sendall(encode_request(999, 0, 5, b""))
+    assert_closed_by_broker(sock)
+    victim.survived()
+
+
+def test_unsupported_metadata_version_is_closed(victim):
+    sock = connect(victim.broker)
+    sock.sendall(encode_request(METADATA, 99, 6, b"\x00\x00\x00\x00"))
+    assert_closed_by_broker(sock)
+    victim.survived()
+
+
+def test_api_versions_v99_gets_v0_answer_with_error_35(victim):
+    api = APIS[API_VERSIONS]
+    with connect(victim.broker) as sock:
+        # v99 is "flexible" if it existed: header v2 (tagged fields byte) and an unknown body the broker must skip.
+        sock.sendall(encode_request(API_VERSIONS, 99, 41, b"\x07garbage", header_version=2))
+        corr, body = read_response(sock)   # response header v0: the correlation id only
+        assert corr == 41
+        resp = api.decode_response(0, body)
+        assert resp["error_code"] == UNSUPPORTED_VERSION
+        assert [(k["api_key"], k["min_version"], k["max_version"]) for k in resp["api_keys"]] == [(18, 0, 3)]
+        # The client retries at v0 on the same connection, as librdkafka and the Java client do.
+        sock.sendall(encode_request(API_VERSIONS, 0, 42, b""))
+        corr, body = read_response(sock)
+        assert corr == 42
+        resp = api.decode_response(0, body)
+        assert resp["error_code"] == 0
+        keys = {k["api_key"]: (k["min_version"], k["max_version"]) for k in resp["api_keys"]}
+        assert keys[API_VERSIONS] == (0, 3) and PRODUCE in keys
+    victim.survived()
+
+
+# -------------------------------------------------------------------------------------------- bad records
+
+def test_produce_with_wrong_crc_is_corrupt_message(victim):
+    batch = good_batch()
+    batch[-1] ^= 0x01  # last byte of the last record's value: covered by the CRC-32C
+    assert produce_rejected(victim, bytes(batch)) == CORRUPT_MESSAGE
+    # The same through a v0/v1 message set (Produce v2, CRC32 per message).
+    mset = bytearray(build_message_set([(0, now_ms(), b"k", b"legacy value")], 1))
+    mset[-1] ^= 0x01
+    assert produce_rejected(victim, bytes(mset), version=2) == CORRUPT_MESSAGE
+    victim.survived()
+
+
+def _with_count(batch: bytearray, records_count: int, last_offset_delta: int | None = None) -> bytes:
+    """The batch with a different recordsCount (and lastOffsetDelta), CRC recomputed so only the lie remains."""
+    out = bytearray(batch)
+    struct.pack_into(">i", out, 57, records_count)
+    if last_offset_delta is not None:
+        struct.pack_into(">i", out, 23, last_offset_delta)
+    write_crc(out, 0, len(out))
+    return bytes(out)
+
+
+@pytest.mark.parametrize("count,delta", [(5, None), (5, 4), (2, 1), (2**31 - 1, 2**31 - 2), (0, -1), (-1, None)],
+                         ids=["count-vs-delta", "more-than-present", "fewer-than-present", "int-max", "zero",
+                              "negative"])
+def test_records_count_lie_is_refused(victim, count, delta):
+    batch = good_batch(n=3)
+    assert produce_rejected(victim, _with_count(batch, count, delta)) == INVALID_RECORD
+    victim.survived()
+
+
+def test_gzip_bomb_is_refused_with_bounded_memory(victim):
+    # 1 GiB of zeros in ~1.04 MB: the largest bomb under max.message.bytes (1048588) at deflate's ~1030:1 ratio,
+    # 16x beyond the broker's 64 MiB decompression bound.
+    payload = gzip_of_zeros(1024)
+    ts = now_ms()
+    batch = bytearray(build_batch([Record(0, ts, None, b"x")], codec=1))
+    header = batch[:61]
+    bomb = bytearray(header) + payload
+    struct.pack_into(">i", bomb, 8, len(bomb) - 12)  # batchLength
+    write_crc(bomb, 0, len(bomb))
+    assert len(bomb) <= DEFAULT_MAX_MESSAGE_BYTES
+    started = time.monotonic()
+    assert produce_rejected(victim, bytes(bomb)) == CORRUPT_MESSAGE
+    assert time.monotonic() - started < 30
+    victim.survived()
+
+
+def test_batch_above_max_message_bytes_is_too_large(victim):
+    value = random.Random(3).randbytes(DEFAULT_MAX_MESSAGE_BYTES)  # incompressible, one record
+    batch = build_batch([Record(0, now_ms(), None, value)])
+    assert len(batch) > DEFAULT_MAX_MESSAGE_BYTES
+    assert produce_rejected(victim, batch) == MESSAGE_TOO_LARGE
+    victim.survived()
+
+
+# ------------------------------------------------------------------------------------------ connection churn
+
+def test_many_connections_opened_and_dropped(victim):
+    socks = []
+    for i in range(200):
+        s = connect(victim.broker)
+        if i % 3 == 1:
+            s.sendall(struct.pack(">i", 64) + b"\x00\x03")  # half a request, then gone
+        elif i % 3 == 2:
+            s.sendall(encode_request(API_VERSIONS, 0, i, b""))  # a whole request whose answer nobody reads
+        socks.append(s)
+    for i, s in enumerate(socks):
+        # RST instead of FIN for half of them (SO_LINGER 0): the broker must cope with both.
+        if i % 2:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.close()
+    victim.survived()
