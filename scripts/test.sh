@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Set up (scripts/setup.sh), then run the whole test suite. Extra arguments go to pytest, e.g.
+#   bash scripts/test.sh -m "not integration"      bash scripts/test.sh tests/unit/test_harness.py -x
+# Exit status is pytest's; "no tests collected" (5) counts as a failure too.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$REPO"
+
+bash scripts/setup.sh
+PY="$(kb_python)"
+PY="$("$PY" -c 'import sys; print(sys.executable)')"
+
+# -rfE: list failures and errors at the end; --timeout: per-test ceiling (pytest-timeout) so a hung broker
+# cannot stall CI; no cache provider: CI runs are independent and the tree stays clean.
+# Run the whole of tests/ unless the arguments name test paths themselves (e.g. tests/unit/x.py::test_y).
+targets=(tests)
+for arg in "$@"; do
+    if [[ "$arg" != -* && -e "${arg%%::*}" ]]; then targets=(); break; fi
+done
+cmd=("$PY" -m pytest "${targets[@]}" -q -p no:cacheprovider -rfE --timeout=300 "$@")
+log "running: ${cmd[*]}"
+set +e
+"${cmd[@]}"
+rc=$?
+set -e
+if [[ $rc == 5 ]]; then
+    log "FAILED: pytest collected no tests (exit 5)"
+elif [[ $rc != 0 ]]; then
+    log "FAILED: pytest exit status $rc"
+else
+    log "all tests passed"
+fi
+exit $rc
