@@ -10,6 +10,9 @@
 //   clientId     default "kbroker-kafkajs"
 //   logLevel     "nothing" | "error" | "warn" | "info" | "debug"   default "warn"
 //   timeoutMs    overall deadline for consume/fetch, default 30000
+//   createTopic  {numPartitions, replicationFactor, configs: {name: value}} -> admin.createTopics first
+//                (waits for leaders; an existing topic is fine); result gains "created": true|false
+//   allowAutoTopicCreation  for producer/consumer/fetch metadata requests, default false
 // produce:
 //   messages     [{key, value, headers: {name: b64 | [b64, ...]}, partition, timestamp}]
 //                or `count` alone: count messages with key null and value "message-<i>"
@@ -105,7 +108,7 @@ async function produce (kafka) {
   const producer = kafka.producer({
     createPartitioner: Partitioners.DefaultPartitioner, // Java-compatible murmur2, as in kafkajs 2.x's default
     idempotent: !!spec.idempotent,
-    allowAutoTopicCreation: false
+    allowAutoTopicCreation: !!spec.allowAutoTopicCreation
   })
   await producer.connect()
   try {
@@ -126,12 +129,14 @@ async function produce (kafka) {
 async function consume (kafka, deadline) {
   const records = []
   const groupId = spec.groupId || `kbroker-kafkajs-${process.pid}-${Date.now()}`
-  const consumer = kafka.consumer({ groupId, maxWaitTimeInMs: 200, allowAutoTopicCreation: false })
+  const consumer = kafka.consumer({ groupId, maxWaitTimeInMs: 200, allowAutoTopicCreation: !!spec.allowAutoTopicCreation })
   await consumer.connect()
   try {
     await consumer.subscribe({ topics: [spec.topic], fromBeginning: spec.fromBeginning !== false })
-    let resolveDone
-    const done = new Promise(resolve => { resolveDone = resolve })
+    let resolveDone, rejectDone
+    const done = new Promise((resolve, reject) => { resolveDone = resolve; rejectDone = reject })
+    // kafkajs emits CRASH once its own retries are spent (e.g. no group coordinator): fail now, not at timeoutMs.
+    consumer.on(consumer.events.CRASH, event => rejectDone(event.payload.error))
     await consumer.run({
       eachMessage: async ({ partition, message }) => {
         records.push(recordOf(partition, message))
@@ -150,7 +155,7 @@ async function consume (kafka, deadline) {
 async function fetch (kafka, deadline) {
   const createSym = Object.getOwnPropertySymbols(kafka).find(s => s.description === 'private:Kafka:createCluster')
   if (!createSym) throw new Error('kafkajs internals changed: no private createCluster (is kafkajs 2.2.4 installed?)')
-  const cluster = kafka[createSym]({ allowAutoTopicCreation: false })
+  const cluster = kafka[createSym]({ allowAutoTopicCreation: !!spec.allowAutoTopicCreation })
   await cluster.connect()
   try {
     await cluster.addTargetTopic(spec.topic)
@@ -208,14 +213,35 @@ function sleep (ms) {
   return new Promise(resolve => setTimeout(resolve, Math.max(0, ms)))
 }
 
+async function createTopic (kafka) {
+  const admin = kafka.admin()
+  await admin.connect()
+  try {
+    const t = spec.createTopic
+    return await admin.createTopics({
+      waitForLeaders: true,
+      topics: [{
+        topic: spec.topic,
+        numPartitions: t.numPartitions || 1,
+        replicationFactor: t.replicationFactor || 1,
+        configEntries: Object.entries(t.configs || {}).map(([name, value]) => ({ name, value: String(value) }))
+      }]
+    })
+  } finally {
+    await admin.disconnect()
+  }
+}
+
 async function main () {
   const kafka = makeKafka()
   const deadline = Date.now() + (spec.timeoutMs || 30000)
+  const created = spec.createTopic ? await createTopic(kafka) : undefined
   let result
   if (spec.mode === 'produce') result = await produce(kafka)
   else if (spec.mode === 'consume') result = await consume(kafka, deadline)
   else if (spec.mode === 'fetch') result = await fetch(kafka, deadline)
   else throw new Error(`unknown mode ${JSON.stringify(spec.mode)}`)
+  if (created !== undefined) result.created = created
   if (result.timedOut) result.error = 'timeout'
   process.stdout.write(JSON.stringify(result) + '\n')
   return result.timedOut ? 2 : 0
