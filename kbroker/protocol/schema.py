@@ -33,8 +33,8 @@ compact forms (unsigned varint of length+1, 0 = null) and every struct ends with
 Decoded messages are plain ``dict`` objects holding *every* field of the schema: fields absent from the version take
 their default, so handlers read any version the same way. ``records`` decode to a zero-copy ``memoryview`` slice of
 the request buffer. Encoding writes into a ``Writer`` whose ``parts`` are ``bytearray`` chunks and, for ``records``
-values that are ``FileRegion``-like (have ``.size`` and ``.sendfile``), the region itself, so the connection can
-``sendfile`` record bytes straight from a segment file.
+values that are ``FileRegion``-like (have ``.size``, ``.fileno()`` and ``.read_bytes()``), the region itself, so the
+connection can ``sendfile`` record bytes straight from a segment file.
 """
 import struct
 import uuid as _uuid
@@ -213,7 +213,7 @@ def _blob_encoder(kind, compact, nullable):
             return
         if kind == "string":
             v = v.encode("utf-8")
-        elif kind == "records" and hasattr(v, "sendfile"):
+        elif kind == "records" and hasattr(v, "read_bytes"):
             wr(w, v.size)
             w.add_region(v)
             return
