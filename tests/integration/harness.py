@@ -496,12 +496,29 @@ class ZkEnsemble:
         if wait:
             self.wait_serving([i], timeout)
 
-    def start(self, timeout: float = 60.0) -> "ZkEnsemble":
-        """Start every node and wait (bounded) until all of them serve: the quorum has a leader."""
-        for i in range(self.n):
-            self.start_node(i, wait=False)
-        self.wait_serving(range(self.n), timeout)
-        return self
+    def start(self, timeout: float = 60.0, attempts: int = 3) -> "ZkEnsemble":
+        """Start every node and wait (bounded) until all of them serve: the quorum has a leader.
+
+        Free ports are only free "a moment ago": if a node dies because one was taken meanwhile, every node is
+        stopped, fresh ports are picked and the start is retried (up to `attempts` times in all).
+        """
+        for attempt in range(1, attempts + 1):
+            for i in range(self.n):
+                self.start_node(i, wait=False)
+            try:
+                self.wait_serving(range(self.n), timeout)
+                return self
+            except HarnessError as exc:
+                lost_port = "Address already in use" in str(exc) or any(
+                    "Address already in use" in tail(self.log_path(i), 200) for i in range(self.n))
+                self.stop()
+                if not lost_port or attempt == attempts:
+                    raise
+                ports = free_ports(3 * self.n)
+                self.client_ports = ports[:self.n]
+                self.quorum_ports = ports[self.n:2 * self.n]
+                self.election_ports = ports[2 * self.n:]
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def mode(self, i: int) -> str | None:
         """'leader' | 'follower' | 'standalone' when node i serves, else None."""

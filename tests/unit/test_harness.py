@@ -313,3 +313,21 @@ def test_b64_helpers_round_trip():
     assert harness.b64("hi") == "aGk="
     assert harness.unb64("AP8=") == b"\x00\xff"
     assert harness.b64(None) is None and harness.unb64(None) is None
+
+
+@pytest.mark.zk
+def test_zk_ensemble_retries_when_a_port_was_taken(tmp_path):
+    _need_zookeeper()
+    zk = ZkEnsemble(tmp_path, n=1)
+    squatter = socket.socket()
+    squatter.bind(("127.0.0.1", zk.client_ports[0]))
+    squatter.listen(1)
+    taken = zk.client_ports[0]
+    try:
+        zk.start(timeout=60)
+        assert zk.client_ports[0] != taken
+        assert zk.mode(0) == "standalone"
+        assert "Address already in use" in zk.log_path(0).read_text()
+    finally:
+        squatter.close()
+        zk.close()
