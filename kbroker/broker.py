@@ -104,7 +104,7 @@ class Broker:
     def shutdown(self):
         log.info("shutting down broker %d", self.broker_id)
         if self.server:
-            self.server.stop()
+            self.server.stop(wake=self._wake_waiters)
         gevent.killall(self._tasks)
         if self.log_manager:
             self.log_manager.shutdown()
@@ -113,6 +113,11 @@ class Broker:
         except Exception:  # noqa: BLE001 - shutdown must finish
             log.exception("stopping the coordination backend")
         self.started = False
+
+    def _wake_waiters(self):
+        """Wake every parked long-poll Fetch (they see their connection closing and answer now)."""
+        for part in list(self.partitions.values()):
+            part._wake()
 
     def _every(self, interval_ms, fn):
         interval = max(0.01, min(interval_ms, 2 ** 31) / 1000.0)

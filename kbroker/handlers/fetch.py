@@ -4,7 +4,8 @@ Behaviour: for each requested partition, return record batches from ``fetch_offs
 most ``partition_max_bytes`` per partition and ``max_bytes`` (v3+) per response -- except that the first partition
 with data always gets at least one whole batch even if it is larger (KIP-74), so a consumer can never get stuck on a
 big batch. If fewer than ``min_bytes`` are ready the request waits up to ``max_wait_ms`` and returns the moment an
-append lands on any requested partition (each Partition wakes its waiters on append; no polling).
+append lands on any requested partition (each Partition wakes its waiters on append; no polling), or at once with
+what it has when the broker shuts down (the connection is then closing).
 Stored bytes leave through ``sendfile`` for v4+; v0-v3 clients can't read v2 batches, so the batches are
 down-converted (magic 0 for v0/v1, magic 1 for v2/v3; headers are dropped, as in Kafka).
 Errors per partition: OFFSET_OUT_OF_RANGE (1), UNKNOWN_TOPIC_OR_PARTITION (3), NOT_LEADER_OR_FOLLOWER (6).
@@ -32,7 +33,7 @@ def fetch(ctx, req):
     while True:
         responses, total, had_error = _read_all(broker, version, req, wanted)
         remaining = deadline - time.monotonic()
-        if total >= min_bytes or had_error or remaining <= 0 or not wanted:
+        if total >= min_bytes or had_error or remaining <= 0 or not wanted or ctx.connection.closing:
             break
         ev = Event()
         parts = [broker.local_partition(topic, p["partition"]) for topic, p in wanted]

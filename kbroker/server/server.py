@@ -1,7 +1,9 @@
 """The network layer: one gevent StreamServer per listener, each connection in its own greenlet.
 
 Graceful shutdown (SIGTERM): stop accepting, close idle connections, let busy ones finish the request in flight
-(bounded by ``grace_seconds``), then the broker flushes logs and writes the clean-shutdown marker.
+(bounded by ``grace_seconds``), then the broker flushes logs and writes the clean-shutdown marker. A request parked
+in a wait (a long-poll Fetch, up to its max_wait_ms) is woken through ``wake`` and, seeing ``Connection.closing``,
+answers at once with what it has -- otherwise every idle consumer would hold the shutdown for the whole grace period.
 """
 import logging
 
@@ -45,13 +47,16 @@ class KafkaServer:
                 self.connections.discard(conn)
         return handle
 
-    def stop(self, grace_seconds=10.0):
+    def stop(self, grace_seconds=10.0, wake=None):
+        """``wake()``: called once every connection is marked closing, to end waits parked in handlers."""
         for _, srv in self.servers:
             srv.close()  # stop accepting; existing connection greenlets keep running
         for conn in list(self.connections):
             conn.closing = True
             if not conn.busy:
                 conn.close()
+        if wake is not None:
+            wake()
         with gevent.Timeout(grace_seconds, False):
             while any(c.busy for c in self.connections):
                 gevent.sleep(0.01)
