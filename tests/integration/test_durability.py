@@ -181,7 +181,90 @@ def partition_dir(broker, topic: str, partition: int = 0):
     return broker.log_dir / f"{topic}-{partition}"
 
 
-# ------------------------------------------------------------------------------------------------ kill -9
+# ---------------------------------------------------------------------------------- crash / stop mid-stream
+
+class StreamProducer:
+    """A pipelined acks=all producer on its own thread: up to 8 requests in flight, batches of 1..9 numbered
+    records (record n = ``value_of(n)``), alternating uncompressed and gzip (codec 1). It stops at the first
+    connection error -- the broker going away -- and records what was acknowledged."""
+
+    def __init__(self, broker, topic: str):
+        self.broker, self.topic = broker, topic
+        self.acked: list[tuple[int, int, int]] = []  # (base offset, first record number, count) per acked batch
+        self.failures: list[str] = []                # produce errors (there must be none)
+        self.cut_off: list[BaseException] = []       # the connection error that ended the stream
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        rnd = random.Random(7)
+        ts = now_ms()
+        sent: dict[int, tuple[int, int]] = {}
+        n = 0
+        try:
+            with RawClient(self.broker, timeout=15.0) as c:
+                while not self._stop.is_set():
+                    while len(c.pending) < 8:
+                        count = rnd.randrange(1, 10)
+                        batch = numbered_batch(n, count, ts, codec=(n // 7) % 2)
+                        sent[c.send(PRODUCE, 7, RawClient.produce_request(self.topic, 0, batch))] = (n, count)
+                        n += count
+                    corr, resp = c.recv()
+                    error, base = RawClient.produce_result(resp)
+                    first, count = sent.pop(corr)
+                    if error != 0:
+                        self.failures.append(f"batch of records {first}..{first + count - 1}: error {error}")
+                        return
+                    self.acked.append((base, first, count))
+        except (OSError, ConnectionError) as exc:
+            self.cut_off.append(exc)  # what was not acknowledged may or may not be in the log
+
+    def run_until(self, records: int, then) -> object:
+        """Start, wait (bounded) for `records` acknowledged records, call `then()` (kill/stop the broker) while the
+        stream is still flowing, wait for the thread; returns what `then` returned."""
+        self._thread.start()
+        try:
+            wait_until(lambda: self.failures or sum(a[2] for a in self.acked) >= records, timeout=60,
+                       message=f"{records} acked records")
+            assert self.failures == []
+            result = then()
+        finally:
+            self._stop.set()
+            self._thread.join(20)
+        assert not self._thread.is_alive()
+        assert self.failures == []
+        # `then` hit a live stream: the producer had requests in flight and lost its connection mid-stream.
+        assert len(self.cut_off) == 1, self.cut_off
+        # Batches are acknowledged in order on one connection, so offset == record number for every acked record.
+        for base, first, count in self.acked:
+            assert base == first, f"batch of record {first} acknowledged at offset {base}"
+        return result
+
+    @property
+    def last_acked(self) -> int:
+        base, _, count = self.acked[-1]
+        return base + count - 1
+
+
+def _check_stream_after_restart(broker, stream: StreamProducer) -> int:
+    """Every acked record is at its offset; anything after it is intact and contiguous; new data lands at the LEO.
+    Returns the log end offset found after the restart."""
+    topic, last_acked = stream.topic, stream.last_acked
+    with RawClient(broker) as c:
+        got = read_all(c, topic)
+        leo = c.latest_offset(topic)
+    assert leo == len(got) and leo > last_acked
+    # Every record present (acked or not) is record number == offset with its exact key and value.
+    for offset, key, value in got:
+        assert (key, value) == (b"k%d" % offset, value_of(offset)), f"record at offset {offset} is garbled"
+    # A normal client reads the end of the acknowledged prefix and what follows, and the partition takes new data.
+    tail = confluent_consume(broker.bootstrap, topic, leo - last_acked - 1 + 20, start=last_acked - 19)
+    assert [(g.offset, g.value) for g in tail] == [(o, value_of(o)) for o in range(last_acked - 19, leo)]
+    with RawClient(broker) as c:
+        assert c.produce(topic, 0, numbered_batch(leo, 3, now_ms())) == (0, leo)
+        assert c.latest_offset(topic) == leo + 3
+    return leo
+
 
 def test_sigkill_during_produce_stream_keeps_every_acknowledged_record(broker_factory):
     # 64 KiB segments: the ~1 MB stream rolls ~20 times, so recovery walks many segments, not just one.
@@ -189,76 +272,50 @@ def test_sigkill_during_produce_stream_keeps_every_acknowledged_record(broker_fa
     topic = "crash-stream"
     with RawClient(broker) as c:
         c.create_topic(topic)
-
-    acked: list[tuple[int, int, int]] = []   # (base offset, first record number, count) of every acked batch
-    failures: list[str] = []
-    cut_off: list[BaseException] = []   # the connection error that ended the stream
-    stop = threading.Event()
-
-    def producer():
-        """Pipelined acks=all producer: up to 8 requests in flight, batches of 1..9 numbered records,
-        alternating uncompressed and gzip (codec 1). Stops at the first connection error (the kill)."""
-        rnd = random.Random(7)
-        ts = now_ms()
-        sent: dict[int, tuple[int, int]] = {}
-        n = 0
-        try:
-            with RawClient(broker, timeout=15.0) as c:
-                while not stop.is_set():
-                    while len(c.pending) < 8:
-                        count = rnd.randrange(1, 10)
-                        batch = numbered_batch(n, count, ts, codec=(n // 7) % 2)
-                        corr = c.send(PRODUCE, 7, RawClient.produce_request(topic, 0, batch))
-                        sent[corr] = (n, count)
-                        n += count
-                    corr, resp = c.recv()
-                    error, base = RawClient.produce_result(resp)
-                    first, count = sent.pop(corr)
-                    if error != 0:
-                        failures.append(f"batch of records {first}..{first + count - 1}: error {error}")
-                        return
-                    acked.append((base, first, count))
-        except (OSError, ConnectionError) as exc:
-            cut_off.append(exc)  # the broker died under us: what was not acknowledged may or may not be there
-
-    t = threading.Thread(target=producer, daemon=True)
-    t.start()
-    try:
-        # Kill only once a good stream is flowing (>= 1500 acknowledged records), bounded by the wait.
-        wait_until(lambda: failures or sum(a[2] for a in acked) >= 1500, timeout=60, message="1500 acked records")
-        assert failures == []
-        rc = broker.kill9()
-    finally:
-        stop.set()
-        t.join(20)
-    assert rc == -signal.SIGKILL
-    assert not t.is_alive()
-    assert failures == []
-    # The kill hit a live stream: the producer had requests in flight and lost its connection mid-stream.
-    assert len(cut_off) == 1, cut_off
+    stream = StreamProducer(broker, topic)
+    assert stream.run_until(1500, broker.kill9) == -signal.SIGKILL
     assert not (broker.log_dir / CLEAN_SHUTDOWN).exists()
 
-    # Batches are acknowledged in order on one connection, so offset == record number for every acked record.
-    for base, first, count in acked:
-        assert base == first, f"batch of record {first} acknowledged at offset {base}"
-    last_acked = acked[-1][0] + acked[-1][2] - 1
-
     broker.start(timeout=60)  # no manual repair: the same command on the same log dir
-    with RawClient(broker) as c:
-        got = read_all(c, topic)
-        leo = c.latest_offset(topic)
-    assert leo == len(got) and leo > last_acked
+    assert "clean shutdown: False" in broker.log_text().rsplit("=== harness:", 1)[1]
+    _check_stream_after_restart(broker, stream)
     assert len(list(partition_dir(broker, topic).glob("*.log"))) >= 5
-    # Every record present (acked or not) is record number == offset with its exact key and value.
-    for offset, key, value in got:
-        assert (key, value) == (b"k%d" % offset, value_of(offset)), f"record at offset {offset} is garbled"
 
-    # A normal client reads the acknowledged prefix too, and the partition takes new data at the LEO.
-    tail = confluent_consume(broker.bootstrap, topic, leo - last_acked - 1 + 20, start=last_acked - 19)
-    assert [(g.offset, g.value) for g in tail] == [(o, value_of(o)) for o in range(last_acked - 19, leo)]
+
+def test_sigterm_during_produce_stream_and_long_poll_is_prompt_and_clean(broker):
+    topic, idle = "stop-stream", "stop-idle"
     with RawClient(broker) as c:
-        assert c.produce(topic, 0, numbered_batch(leo, 3, now_ms())) == (0, leo)
-        assert c.latest_offset(topic) == leo + 3
+        c.create_topic(topic)
+        c.create_topic(idle)
+    # A consumer parked in a long poll (60 s max wait) on an empty partition while the shutdown begins.
+    parked = RawClient(broker, timeout=30.0)
+    parked.send(FETCH, 4, {"replica_id": -1, "max_wait_ms": 60_000, "min_bytes": 1, "max_bytes": 1 << 20,
+                           "isolation_level": 0, "topics": [{"topic": idle, "partitions": [
+                               {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]})
+    stream = StreamProducer(broker, topic)
+
+    def sigterm():
+        started = time.monotonic()
+        rc = broker.stop(timeout=30)
+        return rc, time.monotonic() - started
+
+    rc, took = stream.run_until(1500, sigterm)
+    assert rc == 0
+    # Neither the stream nor the parked fetch may hold the shutdown for the 10 s grace period.
+    assert took < 5.0, f"SIGTERM took {took:.1f}s"
+    # The parked fetch is answered (empty) before its connection closes.
+    with parked:
+        _, resp = parked.recv()
+    (p,) = resp["responses"][0]["partitions"]
+    assert (p["error_code"], p["high_watermark"], bytes(p["records"] or b"")) == (0, 0, b"")
+    assert (broker.log_dir / CLEAN_SHUTDOWN).exists()
+
+    broker.start(timeout=60)
+    assert "clean shutdown: True" in broker.log_text().rsplit("=== harness:", 1)[1]
+    leo = _check_stream_after_restart(broker, stream)
+    assert broker.stop() == 0
+    # The checkpoint holds both partitions' log end offsets (the stream topic got 3 more records above).
+    assert (broker.log_dir / CHECKPOINT).read_text() == f"0\n2\n{idle} 0 0\n{topic} 0 {leo + 3}\n"
 
 
 # ------------------------------------------------------------------------------------- torn and corrupt tails
