@@ -44,10 +44,10 @@ def _append_one(broker, ctx, version, acks, topic, pd):
         if broker.is_internal(topic) and ctx.client_id != ADMIN_CLIENT_ID:
             raise errors.InvalidTopicException("cannot produce to internal topic %s" % topic)
         part = broker.leader_partition(topic, pd["index"])
+        # Null is an empty record set; the record layer answers it like Kafka: INVALID_RECORD (87) for v3+
+        # ("exactly one record batch"), CORRUPT_MESSAGE (2) for the message sets of v0-v2.
         records = pd["records"]
-        if records is None or len(records) == 0:
-            raise errors.CorruptMessage("empty record set")
-        res = part.append(records, version, acks)
+        res = part.append(b"" if records is None else records, version, acks)
         resp["base_offset"] = res.base_offset
         resp["log_append_time_ms"] = res.log_append_time
         resp["log_start_offset"] = res.log_start_offset
