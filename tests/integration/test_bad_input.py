@@ -325,6 +325,43 @@ def test_records_count_lie_is_refused(victim, count, delta):
     victim.survived()
 
 
+def _with_attributes(batch: bytearray, attributes: int) -> bytes:
+    out = bytearray(batch)
+    struct.pack_into(">h", out, 21, attributes)
+    write_crc(out, 0, len(out))
+    return bytes(out)
+
+
+def _with_magic(batch: bytearray, magic: int) -> bytes:
+    out = bytearray(batch)
+    out[16] = magic
+    return bytes(out)
+
+
+# Kafka's ProduceRequest.validateRecords (v3+: exactly one batch, magic 2, zstd only from v7) and LogValidator.
+RECORD_CASES = {
+    "empty-v7": (lambda b: b"", 7, INVALID_RECORD),
+    "empty-v2": (lambda b: b"", 2, CORRUPT_MESSAGE),
+    "truncated-v7": (lambda b: bytes(b[:10]), 7, INVALID_RECORD),
+    "truncated-v2": (lambda b: bytes(b[:10]), 2, CORRUPT_MESSAGE),
+    "half-a-batch-v7": (lambda b: bytes(b[:len(b) // 2]), 7, INVALID_RECORD),
+    "two-batches-v7": (lambda b: bytes(b + b), 7, INVALID_RECORD),
+    "magic-0-header-v7": (lambda b: _with_magic(b, 0), 7, INVALID_RECORD),
+    "magic-7-v2": (lambda b: _with_magic(b, 7), 2, CORRUPT_MESSAGE),
+    "codec-7": (lambda b: _with_attributes(b, 7), 7, 76),                 # UNSUPPORTED_COMPRESSION_TYPE
+    "zstd-before-v7": (lambda b: build_batch([Record(0, now_ms(), None, b"z")], codec=4), 6, 76),
+    "control-batch-from-client": (lambda b: _with_attributes(b, 0x20), 7, INVALID_RECORD),
+    "transactional-without-pid": (lambda b: _with_attributes(b, 0x10), 7, INVALID_RECORD),
+}
+
+
+@pytest.mark.parametrize("case", list(RECORD_CASES))
+def test_malformed_record_data_is_refused(victim, case):
+    make, version, code = RECORD_CASES[case]
+    assert produce_rejected(victim, make(good_batch()), version=version) == code
+    victim.survived()
+
+
 def test_gzip_bomb_is_refused_with_bounded_memory(victim):
     # 1 GiB of zeros in ~1.04 MB: the largest bomb under max.message.bytes (1048588) at deflate's ~1030:1 ratio,
     # 16x beyond the broker's 64 MiB decompression bound.
