@@ -95,7 +95,9 @@ class Broker:
         self._register()
         self._tasks = [
             gevent.spawn(self._every, cfg["log.retention.check.interval.ms"], self._check_retention),
-            gevent.spawn(self._every, cfg["log.flush.scheduler.interval.ms"], self._flush),
+            # Every second at most: rolled segments and flush.ms deadlines are fsynced promptly even though
+            # log.flush.scheduler.interval.ms defaults to Long.MAX (Kafka flushes rolled segments at once too).
+            gevent.spawn(self._every, min(cfg["log.flush.scheduler.interval.ms"], 1000), self._flush),
             gevent.spawn(self._every, cfg["log.flush.offset.checkpoint.interval.ms"], self._checkpoint),
         ]
         self.started = True
@@ -134,6 +136,9 @@ class Broker:
     def _flush(self):
         # fsync blocks: run it on a native thread so the event loop keeps serving requests.
         self._pool.apply(self.log_manager.flush_dirty, (int(time.time() * 1000),))
+
+    def _flush_log(self, lg):
+        self._pool.apply(lg.flush)
 
     def _checkpoint(self):
         self._pool.apply(self.log_manager.checkpoint_recovery_points)
@@ -232,7 +237,7 @@ class Broker:
             if self.broker_id not in replicas or (topic, p) in self.partitions:
                 continue
             lg = self.log_manager.get_or_create_log((topic, p), lc)
-            part = Partition(topic, p, lg, lc, self.broker_id)
+            part = Partition(topic, p, lg, lc, self.broker_id, flusher=self._flush_log)
             part.replicas = list(replicas)
             part.isr = [self.broker_id]
             self.partitions[(topic, p)] = part

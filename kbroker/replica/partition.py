@@ -40,8 +40,10 @@ class AppendResult:
 
 
 class Partition:
-    def __init__(self, topic, index, log, log_config, broker_id):
+    def __init__(self, topic, index, log, log_config, broker_id, flusher=None):
+        """``flusher(log)`` fsyncs a log off the event loop; used when ``flush.messages`` is reached."""
         self.topic = topic
+        self.flusher = flusher
         self.index = index
         self.log = log
         self.broker_id = broker_id
@@ -100,6 +102,9 @@ class Partition:
             if dup is not None:
                 return AppendResult(dup[0], dup[1], -1, log.log_start_offset, duplicate=True)
         log.append(info)
+        if self.flusher is not None and log.unflushed_messages >= self.log_config.flush_interval_messages:
+            # flush.messages reached: fsync before acknowledging, as Kafka does after the append.
+            self.flusher(log)
         if info.producer_id >= 0:
             self.producers.update(info.producer_id, info.producer_epoch, info.base_sequence, info.last_sequence,
                                   info.first_offset, info.last_offset)
