@@ -366,6 +366,8 @@ DAMAGE = {
     "zero-tail": (lambda p, b: open(p, "ab").write(bytes(4096)), 30),
     # A flipped byte in the middle batch (offsets 15-17): everything from there on is cut.
     "corrupt-middle": (lambda p, b: _xor_byte(p, b[5][0] + b[5][1] // 2), 15),
+    # Both index files gone: rebuilt from the intact .log, nothing lost.
+    "indexes-deleted": (lambda p, b: [p.with_suffix(s).unlink() for s in (".index", ".timeindex")], 30),
 }
 
 
@@ -456,3 +458,49 @@ def test_sigterm_is_clean_and_disk_layout_is_kafkas(broker):
     # A second clean stop checkpoints the same offsets again.
     assert broker.stop() == 0
     assert (d / CHECKPOINT).read_text() == f"0\n2\n{topic} 0 12\n{topic} 1 7\n"
+
+
+# ------------------------------------------------------------------------------------------ log dir guards
+
+def _start_expecting_exit(broker, timeout: float = 30.0) -> tuple[int, str]:
+    """Start the broker process and wait for it to exit by itself; (exit code, its output of this start)."""
+    broker.start(wait=False)
+    try:
+        rc = broker.proc.wait(timeout)
+    except Exception:
+        broker.kill9()
+        raise
+    return rc, broker.log_text().rsplit("=== harness:", 1)[1]
+
+
+def test_log_dir_guards(broker, broker_factory):
+    topic = "guarded"
+    with RawClient(broker) as c:
+        c.create_topic(topic)
+        assert c.produce(topic, 0, numbered_batch(0, 5, now_ms())) == (0, 0)
+    # A second broker process on the same log dir is refused; the first one keeps serving.
+    intruder = broker_factory(broker_id=0, overrides={"log.dirs": str(broker.log_dir)}, start=False)
+    rc, out = _start_expecting_exit(intruder)
+    assert rc == 1 and "in use by another process" in out, out
+    with RawClient(broker) as c:
+        assert c.produce(topic, 0, numbered_batch(5, 1, now_ms())) == (0, 5)
+    assert broker.stop() == 0
+
+    # A different broker.id on a log dir that belongs to broker 0 is refused, naming the file and both ids.
+    broker.broker_id = 1
+    rc, out = _start_expecting_exit(broker)
+    assert rc == 1, out
+    meta = broker.log_dir / "meta.properties"
+    assert f"Configured broker.id 1 doesn't match stored broker.id 0 in {meta}" in out, out
+    assert _properties_lines(meta) == ["version=0", "broker.id=0"]
+
+    # A garbled recovery-point checkpoint after a crash: the broker warns, recovers from offset 0 and serves all.
+    broker.broker_id = 0
+    (broker.log_dir / CHECKPOINT).write_text("0\n7\nnot a checkpoint\n")
+    (broker.log_dir / CLEAN_SHUTDOWN).unlink()
+    broker.start(timeout=60)
+    assert "corrupt checkpoint" in broker.log_text().rsplit("=== harness:", 1)[1]
+    with RawClient(broker) as c:
+        assert read_all(c, topic) == [(o, b"k%d" % o, value_of(o)) for o in range(6)]
+    assert broker.stop() == 0
+    assert (broker.log_dir / CHECKPOINT).read_text() == f"0\n1\n{topic} 0 6\n"
