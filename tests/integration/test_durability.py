@@ -127,6 +127,14 @@ class RawClient:
         assert p["error_code"] == 0, p
         return p["offset"]
 
+    def offset_for_time(self, topic: str, timestamp: int, partition: int = 0) -> int:
+        """ListOffsets v1 for a timestamp: the first offset whose batch holds a timestamp >= it, or -1."""
+        resp = self.call(LIST_OFFSETS, 1, {"replica_id": -1, "topics": [
+            {"name": topic, "partitions": [{"partition_index": partition, "timestamp": timestamp}]}]})
+        (p,) = resp["topics"][0]["partitions"]
+        assert p["error_code"] == 0, p
+        return p["offset"]
+
     def fetch(self, topic: str, partition: int, offset: int, max_bytes: int = 64 << 20) -> dict:
         resp = self.call(FETCH, 4, {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": max_bytes,
                                     "isolation_level": 0, "topics": [{"topic": topic, "partitions": [
@@ -320,12 +328,13 @@ def test_sigterm_during_produce_stream_and_long_poll_is_prompt_and_clean(broker)
 
 # ------------------------------------------------------------------------------------- torn and corrupt tails
 
-def _fill(client: RawClient, topic: str, batches: int = 10, per_batch: int = 3) -> None:
+def _fill(client: RawClient, topic: str, t0: int, batches: int = 10, per_batch: int = 3) -> None:
     """`batches` uncompressed batches of `per_batch` numbered records at offsets 0.. (~750 B a record, so the
-    offset index gets entries every 4096 bytes and some of them point into the part that is cut later)."""
-    ts = now_ms()
+    offset index gets entries every 4096 bytes and some of them point into the part that is cut later); batch b
+    carries timestamps t0 + 1000*b + i, so the time index has entries to lose too."""
     for b in range(batches):
-        assert client.produce(topic, 0, numbered_batch(b * per_batch, per_batch, ts)) == (0, b * per_batch)
+        batch = numbered_batch(b * per_batch, per_batch, t0 + 1000 * b)
+        assert client.produce(topic, 0, batch) == (0, b * per_batch)
 
 
 def _batch_positions(log_path) -> list[tuple[int, int, int]]:
@@ -372,10 +381,11 @@ DAMAGE = {
 
 
 def test_damaged_segment_tails_are_cut_back_on_restart(broker):
+    t0 = now_ms() - 60_000
     with RawClient(broker) as c:
         for name in DAMAGE:
             c.create_topic(f"tail-{name}")
-            _fill(c, f"tail-{name}")
+            _fill(c, f"tail-{name}", t0)
     assert broker.stop() == 0
 
     cut_at = {}
@@ -398,6 +408,10 @@ def test_damaged_segment_tails_are_cut_back_on_restart(broker):
             assert read_all(c, topic) == [(o, b"k%d" % o, value_of(o)) for o in range(leo)], name
             # The repair reached the disk: the segment ends at the last whole valid batch.
             assert (partition_dir(broker, topic) / f"{SEGMENT_NAME}.log").stat().st_size == cut_at[name], name
+            # The time index lost what was cut: the last kept batch is found by its time, a cut one is not.
+            last_kept = leo // 3 - 1
+            assert c.offset_for_time(topic, t0 + 1000 * last_kept) == 3 * last_kept, name
+            assert c.offset_for_time(topic, t0 + 1000 * (last_kept + 1)) == -1, name
             # New data goes exactly where the cut began and reads back, also from an offset inside it (which goes
             # through the rebuilt offset index).
             assert c.produce(topic, 0, numbered_batch(leo, 3, now_ms())) == (0, leo), name
@@ -504,3 +518,34 @@ def test_log_dir_guards(broker, broker_factory):
         assert read_all(c, topic) == [(o, b"k%d" % o, value_of(o)) for o in range(6)]
     assert broker.stop() == 0
     assert (broker.log_dir / CHECKPOINT).read_text() == f"0\n1\n{topic} 0 6\n"
+
+
+# ------------------------------------------------------------------------------- producer state after a crash
+
+def test_idempotent_producer_state_survives_sigkill(broker):
+    """The broker rebuilds producer ids/sequences from the log after a crash: a retry of the last acknowledged
+    batch is still recognised as a duplicate (same offset, nothing appended) and the sequence continues."""
+    topic = "crash-idempotent"
+    ts = now_ms()
+
+    def batch(pid, epoch, seq, n):
+        return build_batch([Record(i, ts + i, b"k%d" % (seq + i), value_of(seq + i)) for i in range(n)],
+                           producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+
+    with RawClient(broker) as c:
+        c.create_topic(topic)
+        resp = c.call(22, 1, {"transactional_id": None, "transaction_timeout_ms": 60_000})  # InitProducerId
+        assert resp["error_code"] == 0
+        pid, epoch = resp["producer_id"], resp["producer_epoch"]
+        for seq in range(0, 12, 4):
+            assert c.produce(topic, 0, batch(pid, epoch, seq, 4)) == (0, seq)
+    assert broker.kill9() == -signal.SIGKILL
+
+    broker.start(timeout=60)
+    with RawClient(broker) as c:
+        assert c.produce(topic, 0, batch(pid, epoch, 8, 4)) == (0, 8)    # the retried last batch: a duplicate
+        assert c.produce(topic, 0, batch(pid, epoch, 4, 4)) == (0, 4)    # an older one, still remembered
+        assert c.latest_offset(topic) == 12
+        assert c.produce(topic, 0, batch(pid, epoch, 13, 1))[0] == 45    # OUT_OF_ORDER_SEQUENCE_NUMBER: a gap
+        assert c.produce(topic, 0, batch(pid, epoch, 12, 2)) == (0, 12)  # the continuation
+        assert read_all(c, topic) == [(o, b"k%d" % o, value_of(o)) for o in range(14)]
