@@ -635,9 +635,18 @@ def table(results, fetch_waits=()):
     return "\n".join(lines)
 
 
+def _ver(v):
+    return v[0] if isinstance(v, tuple) else v  # confluent-kafka returns (str, int); some builds a bare str
+
+
 def machine():
     info = {"python": sys.version.split()[0], "platform": platform.platform(), "nproc": os.cpu_count(),
-            "confluent_kafka": ck.version()[0], "librdkafka": ck.libversion()[0]}
+            "confluent_kafka": _ver(ck.version()), "librdkafka": _ver(ck.libversion())}
+    try:
+        info["kbroker_commit"] = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"],
+                                                capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
     try:
         with open("/proc/cpuinfo") as f:
             info["cpu"] = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), None)
