@@ -236,6 +236,9 @@ def _append_v2(data, base_offset, now_ms, cfg, produce_version):
     if rebuilt_any:
         buf = bytearray(b"".join(pieces))
         batches = _frame_v2(buf, None)
+    elif isinstance(data, memoryview) and not data.readonly:
+        # The request buffer is ours (the connection allocated it): assign offsets in place, no copy.
+        buf = data
     else:
         buf = bytearray(data)
     return _assign(buf, batches, base_offset, now_ms, cfg)

@@ -27,7 +27,9 @@ from kbroker.protocol.schema import SchemaError, Writer
 
 log = logging.getLogger(__name__)
 
-RECV_CHUNK = 256 * 1024
+RECV_CHUNK = 64 * 1024
+# Frames needing more than this are received straight into an exactly-sized buffer (one allocation, no copies).
+LARGE_FRAME = 64 * 1024
 
 
 class RequestContext:
@@ -75,11 +77,17 @@ class Connection:
                     log.warning("closing %s: %s", self._peer(), e)
                     return
                 if payload is None:
-                    data = sock.recv(max(RECV_CHUNK, reader.needed()))
-                    if not data:
-                        return
-                    reader.feed(data)
-                    continue
+                    need = reader.needed()
+                    if need > LARGE_FRAME and reader.pending() >= 4:
+                        payload = self._read_large(reader)
+                        if payload is None:
+                            return
+                    else:
+                        data = sock.recv(RECV_CHUNK)
+                        if not data:
+                            return
+                        reader.feed(data)
+                        continue
                 self.busy = True
                 try:
                     self.dispatch(payload)
@@ -92,6 +100,18 @@ class Connection:
                 log.info("connection %s: %s", self._peer(), e)
         finally:
             self.close()
+
+    def _read_large(self, reader):
+        payload, filled = reader.take_large_frame()
+        view = memoryview(payload)
+        size = len(payload)
+        recv_into = self.sock.recv_into
+        while filled < size:
+            n = recv_into(view[filled:])
+            if not n:
+                return None
+            filled += n
+        return view
 
     def dispatch(self, payload):
         try:
