@@ -102,3 +102,26 @@ def test_frame_reader_split_frames():
     assert bytes(r.next_frame()) == b"A" * 8
     assert bytes(r.next_frame()) == b"B" * 9
     assert r.next_frame() is None
+
+
+def test_frame_reader_whole_buffer_frame_is_not_copied():
+    r = FrameReader(max_size=1024)
+    r.feed(frame(8) + b"C" * 8)
+    mv = r.next_frame()
+    assert bytes(mv) == b"C" * 8 and not mv.readonly  # writable: the record layer assigns offsets in place
+
+
+def test_frame_reader_take_large_frame():
+    r = FrameReader(max_size=1 << 20)
+    r.feed(frame(100000) + b"D" * 1000)
+    assert r.next_frame() is None and r.needed() == 99000
+    payload, filled = r.take_large_frame()
+    assert len(payload) == 100000 and filled == 1000 and bytes(payload[:1000]) == b"D" * 1000
+    assert r.pending() == 0
+
+
+def test_frame_reader_take_large_frame_refuses_oversize():
+    r = FrameReader(max_size=1000)
+    r.feed(struct.pack(">i", 5000))
+    with pytest.raises(FrameError):
+        r.take_large_frame()
