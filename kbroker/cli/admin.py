@@ -3,6 +3,7 @@
     kbroker-admin topics  ...   == kafka-topics.sh  (also: kbroker-admin --list ..., i.e. topics flags without the
                                    sub-command word)
     kbroker-admin configs ...   == kafka-configs.sh (topics and brokers)
+    kbroker-admin consumer-groups ... == kafka-consumer-groups.sh (kbroker/cli/consumer_groups.py)
 
 Only ``--bootstrap-server HOST:PORT[,HOST:PORT]`` is supported for now; ``--zookeeper`` (the 0.10.1 mode that edits
 the znode tree directly) is refused with a usage error until the ZooKeeper backend lands.
@@ -500,12 +501,19 @@ def _usage_error(parser, e):
     parser.print_usage(sys.stderr)
 
 
-_COMMANDS = {"topics": topics_main, "configs": configs_main}
+def consumer_groups_main(argv):
+    # Imported on use: kbroker.cli.consumer_groups builds on this module's helpers.
+    from kbroker.cli.consumer_groups import main as cg_main
+    return cg_main(argv)
+
+
+_COMMANDS = {"topics": topics_main, "configs": configs_main, "consumer-groups": consumer_groups_main}
 
 USAGE = """usage: kbroker-admin {topics,configs} [options]
 
   topics   create, delete, describe, list or alter topics (like kafka-topics.sh)
   configs  describe or alter topic/broker configs (like kafka-configs.sh)
+  consumer-groups  list, describe, reset offsets of or delete consumer groups (like kafka-consumer-groups.sh)
 
 kbroker-admin <command> --help shows the options of a command."""
 

@@ -14,11 +14,23 @@ read_only, is_sensitive, synonyms)``; ``source`` uses Kafka's ConfigSource ids (
 has ``is_default``, so its source is 5 when default, else 1 for a topic and 4 for a broker. ``is_default`` is
 ``source == 5``, as in Kafka's Java ``ConfigEntry.isDefault()``: a value inherited from server.properties (4) is
 *not* a default, which is why ``kafka-topics --describe`` lists it under Configs.
+
+Consumer groups (the group coordinator of each group is found with FindCoordinator key_type 0, answered by any
+broker): ListGroups goes to every broker (each lists only the groups it coordinates); DescribeGroups, OffsetFetch,
+OffsetCommit and DeleteGroups go to the group's coordinator. COORDINATOR_LOAD_IN_PROGRESS (14),
+COORDINATOR_NOT_AVAILABLE (15) and NOT_COORDINATOR (16) are retried -- FindCoordinator again, 100 ms apart -- until
+``group_retry_s`` (10 s) has passed, like the Java admin client's retries; any other error raises.
+Members' assignments are decoded with the "consumer" protocol codec (``kbroker.coordinator.consumer_protocol``);
+a group of another protocol type, or bytes that do not decode, gives an empty assignment.
 """
+import time
 from collections import namedtuple
 from dataclasses import dataclass, field
 
+from kbroker import errors
 from kbroker.client.cluster import Cluster, raise_for_code
+from kbroker.client.connection import resolve_api
+from kbroker.coordinator.consumer_protocol import PROTOCOL_TYPE as CONSUMER_PROTOCOL_TYPE, decode_assignment
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
@@ -38,6 +50,16 @@ EARLIEST = -2
 ConfigEntry = namedtuple("ConfigEntry", "name value source is_default read_only is_sensitive synonyms")
 ConfigSynonym = namedtuple("ConfigSynonym", "name value source")
 
+# Consumer groups. ``assignment`` is a list of (topic, partition) in the order the leader wrote it.
+Coordinator = namedtuple("Coordinator", "node_id host port")
+GroupListing = namedtuple("GroupListing", "group_id protocol_type state")
+GroupMember = namedtuple("GroupMember", "member_id group_instance_id client_id client_host assignment")
+GroupDescription = namedtuple("GroupDescription", "group_id state protocol_type protocol members coordinator")
+
+# Wire codes after which a group request is sent again to a freshly looked-up coordinator.
+COORDINATOR_RETRY_CODES = (14, 15, 16)   # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
+GROUP_ID_NOT_FOUND = 69
+
 
 @dataclass
 class NewTopic:
@@ -50,8 +72,9 @@ class NewTopic:
 
 
 class AdminClient:
-    def __init__(self, bootstrap, client_id="kbroker-admin", timeout=30):
+    def __init__(self, bootstrap, client_id="kbroker-admin", timeout=30, group_retry_s=10.0):
         self.cluster = Cluster(bootstrap, client_id=client_id, timeout=timeout)
+        self.group_retry_s = group_retry_s
 
     def close(self):
         self.cluster.close()
@@ -166,6 +189,161 @@ class AdminClient:
         """``timestamps``: {partition: ts (LATEST -1, EARLIEST -2, or ms)} -> {partition: (offset, timestamp)}."""
         return list_offsets(self.cluster, topic, timestamps, isolation_level)
 
+    # ------------------------------------------------------------------------------------------ consumer groups
+
+    def find_coordinator(self, group_id):
+        """The group's coordinator as ``Coordinator(node_id, host, port)``; its address joins ``cluster.brokers``."""
+        return self._retry_coordinator(group_id, lambda: self._find_coordinator_once(group_id))
+
+    def _find_coordinator_once(self, group_id):
+        conn = self.cluster.any_connection()
+        resp = conn.request("FindCoordinator", {"key": group_id, "key_type": 0, "coordinator_keys": [group_id]})
+        if conn.last_version >= 4:
+            c = resp["coordinators"][0]
+            code, message, node, host, port = c["error_code"], c["error_message"], c["node_id"], c["host"], c["port"]
+        else:
+            code, message = resp["error_code"], resp.get("error_message")
+            node, host, port = resp["node_id"], resp["host"], resp["port"]
+        raise_for_code(code, message, "finding the coordinator of group %s" % group_id)
+        self.cluster.brokers[node] = (host, port)
+        return Coordinator(node, host, port)
+
+    def _retry_coordinator(self, group_id, fn):
+        """Run ``fn`` until it stops failing with a coordinator error or ``group_retry_s`` has passed."""
+        deadline = time.monotonic() + self.group_retry_s
+        while True:
+            try:
+                return fn()
+            except (errors.KafkaError, OSError) as e:
+                code = getattr(e, "code", None)
+                retry = code in COORDINATOR_RETRY_CODES or isinstance(e, (errors.NetworkException, OSError))
+                if not retry or time.monotonic() >= deadline:
+                    raise
+            time.sleep(0.1)
+
+    def _coordinator_request(self, group_id, api, body, check):
+        """Send ``body`` to the group's coordinator; ``check(resp, version)`` raises on errors and returns the result."""
+        def once():
+            coord = self._find_coordinator_once(group_id)
+            conn = self.cluster.connection(coord.node_id)
+            resp = conn.request(api, body)
+            return check(resp, conn.last_version, coord)
+        return self._retry_coordinator(group_id, once)
+
+    def list_groups(self):
+        """Every group of every broker -> [GroupListing(group_id, protocol_type, state or None)] sorted by id."""
+        self.cluster.metadata([])
+        out = {}
+        for node in sorted(self.cluster.brokers):
+            def once(node=node):
+                conn = self.cluster.connection(node)
+                resp = conn.request("ListGroups", {"states_filter": [], "types_filter": []})
+                raise_for_code(resp["error_code"], None, "listing the groups of broker %d" % node)
+                return resp["groups"]
+            for g in self._retry_coordinator("", once):
+                out[g["group_id"]] = GroupListing(g["group_id"], g["protocol_type"], g.get("group_state"))
+        return [out[k] for k in sorted(out)]
+
+    def describe_groups(self, group_ids):
+        """{group_id: GroupDescription} in the order asked. An unknown group is described as state "Dead" with no
+        members (what the broker answers; GROUP_ID_NOT_FOUND from newer brokers is mapped to the same)."""
+        out = {}
+        for gid in group_ids:
+            def check(resp, version, coord, gid=gid):
+                g = next((x for x in resp["groups"] if x["group_id"] == gid), None)
+                if g is None:
+                    raise errors.KafkaError("DescribeGroups answer does not mention group %s" % gid)
+                if g["error_code"] == GROUP_ID_NOT_FOUND:
+                    return GroupDescription(gid, "Dead", "", "", [], coord)
+                raise_for_code(g["error_code"], None, "describing group %s" % gid)
+                members = [GroupMember(m["member_id"], m.get("group_instance_id"), m["client_id"], m["client_host"],
+                                       _member_assignment(g["protocol_type"], m["member_assignment"]))
+                           for m in g["members"]]
+                return GroupDescription(gid, g["group_state"], g["protocol_type"], g["protocol_data"], members, coord)
+            out[gid] = self._coordinator_request(gid, "DescribeGroups",
+                                                 {"groups": [gid], "include_authorized_operations": False}, check)
+        return out
+
+    def list_group_offsets(self, group_id, partitions=None):
+        """Committed offsets -> {(topic, partition): offset}; partitions without a commit (offset -1) are left out.
+        ``partitions`` None means every committed partition (OffsetFetch v2+ ``topics`` null; v0/v1 cannot say
+        "all", so every partition of every topic is asked for)."""
+        def check(resp, version, coord):
+            if version >= 8:
+                g = resp["groups"][0]
+                raise_for_code(g["error_code"], None, "fetching the offsets of group %s" % group_id)
+                topics = g["topics"]
+            else:
+                raise_for_code(resp.get("error_code", 0), None, "fetching the offsets of group %s" % group_id)
+                topics = resp["topics"]
+            out = {}
+            for t in topics:
+                for p in t["partitions"]:
+                    raise_for_code(p["error_code"], None, "fetching the offset of %s-%d for group %s"
+                                   % (t["name"], p["partition_index"], group_id))
+                    if p["committed_offset"] >= 0:
+                        out[(t["name"], p["partition_index"])] = p["committed_offset"]
+            return out
+
+        conn = self.cluster.any_connection()
+        version = conn.pick_version(resolve_api("OffsetFetch"))
+        if partitions is None and version < 2:
+            self.cluster.metadata(None)
+            partitions = [(t, p) for t in sorted(self.cluster.topics) for p in sorted(self.cluster.topics[t])]
+        topics = None if partitions is None else _by_topic(partitions)
+        body = {"group_id": group_id, "topics": topics, "require_stable": False,
+                "groups": [{"group_id": group_id, "topics": topics}]}
+        return self._coordinator_request(group_id, "OffsetFetch", body, check)
+
+    def alter_group_offsets(self, group_id, offsets, generation_id=-1, member_id="", metadata=""):
+        """Commit ``offsets`` ({(topic, partition): offset}) for the group. Generation -1 with an empty member id is
+        the "admin" commit Kafka accepts only while the group has no members (else UNKNOWN_MEMBER_ID 25 /
+        ILLEGAL_GENERATION 22 / REBALANCE_IN_PROGRESS 27 raise)."""
+        topics = [{"name": t, "partitions": [
+            {"partition_index": p, "committed_offset": offsets[(t, p)], "committed_leader_epoch": -1,
+             "commit_timestamp": -1, "committed_metadata": metadata} for p in parts]}
+            for t, parts in ((x["name"], x["partition_indexes"]) for x in _by_topic(offsets))]
+        body = {"group_id": group_id, "generation_id_or_member_epoch": generation_id, "member_id": member_id,
+                "group_instance_id": None, "retention_time_ms": -1, "topics": topics}
+
+        def check(resp, version, coord):
+            for t in resp["topics"]:
+                for p in t["partitions"]:
+                    raise_for_code(p["error_code"], None, "committing the offset of %s-%d for group %s"
+                                   % (t["name"], p["partition_index"], group_id))
+            return resp
+        self._coordinator_request(group_id, "OffsetCommit", body, check)
+
+    def delete_groups(self, group_ids):
+        """Delete groups (each must be empty) -> {group_id: None when deleted, else the KafkaError}; never raises
+        for a per-group error, so a tool can report every group."""
+        out = {}
+        for gid in group_ids:
+            def check(resp, version, coord, gid=gid):
+                r = next((x for x in resp["results"] if x["group_id"] == gid), None)
+                if r is None:
+                    raise errors.KafkaError("DeleteGroups answer does not mention group %s" % gid)
+                if r["error_code"] in COORDINATOR_RETRY_CODES:
+                    raise_for_code(r["error_code"], None, "deleting group %s" % gid)
+                return r["error_code"]
+            code = self._coordinator_request(gid, "DeleteGroups", {"groups_names": [gid]}, check)
+            if code:
+                try:
+                    raise_for_code(code, None, "deleting group %s" % gid)
+                except errors.KafkaError as e:
+                    out[gid] = e
+            else:
+                out[gid] = None
+        return out
+
+    def partition_offsets(self, partitions, timestamp):
+        """ListOffsets for many topics -> {(topic, partition): (offset, timestamp)} (LATEST -1, EARLIEST -2 or ms)."""
+        out = {}
+        for topic, parts in ((x["name"], x["partition_indexes"]) for x in _by_topic(partitions)):
+            for p, res in list_offsets(self.cluster, topic, {p: timestamp for p in parts}).items():
+                out[(topic, p)] = res
+        return out
+
 
 def list_offsets(cluster, topic, timestamps, isolation_level=0):
     """ListOffsets to each partition's leader. An offset of -1 means no record has a timestamp >= ts."""
@@ -190,6 +368,25 @@ def list_offsets(cluster, topic, timestamps, isolation_level=0):
     return out
 
 
+def _by_topic(partitions):
+    """[(topic, partition)] -> [{"name": topic, "partition_indexes": [sorted partitions]}] in topic order."""
+    by = {}
+    for t, p in partitions:
+        by.setdefault(t, set()).add(p)
+    return [{"name": t, "partition_indexes": sorted(by[t])} for t in sorted(by)]
+
+
+def _member_assignment(protocol_type, data):
+    """A member's assignment bytes -> [(topic, partition)]; empty for non-consumer groups or undecodable bytes."""
+    if protocol_type != CONSUMER_PROTOCOL_TYPE or not data:
+        return []
+    try:
+        _, a = decode_assignment(bytes(data))
+    except Exception:   # SchemaError/ValueError: a client wrote bytes we cannot read; describe must still work
+        return []
+    return [(t["topic"], p) for t in a["assigned_partitions"] for p in t["partitions"]]
+
+
 def _entry(c, resource_type, version):
     if version == 0:
         source = DEFAULT_CONFIG if c["is_default"] else (
@@ -202,4 +399,5 @@ def _entry(c, resource_type, version):
 
 
 __all__ = ["AdminClient", "NewTopic", "ConfigEntry", "ConfigSynonym", "RESOURCE_TOPIC", "RESOURCE_BROKER",
-           "SOURCE_NAMES", "LATEST", "EARLIEST", "list_offsets"]
+           "SOURCE_NAMES", "LATEST", "EARLIEST", "list_offsets", "Coordinator", "GroupListing", "GroupMember",
+           "GroupDescription"]
