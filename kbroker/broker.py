@@ -77,6 +77,7 @@ class Broker:
         self._tasks = []
         self._pool = ThreadPool(1)
         self._next_pid = None
+        self.group_coordinator = None
         self.started = False
 
     # -------------------------------------------------------------------------------------------- lifecycle
@@ -90,6 +91,7 @@ class Broker:
         self.log_manager = LogManager(cfg.log_dirs, self._default_log_config(), broker_id=self.broker_id)
         for topic in self.topic_store.topics():
             self._host_topic(topic)
+        self._start_group_coordinator()
         self.server = KafkaServer(self, self.router, cfg.listeners, cfg["socket.request.max.bytes"])
         self.server.start()
         self._register()
@@ -105,6 +107,7 @@ class Broker:
 
     def shutdown(self):
         log.info("shutting down broker %d", self.broker_id)
+        self._stop_group_coordinator()
         if self.server:
             self.server.stop(wake=self._wake_waiters)
         gevent.killall(self._tasks)
@@ -397,3 +400,69 @@ class Broker:
                     continue
             self._next_pid, self._pid_block_end = start, start + 999
             return
+
+    # ------------------------------------------------------------------------------------ group coordinator
+    # The consumer-group coordinator (kbroker/coordinator) owns the groups of the __consumer_offsets partitions
+    # this broker leads. In embedded mode that is every partition; the cluster controller will call
+    # group_coordinator.load_partition / unload_partition on leadership changes.
+    def _start_group_coordinator(self):
+        from kbroker.coordinator.coordinator import LOADING, GroupCoordinator
+        from kbroker.coordinator.offsets_log import TOPIC, OffsetsStore
+        from kbroker.coordinator.timers import GeventScheduler
+        cfg = self.config
+        coord = GroupCoordinator(cfg, GeventScheduler(), OffsetsStore(self, cfg["offsets.load.buffer.size"]),
+                                 topic_exists=self._group_partition_exists)
+        self.group_coordinator = coord
+        led = sorted(p for (t, p), part in self.partitions.items() if t == TOPIC and part.is_leader)
+        for p in led:
+            coord.owned[p] = LOADING       # COORDINATOR_LOAD_IN_PROGRESS until each partition is replayed
+        if led:
+            self._tasks.append(gevent.spawn(self._load_group_partitions, led))
+        self._tasks.append(gevent.spawn(self._every, cfg["offsets.retention.check.interval.ms"],
+                                        self._expire_group_offsets))
+
+    def _load_group_partitions(self, partitions):
+        started = time.monotonic()
+        for p in partitions:
+            self.group_coordinator.load_partition(p)
+            gevent.sleep(0)                # let requests in between partitions
+        log.info("group coordinator loaded %d partitions in %.3f s", len(partitions), time.monotonic() - started)
+
+    def _expire_group_offsets(self):
+        removed = self.group_coordinator.expire_offsets()
+        if removed:
+            log.info("expired %d committed offsets", removed)
+
+    def _stop_group_coordinator(self):
+        if self.group_coordinator is not None:
+            self.group_coordinator.shutdown()
+
+    def _group_partition_exists(self, tp):
+        topic, p = tp
+        if topic not in self.topic_configs:
+            return False
+        if (topic, p) in self.partitions:
+            return True
+        try:
+            return p in self.topic_store.assignment(topic)
+        except errors.KafkaError:
+            return False
+
+    def ensure_offsets_topic(self):
+        """Create __consumer_offsets on first use (offsets.topic.* settings, replication factor capped by the
+        live brokers, compacted) and load the partitions this broker leads (empty: loaded at once)."""
+        from kbroker.coordinator.offsets_log import TOPIC
+        if TOPIC in self.topic_configs:
+            return
+        cfg = self.config
+        rf = min(cfg["offsets.topic.replication.factor"], len(self.live_broker_ids()))
+        configs = {"cleanup.policy": "compact", "segment.bytes": str(cfg["offsets.topic.segment.bytes"]),
+                   "compression.type": "producer"}
+        try:
+            self.create_topic(TOPIC, cfg["offsets.topic.num.partitions"], rf, configs=configs)
+        except errors.TopicAlreadyExists:
+            return
+        log.info("created %s with %d partitions", TOPIC, cfg["offsets.topic.num.partitions"])
+        for (t, p), part in sorted(self.partitions.items()):
+            if t == TOPIC and part.is_leader:
+                self.group_coordinator.load_partition(p)

@@ -1,0 +1,146 @@
+"""Reading and writing the coordinator's state as ``__consumer_offsets`` records.
+
+Record versions written (chosen so external decoders -- Burrow, kafka-consumer-groups, kafka-dump-log's offsets
+decoder -- read them; they are what Kafka 0.10.1 writes):
+
+    offset commit   key v1 (group, topic, partition)  value v1 (offset, metadata, commit_timestamp, expire_timestamp)
+    group metadata  key v2 (group)                    value v1 (members carry rebalance_timeout), or value v3 when
+                                                      a member is static (v1 cannot hold group_instance_id)
+
+Deletions are tombstones (null value) with the same key: an expired/deleted offset, a deleted group.
+Every write is one uncompressed v2 batch appended through the leader ``Partition`` as an internal writer
+(``produce_version=None``, acks=-1: with our single in-sync replica the append itself is the commit), so commits
+are on disk (in the page cache) before the client is answered.
+
+Loading (``OffsetsStore.read``) replays a partition from its log start: for every key the last record wins and a
+tombstone removes the key (``replay``). Records whose key or value cannot be decoded are skipped with a warning:
+a foreign writer's garbage must not keep the coordinator from loading.
+"""
+import logging
+
+from kbroker import errors
+from kbroker.coordinator import schemas
+from kbroker.coordinator.group import OffsetAndMetadata
+from kbroker.record import iter_records
+from kbroker.record.batch import Record, build_batch, iter_batches
+
+log = logging.getLogger(__name__)
+
+TOPIC = "__consumer_offsets"
+OFFSET_VALUE_VERSION = 1
+GROUP_VALUE_VERSION = 1
+GROUP_VALUE_VERSION_STATIC = 3
+
+
+def offset_record(group_id, topic, partition, oam):
+    key = schemas.offset_commit_key(group_id, topic, partition, version=1)
+    value = schemas.OFFSET_COMMIT_VALUE.encode(OFFSET_VALUE_VERSION, {
+        "offset": oam.offset, "metadata": oam.metadata or "", "commit_timestamp": oam.commit_timestamp,
+        "expire_timestamp": oam.expire_timestamp})
+    return key, value
+
+
+def offset_tombstone(group_id, topic, partition):
+    return schemas.offset_commit_key(group_id, topic, partition, version=1), None
+
+
+def group_record(group, now):
+    """The group-metadata record of ``group`` as it is now (members' metadata = the chosen protocol's)."""
+    static = any(m.group_instance_id is not None for m in group.members.values())
+    version = GROUP_VALUE_VERSION_STATIC if static else GROUP_VALUE_VERSION
+    members = []
+    for m in group.members.values():
+        members.append({
+            "member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
+            "client_host": m.client_host, "rebalance_timeout": m.rebalance_timeout,
+            "session_timeout": m.session_timeout, "subscription": m.metadata(group.protocol) or b"",
+            "assignment": m.assignment or b""})
+    value = schemas.GROUP_METADATA_VALUE.encode(version, {
+        "protocol_type": group.protocol_type or "", "generation": group.generation, "protocol": group.protocol,
+        "leader": group.leader_id if group.members else None, "current_state_timestamp": now,
+        "members": members})
+    return schemas.group_metadata_key(group.group_id), value
+
+
+def group_tombstone(group_id):
+    return schemas.group_metadata_key(group_id), None
+
+
+def build(records, now):
+    """One v2 batch (base offset 0: the partition assigns real offsets) holding ``[(key, value)]``."""
+    return build_batch([Record(i, now, k, v) for i, (k, v) in enumerate(records)])
+
+
+class LoadedState:
+    """What a partition's replay yields: committed offsets and the last group-metadata value per group."""
+
+    def __init__(self):
+        self.offsets = {}      # group -> {(topic, partition): OffsetAndMetadata}
+        self.groups = {}       # group -> decoded GroupMetadataValue dict
+
+
+def replay(pairs):
+    """Fold ``[(key bytes, value bytes | None)]`` (log order) into a ``LoadedState``."""
+    st = LoadedState()
+    for key, value in pairs:
+        try:
+            kind, _, k = schemas.decode_key(key)
+            decoded = schemas.decode_value(kind, value)
+        except Exception as e:  # noqa: BLE001 - skip undecodable records, keep loading
+            log.warning("skipping undecodable __consumer_offsets record: %s", e)
+            continue
+        if kind == schemas.OFFSET_KEY:
+            tp = (k["topic"], k["partition"])
+            if decoded is None:
+                st.offsets.get(k["group"], {}).pop(tp, None)
+            else:
+                v = decoded[1]
+                st.offsets.setdefault(k["group"], {})[tp] = OffsetAndMetadata(
+                    v["offset"], v["metadata"], v["commit_timestamp"], v.get("expire_timestamp", -1),
+                    v.get("leader_epoch", -1))
+        else:
+            if decoded is None:
+                st.groups.pop(k["group"], None)
+                st.offsets.pop(k["group"], None)
+            else:
+                st.groups[k["group"]] = decoded[1]
+    return st
+
+
+class OffsetsStore:
+    """The coordinator's storage over the broker's ``__consumer_offsets`` partitions."""
+
+    def __init__(self, broker, load_buffer_size=5242880):
+        self.broker = broker
+        self.load_buffer_size = load_buffer_size
+
+    def _partition(self, index):
+        part = self.broker.local_partition(TOPIC, index)
+        if part is None:
+            raise errors.NotCoordinator("this broker does not host %s-%d" % (TOPIC, index))
+        if not part.is_leader:
+            raise errors.NotCoordinator("this broker does not lead %s-%d" % (TOPIC, index))
+        return part
+
+    def append(self, index, records, now):
+        self._partition(index).append(build(records, now), None, -1)
+
+    def read(self, index):
+        """Yield ``(key, value)`` of every record of the partition, oldest first."""
+        lg = self._partition(index).log
+        offset = lg.log_start_offset
+        while offset < lg.log_end_offset:
+            sl = lg.read(offset, self.load_buffer_size, None, True)
+            if sl.region.size == 0:
+                break
+            buf = sl.region.read_bytes()
+            last = None
+            for pos, h in iter_batches(buf, include_control=True):
+                if not h.is_control:
+                    for _off, _ts, key, value, _hdr in iter_records(buf[pos:pos + h.size]):
+                        yield (bytes(key) if key is not None else None,
+                               bytes(value) if value is not None else None)
+                last = h.last_offset
+            if last is None:
+                break
+            offset = last + 1

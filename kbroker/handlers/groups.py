@@ -1,0 +1,257 @@
+"""Consumer-group APIs, all served by the broker's ``GroupCoordinator`` (``kbroker/coordinator/coordinator.py``).
+
+Versions served: FindCoordinator (10) v0-v4 (v0 is 0.8.2's GroupCoordinator), JoinGroup (11) v0-v7,
+SyncGroup (14) v0-v5, Heartbeat (12) v0-v4, LeaveGroup (13) v0-v4, OffsetCommit (8) v0-v8, OffsetFetch (9) v0-v7,
+DescribeGroups (15) v0-v5, ListGroups (16) v0-v4, DeleteGroups (42) v0-v2.
+
+Behaviour:
+- FindCoordinator key_type 0 creates ``__consumer_offsets`` on first use and answers the leader of the group's
+  partition (COORDINATOR_NOT_AVAILABLE 15 when it has none); key_type 1 (transactions) gets 15 because no
+  transaction coordinator runs here; other key types INVALID_REQUEST (42). v4 answers each of ``coordinator_keys``.
+- JoinGroup v4+ with an empty member id gets MEMBER_ID_REQUIRED (79) and its id (KIP-394); v5+ group_instance_id
+  is static membership (KIP-345). JoinGroup and SyncGroup park the connection's greenlet until the coordinator
+  answers (rebalance complete / leader's assignment stored). v0 members' rebalance timeout is their session timeout.
+- LeaveGroup v0-v2 leave one member (its error is the top-level error); v3+ a batch with per-member errors.
+- OffsetCommit v0 is stored like v1+ but without the group-membership checks (Kafka kept v0 in ZooKeeper and never
+  checked it); v1 per-partition commit timestamps are honoured; v2-v4 retention_time_ms (-1 = broker default).
+  Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION (3).
+- OffsetFetch: unknown group/partition => offset -1, metadata "", error 0; v2+ null topics => every committed
+  offset of the group; errors go top-level from v2 and per partition before. ``require_stable`` (v7) is accepted
+  and has nothing to wait for (no transactions).
+- DescribeGroups: an unknown group is "Dead" with error 0 (Kafka's answer); members' metadata/assignment only while
+  Stable. ``authorized_operations`` is left at INT32_MIN ("not provided": no authorizer).
+- ListGroups v4 filters by state names case-insensitively.
+Client host is reported as Kafka does (``InetAddress.toString``: "/127.0.0.1").
+"""
+from gevent.event import AsyncResult
+
+from kbroker import errors
+from kbroker.coordinator.offsets_log import TOPIC
+from kbroker.server.router import handler
+
+NONE = 0
+
+
+def _client_host(ctx):
+    addr = getattr(ctx.connection, "address", None)
+    return "/%s" % addr[0] if addr else ""
+
+
+def _coordinator(broker):
+    return getattr(broker, "group_coordinator", None)
+
+
+def _wait(fn, *args):
+    res = AsyncResult()
+    fn(*args, res.set)
+    return res.get()
+
+
+# ------------------------------------------------------------------------------------------- FindCoordinator
+@handler(10, (0, 4))
+def find_coordinator(ctx, req):
+    broker = ctx.broker
+    version = ctx.api_version
+    keys = req["coordinator_keys"] if version >= 4 else [req["key"]]
+    found = [_find_one(broker, ctx, key, req["key_type"]) for key in keys]
+    if version >= 4:
+        return {"throttle_time_ms": 0, "coordinators": found}
+    one = found[0]
+    return {"throttle_time_ms": 0, "error_code": one["error_code"], "error_message": one["error_message"],
+            "node_id": one["node_id"], "host": one["host"], "port": one["port"]}
+
+
+def _find_one(broker, ctx, key, key_type):
+    out = {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": NONE, "error_message": None}
+    coord = _coordinator(broker)
+    if key_type == 1:
+        out["error_code"] = errors.COORDINATOR_NOT_AVAILABLE
+        out["error_message"] = "no transaction coordinator runs on this broker"
+        return out
+    if key_type != 0:
+        out["error_code"] = errors.INVALID_REQUEST
+        out["error_message"] = "unknown coordinator key type %d" % key_type
+        return out
+    try:
+        if coord is None or not coord.active:
+            raise errors.CoordinatorNotAvailable("the group coordinator is not running")
+        broker.ensure_offsets_topic()
+        state = broker.topic_metadata(TOPIC).get(coord.partition_for(key))
+        leader = state.leader if state is not None else -1
+        node = next((b for b in broker.live_brokers(ctx.listener) if b.id == leader), None)
+        if node is None:
+            raise errors.CoordinatorNotAvailable("the coordinator of group %r is not available" % key)
+        out.update(node_id=node.id, host=node.host, port=node.port)
+    except errors.KafkaError as e:
+        code = e.code if e.code in (errors.COORDINATOR_NOT_AVAILABLE, errors.NOT_COORDINATOR,
+                                    errors.INVALID_REQUEST) else errors.COORDINATOR_NOT_AVAILABLE
+        out.update(error_code=code, error_message=e.message or str(e))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ JoinGroup
+@handler(11, (0, 7))
+def join_group(ctx, req):
+    version = ctx.api_version
+    coord = _coordinator(ctx.broker)
+    protocols = [(p["name"], p["metadata"]) for p in req["protocols"]]
+    rebalance = req["rebalance_timeout_ms"] if version >= 1 else req["session_timeout_ms"]
+    if coord is None:
+        r = {"error_code": errors.COORDINATOR_NOT_AVAILABLE, "generation_id": -1, "protocol_name": None,
+             "leader": "", "member_id": req["member_id"], "members": []}
+    else:
+        r = _wait(coord.join_group, req["group_id"], req["member_id"], req["group_instance_id"], ctx.client_id,
+                  _client_host(ctx), rebalance, req["session_timeout_ms"], req["protocol_type"], protocols,
+                  version >= 4)
+    return {"throttle_time_ms": 0, "error_code": r["error_code"], "generation_id": r["generation_id"],
+            "protocol_type": r.get("protocol_type"),
+            "protocol_name": r["protocol_name"] if (version >= 7 or r["protocol_name"] is not None) else "",
+            "leader": r["leader"] or "", "member_id": r["member_id"] or "",
+            "members": r["members"]}
+
+
+# ------------------------------------------------------------------------------------------------ SyncGroup
+@handler(14, (0, 5))
+def sync_group(ctx, req):
+    coord = _coordinator(ctx.broker)
+    if coord is None:
+        return {"throttle_time_ms": 0, "error_code": errors.COORDINATOR_NOT_AVAILABLE, "assignment": b""}
+    assignments = {a["member_id"]: bytes(a["assignment"]) for a in req["assignments"]}
+    r = _wait(coord.sync_group, req["group_id"], req["generation_id"], req["member_id"], req["group_instance_id"],
+              req["protocol_type"], req["protocol_name"], assignments)
+    return {"throttle_time_ms": 0, "error_code": r["error_code"], "protocol_type": r["protocol_type"],
+            "protocol_name": r["protocol_name"], "assignment": r["assignment"] or b""}
+
+
+# ----------------------------------------------------------------------------------------------- Heartbeat
+@handler(12, (0, 4))
+def heartbeat(ctx, req):
+    coord = _coordinator(ctx.broker)
+    if coord is None:
+        return {"throttle_time_ms": 0, "error_code": errors.COORDINATOR_NOT_AVAILABLE}
+    code = coord.heartbeat(req["group_id"], req["generation_id"], req["member_id"], req["group_instance_id"])
+    return {"throttle_time_ms": 0, "error_code": code}
+
+
+# ---------------------------------------------------------------------------------------------- LeaveGroup
+@handler(13, (0, 4))
+def leave_group(ctx, req):
+    version = ctx.api_version
+    coord = _coordinator(ctx.broker)
+    if version >= 3:
+        leaving = [(m["member_id"], m["group_instance_id"]) for m in req["members"]]
+    else:
+        leaving = [(req["member_id"], None)]
+    if coord is None:
+        top, per = errors.COORDINATOR_NOT_AVAILABLE, [errors.COORDINATOR_NOT_AVAILABLE] * len(leaving)
+    else:
+        top, per = coord.leave_group(req["group_id"], leaving)
+    if version < 3:
+        return {"throttle_time_ms": 0, "error_code": top or per[0]}
+    members = [] if top else [{"member_id": mid, "group_instance_id": inst, "error_code": code}
+                              for (mid, inst), code in zip(leaving, per)]
+    return {"throttle_time_ms": 0, "error_code": top, "members": members}
+
+
+# -------------------------------------------------------------------------------------------- OffsetCommit
+@handler(8, (0, 8))
+def offset_commit(ctx, req):
+    version = ctx.api_version
+    broker = ctx.broker
+    coord = _coordinator(broker)
+    offsets = {}
+    for t in req["topics"]:
+        for p in t["partitions"]:
+            offsets[(t["name"], p["partition_index"])] = (
+                p["committed_offset"], p["committed_leader_epoch"], p["committed_metadata"],
+                p["commit_timestamp"] if version == 1 else -1)
+    if coord is None:
+        results = {tp: errors.COORDINATOR_NOT_AVAILABLE for tp in offsets}
+    else:
+        try:
+            broker.ensure_offsets_topic()
+        except errors.KafkaError:
+            pass        # the coordinator then answers NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE
+        retention = req["retention_time_ms"] if 2 <= version <= 4 else -1
+        if version == 0:
+            results = coord.commit_unchecked(req["group_id"], offsets)
+        else:
+            results = coord.handle_commit(req["group_id"], req["generation_id_or_member_epoch"], req["member_id"],
+                                          req["group_instance_id"], retention, offsets)
+    topics = []
+    for t in req["topics"]:
+        topics.append({"name": t["name"], "partitions": [
+            {"partition_index": p["partition_index"], "error_code": results[(t["name"], p["partition_index"])]}
+            for p in t["partitions"]]})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+# --------------------------------------------------------------------------------------------- OffsetFetch
+@handler(9, (0, 7))
+def offset_fetch(ctx, req):
+    version = ctx.api_version
+    coord = _coordinator(ctx.broker)
+    requested = req["topics"]
+    partitions = None if requested is None else [(t["name"], p) for t in requested for p in t["partition_indexes"]]
+    if coord is None:
+        err, found = errors.COORDINATOR_NOT_AVAILABLE, {}
+    else:
+        err, found = coord.fetch_offsets(req["group_id"], partitions)
+    by_topic = {}
+    if err:
+        for tp in partitions or ():
+            by_topic.setdefault(tp[0], []).append(_fetched(tp[1], None, err))
+    else:
+        for tp in (partitions if partitions is not None else sorted(found)):
+            by_topic.setdefault(tp[0], []).append(_fetched(tp[1], found.get(tp), NONE))
+    topics = [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
+    return {"throttle_time_ms": 0, "topics": topics, "error_code": err}
+
+
+def _fetched(partition, oam, err):
+    if oam is None:
+        return {"partition_index": partition, "committed_offset": -1, "committed_leader_epoch": -1,
+                "metadata": "", "error_code": err}
+    return {"partition_index": partition, "committed_offset": oam.offset, "committed_leader_epoch": oam.leader_epoch,
+            "metadata": oam.metadata, "error_code": err}
+
+
+# ------------------------------------------------------------------------------ DescribeGroups, ListGroups
+@handler(15, (0, 5))
+def describe_groups(ctx, req):
+    coord = _coordinator(ctx.broker)
+    out = []
+    for gid in req["groups"]:
+        err, s = (errors.COORDINATOR_NOT_AVAILABLE, None) if coord is None else coord.describe_group(gid)
+        if err:
+            out.append({"error_code": err, "group_id": gid, "group_state": "", "protocol_type": "",
+                        "protocol_data": "", "members": []})
+            continue
+        out.append({"error_code": NONE, "group_id": gid, "group_state": s["state"],
+                    "protocol_type": s["protocol_type"], "protocol_data": s["protocol"],
+                    "members": [{"member_id": m["member_id"], "group_instance_id": m["group_instance_id"],
+                                 "client_id": m["client_id"], "client_host": m["client_host"],
+                                 "member_metadata": m["metadata"], "member_assignment": m["assignment"]}
+                                for m in s["members"]]})
+    return {"throttle_time_ms": 0, "groups": out}
+
+
+@handler(16, (0, 4))
+def list_groups(ctx, req):
+    coord = _coordinator(ctx.broker)
+    err, groups = (errors.COORDINATOR_NOT_AVAILABLE, []) if coord is None else coord.list_groups()
+    wanted = {s.lower() for s in (req["states_filter"] or ())}
+    return {"throttle_time_ms": 0, "error_code": err,
+            "groups": [{"group_id": g, "protocol_type": pt, "group_state": st}
+                       for g, pt, st in groups if not wanted or st.lower() in wanted]}
+
+
+# -------------------------------------------------------------------------------------------- DeleteGroups
+@handler(42, (0, 2))
+def delete_groups(ctx, req):
+    coord = _coordinator(ctx.broker)
+    results = []
+    for gid in req["groups_names"]:
+        code = errors.COORDINATOR_NOT_AVAILABLE if coord is None else coord.delete_group(gid)
+        results.append({"group_id": gid, "error_code": code})
+    return {"throttle_time_ms": 0, "results": results}
