@@ -11,16 +11,16 @@ For each broker in turn (never two at once, so they get the same machine) the sc
   * stops the broker (SIGTERM, then SIGKILL after 10 s) and removes the data dir.
 
 Phases, run in this order: latency (one run per ``--fetch-wait-ms`` value, first, while the broker is empty),
-produce-1k, consume-1k, produce-100, ceiling-100, consume-100. Figures are printed as one markdown table, one
-column per broker, and written as JSON to ``bench/results/bench-<UTC time>.json``.
+produce-1k, consume-1k, produce-100, ceiling-1k, ceiling-100, consume-100. Figures are printed as one markdown
+table, one column per broker, and written as JSON to ``bench/results/bench-<UTC time>.json``.
   produce-1k    ``--records-1k`` values of 1,024 random bytes, acks=all, linger.ms=5, default batch.size,
                 no compression; time runs from the first produce() to the last delivery report.
   produce-100   the same with 100-byte values (``--records-100``): the per-record cost, often client-bound.
   consume-1k    a fresh consumer assign()s every partition at offset 0 (no group coordinator involved; group.id
                 is set only because librdkafka requires it, enable.auto.commit=false) and reads everything
                 produce-1k delivered; time runs from assign() to the last record.
-  ceiling-100   the client's own limit: the rate this loop hands 100-byte records to librdkafka with nothing
-                pushing back (records purged, not sent); produce-100 near it means the client, not the broker, bounds.
+  ceiling-1k/100  the client's own limit: the rate this loop hands 1 KB / 100-byte records to librdkafka with
+                nothing pushing back (records purged, not sent); a produce figure near it means the client bounds.
   consume-100   the same for the 100-byte topic.
   latency       a producer sends ``--latency-size``-byte values at ``--rate`` records/s for ``--latency-seconds``;
                 each value starts with time.perf_counter_ns() (CLOCK_MONOTONIC, the same clock in every process)
@@ -493,6 +493,7 @@ def run_broker(kind, args, tansu_bin):
                                                  res["phases"]["produce-1k"]["records_acked"] + 1, 1024,
                                                  args.seconds + 5)),
             ("produce-100", lambda: produce_phase(b, t100, 100, args.records_100, args.seconds, args.linger_ms)),
+            ("ceiling-1k", lambda: ceiling_phase(b, tceil, 1024, min(args.records_1k, 300000), args.seconds)),
             ("ceiling-100", lambda: ceiling_phase(b, tceil, 100, min(args.records_100, 500000), args.seconds)),
             ("consume-100", lambda: consume_phase(b, t100, args.partitions,
                                                   res["phases"]["produce-100"]["records_acked"] + 1, 100,
@@ -527,7 +528,7 @@ def run_broker(kind, args, tansu_bin):
     except Exception as e:  # noqa: BLE001
         res["errors"].append("%s: %s" % (type(e).__name__, e))
     finally:
-        if not b.alive() and b.proc is not None:
+        if not b.alive() and b.proc is not None and not any("exited with" in e for e in res["errors"]):
             res["errors"].append("broker exited with %s; output tail:\n%s" % (b.proc.returncode, b.tail()))
         b.stop(keep=args.keep)
         if args.keep:
@@ -540,6 +541,7 @@ ROWS = [  # (label, phase, key, unit-format)
     ("produce 1 KB acks=all: records/s", "produce-1k", "records_per_s"),
     ("produce 1 KB: broker CPU s per GB", "produce-1k", "broker_cpu_s_per_gb"),
     ("produce 1 KB: client CPU (cores)", "produce-1k", "client_cpu_cores"),
+    ("client enqueue ceiling 1 KB: records/s", "ceiling-1k", "records_per_s"),
     ("produce 100 B acks=all: MB/s", "produce-100", "mb_per_s"),
     ("produce 100 B acks=all: records/s", "produce-100", "records_per_s"),
     ("produce 100 B: broker CPU s per GB", "produce-100", "broker_cpu_s_per_gb"),
