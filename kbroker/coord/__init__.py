@@ -1,7 +1,8 @@
 """Coordination: a znode tree with Kafka's paths, behind one interface.
 
 ``CoordinationBackend`` (backend.py) is the interface; ``EmbeddedBackend`` (embedded.py) the single-node store
-used when ``zookeeper.connect`` is empty; ``znodes`` holds Kafka's paths and JSON codecs; ``TopicStore``
+used when ``zookeeper.connect`` is empty, ``ZooKeeperBackend`` (zk.py, imported lazily: only it imports kazoo) the
+ensemble-backed one; ``make_backend(config)`` picks between them; ``registration`` registers brokers; ``znodes`` holds Kafka's paths and JSON codecs; ``TopicStore``
 (metadata_store.py) is the topic-metadata API the broker uses over any backend.
 """
 
@@ -18,4 +19,18 @@ __all__ = [
     "CoordinationBackend", "Watch", "ZnodeStat", "EmbeddedBackend", "BadVersionError", "ConnectionLossError",
     "CoordinationError", "NoChildrenForEphemeralsError", "NodeExistsError", "NoNodeError", "NotEmptyError",
     "SessionExpiredError", "TopicStore", "validate_topic_name", "PartitionState", "ensure_persistent_paths",
+    "make_backend",
 ]
+
+
+def make_backend(config):
+    """The backend a broker config asks for (not started): EmbeddedBackend in the first log dir when
+    ``zookeeper.connect`` is empty, else ZooKeeperBackend with the session and connection timeouts."""
+    connect = (config["zookeeper.connect"] or "").strip()
+    if not connect:
+        return EmbeddedBackend(config.log_dirs[0])
+    from .zk import ZooKeeperBackend
+
+    session_ms = config["zookeeper.session.timeout.ms"]
+    conn_ms = config["zookeeper.connection.timeout.ms"]
+    return ZooKeeperBackend(connect, session_ms, conn_ms if conn_ms is not None else session_ms)

@@ -116,6 +116,20 @@ class CoordinationBackend(abc.ABC):
     def watch_children(self, path, fn):
         """Call ``fn(children)`` now and after every child create/delete under ``path``; returns a Watch."""
 
+    # Session hooks. A networked backend (zk.py) calls them from a fresh greenlet; a backend whose session cannot
+    # expire (embedded: the session lives as long as the process) never calls them, so these defaults do nothing.
+
+    def on_session_expired(self, callback):
+        """Run ``callback()`` when the session is lost (its ephemeral nodes are gone). Returns ``callback``."""
+        return callback
+
+    def on_reconnected(self, callback):
+        """Run ``callback()`` when a new session is established after an expiry. Returns ``callback``."""
+        return callback
+
+    def remove_session_hook(self, callback):
+        """Forget ``callback`` registered with either hook."""
+
     def ensure_path(self, path):
         """Create ``path`` and its missing ancestors as empty persistent nodes (no error if present)."""
         validate_path(path)

@@ -1,0 +1,404 @@
+"""ZooKeeper coordination backend: the CoordinationBackend interface over kazoo (the only module importing kazoo).
+
+Connection. ``connect_string`` is Kafka's ``zookeeper.connect``: ``host:port[,host:port...][/chroot]``. With a
+chroot, a short-lived client on the bare hosts creates the chroot path if it is missing (as Kafka does), then the
+chrooted client is used for everything; every path this backend sees is relative to the chroot. The client uses
+kazoo's ``SequentialGeventHandler`` (callbacks run one at a time in one greenlet), session timeout
+``zookeeper.session.timeout.ms`` and reconnects forever; ``start()`` waits at most
+``zookeeper.connection.timeout.ms`` for the first session and then raises a CoordinationError naming the connect
+string.
+
+Operations are retried on connection loss (and across a session expiry) with exponential backoff (0.1 s doubling
+to 1 s) until ``operation_timeout_ms`` (default: the session timeout) has passed, then ConnectionLossError: a
+broker cut off from the quorum gets an error instead of hanging forever. A retried ``create`` whose first attempt
+was applied reports NodeExistsError, as with any ZooKeeper client; callers creating ephemerals compare
+``ephemeral_owner`` with ``session_id`` (registration.py does). kazoo's exceptions become kbroker.coord.errors.
+
+Watches keep the interface's semantics: called once at registration (in the caller's greenlet), then after every
+change (in kazoo's callback greenlet), persistent across reconnects and new sessions, and they survive the node
+being deleted and re-created. Data watches are kazoo DataWatch (called when the node's mzxid changes); children
+watches are our own loop over get_children/exists one-shot watches, re-armed on every reconnect, calling back only
+when the sorted child list differs from the last one delivered ([] when the node is gone). ``Watch.cancel()`` takes
+effect at the next event.
+
+Session hooks: ``on_session_expired(cb)`` runs ``cb()`` when the session is lost (ephemeral nodes are gone);
+``on_reconnected(cb)`` runs ``cb()`` once a *new* session is established after an expiry (re-register ephemerals,
+re-run the controller election). Both run in fresh greenlets, never inside kazoo's event greenlet, so they may make
+blocking ZooKeeper calls. A reconnect within the same session (SUSPENDED -> CONNECTED) calls neither.
+"""
+
+import contextlib
+import logging
+
+from kazoo import exceptions as kz
+from kazoo.client import KazooClient, KazooState
+from kazoo.handlers.gevent import SequentialGeventHandler
+from kazoo.retry import KazooRetry, RetryFailedError
+
+from .backend import CoordinationBackend, Watch, ZnodeStat, validate_path
+from .errors import (
+    BadVersionError, ConnectionLossError, CoordinationError, NoChildrenForEphemeralsError, NodeExistsError,
+    NoNodeError, NotEmptyError, SessionExpiredError,
+)
+
+log = logging.getLogger("kbroker.coord.zk")
+
+_TRANSLATE = (
+    (kz.NoNodeError, NoNodeError),
+    (kz.NodeExistsError, NodeExistsError),
+    (kz.BadVersionError, BadVersionError),
+    (kz.NotEmptyError, NotEmptyError),
+    (kz.NoChildrenForEphemeralsError, NoChildrenForEphemeralsError),
+    (kz.SessionExpiredError, SessionExpiredError),
+    (kz.ConnectionLoss, ConnectionLossError),
+    (kz.OperationTimeoutError, ConnectionLossError),
+    (RetryFailedError, ConnectionLossError),
+)
+
+
+def split_connect_string(connect_string):
+    """``"h1:2181,h2:2181/kafka/x"`` -> ``("h1:2181,h2:2181", "/kafka/x")``; chroot None when absent or ``/``."""
+    s = (connect_string or "").strip()
+    hosts, sep, tail = s.partition("/")
+    if not hosts:
+        raise CoordinationError("zookeeper.connect %r names no host" % connect_string)
+    chroot = ("/" + tail).rstrip("/") if sep else ""
+    if not chroot:
+        return hosts, None
+    try:
+        validate_path(chroot)
+    except ValueError as e:
+        raise CoordinationError("zookeeper.connect %r: bad chroot: %s" % (connect_string, e)) from None
+    return hosts, chroot
+
+
+def _stat(st):
+    return ZnodeStat(st.version, st.ctime, st.mtime, st.ephemeralOwner)
+
+
+class ZooKeeperBackend(CoordinationBackend):
+    def __init__(self, connect_string, session_timeout_ms=18000, connection_timeout_ms=None,
+                 operation_timeout_ms=None):
+        self.connect_string = connect_string.strip()
+        self.hosts, self.chroot = split_connect_string(self.connect_string)
+        self.session_timeout_ms = int(session_timeout_ms)
+        self.connection_timeout_ms = int(connection_timeout_ms or session_timeout_ms)
+        self.operation_timeout_ms = int(operation_timeout_ms or session_timeout_ms)
+        self._client = None
+        self._handler = None
+        self._session_id = 0
+        self._expired = False      # a session was lost and no new one is established yet
+        self._stopping = False
+        self._expired_hooks = []
+        self._reconnected_hooks = []
+        self._child_watchers = []
+
+    # -- lifecycle ------------------------------------------------------------------------------------------------
+
+    @property
+    def session_id(self):
+        client = self._client
+        if client is not None:
+            cid = client.client_id
+            if cid:
+                return cid[0]
+        return self._session_id
+
+    @property
+    def client(self):
+        """The kazoo client (tests and diagnostics only; callers use the interface)."""
+        return self._client
+
+    def _new_client(self, hosts):
+        # Connection retries: forever, 0.1 s doubling to 1 s (a broker keeps trying to reach the quorum).
+        return KazooClient(
+            hosts=hosts,
+            timeout=self.session_timeout_ms / 1000.0,
+            handler=self._handler,
+            connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0,
+                                        sleep_func=self._handler.sleep_func),
+            command_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0,
+                                     deadline=self.operation_timeout_ms / 1000.0,
+                                     sleep_func=self._handler.sleep_func),
+        )
+
+    def _start_client(self, client):
+        try:
+            client.start(timeout=self.connection_timeout_ms / 1000.0)
+        except (Exception, self._handler.timeout_exception) as e:  # gevent.Timeout is a BaseException
+            with contextlib.suppress(Exception):
+                client.stop()
+                client.close()
+            raise CoordinationError("could not connect to ZooKeeper at %s within %d ms (zookeeper.connection."
+                                    "timeout.ms): %s" % (self.connect_string, self.connection_timeout_ms, e)) from None
+
+    def start(self):
+        if self._client is not None:
+            return self
+        self._handler = SequentialGeventHandler()
+        if self.chroot:
+            root = self._new_client(self.hosts)
+            self._start_client(root)
+            try:
+                with self._translate(self.chroot):
+                    root.ensure_path(self.chroot)
+            finally:
+                with contextlib.suppress(Exception):
+                    root.stop()
+                    root.close()
+        client = self._new_client(self.hosts + (self.chroot or ""))
+        client.add_listener(self._on_state)
+        self._stopping = False
+        self._start_client(client)
+        self._client = client
+        self._session_id = self.session_id
+        return self
+
+    def stop(self):
+        client, self._client = self._client, None
+        if client is None:
+            return
+        self._stopping = True
+        for cw in self._child_watchers:
+            cw.watch.cancel()
+        self._child_watchers = []
+        with contextlib.suppress(Exception):
+            client.stop()
+        with contextlib.suppress(Exception):
+            client.close()
+        self._session_id = 0
+
+    # -- session hooks --------------------------------------------------------------------------------------------
+
+    def on_session_expired(self, callback):
+        self._expired_hooks.append(callback)
+        return callback
+
+    def on_reconnected(self, callback):
+        self._reconnected_hooks.append(callback)
+        return callback
+
+    def remove_session_hook(self, callback):
+        for hooks in (self._expired_hooks, self._reconnected_hooks):
+            while callback in hooks:
+                hooks.remove(callback)
+
+    def _on_state(self, state):
+        # Runs inside kazoo's connection greenlet: record and spawn, never block here.
+        if self._stopping:
+            return
+        if state == KazooState.LOST:
+            log.warning("ZooKeeper session 0x%x expired (%s)", self._session_id, self.connect_string)
+            self._expired = True
+            self._spawn_hooks(self._expired_hooks)
+        elif state == KazooState.SUSPENDED:
+            log.warning("ZooKeeper connection lost (%s); session 0x%x may still be alive", self.connect_string,
+                        self._session_id)
+        elif state == KazooState.CONNECTED:
+            client = self._client
+            cid = client.client_id if client is not None else None
+            if cid:
+                self._session_id = cid[0]
+            if self._expired:
+                self._expired = False
+                log.info("new ZooKeeper session 0x%x established", self._session_id)
+                self._spawn_hooks(self._reconnected_hooks)
+            for cw in list(self._child_watchers):
+                self._handler.spawn(cw.run)
+
+    def _spawn_hooks(self, hooks):
+        for cb in list(hooks):
+            self._handler.spawn(self._run_hook, cb)
+
+    @staticmethod
+    def _run_hook(cb):
+        try:
+            cb()
+        except Exception:
+            log.exception("ZooKeeper session hook %r failed", cb)
+
+    # -- plumbing -------------------------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _translate(self, path):
+        try:
+            yield
+        except kz.ConnectionClosedError:
+            raise CoordinationError("ZooKeeper client for %s is stopped" % self.connect_string, path) from None
+        except (kz.KazooException, RetryFailedError) as e:
+            for src, dst in _TRANSLATE:
+                if isinstance(e, src):
+                    raise dst(path=path) from None
+            raise CoordinationError("%s: %s" % (type(e).__name__, e), path) from None
+        except self._handler.timeout_exception:
+            raise ConnectionLossError("ZooKeeper operation timed out", path) from None
+
+    def _call(self, path, fn, *args, **kwargs):
+        client = self._check_started()
+        with self._translate(path):
+            return client.retry.copy()(getattr(client, fn), *args, **kwargs)
+
+    def _check_started(self):
+        client = self._client
+        if client is None:
+            raise CoordinationError("ZooKeeper coordination backend is not started")
+        return client
+
+    # -- reads ----------------------------------------------------------------------------------------------------
+
+    def get(self, path):
+        validate_path(path)
+        data, st = self._call(path, "get", path)
+        return data, _stat(st)
+
+    def exists(self, path):
+        validate_path(path)
+        st = self._call(path, "exists", path)
+        return None if st is None else _stat(st)
+
+    def get_children(self, path):
+        validate_path(path)
+        return sorted(self._call(path, "get_children", path))
+
+    # -- writes ---------------------------------------------------------------------------------------------------
+
+    def create(self, path, data=b"", ephemeral=False, sequence=False, makepath=False):
+        validate_path(path)
+        if path == "/":
+            raise NodeExistsError(path="/")
+        return self._call(path, "create", path, bytes(data), ephemeral=ephemeral, sequence=sequence,
+                          makepath=makepath)
+
+    def set(self, path, data, version=-1):
+        validate_path(path)
+        return _stat(self._call(path, "set", path, bytes(data), version=version))
+
+    def delete(self, path, version=-1, recursive=False):
+        validate_path(path)
+        if path == "/":
+            raise ValueError("the root node cannot be deleted")
+        if not recursive:
+            self._call(path, "delete", path, version=version)
+            return
+        if version != -1:
+            st = self.exists(path)
+            if st is None:
+                raise NoNodeError(path=path)
+            if st.version != version:
+                raise BadVersionError("%s: expected version %d, node has %d" % (path, version, st.version), path)
+        self._delete_tree(path, version, top=True)
+
+    def _delete_tree(self, path, version, top):
+        # Children first; a child created meanwhile makes the parent's delete fail with NotEmpty: go round again
+        # (bounded: 10 rounds, a writer racing this long is a bug elsewhere).
+        for _ in range(10):
+            try:
+                children = self.get_children(path)
+            except NoNodeError:
+                if top:
+                    raise
+                return
+            for child in children:
+                self._delete_tree(path.rstrip("/") + "/" + child, -1, top=False)
+            try:
+                self._call(path, "delete", path, version=version)
+                return
+            except NoNodeError:
+                if top:
+                    raise
+                return
+            except NotEmptyError:
+                continue
+        raise NotEmptyError("%s keeps getting new children" % path, path)
+
+    def ensure_path(self, path):
+        validate_path(path)
+        if path != "/":
+            self._call(path, "ensure_path", path)
+
+    # -- watches --------------------------------------------------------------------------------------------------
+
+    def watch_data(self, path, fn):
+        validate_path(path)
+        client = self._check_started()
+        w = Watch(path, fn, "data")
+
+        def relay(data, stat, event=None):
+            # Three parameters so kazoo never retries us with two after a TypeError raised by ``fn``.
+            if not w.active:
+                return False
+            try:
+                result = fn(data, None if stat is None else _stat(stat))
+            except Exception:
+                log.exception("coordination watch callback on %s failed", path)
+                return None
+            if result is False:
+                w.cancel()
+            return result
+
+        with self._translate(path):
+            client.DataWatch(path, relay)
+        return w
+
+    def watch_children(self, path, fn):
+        validate_path(path)
+        self._check_started()
+        cw = _ChildrenWatcher(self, path, Watch(path, fn, "children"))
+        self._child_watchers.append(cw)
+        cw.run()
+        return cw.watch
+
+
+class _ChildrenWatcher:
+    """Persistent children watch: get_children with a one-shot watch, or exists with one while the node is absent."""
+
+    def __init__(self, backend, path, watch):
+        self.backend = backend
+        self.path = path
+        self.watch = watch
+        self.lock = backend._handler.rlock_object()
+        self.delivered = None
+
+    def _zk_event(self, event):
+        # NONE events announce a connection-state change; the backend's listener re-runs us on CONNECTED.
+        if event.type != "NONE":
+            self.run()
+
+    def run(self):
+        with self.lock:
+            if not self.watch.active:
+                self._forget()
+                return
+            client = self.backend._client
+            if client is None:
+                return
+            try:
+                while True:
+                    try:
+                        children = sorted(client.retry.copy()(client.get_children, self.path, self._zk_event))
+                        break
+                    except kz.NoNodeError:
+                        st = client.retry.copy()(client.exists, self.path, self._zk_event)
+                        if st is None:
+                            children = []
+                            break
+                        # created between the two calls: read its children
+            except (kz.ConnectionClosedError, kz.KazooException, RetryFailedError) as e:
+                # The next CONNECTED state re-runs this watch.
+                log.debug("children watch on %s: %s", self.path, e)
+                return
+            if children == self.delivered:
+                return
+            self.delivered = children
+            try:
+                result = self.watch.fn(children)
+            except Exception:
+                log.exception("coordination watch callback on %s failed", self.path)
+                return
+            if result is False:
+                self.watch.cancel()
+                self._forget()
+
+    def _forget(self):
+        with contextlib.suppress(ValueError):
+            self.backend._child_watchers.remove(self)
