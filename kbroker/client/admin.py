@@ -239,9 +239,12 @@ class AdminClient:
                 conn = self.cluster.connection(node)
                 resp = conn.request("ListGroups", {"states_filter": [], "types_filter": []})
                 raise_for_code(resp["error_code"], None, "listing the groups of broker %d" % node)
-                return resp["groups"]
-            for g in self._retry_coordinator("", once):
-                out[g["group_id"]] = GroupListing(g["group_id"], g["protocol_type"], g.get("group_state"))
+                return resp["groups"], conn.last_version
+            groups, version = self._retry_coordinator("", once)
+            for g in groups:
+                # ListGroups v4+ reports the state; older versions do not (None).
+                out[g["group_id"]] = GroupListing(g["group_id"], g["protocol_type"],
+                                                  g["group_state"] if version >= 4 else None)
         return [out[k] for k in sorted(out)]
 
     def describe_groups(self, group_ids):
