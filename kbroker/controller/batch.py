@@ -1,0 +1,92 @@
+"""Collects the controller's requests while one event is handled, then sends one request per (broker, API).
+
+Kafka's ControllerBrokerRequestBatch: state changes during an event add LeaderAndIsr partition states, StopReplica
+partitions and UpdateMetadata partitions per destination broker; ``send(controller)`` builds the bodies (versions
+in ``channel.VERSIONS``) and queues them, per broker in the order LeaderAndIsr, UpdateMetadata, StopReplica.
+UpdateMetadata partition states are read from the controller at send time, so they carry the final state of the
+event (a partition deleted meanwhile is sent with leader -2, LeaderDuringDelete).
+"""
+from .channel import LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA
+
+ALL = object()  # UpdateMetadata for every partition
+
+
+def _group(tps_to_state):
+    """{(topic, p): state} -> [{"topic_name", "partition_states": [...]}] in topic, partition order."""
+    out = {}
+    for (topic, _p), st in sorted(tps_to_state.items()):
+        out.setdefault(topic, []).append(st)
+    return [{"topic_name": t, "partition_states": states} for t, states in out.items()]
+
+
+class RequestBatch:
+    def __init__(self):
+        self.leader_and_isr = {}
+        self.stop_replica = {}
+        self.update_metadata = {}
+        self.stop_callbacks = {}
+
+    def is_empty(self):
+        return not (self.leader_and_isr or self.stop_replica or self.update_metadata)
+
+    def add_leader_and_isr(self, brokers, tp, leadership, replicas, controller_epoch, is_new=False,
+                           adding=(), removing=()):
+        """``leadership``: a LeaderIsr (leader, leader_epoch, isr, controller_epoch, zk_version)."""
+        state = {"partition_index": tp[1], "controller_epoch": leadership.controller_epoch, "leader": leadership.leader,
+                 "leader_epoch": leadership.leader_epoch, "isr": list(leadership.isr),
+                 "partition_epoch": leadership.zk_version, "replicas": list(replicas),
+                 "adding_replicas": list(adding), "removing_replicas": list(removing), "is_new": bool(is_new)}
+        for b in brokers:
+            self.leader_and_isr.setdefault(b, {})[tp] = state
+
+    def add_stop_replica(self, brokers, tp, delete, leader_epoch=-1, callback=None):
+        """``callback(broker_id, response)`` runs when that broker answers (used by topic deletion)."""
+        for b in brokers:
+            prev = self.stop_replica.setdefault(b, {}).get(tp)
+            # A delete wins over a plain stop for the same partition in one batch.
+            self.stop_replica[b][tp] = (bool(delete) or bool(prev and prev[0]), leader_epoch)
+            if callback is not None:
+                self.stop_callbacks[b] = callback
+
+    def add_update_metadata(self, brokers, tps=ALL):
+        for b in brokers:
+            cur = self.update_metadata.get(b)
+            if tps is ALL or cur is ALL:
+                self.update_metadata[b] = ALL
+            else:
+                self.update_metadata[b] = (cur or set()) | set(tps)
+
+    def send(self, controller):
+        """Queue everything on ``controller.channel``; the batch is empty afterwards."""
+        cid, epoch = controller.broker_id, controller.epoch
+        for b, states in sorted(self.leader_and_isr.items()):
+            leaders = sorted({s["leader"] for s in states.values() if s["leader"] >= 0})
+            live_leaders = []
+            for lid in leaders:
+                ep = controller.inter_broker_endpoint(lid)
+                if ep is not None:
+                    live_leaders.append({"broker_id": lid, "host_name": ep[0], "port": ep[1]})
+            body = {"controller_id": cid, "controller_epoch": epoch, "broker_epoch": -1,
+                    "topic_states": _group(states), "live_leaders": live_leaders}
+            controller.channel.send(b, LEADER_AND_ISR, body, controller.response_callback(LEADER_AND_ISR, b))
+        if self.update_metadata:
+            live = controller.update_metadata_brokers()
+            for b, tps in sorted(self.update_metadata.items()):
+                if tps is ALL:
+                    tps = controller.all_partitions()
+                states = {}
+                for tp in tps:
+                    states[tp] = controller.update_metadata_state(tp)
+                body = {"controller_id": cid, "controller_epoch": epoch, "broker_epoch": -1,
+                        "topic_states": _group(states), "live_brokers": live}
+                controller.channel.send(b, UPDATE_METADATA, body, controller.response_callback(UPDATE_METADATA, b))
+        for b, parts in sorted(self.stop_replica.items()):
+            states = {tp: {"partition_index": tp[1], "leader_epoch": le, "delete_partition": d}
+                      for tp, (d, le) in parts.items()}
+            body = {"controller_id": cid, "controller_epoch": epoch, "broker_epoch": -1,
+                    "topic_states": _group(states)}
+            cb = self.stop_callbacks.get(b)
+            controller.channel.send(b, STOP_REPLICA, body,
+                                    (lambda resp, b=b, cb=cb: cb(b, resp)) if cb is not None
+                                    else controller.response_callback(STOP_REPLICA, b))
+        self.__init__()

@@ -1,0 +1,168 @@
+"""Controller -> broker requests: one sender greenlet and queue per destination broker.
+
+``ControllerChannel(local_broker_id, local_handler)``: ``add_broker(id, host, port)`` starts a sender for a broker,
+``remove_broker(id)`` stops it (queued requests are dropped: the broker is gone or the controller resigned),
+``send(id, api_key, body, callback)`` queues a request; ``callback(response_dict)`` runs in the sender greenlet
+once the broker answered. A sender keeps retrying the request at the head of its queue (reconnecting with backoff
+0.1 s doubling to 3 s, like Kafka's RequestSendThread) until it gets an answer or the broker is removed, so the
+order of requests to one broker is the order they were queued.
+
+The controller's own broker is reached in-process: for ``local_broker_id`` the sender calls
+``local_handler(api_key, version, body) -> response dict`` instead of using a socket (still from the sender
+greenlet, never from the controller's event loop, so a handler may block).
+
+Versions sent (``VERSIONS``; the cluster handlers serve them, kbroker/handlers/cluster.py): LeaderAndIsr v4,
+UpdateMetadata v6, StopReplica v3 -- the newest ZooKeeper-mode shapes before topic ids (grouped by topic, flexible,
+offline replicas, per-partition delete flag). No ApiVersions round trip: controller and brokers are one release.
+"""
+import logging
+import socket
+import struct
+
+import gevent
+from gevent.queue import Queue
+
+from kbroker.protocol.apis import APIS
+from kbroker.protocol.headers import decode_response_header, encode_request_header
+
+log = logging.getLogger("kbroker.controller.channel")
+
+LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA = 4, 5, 6
+VERSIONS = {LEADER_AND_ISR: 4, STOP_REPLICA: 3, UPDATE_METADATA: 6}
+
+_SIZE = struct.Struct(">i")
+BACKOFF_MIN, BACKOFF_MAX = 0.1, 3.0
+MAX_RESPONSE = 64 << 20  # controller responses are a few bytes per partition
+
+
+def success_response(api_key, body):
+    """The response a broker gives when every partition succeeded (used by fakes and as a shape reference)."""
+    if api_key == UPDATE_METADATA:
+        return {"error_code": 0}
+    if api_key == LEADER_AND_ISR:
+        return {"error_code": 0, "partition_errors": [
+            {"topic_name": ts["topic_name"], "partition_index": ps["partition_index"], "error_code": 0}
+            for ts in body["topic_states"] for ps in ts["partition_states"]]}
+    if api_key == STOP_REPLICA:
+        return {"error_code": 0, "partition_errors": [
+            {"topic_name": ts["topic_name"], "partition_index": ps["partition_index"], "error_code": 0}
+            for ts in body["topic_states"] for ps in ts["partition_states"]]}
+    raise ValueError("not a controller request: api key %d" % api_key)
+
+
+class _Sender:
+    def __init__(self, channel, broker_id, host, port):
+        self.channel = channel
+        self.broker_id = broker_id
+        self.host, self.port = host, port
+        self.queue = Queue()
+        self.sock = None
+        self.correlation_id = 0
+        self.stopped = False
+        self.greenlet = gevent.spawn(self._run)
+
+    def stop(self):
+        self.stopped = True
+        self._close()
+        self.greenlet.kill(block=False)
+
+    def _close(self):
+        if self.sock is not None:
+            try:
+                self.sock.close()
+            except OSError:
+                pass
+            self.sock = None
+
+    def _run(self):
+        while not self.stopped:
+            api_key, body, callback = self.queue.get()
+            backoff = BACKOFF_MIN
+            while not self.stopped:
+                try:
+                    resp = self._roundtrip(api_key, body)
+                    break
+                except Exception as e:  # noqa: BLE001 -- any failure: reconnect and resend
+                    self._close()
+                    log.warning("controller request %s to broker %d (%s:%s) failed: %s; retrying in %.1fs",
+                                APIS[api_key].name, self.broker_id, self.host, self.port, e, backoff)
+                    gevent.sleep(backoff)
+                    backoff = min(backoff * 2, BACKOFF_MAX)
+            else:
+                return
+            if callback is not None:
+                try:
+                    callback(resp)
+                except Exception:
+                    log.exception("callback for %s to broker %d failed", APIS[api_key].name, self.broker_id)
+
+    def _roundtrip(self, api_key, body):
+        version = VERSIONS[api_key]
+        if self.broker_id == self.channel.local_broker_id and self.channel.local_handler is not None:
+            return self.channel.local_handler(api_key, version, body)
+        api = APIS[api_key]
+        if self.sock is None:
+            from gevent import socket as gsocket
+            self.sock = gsocket.create_connection((self.host, self.port), timeout=self.channel.socket_timeout)
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.correlation_id = (self.correlation_id + 1) & 0x7FFFFFFF
+        corr = self.correlation_id
+        header = encode_request_header(api.request_header_version(version), api_key, version, corr,
+                                       self.channel.client_id)
+        payload = bytes(header) + api.encode_request(version, body).getvalue()
+        self.sock.sendall(_SIZE.pack(len(payload)) + payload)
+        (size,) = _SIZE.unpack(self._recv_exact(4))
+        if size < 4 or size > MAX_RESPONSE:
+            raise IOError("bad response size %d" % size)
+        frame = self._recv_exact(size)
+        got, pos = decode_response_header(frame, api.response_header_version(version))
+        if got != corr:
+            raise IOError("correlation id %d in response, expected %d" % (got, corr))
+        return api.decode_response(version, frame, pos)
+
+    def _recv_exact(self, n):
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise IOError("connection closed by broker")
+            buf += chunk
+        return bytes(buf)
+
+
+class ControllerChannel:
+    def __init__(self, local_broker_id=None, local_handler=None, client_id="kbroker-controller",
+                 socket_timeout=30.0):
+        self.local_broker_id = local_broker_id
+        self.local_handler = local_handler
+        self.client_id = client_id
+        self.socket_timeout = socket_timeout
+        self._senders = {}
+
+    def brokers(self):
+        return sorted(self._senders)
+
+    def add_broker(self, broker_id, host, port):
+        cur = self._senders.get(broker_id)
+        if cur is not None:
+            if (cur.host, cur.port) == (host, port):
+                return
+            cur.stop()
+        self._senders[broker_id] = _Sender(self, broker_id, host, port)
+
+    def remove_broker(self, broker_id):
+        s = self._senders.pop(broker_id, None)
+        if s is not None:
+            s.stop()
+
+    def remove_all(self):
+        for bid in list(self._senders):
+            self.remove_broker(bid)
+
+    def send(self, broker_id, api_key, body, callback=None):
+        s = self._senders.get(broker_id)
+        if s is None:
+            log.info("dropping %s for broker %d: no connection (broker not live)", APIS[api_key].name, broker_id)
+            return False
+        s.queue.put((api_key, body, callback))
+        return True
