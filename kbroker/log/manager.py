@@ -10,11 +10,14 @@ Per log dir it owns:
   written again by a clean ``shutdown``.
 * ``recovery-point-offset-checkpoint`` -- see checkpoint.py; read at load, written by
   ``checkpoint_recovery_points`` (every log.flush.offset.checkpoint.interval.ms) and at shutdown.
+* ``cleaner-offset-checkpoint`` -- first dirty offset per compacted log, owned by the LogCleaner
+  (cleaner.py; ``self.cleaner``), whose ``clean_once`` this class exposes.
 * ``<topic>-<partition>/`` -- one Log each (topic = text before the last '-'); a directory ending in
   ``-delete`` is a partition whose deletion was interrupted and is removed at load.
 
 Periodic work is exposed as plain blocking methods the server's greenlets call (no gevent here):
-``check_retention``, ``flush_dirty`` (fsync: run it in a thread pool), ``checkpoint_recovery_points``.
+``check_retention``, ``flush_dirty`` (fsync: run it in a thread pool), ``checkpoint_recovery_points``,
+``clean_once`` (log compaction: run it in a thread pool).
 """
 
 import fcntl
@@ -24,6 +27,7 @@ import shutil
 import uuid
 
 from .checkpoint import OffsetCheckpoint, fsync_dir
+from .cleaner import LogCleaner
 from .log import Log, parse_topic_partition
 from .segment import now_ms
 
@@ -93,6 +97,7 @@ class LogManager:
             self._check_meta()
             for d in self.log_dirs:
                 self._load_dir(d)
+            self.cleaner = LogCleaner(self)
         except BaseException:
             for log in self._logs.values():
                 log.close()
@@ -223,6 +228,7 @@ class LogManager:
         d = self._dir_of.pop(tp, None)
         if log is None:
             return False
+        self.cleaner.forget(tp)
         log.close()
         # Rename first so a crash mid-rmtree leaves a "-delete" dir the next load removes, never half a log.
         doomed = "%s.%s%s" % (log.dir, uuid.uuid4().hex, DELETE_DIR_SUFFIX)
@@ -236,7 +242,9 @@ class LogManager:
         """Apply time/size retention to logs whose cleanup.policy includes delete; returns segments deleted."""
         now = now_ms() if now is None else now
         deleted = 0
-        for log in list(self._logs.values()):
+        for tp, log in list(self._logs.items()):
+            if tp == self.cleaner.in_progress:
+                continue  # the cleaner is swapping its segments; retention waits for the next round
             cfg = log.config
             if cfg.deletes:
                 deleted += log.delete_old_segments(cfg.retention_ms, cfg.retention_bytes, now)
@@ -266,6 +274,10 @@ class LogManager:
         for log, up_to in due:
             log.flush(up_to, now=now)
         return len(due)
+
+    def clean_once(self, now=None, dedupe_buffer_size=None):
+        """Compact every due log once (cleaner.py); blocking, run it in a thread pool. Returns {tp: result}."""
+        return self.cleaner.clean_once(now, dedupe_buffer_size)
 
     def checkpoint_recovery_points(self):
         for d in self.log_dirs:

@@ -1,0 +1,422 @@
+"""Compaction of one log (Kafka's ``Cleaner.clean``): offset map, recopy into ``.cleaned``, crash-safe swap.
+
+``clean_log(log, first_dirty, now, ...)`` cleans the range ``[log start, end)`` of one Log and returns a
+CleanResult whose ``end_offset`` is the new first dirty offset.  ``end`` is the first uncleanable offset
+(``first_uncleanable_offset``: the active segment's base, or the base of the first dirty segment whose
+largest timestamp is newer than ``now - min.compaction.lag.ms``) unless the offset map filled up first.
+
+Offset map (``OffsetMap``): 16-byte BLAKE2b digest of the key -> latest offset, built over the dirty
+range ``[first dirty, first uncleanable)``.  Memory bound: at most ``dedupe_buffer_size // 128`` entries;
+128 bytes is what one entry costs in CPython (33+16-byte bytes object, 32-byte int, ~48 bytes of dict
+slot), so the default 128 MiB buffer holds ~1M keys per pass.  When it is full the pass ends after the
+last mapped offset (records past it are kept: they are "beyond the map's range") and the rest is cleaned
+next time.  A digest collision (p ~ n^2 / 2^129) could drop a record of a different key, as in Kafka.
+
+Record rules, per batch of the cleaned range (segments below ``end``; the active segment never):
+* control batches are copied unchanged (kbroker has no transactions to abort);
+* a record is dropped when the map holds a later offset for its key, or it has no key (Kafka 3.x
+  counts those as invalid and drops them; producers cannot write them to a compacted topic);
+* a tombstone (null value) is dropped when its batch carries a delete horizon (attribute bit 6, the
+  horizon is then the batch's baseTimestamp; KIP-534) that is <= now.  A kept tombstone in a batch
+  without a horizon gets one: the batch is rewritten with horizon ``now + delete.retention.ms``, so a
+  tombstone survives at least delete.retention.ms after the first clean that saw it;
+* an unchanged batch is copied byte for byte; a changed one is rebuilt with the same base offset,
+  lastOffsetDelta, partition leader epoch, producer id/epoch/base sequence and codec (recompressed),
+  the kept records with their original offset deltas, maxTimestamp = max kept timestamp (the original
+  for LogAppendTime);
+* a batch left with no record is dropped, except that an EMPTY HEADER (61 bytes, no records, codec none)
+  is kept when it is (a) its producer's last batch in the log -- the producer-state rebuild needs the
+  last sequence, as Kafka keeps it -- or (b) the last batch of a segment group, so the cleaned segment
+  ends at the same next offset as the group it replaces (the loader's swap completion deletes the old
+  segments whose base is in ``[swap base, swap next offset)``; without (b) a crash mid-swap could leave
+  old segments behind).
+
+Segments are cleaned in groups (consecutive, total size <= segment.bytes, offsets within int32 of the
+group base; a group never ends with an empty segment) into ONE segment based at the group's first base.
+A group whose every batch is unchanged is not rewritten.  Swap steps (each fsynced; ``hook(step)`` runs
+after each, for crash tests):
+
+  "cleaned"  ``<base>.log/.index/.timeindex.cleaned`` written, fsynced, mtime = newest of the group
+  "swap"     renamed to ``*.swap`` (from here the loader completes the swap)
+  "deleted"  the group's segments renamed ``*.deleted`` (unlinked after file.delete.delay.ms); the Log's
+             segment list now holds the new segment
+  "done"     ``.swap`` suffix stripped
+
+A crash before "swap" leaves ``.cleaned`` files that the loader deletes (the old segments are intact);
+from "swap" on, the loader deletes every old segment in the swap's range and renames the swap (see
+loader.py).  Either way the log holds the same latest record per key.
+
+Concurrency: this runs in a worker thread while the event loop appends to the active segment and reads.
+Only inactive segments are read; the Log's lists are changed with in-place slice assignments (bases
+first, so a concurrent reader's bisect lands at or before the right segment and scans forward), which
+never lose a segment a concurrent roll appended.  Before the swap the group must still be in the log
+(identity check), else the pass is abandoned (``CleanAborted``).
+"""
+
+import hashlib
+import logging
+import os
+import struct
+
+from kbroker._native import scan_batches
+from kbroker.record import compression
+from kbroker.record.batch import (ATTR_CODEC_MASK, ATTR_DELETE_HORIZON, HEADER, HEADER_SIZE, LOG_APPEND_TIME,
+                                  LOG_OVERHEAD, MAGIC, batch_header, batch_records, encode_record, write_crc)
+
+from .checkpoint import fsync_dir
+from .loader import CLEANED_SUFFIX, SWAP_SUFFIX
+from .segment import INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, filename_prefix, header_entry
+
+logger = logging.getLogger(__name__)
+
+DIGEST_SIZE = 16
+ENTRY_BYTES = 128
+READ_WINDOW = 1 << 20  # read segments in 1 MiB windows; write the cleaned segment in ~1 MiB appends
+STEPS = ("cleaned", "swap", "deleted", "done")
+
+_PID = struct.Struct(">q")  # producerId at 43
+
+
+class CleanAborted(Exception):
+    """The log changed under the cleaner (segments deleted/truncated); nothing was swapped."""
+
+
+class CorruptSegmentError(Exception):
+    pass
+
+
+def key_digest(key):
+    return hashlib.blake2b(key, digest_size=DIGEST_SIZE).digest()
+
+
+class OffsetMap:
+    """Key digest -> latest offset, at most ``capacity`` keys (see module docstring for the bound)."""
+
+    def __init__(self, memory_bytes):
+        self.capacity = max(1, int(memory_bytes) // ENTRY_BYTES)
+        self._offsets = {}
+        self.latest_offset = -1
+
+    def put(self, key, offset):
+        """Record ``offset`` for ``key``; False (nothing stored) when a new key does not fit."""
+        digest = key_digest(key)
+        offsets = self._offsets
+        if digest not in offsets and len(offsets) >= self.capacity:
+            return False
+        offsets[digest] = offset
+        self.latest_offset = offset
+        return True
+
+    def get(self, key):
+        return self._offsets.get(key_digest(key), -1)
+
+    def __len__(self):
+        return len(self._offsets)
+
+
+class CleanResult:
+    __slots__ = ("end_offset", "groups", "groups_rewritten", "bytes_read", "bytes_written", "records_read",
+                 "records_kept", "min_horizon", "map_full")
+
+    def __init__(self, end_offset):
+        self.end_offset = end_offset
+        self.groups = self.groups_rewritten = 0
+        self.bytes_read = self.bytes_written = 0
+        self.records_read = self.records_kept = 0
+        self.min_horizon = None  # smallest delete horizon of a batch still holding a tombstone
+        self.map_full = False
+
+    def note_horizon(self, horizon):
+        if horizon is not None and (self.min_horizon is None or horizon < self.min_horizon):
+            self.min_horizon = horizon
+
+    def __repr__(self):
+        return ("CleanResult(end=%d, groups=%d/%d, bytes %d->%d, records %d->%d)"
+                % (self.end_offset, self.groups_rewritten, self.groups, self.bytes_read, self.bytes_written,
+                   self.records_read, self.records_kept))
+
+
+# ------------------------------------------------------------------------------------------- reading
+def segment_batches(segment, end=None):
+    """Yield ``memoryview`` of every batch in ``segment`` (1 MiB windows; a larger batch is read whole)."""
+    fd = segment.fileno()
+    end = segment.size if end is None else end
+    pos = 0
+    while pos < end:
+        buf = os.pread(fd, min(READ_WINDOW, end - pos), pos)
+        entries, valid_end = scan_batches(buf, 0, len(buf), False)
+        if not entries:
+            head = header_entry(buf)
+            if head is None or head[1] <= len(buf) or pos + head[1] > end:
+                raise CorruptSegmentError("%s: no whole batch at position %d" % (segment.log_path, pos))
+            buf = os.pread(fd, head[1], pos)
+            entries, valid_end = [(0, head[1])], head[1]
+        view = memoryview(buf)
+        for entry in entries:
+            yield view[entry[0]:entry[0] + entry[1]]
+        pos += valid_end
+
+
+def first_uncleanable_offset(log, first_dirty, now):
+    """Active segment base, or the base of the first segment at/after ``first_dirty`` that is too new."""
+    segments = log.segments
+    limit = segments[-1].base_offset
+    lag = log.config.min_compaction_lag_ms
+    if lag > 0:
+        for i, seg in enumerate(segments[:-1]):
+            if segments[i + 1].base_offset <= first_dirty:
+                continue  # wholly in the clean section
+            if seg.largest_timestamp > now - lag:
+                return seg.base_offset
+    return limit
+
+
+def build_offset_map(log, first_dirty, first_uncleanable, omap):
+    """Fill ``omap`` from ``[first_dirty, first_uncleanable)``; returns (end offset, records read, full)."""
+    read = 0
+    for seg in log.segments[:-1]:
+        if seg.base_offset >= first_uncleanable:
+            break
+        for raw in segment_batches(seg):
+            head = batch_header(raw)
+            if head.last_offset < first_dirty or head.is_control:
+                continue
+            if head.base_offset >= first_uncleanable:
+                return first_uncleanable, read, False
+            for offset, _ts, key, _value, _headers in batch_records(raw, 0, head):
+                if offset < first_dirty or key is None:
+                    continue
+                read += 1
+                if not omap.put(key, offset):
+                    return offset, read, True
+    return first_uncleanable, read, False
+
+
+def producer_last_batches(segments):
+    """producerId -> last offset of its last batch, over every batch of ``segments`` (headers only)."""
+    last = {}
+    for seg in segments:
+        for raw in segment_batches(seg):
+            pid = _PID.unpack_from(raw, 43)[0]
+            if pid >= 0:
+                head = batch_header(raw)
+                last[pid] = head.last_offset
+    return last
+
+
+# ------------------------------------------------------------------------------------------- filtering
+def _empty_header(head):
+    """A 61-byte batch with no records keeping offsets, producer fields and timestamps (Kafka's empty header)."""
+    out = bytearray(HEADER_SIZE)
+    attrs = head.attributes & ~(ATTR_CODEC_MASK | ATTR_DELETE_HORIZON)
+    HEADER.pack_into(out, 0, head.base_offset, HEADER_SIZE - LOG_OVERHEAD, head.partition_leader_epoch, MAGIC, 0,
+                     attrs, head.last_offset_delta, head.max_timestamp, head.max_timestamp, head.producer_id,
+                     head.producer_epoch, head.base_sequence, 0)
+    write_crc(out, 0, HEADER_SIZE)
+    return bytes(out)
+
+
+def _rebuild(head, kept, horizon):
+    attrs = head.attributes
+    base_ts = head.base_timestamp
+    if horizon is not None:
+        attrs |= ATTR_DELETE_HORIZON
+        base_ts = horizon
+    if head.timestamp_type == LOG_APPEND_TIME:
+        max_ts = head.max_timestamp
+    else:
+        max_ts = max(rec[1] for rec in kept)
+    region = b"".join(encode_record(off - head.base_offset, ts - base_ts, key, value, headers)
+                      for off, ts, key, value, headers in kept)
+    if head.codec:
+        region = compression.compress(head.codec, region)
+    size = HEADER_SIZE + len(region)
+    out = bytearray(size)
+    HEADER.pack_into(out, 0, head.base_offset, size - LOG_OVERHEAD, head.partition_leader_epoch, MAGIC, 0, attrs,
+                     head.last_offset_delta, base_ts, max_ts, head.producer_id, head.producer_epoch,
+                     head.base_sequence, len(kept))
+    out[HEADER_SIZE:] = region
+    write_crc(out, 0, size)
+    return bytes(out)
+
+
+def filter_batch(raw, omap, now, delete_retention_ms, keep_empty):
+    """``(bytes to write, tombstone horizon or None, records read, records kept)`` for one batch.
+
+    The bytes are ``raw`` itself when the batch is unchanged, b"" when it is dropped.
+    """
+    head = batch_header(raw)
+    if head.is_control:
+        return raw, None, 0, 0
+    records = batch_records(raw, 0, head)
+    horizon = head.base_timestamp if head.attributes & ATTR_DELETE_HORIZON else None
+    kept = []
+    tombstones = False
+    for rec in records:
+        key, value = rec[2], rec[3]
+        if key is None or omap.get(key) > rec[0]:
+            continue
+        if value is None:
+            if horizon is not None and horizon <= now:
+                continue
+            tombstones = True
+        kept.append(rec)
+    set_horizon = tombstones and horizon is None
+    if set_horizon:
+        horizon = now + delete_retention_ms
+    live_horizon = horizon if tombstones else None
+    if len(kept) == len(records) and not set_horizon:
+        return raw, live_horizon, len(records), len(kept)
+    if not kept:
+        return (_empty_header(head) if keep_empty(head) else b""), None, len(records), 0
+    return _rebuild(head, kept, horizon), live_horizon, len(records), len(kept)
+
+
+# ------------------------------------------------------------------------------------------- grouping
+def group_segments(segments, end_offset, max_size):
+    """Consecutive groups of the segments that lie wholly below ``end_offset`` (see module docstring)."""
+    cleanable = []
+    for i, seg in enumerate(segments[:-1]):
+        nxt = segments[i + 1].base_offset
+        if seg.base_offset >= end_offset:
+            break
+        cleanable.append((seg, nxt))
+    while cleanable and cleanable[-1][0].size == 0:
+        cleanable.pop()  # an empty segment may not end a group
+    groups, current, size = [], [], 0
+    for seg, nxt in cleanable:
+        if current and (size + seg.size > max_size or nxt - 1 - current[0].base_offset > INT32_MAX):
+            groups.append(current)
+            current, size = [], 0
+        current.append(seg)
+        size += seg.size
+    if current:
+        groups.append(current)
+    # Move trailing empty segments of each group to the next group (a group must end non-empty).
+    fixed = []
+    carry = []
+    for group in groups:
+        group = carry + group
+        carry = []
+        while len(group) > 1 and group[-1].size == 0:
+            carry.insert(0, group.pop())
+        fixed.append(group)
+    return [g for g in fixed if any(s.size for s in g)]
+
+
+# ------------------------------------------------------------------------------------------- cleaning
+def _no_hook(_step):
+    pass
+
+
+def _unlink_cleaned(dir_path, base):
+    prefix = os.path.join(dir_path, filename_prefix(base))
+    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for extra in (CLEANED_SUFFIX, SWAP_SUFFIX):
+            try:
+                os.unlink(prefix + suffix + extra)
+            except FileNotFoundError:
+                pass
+
+
+def _group_index(log, group):
+    """Position of ``group`` in the log's segment list, or None when the log no longer holds it as is."""
+    segments = log._segments
+    for i, seg in enumerate(segments):
+        if seg is group[0]:
+            if segments[i:i + len(group)] == group and i + len(group) < len(segments):
+                return i
+            return None
+    return None
+
+
+def clean_group(log, group, omap, now, last_batches, result, hook=_no_hook):
+    """Recopy one group into ``.cleaned`` and swap it in when anything changed; returns True if swapped."""
+    cfg = log.config
+    base = group[0].base_offset
+    group_last = group[-1].read_next_offset() - 1
+
+    def keep_empty(head):
+        last = head.last_offset
+        return last == group_last or (head.producer_id >= 0 and last_batches.get(head.producer_id) == last)
+
+    _unlink_cleaned(log.dir, base)
+    cleaned = LogSegment(log.dir, base, cfg, suffix=CLEANED_SUFFIX)
+    swapped = False
+    try:
+        changed = False
+        pending = []
+        pending_size = 0
+        written = 0
+        for seg in group:
+            result.bytes_read += seg.size
+            for raw in segment_batches(seg):
+                out, horizon, n_read, n_kept = filter_batch(raw, omap, now, cfg.delete_retention_ms, keep_empty)
+                result.records_read += n_read
+                result.records_kept += n_kept
+                result.note_horizon(horizon)
+                if out is not raw:
+                    changed = True
+                if out:
+                    pending.append(bytes(out))
+                    pending_size += len(out)
+                    if pending_size >= READ_WINDOW:
+                        cleaned.append(None, None, None, b"".join(pending))
+                        written += pending_size
+                        pending, pending_size = [], 0
+        if pending:
+            cleaned.append(None, None, None, b"".join(pending))
+            written += pending_size
+        if not changed:
+            result.bytes_written += sum(s.size for s in group)
+            cleaned.delete()
+            return False
+        result.bytes_written += written
+        cleaned.on_become_inactive()
+        cleaned.flush()
+        mtime_ns = max(os.fstat(s.fileno()).st_mtime_ns for s in group)
+        os.utime(cleaned.log_path, ns=(mtime_ns, mtime_ns))
+        fsync_dir(log.dir)
+        hook("cleaned")
+        if _group_index(log, group) is None:
+            raise CleanAborted("%s changed during cleaning" % log.dir)
+        cleaned.change_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
+        fsync_dir(log.dir)
+        swapped = True
+        hook("swap")
+        i = _group_index(log, group)
+        if i is None:
+            raise CleanAborted("%s changed during the swap of %s" % (log.dir, cleaned.log_path))
+        log._remove_segments(group, now)  # renames every old file *.deleted (unlinked when due)
+        fsync_dir(log.dir)
+        log._bases[i:i + len(group)] = [base]
+        log._segments[i:i + len(group)] = [cleaned]
+        hook("deleted")
+        cleaned.change_suffix(SWAP_SUFFIX, "")
+        fsync_dir(log.dir)
+        hook("done")
+        return True
+    except Exception:  # not BaseException: a simulated crash (tests) must leave the files as a real one would
+        if not swapped:
+            cleaned.delete()
+        raise
+
+
+def clean_log(log, first_dirty, now, dedupe_buffer_size=134217728, hook=_no_hook):
+    """Clean ``log`` (see module docstring); returns a CleanResult (``end_offset`` = new first dirty offset)."""
+    first_dirty = max(first_dirty, log.log_start_offset)
+    first_uncleanable = first_uncleanable_offset(log, first_dirty, now)
+    first_dirty = min(first_dirty, first_uncleanable)
+    omap = OffsetMap(dedupe_buffer_size)
+    end, _n, full = build_offset_map(log, first_dirty, first_uncleanable, omap)
+    result = CleanResult(max(end, first_dirty))
+    result.map_full = full
+    segments = log.segments
+    last_batches = producer_last_batches(segments)
+    groups = group_segments(segments, result.end_offset, log.config.segment_bytes)
+    result.groups = len(groups)
+    for group in groups:
+        if clean_group(log, group, omap, now, last_batches, result, hook):
+            result.groups_rewritten += 1
+    logger.info("cleaned %s: %r", log.dir, result)
+    return result
