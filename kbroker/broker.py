@@ -102,6 +102,8 @@ class Broker:
             gevent.spawn(self._every, min(cfg["log.flush.scheduler.interval.ms"], 1000), self._flush),
             gevent.spawn(self._every, cfg["log.flush.offset.checkpoint.interval.ms"], self._checkpoint),
         ]
+        if cfg["log.cleaner.enable"]:
+            self._tasks.append(gevent.spawn(self._every, cfg["log.cleaner.backoff.ms"], self._clean))
         self.started = True
         log.info("kbroker %d started (cluster %s)", self.broker_id, self.cluster_id)
 
@@ -145,6 +147,11 @@ class Broker:
 
     def _checkpoint(self):
         self._pool.apply(self.log_manager.checkpoint_recovery_points)
+
+    def _clean(self):
+        # Log compaction reads and rewrites whole segments: off the event loop, like fsync.
+        self._pool.apply(self.log_manager.clean_once,
+                         (int(time.time() * 1000), self.config["log.cleaner.dedupe.buffer.size"]))
 
     def _generate_broker_id(self):
         import os
