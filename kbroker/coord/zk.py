@@ -236,7 +236,7 @@ class ZooKeeperBackend(CoordinationBackend):
     def _call(self, path, fn, *args, **kwargs):
         client = self._check_started()
         with self._translate(path):
-            return client.retry.copy()(getattr(client, fn), *args, **kwargs)
+            return client.retry(getattr(client, fn), *args, **kwargs)
 
     def _check_started(self):
         client = self._client
@@ -375,10 +375,10 @@ class _ChildrenWatcher:
             try:
                 while True:
                     try:
-                        children = sorted(client.retry.copy()(client.get_children, self.path, self._zk_event))
+                        children = sorted(client.retry(client.get_children, self.path, self._zk_event))
                         break
                     except kz.NoNodeError:
-                        st = client.retry.copy()(client.exists, self.path, self._zk_event)
+                        st = client.retry(client.exists, self.path, self._zk_event)
                         if st is None:
                             children = []
                             break

@@ -1,0 +1,300 @@
+"""ZooKeeperBackend and broker registration on a real 3-node ensemble (one per module; each test uses its own chroot).
+
+The test process is not monkey-patched: kazoo's gevent handler runs in the main thread's hub, so waits here use
+gevent.sleep (a time.sleep would stall the client's pings).
+"""
+import json
+import time
+import uuid
+
+import gevent
+import pytest
+from kazoo.client import KazooClient
+from kazoo.handlers.gevent import SequentialGeventHandler
+
+from kbroker.config import BrokerConfig
+from kbroker.coord import make_backend
+from kbroker.coord.errors import (
+    BadVersionError, CoordinationError, NoChildrenForEphemeralsError, NodeExistsError, NoNodeError, NotEmptyError,
+)
+from kbroker.coord.registration import cluster_id, generate_broker_id, register_broker
+from kbroker.coord.zk import ZooKeeperBackend, split_connect_string
+from kbroker.coord.znodes import BrokerIdZNode
+from tests.integration.harness import ZkEnsemble, free_ports
+
+pytestmark = pytest.mark.zk
+
+SESSION_MS = 4000   # the ensemble's tickTime is 500 ms: sessions may be 1 000..10 000 ms
+
+
+@pytest.fixture(scope="module")
+def ensemble(tmp_path_factory):
+    zk = ZkEnsemble(tmp_path_factory.mktemp("zk"), n=3)
+    try:
+        zk.start(timeout=60)
+    except Exception as e:  # noqa: BLE001 - no java / zookeeper jars on this machine
+        zk.close()
+        pytest.skip("cannot start a ZooKeeper ensemble: %s" % str(e).splitlines()[0])
+    yield zk
+    zk.close()
+
+
+@pytest.fixture
+def chroot():
+    return "/kbtest/" + uuid.uuid4().hex[:12]
+
+
+@pytest.fixture
+def backends(ensemble, chroot):
+    made = []
+
+    def make(session_ms=SESSION_MS, **kw):
+        b = ZooKeeperBackend(ensemble.connect_string + chroot, session_ms, 10000, **kw).start()
+        made.append(b)
+        return b
+    yield make
+    for b in made:
+        b.stop()
+
+
+@pytest.fixture
+def raw(ensemble):
+    """A plain kazoo client on the ensemble root, to check what really landed in ZooKeeper."""
+    c = KazooClient(hosts=ensemble.connect_string, handler=SequentialGeventHandler(), timeout=10)
+    c.start(timeout=10)
+    yield c
+    c.stop()
+    c.close()
+
+
+def wait_for(pred, timeout=10.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for %s" % what)
+        gevent.sleep(0.05)
+
+
+def expire_session(ensemble, backend):
+    """Expire ``backend``'s session for real: a second client joins the session (same id + password) and closes
+    it, which ends the session on the server (ephemerals deleted); the first client then finds it expired."""
+    sid, passwd = backend.client.client_id
+    other = KazooClient(hosts=ensemble.connect_string, client_id=(sid, passwd), handler=SequentialGeventHandler(),
+                        timeout=SESSION_MS / 1000)
+    other.start(timeout=10)
+    other.stop()
+    other.close()
+    return sid
+
+
+def test_split_connect_string():
+    assert split_connect_string("a:1,b:2/kafka/x") == ("a:1,b:2", "/kafka/x")
+    assert split_connect_string("a:1/") == ("a:1", None)
+    assert split_connect_string(" a:1 ") == ("a:1", None)
+    with pytest.raises(CoordinationError):
+        split_connect_string("a:1/x//y")
+
+
+def test_connection_timeout_names_the_connect_string():
+    port = free_ports(1)[0]  # nobody listens there
+    b = ZooKeeperBackend("127.0.0.1:%d/kafka" % port, 4000, 1000)
+    t0 = time.monotonic()
+    with pytest.raises(CoordinationError) as e:
+        b.start()
+    assert time.monotonic() - t0 < 5
+    assert "127.0.0.1:%d/kafka" % port in str(e.value)
+    assert "1000 ms" in str(e.value)
+
+
+def test_chroot_is_created_and_operations_translate_errors(backends, raw, chroot):
+    b = backends()
+    assert raw.exists(chroot) is not None
+    assert b.session_id == b.client.client_id[0] and b.session_id > 0
+    assert b.create("/a", b"x") == "/a"
+    data, st = b.get("/a")
+    assert (data, st.version, st.ephemeral_owner) == (b"x", 0, 0)
+    assert raw.get(chroot + "/a")[0] == b"x"  # the chroot prefixes every path
+    assert b.set("/a", b"y").version == 1
+    with pytest.raises(BadVersionError):
+        b.set("/a", b"z", version=0)
+    assert b.set("/a", b"z", version=1).version == 2
+    with pytest.raises(NodeExistsError):
+        b.create("/a")
+    with pytest.raises(NoNodeError):
+        b.create("/missing/child")
+    assert b.create("/deep/er/node", b"d", makepath=True) == "/deep/er/node"
+    assert b.get_children("/deep") == ["er"]
+    with pytest.raises(NoNodeError):
+        b.get("/nope")
+    assert b.exists("/nope") is None
+    assert b.get_or_none("/nope") == (None, None)
+    e = b.create("/eph", b"", ephemeral=True)
+    assert b.exists(e).ephemeral_owner == b.session_id
+    with pytest.raises(NoChildrenForEphemeralsError):
+        b.create("/eph/child")
+    b.ensure_path("/seq")
+    assert [b.create("/seq/n", sequence=True) for _ in range(3)] == [
+        "/seq/n0000000000", "/seq/n0000000001", "/seq/n0000000002"]
+    b.delete("/seq/n0000000001")
+    # Real ZooKeeper (3.8) numbers by child *creations* (the delete bumped cversion to 4 but not the counter);
+    # the embedded backend uses cversion (4 here). Both are unique and increasing, which is all Kafka relies on.
+    assert b.create("/seq/n", sequence=True) == "/seq/n0000000003"
+    for name in ("c", "a", "b"):
+        b.create("/kids/" + name, makepath=True)
+    assert b.get_children("/kids") == ["a", "b", "c"]
+    with pytest.raises(NotEmptyError):
+        b.delete("/kids")
+    with pytest.raises(BadVersionError):
+        b.delete("/kids", version=5, recursive=True)
+    b.create("/kids/a/grand", makepath=True)
+    b.delete("/kids", recursive=True)
+    assert b.exists("/kids") is None
+    with pytest.raises(NoNodeError):
+        b.delete("/kids", recursive=True)
+    with pytest.raises(BadVersionError):
+        b.delete("/a", version=0)
+    b.delete("/a", version=2)
+    b.stop()
+    assert raw.exists(chroot + "/eph") is None  # ephemerals end with the session
+    with pytest.raises(CoordinationError):
+        b.get("/deep")
+
+
+def test_watches_follow_the_embedded_semantics(backends):
+    b, other = backends(), backends()
+    seen_data, seen_kids = [], []
+    b.watch_data("/w", lambda d, st: seen_data.append((d, st and st.version)))
+    b.watch_children("/w", lambda kids: seen_kids.append(kids))
+    assert seen_data == [(None, None)] and seen_kids == [[]]  # called once at registration, in our greenlet
+    other.create("/w", b"1")
+    wait_for(lambda: len(seen_data) == 2, what="create event")
+    other.set("/w", b"2")
+    other.create("/w/b")
+    other.create("/w/a")
+    wait_for(lambda: seen_data[-1] == (b"2", 1) and seen_kids[-1] == ["a", "b"], what="set + children")
+    other.delete("/w", recursive=True)
+    wait_for(lambda: seen_data[-1] == (None, None) and seen_kids[-1] == [], what="delete")
+    other.create("/w/x", makepath=True)  # re-created: the watches are still there
+    wait_for(lambda: seen_data[-1] == (b"", 0) and seen_kids[-1] == ["x"], what="re-create")
+    assert seen_data[0] == (None, None) and seen_data[1] == (b"1", 0)
+    assert all(seen_kids[i] != seen_kids[i + 1] for i in range(len(seen_kids) - 1))  # only real changes
+
+    calls = []
+    w = b.watch_children("/w", lambda kids: calls.append(kids) or (False if len(calls) == 2 else None))
+    other.create("/w/y")
+    wait_for(lambda: len(calls) == 2, what="second children call")
+    other.create("/w/z")
+    gevent.sleep(0.5)
+    assert calls == [["x"], ["x", "y"]] and not w.active
+    data_calls = []
+    wd = b.watch_data("/w", lambda d, st: data_calls.append(d))
+    wd.cancel()
+    other.set("/w", b"after-cancel")
+    gevent.sleep(0.5)
+    assert data_calls == [b""]
+
+
+def test_session_expiry_runs_hooks_and_rewatches(ensemble, backends):
+    b, other = backends(), backends()
+    events = []
+    b.on_session_expired(lambda: events.append("expired"))
+    b.on_reconnected(lambda: events.append(("new session", b.session_id)))
+    kids = []
+    b.watch_children("/members", lambda k: kids.append(k))
+    b.create("/members/mine", ephemeral=True, makepath=True)
+    wait_for(lambda: kids[-1] == ["mine"], what="own ephemeral")
+    old = expire_session(ensemble, b)
+    wait_for(lambda: len(events) == 2, timeout=15, what="expiry + new session hooks")
+    assert events[0] == "expired"
+    assert events[1][0] == "new session" and events[1][1] not in (0, old)
+    wait_for(lambda: kids[-1] == [], what="ephemeral gone with the old session")
+    other.create("/members/theirs", ephemeral=True)
+    wait_for(lambda: kids[-1] == ["theirs"], what="children watch re-armed in the new session")
+
+
+def test_register_broker_writes_kafkas_json(backends, raw, chroot):
+    b = backends()
+    reg = register_broker(b, 3, [("PLAINTEXT", "127.0.0.1", 9092), ("INTERNAL", "10.0.0.1", 9093)],
+                          {"PLAINTEXT": "PLAINTEXT", "INTERNAL": "SSL"}, rack="r1")
+    data, st = raw.get(chroot + "/brokers/ids/3")
+    assert st.ephemeralOwner == b.session_id
+    obj = json.loads(data)
+    assert list(obj) == ["listener_security_protocol_map", "endpoints", "jmx_port", "host", "timestamp", "port",
+                         "version", "rack"]
+    assert obj["listener_security_protocol_map"] == {"PLAINTEXT": "PLAINTEXT", "INTERNAL": "SSL"}
+    assert obj["endpoints"] == ["PLAINTEXT://127.0.0.1:9092", "INTERNAL://10.0.0.1:9093"]
+    assert (obj["host"], obj["port"], obj["jmx_port"], obj["version"], obj["rack"]) == ("127.0.0.1", 9092, -1, 4,
+                                                                                        "r1")
+    assert abs(int(obj["timestamp"]) - time.time() * 1000) < 60000
+    assert BrokerIdZNode.decode(data).endpoints == [("PLAINTEXT", "127.0.0.1", 9092), ("INTERNAL", "10.0.0.1", 9093)]
+    reg.deregister()
+    assert raw.exists(chroot + "/brokers/ids/3") is None
+
+
+def test_generated_ids_and_cluster_id(backends):
+    b, other = backends(), backends()
+    assert [generate_broker_id(b, 1000), generate_broker_id(other, 1000), generate_broker_id(b, 50)] == [1001, 1002,
+                                                                                                          53]
+    cid = cluster_id(b)
+    assert len(cid) == 22 and cluster_id(other) == cid
+    assert json.loads(b.get("/cluster/id")[0]) == {"version": "1", "id": cid}
+
+
+def test_reregisters_after_session_expiry(ensemble, backends):
+    b = backends()
+    reg = register_broker(b, 5, [("PLAINTEXT", "127.0.0.1", 9092)], {"PLAINTEXT": "PLAINTEXT"})
+    old = expire_session(ensemble, b)
+    wait_for(lambda: b.session_id not in (0, old), timeout=15, what="new session")
+    st = wait_for(lambda: b.exists("/brokers/ids/5"), timeout=10, what="re-registration")
+    assert st.ephemeral_owner == b.session_id != old
+    reg.deregister()
+
+
+def test_stale_registration_blocks_until_its_session_is_gone(backends):
+    first, second = backends(), backends()
+    ep = [("PLAINTEXT", "127.0.0.1", 9092)]
+    register_broker(first, 7, ep, {"PLAINTEXT": "PLAINTEXT"})
+    t0 = time.monotonic()
+    with pytest.raises(NodeExistsError) as e:  # a live broker with the same id: bounded wait, then an error
+        register_broker(second, 7, ep, {"PLAINTEXT": "PLAINTEXT"}, wait_timeout_ms=600)
+    assert 0.5 < time.monotonic() - t0 < 3
+    assert "/brokers/ids/7" in str(e.value) and "broker id 7" in str(e.value)
+    gevent.spawn_later(1.0, first.stop)  # the old incarnation's session ends while we wait
+    t0 = time.monotonic()
+    reg = register_broker(second, 7, ep, {"PLAINTEXT": "PLAINTEXT"})
+    assert time.monotonic() - t0 >= 0.9
+    assert second.exists("/brokers/ids/7").ephemeral_owner == second.session_id
+    assert reg.wait_timeout_ms == SESSION_MS + 5000
+
+
+def test_restart_before_expiry_waits_for_the_old_session(ensemble, backends):
+    """A client-side expiry (kazoo's test trick) leaves the old session alive on the server until its timeout:
+    the re-registration in the new session must wait for the stale node, then take it over."""
+    from kazoo.protocol.connection import _SESSION_EXPIRED
+
+    b = backends()
+    register_broker(b, 9, [("PLAINTEXT", "127.0.0.1", 9092)], {"PLAINTEXT": "PLAINTEXT"})
+    old = b.session_id
+    t0 = time.monotonic()
+    b.client._call(_SESSION_EXPIRED, None)
+    wait_for(lambda: b.session_id not in (0, old), timeout=10, what="new session")
+    st = wait_for(lambda: (b.exists("/brokers/ids/9") or None) and
+                  (b.exists("/brokers/ids/9").ephemeral_owner == b.session_id), timeout=SESSION_MS / 1000 + 8,
+                  what="takeover of the stale node")
+    assert st
+    # The server only expires the old session after its timeout (4 s, checked every tick).
+    assert time.monotonic() - t0 > SESSION_MS / 1000 * 0.5
+
+
+def test_make_backend_from_config(ensemble, chroot, tmp_path):
+    cfg = BrokerConfig.from_sources(None, ["log.dirs=%s" % tmp_path, "zookeeper.connect=%s%s" % (
+        ensemble.connect_string, chroot), "zookeeper.session.timeout.ms=6000"])
+    b = make_backend(cfg)
+    assert isinstance(b, ZooKeeperBackend)
+    assert (b.chroot, b.session_timeout_ms, b.connection_timeout_ms) == (chroot, 6000, 6000)
+    with b:
+        b.ensure_path("/brokers/ids")
+        assert b.get_children("/brokers") == ["ids"]
