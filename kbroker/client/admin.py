@@ -222,7 +222,8 @@ class AdminClient:
             time.sleep(0.1)
 
     def _coordinator_request(self, group_id, api, body, check):
-        """Send ``body`` to the group's coordinator; ``check(resp, version)`` raises on errors and returns the result."""
+        """Send ``body`` to the group's coordinator; ``check(resp, version, coordinator)`` raises on errors and
+        returns the result (a coordinator error there makes the whole exchange retry)."""
         def once():
             coord = self._find_coordinator_once(group_id)
             conn = self.cluster.connection(coord.node_id)
