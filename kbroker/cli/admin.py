@@ -5,8 +5,8 @@
     kbroker-admin configs ...   == kafka-configs.sh (topics and brokers)
     kbroker-admin consumer-groups ... == kafka-consumer-groups.sh (kbroker/cli/consumer_groups.py)
 
-Only ``--bootstrap-server HOST:PORT[,HOST:PORT]`` is supported for now; ``--zookeeper`` (the 0.10.1 mode that edits
-the znode tree directly) is refused with a usage error until the ZooKeeper backend lands.
+Topics take ``--bootstrap-server HOST:PORT[,HOST:PORT]`` or ``--zookeeper H:P[,H:P][/chroot]`` (the 0.10.1 mode that
+edits the znode tree directly: ``topics_zk.py``); configs take ``--bootstrap-server`` only.
 
 Output layout: the **modern** (Kafka 2.8+/3.x, Java ``TopicCommand``/``ConfigCommand``) text, byte for byte:
 
@@ -148,7 +148,7 @@ def topics_parser():
     p = _Parser(prog="kbroker-admin topics", description="Create, delete, describe, or change a topic.",
                 add_help=True)
     p.add_argument("--bootstrap-server", metavar="HOST:PORT", help="the broker(s) to connect to (required)")
-    p.add_argument("--zookeeper", help=argparse.SUPPRESS)
+    p.add_argument("--zookeeper", metavar="H:P[/CHROOT]", help="edit ZooKeeper's znodes directly (Kafka 0.10 mode)")
     actions = p.add_argument_group("actions (exactly one)")
     for a in ("create", "list", "describe", "alter", "delete"):
         actions.add_argument("--" + a, action="store_true")
@@ -170,13 +170,13 @@ def topics_parser():
 def parse_topics_args(argv):
     """Parse and check kafka-topics arguments (Kafka's checkArgs rules); raises UsageError."""
     args = topics_parser().parse_args(argv)
-    if args.zookeeper is not None:
-        raise UsageError("--zookeeper is not supported yet: use --bootstrap-server")
+    if args.zookeeper is not None and args.bootstrap_server:
+        raise UsageError("Only one of --bootstrap-server or --zookeeper must be specified")
     chosen = [a for a in ("create", "list", "describe", "alter", "delete") if getattr(args, a)]
     if len(chosen) != 1:
         raise UsageError("Command must include exactly one action: --list, --describe, --create, --alter or --delete")
     args.action = chosen[0]
-    if not args.bootstrap_server:
+    if not args.bootstrap_server and args.zookeeper is None:
         raise UsageError('Missing required argument "[bootstrap-server]"')
     if args.action in ("create", "alter", "delete") and not args.topic:
         raise UsageError('Missing required argument "[topic]"')
@@ -205,6 +205,9 @@ def parse_topics_args(argv):
     for opt in ("topics_with_overrides", "under_replicated_partitions", "unavailable_partitions"):
         if getattr(args, opt):
             invalid(opt.replace("_", "-"), ("describe",))
+    if args.zookeeper is not None:
+        from kbroker.cli.topics_zk import check_args
+        check_args(args)
     return args
 
 
@@ -375,6 +378,9 @@ def topics_main(argv):
         return 1
 
     def run(a):
+        if a.zookeeper is not None:
+            from kbroker.cli.topics_zk import run_zk
+            return run_zk(a)
         with AdminClient(a.bootstrap_server) as admin:
             return _TOPIC_ACTIONS[a.action](admin, a)
     return _run(run, args, "topic")

@@ -90,7 +90,7 @@ def run_topics(capsys, argv, admin=None):
      'Option "[config]" can\'t be used with option "[alter]"'),
     (B + ["--create", "--topic", "t", "--partitions", "2", "--replica-assignment", "0:1"],
      'Option "[replica-assignment]" can\'t be used with option "[partitions]" or "[replication-factor]"'),
-    (B + ["--list", "--zookeeper", "zk:2181"], "--zookeeper is not supported yet: use --bootstrap-server"),
+    (B + ["--list", "--zookeeper", "zk:2181"], "Only one of --bootstrap-server or --zookeeper must be specified"),
 ])
 def test_topics_usage_errors(argv, message):
     with pytest.raises(cli.UsageError) as ei:
