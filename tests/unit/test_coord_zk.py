@@ -13,7 +13,7 @@ from kazoo.client import KazooClient
 from kazoo.handlers.gevent import SequentialGeventHandler
 
 from kbroker.config import BrokerConfig
-from kbroker.coord import make_backend
+from kbroker.coord import TopicStore, make_backend
 from kbroker.coord.errors import (
     BadVersionError, CoordinationError, NoChildrenForEphemeralsError, NodeExistsError, NoNodeError, NotEmptyError,
 )
@@ -298,3 +298,92 @@ def test_make_backend_from_config(ensemble, chroot, tmp_path):
     with b:
         b.ensure_path("/brokers/ids")
         assert b.get_children("/brokers") == ["ids"]
+
+
+# ------------------------------------------------------------------------------ kbroker-admin topics --zookeeper
+
+def _admin(capsys, *argv):
+    from kbroker.cli import admin
+
+    rc = admin.main(["topics", *argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_admin_topics_zookeeper_mode(ensemble, backends, raw, chroot, capsys):
+    b = backends()
+    for bid in (1, 2, 3):
+        register_broker(b, bid, [("PLAINTEXT", "127.0.0.1", 9090 + bid)], {"PLAINTEXT": "PLAINTEXT"})
+    zk = ensemble.connect_string + chroot
+    rc, out, err = _admin(capsys, "--zookeeper", zk, "--create", "--topic", "orders", "--partitions", "6",
+                          "--replication-factor", "2", "--config", "retention.ms=1000")
+    assert (rc, out, err) == (0, "Created topic orders.\n", "")
+    assert json.loads(raw.get(chroot + "/config/topics/orders")[0]) == {"version": 1,
+                                                                        "config": {"retention.ms": "1000"}}
+    topic = json.loads(raw.get(chroot + "/brokers/topics/orders")[0])
+    assert topic["version"] == 1 and sorted(topic["partitions"], key=int) == [str(p) for p in range(6)]
+    reps = {int(p): r for p, r in topic["partitions"].items()}
+    # Kafka's layout for 3 brokers: leaders round-robin, each follower on another broker.
+    assert sorted(r[0] for r in reps.values()) == [1, 1, 2, 2, 3, 3]
+    assert all(len(set(r)) == 2 and set(r) <= {1, 2, 3} for r in reps.values())
+    # config before assignment (what the controller watches), like AdminUtils
+    assert raw.exists(chroot + "/config/topics/orders").czxid < raw.exists(chroot + "/brokers/topics/orders").czxid
+
+    rc, out, err = _admin(capsys, "--zookeeper", zk, "--create", "--topic", "orders", "--partitions", "1",
+                          "--replication-factor", "1")
+    assert rc == 1 and err == "Error while executing topic command : Topic 'orders' already exists.\n"
+    assert _admin(capsys, "--zookeeper", zk, "--create", "--topic", "orders", "--partitions", "1",
+                  "--replication-factor", "1", "--if-not-exists")[:2] == (0, "")
+    rc, out, err = _admin(capsys, "--zookeeper", zk, "--create", "--topic", "big", "--partitions", "1",
+                          "--replication-factor", "4")
+    assert (rc, err) == (1, "Error while executing topic command : replication factor: 4 larger than available "
+                            "brokers: 3\n")
+    rc, out, err = _admin(capsys, "--zookeeper", zk, "--create", "--topic", "x")
+    assert rc == 1 and err.startswith('Missing required argument "[partitions]"\n')
+    assert _admin(capsys, "--zookeeper", zk, "--create", "--topic", "manual", "--replica-assignment",
+                  "3:1,1:2")[:2] == (0, "Created topic manual.\n")
+    assert json.loads(raw.get(chroot + "/brokers/topics/manual")[0]) == {"version": 1,
+                                                                         "partitions": {"0": [3, 1], "1": [1, 2]}}
+
+    # a controller's partition state for partition 0 of manual; partition 1 has none yet
+    TopicStore(b).set_partition_state("manual", 0, leader=3, isr=[3], leader_epoch=0, controller_epoch=1)
+    rc, out, err = _admin(capsys, "--zookeeper", zk, "--describe", "--topic", "manual")
+    assert (rc, err) == (0, "")
+    assert out == ("Topic: manual\tPartitionCount: 2\tReplicationFactor: 2\tConfigs: \n"
+                   "\tTopic: manual\tPartition: 0\tLeader: 3\tReplicas: 3,1\tIsr: 3\n"
+                   "\tTopic: manual\tPartition: 1\tLeader: none\tReplicas: 1,2\tIsr: \n")
+    rc, out, _ = _admin(capsys, "--zookeeper", zk, "--describe", "--under-replicated-partitions")
+    assert out.count("\n") == 8 and "Partition: 0\tLeader: 3" in out  # all 8 partitions lack a full ISR
+    rc, out, _ = _admin(capsys, "--zookeeper", zk, "--describe", "--topics-with-overrides")
+    assert out == "Topic: orders\tPartitionCount: 6\tReplicationFactor: 2\tConfigs: retention.ms=1000\n"
+    assert _admin(capsys, "--zookeeper", zk, "--list")[:2] == (0, "manual\norders\n")
+
+    assert _admin(capsys, "--zookeeper", zk, "--alter", "--topic", "orders", "--partitions", "8")[:2] == (0, "")
+    after = {int(p): r for p, r in json.loads(raw.get(chroot + "/brokers/topics/orders")[0])["partitions"].items()}
+    assert {p: after[p] for p in range(6)} == reps and sorted(after) == list(range(8))
+    # new partitions continue the layout from partition 0's first replica (Kafka's addPartitions)
+    first = sorted([1, 2, 3]).index(reps[0][0])
+    assert [after[6][0], after[7][0]] == [[1, 2, 3][(6 + first) % 3], [1, 2, 3][(7 + first) % 3]]
+    rc, _, err = _admin(capsys, "--zookeeper", zk, "--alter", "--topic", "orders", "--partitions", "3")
+    assert (rc, err) == (1, "Error while executing topic command : Topic currently has 8 partitions, which is "
+                            "higher than the requested 3.\n")
+    assert _admin(capsys, "--zookeeper", zk, "--alter", "--topic", "manual", "--partitions", "3",
+                  "--replica-assignment", "3:1,1:2,2:3")[:2] == (0, "")
+    assert json.loads(raw.get(chroot + "/brokers/topics/manual")[0])["partitions"]["2"] == [2, 3]
+
+    assert _admin(capsys, "--zookeeper", zk, "--delete", "--topic", "orders")[:2] == (0, "")
+    assert raw.get(chroot + "/admin/delete_topics/orders")[0] == b""
+    assert raw.exists(chroot + "/brokers/topics/orders") is not None  # the controller does the deleting
+    rc, _, err = _admin(capsys, "--zookeeper", zk, "--delete", "--topic", "nope")
+    assert (rc, err) == (1, "Error while executing topic command : Topic 'nope' does not exist as expected\n")
+
+
+def test_admin_topics_zookeeper_unreachable(capsys, monkeypatch):
+    from kbroker.cli import topics_zk
+
+    monkeypatch.setattr(topics_zk, "TIMEOUT_MS", 1000)
+    port = free_ports(1)[0]
+    rc, out, err = _admin(capsys, "--zookeeper", "127.0.0.1:%d" % port, "--list")
+    assert rc == 1 and out == ""
+    assert err.startswith("Error while executing topic command : could not connect to ZooKeeper at 127.0.0.1:%d "
+                          "within 1000 ms" % port)

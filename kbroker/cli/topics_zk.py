@@ -1,0 +1,212 @@
+"""``kbroker-admin topics --zookeeper H:P[,H:P][/chroot]``: kafka-topics.sh's 0.10 mode, editing znodes directly.
+
+Writes exactly what Kafka 0.10.1's TopicCommand/AdminUtils wrote, so a kbroker or Kafka controller watching the
+tree acts on it:
+
+* ``--create``: ``/config/topics/<t>`` (``{"version":1,"config":{...}}``, written even when empty) and then
+  ``/brokers/topics/<t>`` (``{"version":1,"partitions":{"0":[1,2]}}``). The assignment is
+  kbroker.controller.assignment (Kafka's assignReplicasToBrokers, rack-aware when the registered brokers carry
+  racks) over the live brokers under ``/brokers/ids``, unless ``--replica-assignment`` gives it. As in 0.10, both
+  ``--partitions`` and ``--replication-factor`` are required without an explicit assignment (there is no broker
+  to supply defaults).
+* ``--alter --partitions N``: rewrites ``/brokers/topics/<t>`` with the added partitions (version-conditional),
+  placed like Kafka's addPartitions (continuing from partition 0's first replica); with ``--replica-assignment``
+  the list covers all partitions, as in this tool's --bootstrap-server mode, and the entries for the new ones are
+  used.
+* ``--delete``: creates ``/admin/delete_topics/<t>`` (the controller deletes the topic when
+  ``delete.topic.enable``); internal topics are refused.
+* ``--list`` / ``--describe``: read ``/brokers/topics``, the partition ``state`` znodes (leader, isr) and
+  ``/config/topics/<t>``; ``Configs:`` shows the topic's overrides (ZooKeeper knows nothing of broker defaults).
+  A partition without a state znode (no controller has acted yet) shows ``Leader: none`` and an empty ``Isr:``.
+
+Output is the same text (and ``--output json`` documents) as the --bootstrap-server mode (admin.py). Errors:
+``Error while executing topic command : <message>`` on stderr, exit 1; a ZooKeeper that cannot be reached within
+30 s (the tool's session and connection timeout, Kafka's too) is such an error.
+"""
+
+from kbroker import errors
+from kbroker.config import ConfigError, validate_topic_config
+from kbroker.controller.assignment import assign_replicas_to_brokers, start_index_for_new_partitions
+from kbroker.coord.errors import CoordinationError, NodeExistsError, NoNodeError
+from kbroker.coord.metadata_store import TopicStore
+from kbroker.coord.znodes import BrokerIdsZNode, BrokerIdZNode, DeleteTopicsZNode
+
+from .admin import (CommandError, UsageError, _emit, _ensure_exists, format_partition_line, format_topic_line,
+                    parse_replica_assignment, parse_topic_configs, topic_filter)
+
+TIMEOUT_MS = 30000
+INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
+
+
+def check_args(args):
+    """The 0.10 rules that only apply to --zookeeper (the rest is admin.parse_topics_args)."""
+    if args.action == "create" and args.replica_assignment is None:
+        if args.partitions is None:
+            raise UsageError('Missing required argument "[partitions]"')
+        if args.replication_factor is None:
+            raise UsageError('Missing required argument "[replication-factor]"')
+
+
+def live_brokers(backend):
+    """{broker id: rack or None} of the registered brokers."""
+    out = {}
+    try:
+        ids = backend.get_children(BrokerIdsZNode.path())
+    except NoNodeError:
+        return out
+    for name in ids:
+        data, _ = backend.get_or_none(BrokerIdZNode.path(int(name)))
+        if data is not None:
+            out[int(name)] = BrokerIdZNode.decode(data).rack
+    return out
+
+
+def _matching(store, args):
+    names = store.topics()
+    if args.exclude_internal:
+        names = [n for n in names if n not in INTERNAL_TOPICS]
+    if args.topic:
+        match = topic_filter(args.topic)
+        names = [n for n in names if match(n)]
+    return names
+
+
+def zk_create(store, args):
+    lines = []
+    if "." in args.topic or "_" in args.topic:
+        lines.append("WARNING: Due to limitations in metric names, topics with a period ('.') or underscore ('_') "
+                     "could collide. To avoid issues it is best to use either, but not both.")
+    configs = parse_topic_configs(args.config)
+    try:
+        validate_topic_config(configs)
+    except ConfigError as e:
+        raise CommandError(str(e)) from None
+    if args.replica_assignment:
+        assignment = parse_replica_assignment(args.replica_assignment)
+    else:
+        if args.partitions < 1:
+            raise CommandError("The partitions must be greater than 0")
+        if not 1 <= args.replication_factor <= 32767:
+            raise CommandError("The replication factor must be between 1 and 32767 inclusive")
+        assignment = assign_replicas_to_brokers(live_brokers(store.backend), args.partitions,
+                                                args.replication_factor)
+    try:
+        store.create_topic(args.topic, assignment, configs)
+    except errors.TopicAlreadyExists:
+        if args.if_not_exists:
+            _emit(args, [], {"topic": args.topic, "created": False})
+            return 0
+        raise
+    lines.append("Created topic %s." % args.topic)
+    _emit(args, lines, {"topic": args.topic, "created": True, "partitions": len(assignment),
+                        "replication_factor": len(assignment[0])})
+    return 0
+
+
+def zk_list(store, args):
+    names = _matching(store, args)
+    if args.output == "json":
+        _emit(args, [], names)
+    else:
+        print("\n".join(names))
+    return 0
+
+
+def zk_describe(store, args):
+    names = _matching(store, args)
+    _ensure_exists(names, args)
+    live = set(live_brokers(store.backend))
+    report_partitions_only = args.under_replicated_partitions or args.unavailable_partitions
+    lines, doc = [], []
+    for name in names:
+        try:
+            assignment = store.assignment(name)
+        except errors.UnknownTopicOrPartition:
+            continue  # deleted while we were listing
+        overrides = list(store.topic_config(name).items())
+        rf = len(assignment[0]) if assignment else 0
+        show_topic = not report_partitions_only and (not args.topics_with_overrides or overrides)
+        if show_topic:
+            lines.append(format_topic_line(name, None, len(assignment), rf, overrides))
+        entry = {"topic": name, "topic_id": None, "partition_count": len(assignment), "replication_factor": rf,
+                 "configs": dict(overrides), "partitions": []}
+        for p, replicas in assignment.items():
+            if args.topics_with_overrides:
+                continue
+            state = store.partition_state(name, p)
+            leader, isr = (state.leader, list(state.isr)) if state else (-1, [])
+            under = len(isr) < len(replicas)
+            unavailable = leader < 0 or leader not in live
+            if report_partitions_only and not ((args.under_replicated_partitions and under)
+                                               or (args.unavailable_partitions and unavailable)):
+                continue
+            lines.append(format_partition_line(name, p, leader, replicas, isr))
+            entry["partitions"].append({"partition": p, "leader": leader if leader >= 0 else None,
+                                        "replicas": list(replicas), "isr": isr})
+        if show_topic or entry["partitions"]:
+            doc.append(entry)
+    _emit(args, lines, doc)
+    return 0
+
+
+def zk_alter(store, args):
+    names = _matching(store, args)
+    _ensure_exists(names, args)
+    given = parse_replica_assignment(args.replica_assignment) if args.replica_assignment else None
+    brokers = None
+    for name in names:
+        if name == "__consumer_offsets":
+            raise CommandError("The number of partitions for the offsets topic cannot be changed.")
+        current = store.assignment(name)
+        if args.partitions <= len(current):
+            raise CommandError("Topic currently has %d partitions, which is higher than the requested %d."
+                               % (len(current), args.partitions))
+        rf = len(current[0])
+        if given is not None:
+            missing = [p for p in range(len(current), args.partitions) if p not in given]
+            if missing:
+                raise CommandError("Replica assignment lists %d partitions but %d are needed"
+                                   % (len(given), args.partitions))
+            new = {p: given[p] for p in range(len(current), args.partitions)}
+        else:
+            brokers = live_brokers(store.backend) if brokers is None else brokers
+            new = assign_replicas_to_brokers(brokers, args.partitions - len(current), rf,
+                                             start_index=start_index_for_new_partitions(current, brokers),
+                                             start_partition_id=len(current))
+        store.add_partitions(name, new)
+    _emit(args, [], [{"topic": n, "partition_count": args.partitions} for n in names])
+    return 0
+
+
+def zk_delete(store, args):
+    names = _matching(store, args)
+    _ensure_exists(names, args)
+    for name in names:
+        if name in INTERNAL_TOPICS:
+            raise CommandError("Topic %s is a kafka internal topic and is not allowed to be marked for deletion."
+                               % name)
+        try:
+            store.backend.create(DeleteTopicsZNode.path(name), DeleteTopicsZNode.encode(), makepath=True)
+        except NodeExistsError:
+            pass  # already marked: the controller is on it
+    _emit(args, [], [{"topic": n, "deleted": True} for n in names])
+    return 0
+
+
+ACTIONS = {"create": zk_create, "list": zk_list, "describe": zk_describe, "alter": zk_alter, "delete": zk_delete}
+
+
+def run_zk(args):
+    """Run one parsed topics command against ``args.zookeeper``; returns the exit status (errors raise)."""
+    from kbroker.coord.zk import ZooKeeperBackend
+
+    try:
+        backend = ZooKeeperBackend(args.zookeeper, TIMEOUT_MS, TIMEOUT_MS).start()
+    except CoordinationError as e:
+        raise CommandError(str(e)) from None
+    try:
+        return ACTIONS[args.action](TopicStore(backend), args)
+    except CoordinationError as e:
+        raise CommandError("ZooKeeper: %s" % e) from None
+    finally:
+        backend.stop()
