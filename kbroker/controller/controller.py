@@ -508,7 +508,13 @@ class Controller:
                 return None
             res = choose(cur)
             if res is None:
-                return None
+                # Our copy may be stale (a leader changed the ISR and its notification is not in yet): decide
+                # again on the znode's current content before declining.
+                fresh = self._read_state(tp)
+                if fresh is None or fresh.zk_version == cur.zk_version:
+                    return None
+                ctx.leadership[tp] = fresh
+                continue
             leader, isr = res
             new = LeaderIsr(leader, cur.leader_epoch + 1, list(isr), self.epoch, cur.zk_version + 1)
             try:

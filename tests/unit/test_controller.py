@@ -1,0 +1,451 @@
+"""Controller over the embedded backend: several Controllers (broker ids 1..3) share one tree; fake channels."""
+import gevent
+import pytest
+
+from kbroker import errors
+from kbroker.controller.admin_znodes import PreferredReplicaElectionZNode, ReassignPartitionsZNode
+from kbroker.coord.znodes import IsrChangeNotificationSequenceZNode, TopicZNode
+
+from .test_controller_support import (  # noqa: F401 -- backend is a fixture
+    LAI, STOP, UM, backend, lai_states, make_cluster, register, stop_states, um_states, unregister,
+)
+
+
+def st(leader, epoch, isr, ce=1):
+    return ('{"controller_epoch":%d,"leader":%d,"version":1,"leader_epoch":%d,"isr":[%s]}'
+            % (ce, leader, epoch, ",".join(map(str, isr)))).encode()
+
+
+@pytest.fixture
+def cluster(backend):
+    c = make_cluster(backend)
+    yield c
+    c.stop()
+
+
+# -- election ---------------------------------------------------------------------------------------------------
+
+def test_election_and_epoch(cluster, backend):
+    act = cluster.active()
+    assert act.broker_id == 1 and act.epoch == 1
+    assert backend.get("/controller_epoch")[0] == b"1"
+    data = backend.get("/controller")[0]
+    assert data.startswith(b'{"version":1,"brokerid":1,"timestamp":"')
+    assert [c.active_controller_id for c in cluster.ctrls.values()] == [1, 1, 1]
+    # The winner connected to every live broker and told them the cluster (no partitions yet).
+    ch = cluster.channel()
+    ums = ch.take(UM)
+    assert sorted(b for b, _, _ in ums) == [1, 2, 3]
+    body = ums[0][2]
+    assert body["controller_id"] == 1 and body["controller_epoch"] == 1 and body["topic_states"] == []
+    assert [(b["id"], b["endpoints"][0]["port"], b["endpoints"][0]["listener"]) for b in body["live_brokers"]] == \
+        [(1, 9091, "PLAINTEXT"), (2, 9092, "PLAINTEXT"), (3, 9093, "PLAINTEXT")]
+
+
+def test_failover_increments_epoch(cluster, backend):
+    cluster.ctrls[1].stop()
+    cluster.settle()
+    act = [c for c in cluster.ctrls.values() if c.active]
+    assert len(act) == 1 and act[0].broker_id in (2, 3)
+    assert act[0].epoch == 2 and backend.get("/controller_epoch")[0] == b"2"
+    # The /controller node vanishing (session loss) triggers another election: epoch 3.
+    backend.delete("/controller")
+    cluster.settle()
+    act = [c for c in cluster.ctrls.values() if c.active]
+    assert len(act) == 1 and act[0].epoch == 3 and backend.get("/controller_epoch")[0] == b"3"
+
+
+def test_epoch_created_when_missing_and_continues(backend):
+    backend.create("/controller_epoch", b"41")
+    c = make_cluster(backend, ids=(5,))
+    try:
+        assert c.active().epoch == 42 and backend.get("/controller_epoch")[0] == b"42"
+    finally:
+        c.stop()
+
+
+def test_stale_controller_is_fenced(cluster, backend):
+    store = cluster.store
+    old = cluster.ctrls[1]
+    # Broker 1 "pauses": it does not see /controller change hands.
+    old._controller_watch.cancel()
+    backend.delete("/controller")
+    cluster.settle()
+    new = [c for c in cluster.ctrls.values() if c.active and c is not old]
+    assert len(new) == 1 and new[0].epoch == 2
+    cluster.channels[1].take()
+    # The old controller wakes up with a pending event: it finds a higher epoch and resigns without acting.
+    store.create_topic("t", {0: [1]})
+    cluster.settle()
+    assert not old.active
+    assert cluster.channels[1].take() == []
+    assert cluster.state("t", 0) == st(1, 0, [1], ce=2)
+
+
+def test_state_written_by_newer_controller_makes_old_one_resign(cluster, backend):
+    cluster.store.create_topic("t", {0: [1, 2]})
+    cluster.settle()
+    act = cluster.active()
+    # A successor (epoch 2) rewrote the partition state; the old controller's conditional write fails.
+    backend.set("/brokers/topics/t/partitions/0/state", st(2, 5, [2], ce=2))
+    act._enqueue("isr_change")  # any event: the controller re-reads and checks
+    backend.set("/controller_epoch", b"2")
+    cluster.settle()
+    assert not act.active
+
+
+# -- topics -----------------------------------------------------------------------------------------------------
+
+def test_topic_creation_states_and_requests(cluster):
+    ch = cluster.channel()
+    ch.take()
+    cluster.store.create_topic("t", {0: [1, 2], 1: [2, 3], 2: [3, 1]})
+    cluster.settle()
+    assert cluster.state("t", 0) == st(1, 0, [1, 2])
+    assert cluster.state("t", 1) == st(2, 0, [2, 3])
+    assert cluster.state("t", 2) == st(3, 0, [3, 1])
+    sent = ch.take()
+    lais = {b: lai_states(body) for b, k, body in sent if k == LAI}
+    assert sorted(lais) == [1, 2, 3]
+    assert sorted(lais[1]) == [("t", 0), ("t", 2)]
+    p0 = lais[1][("t", 0)]
+    assert (p0["leader"], p0["leader_epoch"], p0["isr"], p0["replicas"], p0["is_new"], p0["controller_epoch"],
+            p0["partition_epoch"]) == (1, 0, [1, 2], [1, 2], True, 1, 0)
+    lai_body = [body for b, k, body in sent if k == LAI and b == 1][0]
+    assert lai_body["controller_id"] == 1 and lai_body["controller_epoch"] == 1
+    assert sorted((x["broker_id"], x["port"]) for x in lai_body["live_leaders"]) == [(1, 9091), (3, 9093)]
+    ums = {b: um_states(body) for b, k, body in sent if k == UM}
+    assert sorted(ums) == [1, 2, 3]
+    assert sorted(ums[2]) == [("t", 0), ("t", 1), ("t", 2)]
+    u = ums[2][("t", 1)]
+    assert (u["leader"], u["isr"], u["replicas"], u["offline_replicas"], u["zk_version"]) == (2, [2, 3], [2, 3], [], 0)
+    # Partition addition through the assignment znode.
+    cluster.store.add_partitions("t", {3: [1, 3]})
+    cluster.settle()
+    assert cluster.state("t", 3) == st(1, 0, [1, 3])
+    sent = ch.take(LAI)
+    assert sorted(b for b, _, _ in sent) == [1, 3]
+    assert list(lai_states(sent[0][2])) == [("t", 3)]
+
+
+def test_new_partition_with_dead_replica(cluster):
+    unregister(cluster.backend, 3)
+    cluster.settle()
+    cluster.store.create_topic("t", {0: [3, 1]})
+    cluster.store.create_topic("u", {0: [3]})
+    cluster.settle()
+    assert cluster.state("t", 0) == st(1, 0, [1])
+    assert cluster.backend.exists("/brokers/topics/u/partitions/0/state") is None  # stays New
+    register(cluster.backend, 3)
+    cluster.settle()
+    assert cluster.state("u", 0) == st(3, 0, [3])
+
+
+def test_create_topic_helper(cluster):
+    act = cluster.active()
+    with pytest.raises(errors.InvalidReplicationFactor):
+        act.create_topic("x", 2, 4)
+    with pytest.raises(errors.InvalidReplicaAssignment):
+        act.create_topic("x", assignment={0: [1, 7]})
+    with pytest.raises(errors.InvalidRequest):
+        act.create_topic("x", 1, 1, assignment={0: [1]})
+    assert act.create_topic("x", 2, 2, validate_only=True)
+    assert not cluster.store.exists("x")
+    plan = cluster.ctrls[2].create_topic("x", 6, 2)  # any broker may write it; the controller picks it up
+    assert sorted(plan) == list(range(6)) and all(len(set(r)) == 2 for r in plan.values())
+    with pytest.raises(errors.TopicAlreadyExists):
+        act.create_topic("x", 1, 1)
+    cluster.settle()
+    for p, reps in plan.items():
+        assert cluster.state("x", p) == st(reps[0], 0, reps)
+
+
+# -- broker failure / return ------------------------------------------------------------------------------------
+
+def test_broker_down_and_up(cluster, backend):
+    store = cluster.store
+    store.create_topic("t", {0: [1, 2], 1: [2, 3], 2: [3, 1]})
+    store.create_topic("one", {0: [1]})
+    cluster.settle()
+    ch = cluster.channel()
+    ch.take()
+    unregister(backend, 1)
+    cluster.settle()
+    assert cluster.state("t", 0) == st(2, 1, [2])        # leader moved, epoch + 1
+    assert cluster.state("t", 1) == st(2, 0, [2, 3])     # untouched
+    assert cluster.state("t", 2) == st(3, 1, [3])        # follower left the ISR
+    assert cluster.state("one", 0) == st(-1, 1, [1])     # offline; the last ISR member is remembered
+    sent = ch.take()
+    assert 1 not in {b for b, _, _ in sent}
+    um = {b: um_states(body) for b, k, body in sent if k == UM}
+    assert sorted(um) == [2, 3]
+    last = [body for b, k, body in sent if k == UM and b == 2][-1]
+    assert [b["id"] for b in last["live_brokers"]] == [2, 3]
+    merged = {}
+    for b, k, body in sent:
+        if k == UM and b == 2:
+            merged.update(um_states(body))
+    assert (merged[("one", 0)]["leader"], merged[("one", 0)]["offline_replicas"]) == (-1, [1])
+    assert (merged[("t", 0)]["leader"], merged[("t", 0)]["offline_replicas"]) == (2, [1])
+    # Broker 1 returns: it gets its partitions, the RF1 partition comes back online.
+    register(backend, 1)
+    cluster.settle()
+    assert cluster.state("one", 0) == st(1, 2, [1])
+    assert cluster.state("t", 0) == st(2, 1, [2])        # no automatic move back (preferred election does that)
+    sent = ch.take()
+    lai1 = {}
+    for b, k, body in sent:
+        if k == LAI and b == 1:
+            lai1.update(lai_states(body))
+    assert sorted(lai1) == [("one", 0), ("t", 0), ("t", 2)]
+    assert lai1[("one", 0)]["leader"] == 1 and lai1[("t", 0)]["leader"] == 2
+    full = [body for b, k, body in sent if k == UM and b == 1][0]
+    assert len(um_states(full)) == 4
+
+
+@pytest.mark.parametrize("unclean", [False, True])
+def test_unclean_election(backend, unclean):
+    c = make_cluster(backend, **{"unclean.leader.election.enable": unclean})
+    try:
+        c.store.create_topic("t", {0: [1, 2]})
+        c.store.create_topic("o", {0: [1, 2]}, configs={"unclean.leader.election.enable": "true"})
+        c.settle()
+        unregister(backend, 2)
+        c.settle()
+        unregister(backend, 1)
+        c.settle()
+        assert c.state("t", 0) == st(-1, 2, [1]) and c.state("o", 0) == st(-1, 2, [1])
+        register(backend, 2)
+        c.settle()
+        assert c.state("o", 0) == st(2, 3, [2])            # topic override: unclean allowed
+        if unclean:
+            assert c.state("t", 0) == st(2, 3, [2])
+        else:
+            assert c.state("t", 0) == st(-1, 2, [1])       # stays offline
+            register(backend, 1)
+            c.settle()
+            assert c.state("t", 0) == st(1, 3, [1])
+    finally:
+        c.stop()
+
+
+# -- deletion ---------------------------------------------------------------------------------------------------
+
+def test_topic_deletion(cluster, backend):
+    store = cluster.store
+    store.create_topic("t", {0: [1, 2], 1: [2, 3]}, configs={"retention.ms": "1000"})
+    cluster.settle()
+    ch = cluster.channel()
+    ch.take()
+    store.mark_for_deletion("t")
+    cluster.settle()
+    assert not store.exists("t")
+    assert backend.exists("/config/topics/t") is None and backend.exists("/admin/delete_topics/t") is None
+    sent = ch.take()
+    stops = {b: stop_states(body) for b, k, body in sent if k == STOP}
+    assert stops == {1: {("t", 0): True}, 2: {("t", 0): True, ("t", 1): True}, 3: {("t", 1): True}}
+    ums = [um_states(body) for b, k, body in sent if k == UM]
+    assert len(ums) == 3 and all({tp: s["leader"] for tp, s in u.items()} == {("t", 0): -2, ("t", 1): -2}
+                                 for u in ums)
+    # Order per broker: UpdateMetadata (leader -2) before StopReplica.
+    assert [k for b, k, _ in sent if b == 2] == [UM, STOP]
+    assert "t" not in cluster.active().ctx.topics()
+
+
+def test_deletion_waits_for_dead_replica(cluster, backend):
+    store = cluster.store
+    store.create_topic("t", {0: [1, 3]})
+    cluster.settle()
+    unregister(backend, 3)
+    cluster.settle()
+    store.mark_for_deletion("t")
+    cluster.settle()
+    assert store.exists("t")
+    register(backend, 3)
+    cluster.settle()
+    assert not store.exists("t")
+
+
+def test_deletion_retried_after_failed_stop_replica(cluster):
+    store = cluster.store
+    store.create_topic("t", {0: [2]})
+    cluster.settle()
+    ch = cluster.channel()
+    ch.respond = lambda b, k, body: {"error_code": 56, "partition_errors": []} if k == STOP else {"error_code": 0}
+    store.mark_for_deletion("t")
+    cluster.settle()
+    assert store.exists("t")
+    ch.respond = None
+    unregister(cluster.backend, 2)
+    cluster.settle()
+    register(cluster.backend, 2)
+    cluster.settle()
+    assert not store.exists("t")
+
+
+def test_deletion_disabled(backend):
+    c = make_cluster(backend, **{"delete.topic.enable": False})
+    try:
+        c.store.create_topic("t", {0: [1]})
+        c.settle()
+        c.store.mark_for_deletion("t")
+        c.settle()
+        assert c.store.exists("t") and backend.exists("/admin/delete_topics/t") is None
+    finally:
+        c.stop()
+
+
+# -- preferred election -----------------------------------------------------------------------------------------
+
+def _move_leader_away(cluster, backend):
+    cluster.store.create_topic("t", {0: [1, 2], 1: [1, 3]})
+    cluster.settle()
+    unregister(backend, 1)
+    cluster.settle()
+    register(backend, 1)
+    cluster.settle()
+    # Broker 1 caught up again: its leaders added it back to the ISR (what replication does).
+    for p, leader in ((0, 2), (1, 3)):
+        _, stat = backend.get("/brokers/topics/t/partitions/%d/state" % p)
+        cluster.store.set_partition_state("t", p, leader, [leader, 1], 1, 1, expected_version=stat.version)
+
+
+def test_preferred_replica_election(cluster, backend):
+    _move_leader_away(cluster, backend)
+    backend.create(PreferredReplicaElectionZNode.path(), PreferredReplicaElectionZNode.encode([("t", 0)]))
+    cluster.settle()
+    assert cluster.state("t", 0) == st(1, 2, [2, 1])
+    assert cluster.state("t", 1) == st(3, 1, [3, 1])
+    assert backend.exists(PreferredReplicaElectionZNode.path()) is None
+
+
+def test_auto_rebalance(backend):
+    c = make_cluster(backend, **{"auto.leader.rebalance.enable": True,
+                                 "leader.imbalance.check.interval.seconds": 0.05})
+    try:
+        _move_leader_away(c, backend)
+        deadline = gevent.get_hub().loop.now() + 3
+        while c.state("t", 1) != st(1, 2, [3, 1]) and gevent.get_hub().loop.now() < deadline:
+            gevent.sleep(0.02)
+        c.settle()
+        assert c.state("t", 0) == st(1, 2, [2, 1]) and c.state("t", 1) == st(1, 2, [3, 1])
+    finally:
+        c.stop()
+
+
+# -- ISR change notification ------------------------------------------------------------------------------------
+
+def test_isr_change_notification(cluster, backend):
+    cluster.store.create_topic("t", {0: [1, 2, 3]})
+    cluster.settle()
+    ch = cluster.channel()
+    ch.take()
+    _, stat = backend.get("/brokers/topics/t/partitions/0/state")
+    cluster.store.set_partition_state("t", 0, 1, [1, 3], 0, 1, expected_version=stat.version)
+    backend.create(IsrChangeNotificationSequenceZNode.path_prefix(),
+                   IsrChangeNotificationSequenceZNode.encode([("t", 0)]), sequence=True)
+    cluster.settle()
+    assert backend.get_children("/isr_change_notification") == []
+    sent = ch.take()
+    assert sorted(b for b, k, _ in sent if k == UM) == [1, 2, 3]
+    u = um_states(sent[0][2])[("t", 0)]
+    assert (u["leader"], u["isr"], u["zk_version"]) == (1, [1, 3], 1)
+    assert cluster.active().ctx.leadership[("t", 0)].isr == [1, 3]
+
+
+# -- reassignment -----------------------------------------------------------------------------------------------
+
+def _leader_expands_isr(cluster, topic, p, isr):
+    data, stat = cluster.backend.get("/brokers/topics/%s/partitions/%d/state" % (topic, p))
+    import json
+    cur = json.loads(data)
+    cluster.store.set_partition_state(topic, p, cur["leader"], isr, cur["leader_epoch"], cur["controller_epoch"],
+                                      expected_version=stat.version)
+
+
+def test_reassignment_rf1(cluster, backend):
+    store = cluster.store
+    store.create_topic("r", {0: [1], 1: [2]})
+    cluster.settle()
+    ch = cluster.channel()
+    ch.take()
+    backend.create(ReassignPartitionsZNode.path(), ReassignPartitionsZNode.encode({("r", 0): [2]}))
+    cluster.settle()
+    # Phase 1: AR = [2, 1], leader epoch bumped, both replicas told; the new one starts following.
+    assert store.assignment("r") == {0: [2, 1], 1: [2]}
+    assert cluster.state("r", 0) == st(1, 1, [1])
+    lai = {b: lai_states(body)[("r", 0)] for b, k, body in ch.take() if k == LAI}
+    assert sorted(lai) == [1, 2]
+    assert (lai[2]["replicas"], lai[2]["adding_replicas"], lai[2]["removing_replicas"]) == ([2, 1], [2], [1])
+    # The leader adds the caught-up follower to the ISR: the controller completes the move.
+    _leader_expands_isr(cluster, "r", 0, [1, 2])
+    cluster.settle()
+    assert cluster.state("r", 0) == st(2, 2, [2])
+    assert store.assignment("r") == {0: [2], 1: [2]}
+    assert backend.exists(ReassignPartitionsZNode.path()) is None
+    sent = ch.take()
+    assert {b: stop_states(body) for b, k, body in sent if k == STOP} == {1: {("r", 0): True}}
+    lai = {b: lai_states(body)[("r", 0)] for b, k, body in sent if k == LAI}
+    assert sorted(lai) == [2] and (lai[2]["leader"], lai[2]["replicas"]) == (2, [2])
+
+
+def test_reassignment_rf3(cluster, backend):
+    store = cluster.store
+    register(backend, 4)
+    store.create_topic("r", {0: [1, 2, 3]})
+    cluster.settle()
+    backend.create(ReassignPartitionsZNode.path(), ReassignPartitionsZNode.encode(
+        {("r", 0): [4, 2, 3], ("r", 9): [1], ("nope", 0): [1]}))
+    cluster.settle()
+    # Invalid entries are dropped from the znode at once; the valid one stays until it completes.
+    assert ReassignPartitionsZNode.decode(backend.get(ReassignPartitionsZNode.path())[0]) == {("r", 0): [4, 2, 3]}
+    assert store.assignment("r") == {0: [4, 2, 3, 1]}
+    _leader_expands_isr(cluster, "r", 0, [1, 2, 3])  # unrelated ISR change: still waiting for 4
+    cluster.settle()
+    assert store.assignment("r") == {0: [4, 2, 3, 1]}
+    _leader_expands_isr(cluster, "r", 0, [1, 2, 3, 4])
+    cluster.settle()
+    assert cluster.state("r", 0) == st(4, 2, [2, 3, 4])  # leader 1 not in the new set: first of RAR in ISR
+    assert store.assignment("r") == {0: [4, 2, 3]}
+    assert backend.exists(ReassignPartitionsZNode.path()) is None
+
+
+def test_reassignment_to_dead_broker_refused(cluster, backend):
+    cluster.store.create_topic("r", {0: [1]})
+    cluster.settle()
+    backend.create(ReassignPartitionsZNode.path(), ReassignPartitionsZNode.encode({("r", 0): [9]}))
+    cluster.settle()
+    assert backend.exists(ReassignPartitionsZNode.path()) is None
+    assert cluster.store.assignment("r") == {0: [1]}
+
+
+# -- controlled shutdown ----------------------------------------------------------------------------------------
+
+def test_controlled_shutdown(cluster, backend):
+    store = cluster.store
+    store.create_topic("t", {0: [1, 2], 1: [2, 1], 2: [1, 3]})
+    store.create_topic("one", {0: [1]})
+    cluster.settle()
+    _leader_expands_isr(cluster, "t", 2, [1])  # partition 2's follower fell out of the ISR
+    cluster.settle()
+    ch = cluster.channel()
+    ch.take()
+    act = cluster.active()
+    remaining = act.controlled_shutdown(1)
+    assert remaining == [("t", 2)]                      # no other ISR member; RF 1 partitions are not counted
+    cluster.settle()
+    assert cluster.state("t", 0) == st(2, 1, [2])
+    assert cluster.state("t", 1) == st(2, 1, [2])
+    assert cluster.state("t", 2) == st(1, 0, [1])
+    assert cluster.state("one", 0) == st(1, 0, [1])
+    sent = ch.take()
+    assert {b: stop_states(body) for b, k, body in sent if k == STOP} == {1: {("t", 1): False}}
+    lai1 = {}
+    for b, k, body in sent:
+        if k == LAI and b == 1:
+            lai1.update(lai_states(body))
+    assert lai1[("t", 0)]["leader"] == 2                # the old leader hears it lost leadership
+    with pytest.raises(errors.BrokerNotAvailable):
+        act.controlled_shutdown(9)
+    with pytest.raises(errors.NotController):
+        cluster.ctrls[2].controlled_shutdown(1)
