@@ -387,3 +387,25 @@ def test_admin_topics_zookeeper_unreachable(capsys, monkeypatch):
     assert rc == 1 and out == ""
     assert err.startswith("Error while executing topic command : could not connect to ZooKeeper at 127.0.0.1:%d "
                           "within 1000 ms" % port)
+
+
+def test_losing_one_node_of_three_keeps_the_session(ensemble, backends):
+    """Kill the node this client is connected to: kazoo moves to another node inside the same session (no expiry
+    hook, ephemerals and watches intact). Last in the module: it restarts that node."""
+    b, other = backends(), backends()
+    events, kids = [], []
+    b.on_session_expired(lambda: events.append("expired"))
+    b.on_reconnected(lambda: events.append("new session"))
+    b.watch_children("/live", lambda k: kids.append(k))
+    b.create("/live/me", ephemeral=True, makepath=True)
+    sid = b.session_id
+    port = b.client._connection._socket.getpeername()[1]
+    victim = ensemble.client_ports.index(port)
+    pool = gevent.get_hub().threadpool  # harness calls block: keep the hub (and kazoo's pings) running
+    pool.apply(ensemble.kill, (victim,))
+    b.set("/live", b"still here")  # retried on the connection loss, served by a surviving node
+    assert b.session_id == sid
+    other.create("/live/you", ephemeral=True)
+    wait_for(lambda: kids[-1] == ["me", "you"], what="children watch after the failover")
+    assert events == [] and b.exists("/live/me").ephemeral_owner == sid
+    pool.apply(ensemble.restart, (victim,))
