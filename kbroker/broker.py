@@ -24,8 +24,10 @@ from kbroker.coord.embedded import EmbeddedBackend
 from kbroker.coord.metadata_store import TopicStore, validate_topic_name
 from kbroker.coord.znodes import BrokerIdZNode, ensure_persistent_paths
 from kbroker.log.config import LogConfig
+from kbroker.log.log import Log
 from kbroker.log.manager import LogManager
 from kbroker.replica.partition import Partition
+from kbroker.server.loopcall import make_owner_call
 from kbroker.server.router import Router
 from kbroker.server.server import KafkaServer
 
@@ -88,6 +90,8 @@ class Broker:
         if self.broker_id < 0:
             self.broker_id = self._generate_broker_id()
         self.cluster_id = self.topic_store.cluster_id()
+        # Worker threads (cleaner) change a log's segment list only through the event loop's thread.
+        Log.owner_call = staticmethod(make_owner_call(gevent.get_hub()))
         self.log_manager = LogManager(cfg.log_dirs, self._default_log_config(), broker_id=self.broker_id)
         for topic in self.topic_store.topics():
             self._host_topic(topic)

@@ -384,13 +384,11 @@ def clean_group(log, group, omap, now, last_batches, result, hook=_no_hook):
         fsync_dir(log.dir)
         swapped = True
         hook("swap")
-        i = _group_index(log, group)
-        if i is None:
+        # Renames every old file *.deleted (unlinked when due) and swaps the in-memory lists on the log's
+        # owner thread, so concurrent readers never see a half-done swap.
+        if not log.replace_segments(group, cleaned, now):
             raise CleanAborted("%s changed during the swap of %s" % (log.dir, cleaned.log_path))
-        log._remove_segments(group, now)  # renames every old file *.deleted (unlinked when due)
         fsync_dir(log.dir)
-        log._bases[i:i + len(group)] = [base]
-        log._segments[i:i + len(group)] = [cleaned]
         hook("deleted")
         cleaned.change_suffix(SWAP_SUFFIX, "")
         fsync_dir(log.dir)

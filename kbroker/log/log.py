@@ -63,7 +63,16 @@ class FetchSlice:
         return "FetchSlice(%r, first_offset=%d)" % (self.region, self.first_offset)
 
 
+def _call_here(fn):
+    return fn()
+
+
 class Log:
+    # How a worker thread (the cleaner) gets a segment-list change run by the thread that owns the log (the
+    # server's event loop). ``_bases`` and ``_segments`` are two lists: a reader interleaved between two edits
+    # made from another thread would see them disagree, so every such edit goes through ``owner_call``. The
+    # server installs a loop-dispatching version at startup; plain callers (tests, tools) run it in place.
+    owner_call = staticmethod(_call_here)
     def __init__(self, dir_path, config, recovery_point=0, clean_shutdown=False):
         self.dir = dir_path
         self.config = config
@@ -315,6 +324,24 @@ class Log:
         self._remove_segments(doomed, now)
         logger.info("%s: deleted %d segment(s); log start offset now %d", self.dir, len(doomed), self._bases[0])
         return len(doomed)
+
+    def replace_segments(self, group, replacement, now):
+        """Swap the contiguous run ``group`` of (non-active) segments for ``replacement`` (the cleaner's output);
+        the old files are renamed ``.deleted``. Returns False, changing nothing, when the log no longer holds
+        ``group`` as is. Runs on the owner thread via ``owner_call``."""
+        def swap():
+            segs = self._segments
+            k = len(group)
+            for i, seg in enumerate(segs):
+                if seg is group[0]:
+                    if segs[i:i + k] != group or i + k >= len(segs):
+                        return False
+                    self._remove_segments(group, now)
+                    self._bases[i:i + k] = [replacement.base_offset]
+                    self._segments[i:i + k] = [replacement]
+                    return True
+            return False
+        return Log.owner_call(swap)
 
     def _remove_segments(self, segments, now):
         delay = self.config.file_delete_delay_ms
