@@ -84,7 +84,7 @@ def test_shipped_example_file_is_valid():
     c = BrokerConfig.from_sources(os.path.join(REPO, "config", "server.properties"))
     assert c.unknown == {}
     assert c.log_dirs == ["/tmp/kbroker-logs"]
-    assert c.listeners == [Listener("PLAINTEXT", "", 9092)]
+    assert c.listeners == [Listener("PLAINTEXT", "127.0.0.1", 9092)]
     assert c.embedded is True
     assert c["broker.id"] == 0
 
