@@ -6,7 +6,8 @@
 #
 # Steps, each skipped when already satisfied:
 #   1. apt (only when something is missing; `apt-get update` first): kcat, zookeeper (Debian's package: jars in
-#      /usr/share/java, nothing is started), nodejs/npm if `node`/`npm` are absent, gcc if there is no C
+#      /usr/share/java, nothing is started), burrow (LinkedIn's lag monitor, /usr/bin/Burrow; the tests run their
+#      own with a generated config), nodejs/npm if `node`/`npm` are absent, gcc if there is no C
 #      compiler, python3-venv/python3-dev when a Debian system Python needs them.
 #   2. Python: the interpreter chosen by scripts/lib.sh:kb_python (a .venv is created only for an externally
 #      managed interpreter); build tools (setuptools, wheel, Cython), then `pip install --no-build-isolation
@@ -37,6 +38,7 @@ missing=()
 if [[ $PYTHON_ONLY == 0 ]]; then
     pkg_installed kcat || missing+=(kcat)
     pkg_installed zookeeper || missing+=(zookeeper)
+    pkg_installed burrow || missing+=(burrow)
     command -v node >/dev/null 2>&1 || missing+=(nodejs)
     command -v npm >/dev/null 2>&1 || missing+=(npm)
 fi
@@ -72,6 +74,7 @@ fi
 
 if [[ $PYTHON_ONLY == 0 ]]; then
     command -v kcat >/dev/null || die "kcat not on PATH after install"
+    command -v Burrow >/dev/null || die "Burrow not on PATH after installing burrow"
     command -v java >/dev/null || die "java not on PATH after installing zookeeper"
     for jar in /usr/share/java/zookeeper.jar /usr/share/java/slf4j-simple.jar; do
         [[ -e $jar ]] || die "$jar missing after installing zookeeper"
