@@ -1,27 +1,55 @@
-"""A partition this broker hosts: its Log, leadership state, high watermark, producer state and fetch waiters.
+"""A partition this broker hosts: its Log, leadership state, high watermark, leader-epoch cache, producer state,
+the leader's view of its followers, and the waiters parked on it.
+
+Roles (set by the ReplicaManager from LeaderAndIsr; a Partition built directly is its own sole leader, epoch 0):
+* leader  -- ``make_leader``: appends client data stamped with ``leader_epoch`` (batch header byte 12), records
+  ``(leader_epoch, LEO)`` in the epoch cache, tracks every follower's LEO and last caught-up time from their
+  Fetch requests, keeps the ISR and the high watermark;
+* follower -- ``make_follower``: only ``append_as_follower`` (the leader's batches byte for byte, offsets kept)
+  and ``truncate_to`` (by leader epoch, driven by the fetcher) change the log.
 
 Invariants:
-- Offsets are assigned from ``log.log_end_offset`` and the batch is appended in the same greenlet step (no gevent
-  yield between them: validation and ``os.write`` never yield), so two produce requests can never get the same
-  offsets.
-- ``high_watermark`` <= ``log_end_offset``; with one in-sync replica (this broker) they are equal. Consumers never
-  see records at or above the high watermark.
-- Every append wakes the waiting fetches registered on this partition (long poll returns as soon as data arrives).
+* Offsets are assigned from ``log.log_end_offset`` and the batch is appended in the same greenlet step (no gevent
+  yield between them), so two produce requests never get the same offsets.
+* ``high_watermark`` <= LEO. On the leader it is min LEO over the ISR and never goes backwards; a follower in the
+  ISR whose LEO is not known yet (no fetch since this broker became leader) holds it. With ISR = [self] it is the
+  LEO right after every append (no waiting, no greenlet switch for acks=all). On a follower it is
+  min(leader HW, own LEO). Consumers never see records at or above it.
+* A follower is caught up at time t when its fetch at t asked for offset >= the leader's LEO at t, or asked for
+  offset >= the leader's LEO at its previous fetch (caught up as of that fetch; Kafka's rule). It leaves the ISR
+  when not caught up for ``replica_lag_time_max_ms``; it rejoins when its LEO >= HW and >= the start offset of the
+  current leader epoch. Every ISR change goes through ``isr_writer`` (conditional write of the partition state
+  znode); a lost race (None) keeps the old ISR until the controller's next LeaderAndIsr.
+* ``waiters`` (consumer fetches, delayed produces) wake on HW advances and role/ISR changes; ``replica_waiters``
+  (follower fetches, which read up to the LEO) wake on every append.
+* ``leadership`` counts the times this broker stopped leading; a delayed produce that started in another term
+  answers NOT_LEADER_OR_FOLLOWER (its records may have been truncated since).
 """
+import logging
 import os
+import struct
 import time
 
+from kbroker import errors
+from kbroker._native import scan_batches
 from kbroker.errors import NotEnoughReplicas, NotLeaderOrFollower
 from kbroker.record import RecordConfig, validate_for_append
+from kbroker.replica.epoch_cache import LeaderEpochCache
 from kbroker.replica.producer_state import ProducerStateManager
 
+log = logging.getLogger(__name__)
 
-def _batch_headers(log):
+_EPOCH = struct.Struct(">i")
+_PID = struct.Struct(">qhi")          # producerId @43, producerEpoch @51, baseSequence @53
+HEADER_SIZE = 61
+
+
+def _batch_headers(lg):
     """The 61-byte v2 header of every batch in the log, oldest first (producer-state rebuild on load)."""
-    for seg in log.segments:
+    for seg in lg.segments:
         fd = seg.fileno()
         for entry in seg.batches():
-            yield os.pread(fd, 61, entry[0])
+            yield os.pread(fd, HEADER_SIZE, entry[0])
 
 
 def now_ms():
@@ -39,22 +67,63 @@ class AppendResult:
         self.duplicate = duplicate
 
 
+class FollowerAppend:
+    """What ``Log.append`` needs, built from the headers of batches fetched from the leader (nothing rewritten)."""
+    __slots__ = ("buffer", "first_offset", "last_offset", "max_timestamp", "offset_of_max_timestamp")
+
+    def __init__(self, buffer, first_offset, last_offset, max_timestamp, offset_of_max_timestamp):
+        self.buffer = buffer
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.max_timestamp = max_timestamp
+        self.offset_of_max_timestamp = offset_of_max_timestamp
+
+
+class ReplicaState:
+    """The leader's view of one follower (reset whenever this broker becomes leader)."""
+    __slots__ = ("leo", "last_caught_up_ms", "last_fetch_leader_leo", "last_fetch_ms")
+
+    def __init__(self, last_caught_up_ms):
+        self.leo = -1                       # unknown until the follower's first fetch
+        self.last_caught_up_ms = last_caught_up_ms
+        self.last_fetch_leader_leo = -1
+        self.last_fetch_ms = 0
+
+    def __repr__(self):
+        return "ReplicaState(leo=%d, caught_up=%d)" % (self.leo, self.last_caught_up_ms)
+
+
 class Partition:
-    def __init__(self, topic, index, log, log_config, broker_id, flusher=None):
-        """``flusher(log)`` fsyncs a log off the event loop; used when ``flush.messages`` is reached."""
+    def __init__(self, topic, index, log, log_config, broker_id, flusher=None, clock=now_ms, high_watermark=None,
+                 isr_writer=None, replica_lag_time_max_ms=10000):
+        """``flusher(log)`` fsyncs a log off the event loop (flush.messages); ``clock()`` -> ms;
+        ``high_watermark``: the checkpointed HW (None: the LEO -- a standalone leader); ``isr_writer`` as in
+        the module docstring (None: ISR changes apply locally, zk_version + 1)."""
         self.topic = topic
-        self.flusher = flusher
         self.index = index
         self.log = log
         self.broker_id = broker_id
+        self.flusher = flusher
+        self.clock = clock
+        self.isr_writer = isr_writer
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.leader = broker_id
         self.leader_epoch = 0
+        self.controller_epoch = 0
+        self.zk_version = 0
         self.replicas = [broker_id]
         self.isr = [broker_id]
+        self.followers = {}
+        self.leadership = 0
+        self._isr_write_pending = False
+        leo = log.log_end_offset
+        self.high_watermark = leo if high_watermark is None else max(log.log_start_offset, min(high_watermark, leo))
         self.producers = ProducerStateManager()
         self.waiters = set()
+        self.replica_waiters = set()
         self.set_config(log_config)
         self.producers.rebuild(_batch_headers(log))
+        self.epoch_cache = LeaderEpochCache.load(log)
 
     def set_config(self, log_config):
         self.log_config = log_config
@@ -67,6 +136,11 @@ class Partition:
         )
         if hasattr(self.log, "config"):
             self.log.config = log_config
+
+    def __repr__(self):
+        return "Partition(%s-%d leader=%d epoch=%d isr=%s hw=%d leo=%d)" % (
+            self.topic, self.index, self.leader, self.leader_epoch, self.isr, self.high_watermark,
+            self.log.log_end_offset)
 
     # ---------------------------------------------------------------------------------------------- state
     @property
@@ -81,11 +155,55 @@ class Partition:
     def log_start_offset(self):
         return self.log.log_start_offset
 
-    @property
-    def high_watermark(self):
-        return self.log.log_end_offset
+    def check_leader_epoch(self, current_leader_epoch):
+        """KIP-320 fencing of a request's current_leader_epoch (-1: the sender does not know it)."""
+        if current_leader_epoch == -1 or current_leader_epoch == self.leader_epoch:
+            return
+        if current_leader_epoch < self.leader_epoch:
+            raise errors.FencedLeaderEpoch("%s-%d: epoch %d is older than the current %d"
+                                           % (self.topic, self.index, current_leader_epoch, self.leader_epoch))
+        raise errors.UnknownLeaderEpoch("%s-%d: epoch %d is newer than the current %d"
+                                        % (self.topic, self.index, current_leader_epoch, self.leader_epoch))
 
-    # ---------------------------------------------------------------------------------------------- write
+    # ---------------------------------------------------------------------------------------- transitions
+    def make_leader(self, leader_epoch, isr, replicas, zk_version, controller_epoch=0):
+        now = self.clock()
+        self.controller_epoch = controller_epoch
+        self.leader = self.broker_id
+        self.leader_epoch = leader_epoch
+        self.record_config.leader_epoch = leader_epoch
+        self.replicas = list(replicas)
+        self.isr = list(isr) if isr else [self.broker_id]
+        self.zk_version = zk_version
+        # The new epoch starts at our LEO: followers asking for an older epoch truncate to where it ended here.
+        self.epoch_cache.assign(leader_epoch, self.log.log_end_offset)
+        # ISR members count as caught up now (they were in sync by the controller's word); others never were.
+        self.followers = {r: ReplicaState(now if r in self.isr else 0) for r in self.replicas if r != self.broker_id}
+        self.maybe_advance_hw()
+        self._wake()
+
+    def make_follower(self, leader, leader_epoch, isr, replicas, zk_version, controller_epoch=0):
+        if self.is_leader:
+            self.leadership += 1
+        self.controller_epoch = controller_epoch
+        self.leader = leader
+        self.leader_epoch = leader_epoch
+        self.record_config.leader_epoch = leader_epoch
+        self.replicas = list(replicas)
+        self.isr = list(isr)
+        self.zk_version = zk_version
+        self.followers = {}
+        self._wake()
+
+    def make_offline(self):
+        """Neither leader nor fetching (StopReplica): parked requests answer NOT_LEADER_OR_FOLLOWER."""
+        if self.is_leader:
+            self.leadership += 1
+        self.leader = -1
+        self.followers = {}
+        self._wake()
+
+    # ---------------------------------------------------------------------------------------- leader write
     def append(self, records, produce_version, acks):
         if not self.is_leader:
             raise NotLeaderOrFollower("broker %d is not the leader of %s-%d" % (self.broker_id, self.topic,
@@ -93,38 +211,225 @@ class Partition:
         if acks == -1 and len(self.isr) < self.log_config.min_insync_replicas:
             raise NotEnoughReplicas("ISR %s is smaller than min.insync.replicas=%d"
                                     % (self.isr, self.log_config.min_insync_replicas))
-        log = self.log
+        lg = self.log
         now = now_ms()
-        info = validate_for_append(records, log.log_end_offset, now, self.record_config, produce_version)
+        info = validate_for_append(records, lg.log_end_offset, now, self.record_config, produce_version)
         if info.producer_id >= 0:
             dup = self.producers.check(info.producer_id, info.producer_epoch, info.base_sequence,
                                        info.last_sequence)
             if dup is not None:
-                return AppendResult(dup[0], dup[1], -1, log.log_start_offset, duplicate=True)
-        log.append(info)
-        if self.flusher is not None and log.unflushed_messages >= self.log_config.flush_interval_messages:
+                return AppendResult(dup[0], dup[1], -1, lg.log_start_offset, duplicate=True)
+        lg.append(info)
+        if self.epoch_cache.latest_epoch != self.leader_epoch:
+            # A standalone Partition (never made leader) or the first append after a log reset.
+            self.epoch_cache.assign(self.leader_epoch, info.first_offset)
+        if self.flusher is not None and lg.unflushed_messages >= self.log_config.flush_interval_messages:
             # flush.messages reached: fsync before acknowledging, as Kafka does after the append.
-            self.flusher(log)
+            self.flusher(lg)
         if info.producer_id >= 0:
             self.producers.update(info.producer_id, info.producer_epoch, info.base_sequence, info.last_sequence,
                                   info.first_offset, info.last_offset)
+        if len(self.isr) == 1:
+            self.high_watermark = lg.log_end_offset        # ISR = [self]: committed at once
+            self._wake()
+        elif self.replica_waiters:
+            for ev in list(self.replica_waiters):
+                ev.set()
+        return AppendResult(info.first_offset, info.last_offset, info.log_append_time, lg.log_start_offset)
+
+    def ack_status(self, last_offset, leadership):
+        """acks=all completion for a batch ending at ``last_offset`` appended in term ``leadership``:
+        None while waiting, else the error code to answer (0 when replicated to the whole ISR)."""
+        if not self.is_leader or self.leadership != leadership:
+            return errors.NOT_LEADER_OR_FOLLOWER
+        if self.high_watermark > last_offset:
+            if len(self.isr) < self.log_config.min_insync_replicas:
+                return errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            return 0
+        return None
+
+    # ------------------------------------------------------------------------------------ leader: followers
+    def update_follower(self, replica_id, fetch_offset, now=None):
+        """A follower's Fetch at ``fetch_offset`` = its LEO: caught-up time, ISR expansion, HW advance."""
+        st = self.followers.get(replica_id)
+        if st is None or not self.is_leader:
+            return
+        now = self.clock() if now is None else now
+        leo = self.log.log_end_offset
+        if fetch_offset >= leo:
+            st.last_caught_up_ms = max(st.last_caught_up_ms, now)
+        elif fetch_offset >= st.last_fetch_leader_leo >= 0:
+            st.last_caught_up_ms = max(st.last_caught_up_ms, st.last_fetch_ms)
+        st.last_fetch_leader_leo = leo
+        st.last_fetch_ms = now
+        st.leo = fetch_offset
+        if (replica_id not in self.isr and fetch_offset >= self.high_watermark
+                and fetch_offset >= self.epoch_cache.start_offset_of(self.leader_epoch)):
+            self._change_isr(self.isr + [replica_id])
+        self.maybe_advance_hw()
+
+    def read_for_follower(self, replica_id, fetch_offset, max_bytes, min_one=True, record=True):
+        """Bytes from ``fetch_offset`` up to the LEO for follower ``replica_id``; ``record``: this fetch reports
+        the follower's LEO (the first pass of a request, not the re-reads after a wait)."""
+        sl = self.log.read(fetch_offset, max_bytes, None, min_one)
+        if record:
+            self.update_follower(replica_id, fetch_offset)
+        return sl
+
+    def maybe_advance_hw(self):
+        new = self.log.log_end_offset
+        for r in self.isr:
+            if r == self.broker_id:
+                continue
+            st = self.followers.get(r)
+            if st is None:
+                continue
+            if st.leo < new:
+                new = st.leo
+        if new > self.high_watermark:
+            self.high_watermark = new
+            self._wake()
+            return True
+        return False
+
+    def maybe_shrink_isr(self, now=None):
+        """Drop followers not caught up for replica_lag_time_max_ms (run every lag/2). True if the ISR changed."""
+        if not self.is_leader or len(self.isr) <= 1:
+            return False
+        now = self.clock() if now is None else now
+        lag = self.replica_lag_time_max_ms
+        out = set()
+        for r in self.isr:
+            if r == self.broker_id:
+                continue
+            st = self.followers.get(r)
+            if st is None or now - st.last_caught_up_ms > lag:
+                out.add(r)
+        if not out:
+            return False
+        log.info("%s-%d: shrinking ISR %s by %s", self.topic, self.index, self.isr, sorted(out))
+        return self._change_isr([r for r in self.isr if r not in out])
+
+    def _change_isr(self, new_isr):
+        if self._isr_write_pending:
+            return False
+        epoch, leadership = self.leader_epoch, self.leadership
+        if self.isr_writer is None:
+            version = self.zk_version + 1
+        else:
+            self._isr_write_pending = True
+            try:
+                version = self.isr_writer(self.topic, self.index, self.broker_id, epoch, list(new_isr),
+                                          self.zk_version)
+            except Exception:  # noqa: BLE001 - a failed write is a lost race: keep the old ISR
+                log.exception("%s-%d: ISR write failed", self.topic, self.index)
+                version = None
+            finally:
+                self._isr_write_pending = False
+        if version is None or self.leader_epoch != epoch or self.leadership != leadership or not self.is_leader:
+            return False
+        self.isr = list(new_isr)
+        self.zk_version = version
+        self.maybe_advance_hw()
         self._wake()
-        return AppendResult(info.first_offset, info.last_offset, info.log_append_time,
-                            log.log_start_offset)
+        return True
+
+    # ------------------------------------------------------------------------------------- follower write
+    def append_as_follower(self, data):
+        """Append the whole batches of ``data`` (a leader's fetch answer, maybe ending in a partial batch) that lie
+        at or after our LEO, unchanged. Returns the number of bytes appended; CorruptMessage on a bad batch."""
+        n = len(data)
+        if n == 0:
+            return 0
+        entries, valid_end = scan_batches(data, 0, n, True)
+        if not entries:
+            if n >= HEADER_SIZE:
+                size = 12 + struct.unpack_from(">i", data, 8)[0]
+                if size <= n:
+                    raise errors.CorruptMessage("%s-%d: corrupt batch from the leader" % (self.topic, self.index))
+            return 0                                  # one partial batch: the next fetch gets it whole
+        lg = self.log
+        leo = lg.log_end_offset
+        i = 0
+        while i < len(entries) and entries[i][3] < leo:
+            i += 1                                    # already held (the leader answers from the batch holding leo)
+        if i == len(entries):
+            return 0
+        if entries[i][2] < leo:
+            self.truncate_to(entries[i][2])           # we hold part of a batch: take the leader's whole one
+        entries = entries[i:]
+        view = memoryview(data)
+        start = entries[0][0]
+        end = entries[-1][0] + entries[-1][1]
+        seg_bytes = lg.config.segment_bytes
+        if end - start <= seg_bytes:
+            self._append_entries(lg, view, entries)
+        else:
+            for e in entries:                         # never hand the log more than one segment's worth at once
+                self._append_entries(lg, view, [e])
+        cache = self.epoch_cache
+        producers = self.producers
+        for pos, _size, base, last, _ts, _count in entries:
+            epoch = _EPOCH.unpack_from(data, pos + 12)[0]
+            if epoch > cache.latest_epoch:
+                cache.assign(epoch, base)
+            pid, pepoch, seq = _PID.unpack_from(data, pos + 43)
+            if pid >= 0:
+                producers.update(pid, pepoch, seq, seq + (last - base), base, last)
+        if self.replica_waiters:
+            for ev in list(self.replica_waiters):
+                ev.set()
+        return end - start
+
+    @staticmethod
+    def _append_entries(lg, view, entries):
+        max_ts, off_max = -1, entries[0][3]
+        for e in entries:
+            if e[4] > max_ts:
+                max_ts, off_max = e[4], e[3]
+        start = entries[0][0]
+        end = entries[-1][0] + entries[-1][1]
+        lg.append(FollowerAppend(view[start:end], entries[0][2], entries[-1][3], max_ts, off_max))
+
+    def update_follower_hw(self, leader_hw):
+        hw = min(leader_hw, self.log.log_end_offset)
+        if hw != self.high_watermark and hw >= 0:
+            self.high_watermark = hw
+            self._wake()
+
+    def truncate_to(self, offset):
+        """Cut the log to ``offset`` (follower reconciliation); epoch cache, producer state and HW follow."""
+        if not self.log.truncate_to(offset):
+            return False
+        log.info("%s-%d: truncated to %d", self.topic, self.index, offset)
+        self.epoch_cache.truncate_from_end(self.log.log_end_offset)
+        self.producers.rebuild(_batch_headers(self.log))
+        self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
+        return True
+
+    def truncate_fully_and_start_at(self, offset):
+        log.info("%s-%d: truncated fully, restarting at %d", self.topic, self.index, offset)
+        self.log.truncate_fully_and_start_at(offset)
+        self.epoch_cache.clear()
+        self.producers.rebuild(())
+        self.high_watermark = offset
 
     # ----------------------------------------------------------------------------------------------- read
     def read(self, offset, max_bytes, min_one=True, up_to_hw=True):
-        """FetchSlice | None for [offset, HW); raises OffsetOutOfRange."""
+        """FetchSlice for [offset, HW) (or up to the LEO when ``up_to_hw`` is false); raises OffsetOutOfRange."""
         return self.log.read(offset, max_bytes, self.high_watermark if up_to_hw else None, min_one)
 
     # -------------------------------------------------------------------------------------------- waiters
-    def add_waiter(self, ev):
-        self.waiters.add(ev)
+    def add_waiter(self, ev, follower=False):
+        (self.replica_waiters if follower else self.waiters).add(ev)
 
-    def remove_waiter(self, ev):
-        self.waiters.discard(ev)
+    def remove_waiter(self, ev, follower=False):
+        (self.replica_waiters if follower else self.waiters).discard(ev)
 
     def _wake(self):
         if self.waiters:
             for ev in list(self.waiters):
+                ev.set()
+        if self.replica_waiters:
+            for ev in list(self.replica_waiters):
                 ev.set()

@@ -1,0 +1,211 @@
+"""Leader-epoch cache of one partition (KIP-101 / KIP-279): which leader epoch wrote which offset range.
+
+File ``<partition dir>/leader-epoch-checkpoint``, Kafka's format, ``\\n`` line ends::
+
+    0              <- format version
+    2              <- number of entries
+    0 0            <- "<epoch> <start offset>": the first offset written in that epoch
+    3 150
+
+Invariants: entries are strictly increasing in both epoch and start offset (``assign`` drops any entry that would
+break that, as Kafka's ``maybeTruncateNonMonotonicEntries``); the file is rewritten atomically (``.tmp``, fsync,
+rename, fsync of the directory) after every change, so a crash leaves the old or the new list.
+A missing or unreadable file is rebuilt from the log: every v2 batch header carries ``partitionLeaderEpoch`` at
+byte 12, and the first batch of each new epoch gives its start offset (batches with epoch -1, written by no
+leader, are skipped).
+
+``end_offset_for(epoch, log_end_offset)`` answers OffsetsForLeaderEpoch with Kafka's (>= 2.0) rules:
+* the latest epoch -> ``(epoch, log_end_offset)``;
+* an epoch with a higher known epoch after it -> ``(largest known epoch <= it, start offset of the next higher)``;
+  when it is below every known epoch (the log's head was deleted) -> ``(epoch, start of the first known epoch)``;
+* an epoch above every known one, -1, or an empty cache -> ``UNDEFINED`` = (-1, -1).
+"""
+import bisect
+import logging
+import os
+import struct
+
+from kbroker.log.checkpoint import fsync_dir
+
+log = logging.getLogger(__name__)
+
+FILE_NAME = "leader-epoch-checkpoint"
+VERSION = 0
+UNDEFINED_EPOCH = -1
+UNDEFINED_OFFSET = -1
+UNDEFINED = (UNDEFINED_EPOCH, UNDEFINED_OFFSET)
+
+_BASE = struct.Struct(">q")
+_EPOCH = struct.Struct(">i")
+
+
+def format_entries(entries):
+    lines = [str(VERSION), str(len(entries))]
+    lines.extend("%d %d" % e for e in entries)
+    return "\n".join(lines) + "\n"
+
+
+def parse_entries(text):
+    """Inverse of ``format_entries``; ValueError on any malformation."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if len(lines) < 2 or int(lines[0]) != VERSION:
+        raise ValueError("bad leader-epoch-checkpoint header")
+    count = int(lines[1])
+    if count != len(lines) - 2:
+        raise ValueError("leader-epoch-checkpoint says %d entries but has %d" % (count, len(lines) - 2))
+    out = []
+    for line in lines[2:]:
+        parts = line.split()
+        if len(parts) != 2:
+            raise ValueError("malformed leader-epoch-checkpoint line %r" % line)
+        out.append((int(parts[0]), int(parts[1])))
+    return out
+
+
+def scan_log_epochs(log):
+    """[(epoch, start_offset)] from the batch headers of ``log`` (the rebuild path)."""
+    out = []
+    for seg in log.segments:
+        fd = seg.fileno()
+        for entry in seg.batches():
+            head = os.pread(fd, 16, entry[0])
+            if len(head) < 16:
+                break
+            epoch = _EPOCH.unpack_from(head, 12)[0]
+            if epoch >= 0 and (not out or epoch > out[-1][0]):
+                out.append((epoch, _BASE.unpack_from(head, 0)[0]))
+    return out
+
+
+class LeaderEpochCache:
+    def __init__(self, dir_path, entries=(), persist=True):
+        self.path = os.path.join(dir_path, FILE_NAME)
+        self.persist = persist
+        self._epochs = [e for e, _ in entries]
+        self._starts = [s for _, s in entries]
+
+    @classmethod
+    def load(cls, lg):
+        """The cache of ``lg`` (a Log; read from its checkpoint, else rebuilt from batch headers and written), cut to
+        the log's offset range: entries at/after the LEO are gone (a crash may have cut the log's tail)."""
+        path = os.path.join(lg.dir, FILE_NAME)
+        entries = None
+        try:
+            with open(path, "r", encoding="ascii") as f:
+                entries = parse_entries(f.read())
+        except FileNotFoundError:
+            pass
+        except (OSError, ValueError) as e:
+            log.warning("unreadable %s (%s); rebuilding it from the log", path, e)
+        cache = cls(lg.dir, ())
+        if entries is None:
+            for epoch, start in scan_log_epochs(lg):
+                cache._epochs.append(epoch)
+                cache._starts.append(start)
+            cache.flush()
+        else:
+            cache._epochs = [e for e, _ in entries]
+            cache._starts = [s for _, s in entries]
+        cache.truncate_from_end(lg.log_end_offset)
+        return cache
+
+    # -------------------------------------------------------------------------------------------- queries
+    def entries(self):
+        return list(zip(self._epochs, self._starts))
+
+    def __len__(self):
+        return len(self._epochs)
+
+    @property
+    def latest_epoch(self):
+        return self._epochs[-1] if self._epochs else UNDEFINED_EPOCH
+
+    @property
+    def earliest_epoch(self):
+        return self._epochs[0] if self._epochs else UNDEFINED_EPOCH
+
+    def start_offset_of(self, epoch):
+        i = bisect.bisect_left(self._epochs, epoch)
+        if i < len(self._epochs) and self._epochs[i] == epoch:
+            return self._starts[i]
+        return UNDEFINED_OFFSET
+
+    def end_offset_for(self, epoch, log_end_offset):
+        epochs = self._epochs
+        if epoch == UNDEFINED_EPOCH or not epochs:
+            return UNDEFINED
+        if epoch == epochs[-1]:
+            return epoch, log_end_offset
+        higher = bisect.bisect_right(epochs, epoch)
+        if higher == len(epochs):
+            return UNDEFINED                       # newer than anything this replica knows
+        if higher == 0:
+            return epoch, self._starts[0]          # older than everything kept (head deleted)
+        return epochs[higher - 1], self._starts[higher]
+
+    # -------------------------------------------------------------------------------------------- changes
+    def assign(self, epoch, start_offset):
+        """Record that ``epoch`` starts at ``start_offset``; a no-op when it is already the latest epoch at or
+        below that offset. Entries with an epoch >= ``epoch`` or a start >= ``start_offset`` are dropped first."""
+        if epoch < 0 or start_offset < 0:
+            raise ValueError("epoch %d / start offset %d must be >= 0" % (epoch, start_offset))
+        if self._epochs and self._epochs[-1] == epoch and self._starts[-1] <= start_offset:
+            return False
+        while self._epochs and (self._epochs[-1] >= epoch or self._starts[-1] >= start_offset):
+            self._epochs.pop()
+            self._starts.pop()
+        self._epochs.append(epoch)
+        self._starts.append(start_offset)
+        self.flush()
+        return True
+
+    def truncate_from_end(self, end_offset):
+        """The log was cut to ``end_offset``: forget epochs that start at or after it."""
+        if not self._starts or self._starts[-1] < end_offset:
+            return False
+        while self._starts and self._starts[-1] >= end_offset:
+            self._epochs.pop()
+            self._starts.pop()
+        self.flush()
+        return True
+
+    def truncate_from_start(self, start_offset):
+        """The log now starts at ``start_offset``: drop epochs wholly below it, move the first kept one up."""
+        i = bisect.bisect_right(self._starts, start_offset)
+        if i == 0 or (i == 1 and self._starts[0] == start_offset):
+            return False
+        epoch = self._epochs[i - 1]
+        del self._epochs[:i - 1]
+        del self._starts[:i - 1]
+        self._epochs[0], self._starts[0] = epoch, start_offset
+        self.flush()
+        return True
+
+    def clear(self):
+        if self._epochs:
+            self._epochs, self._starts = [], []
+            self.flush()
+
+    def flush(self):
+        if not self.persist:
+            return
+        data = format_entries(self.entries()).encode("ascii")
+        tmp = self.path + ".tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.path)
+        fsync_dir(os.path.dirname(self.path))
+
+    def delete_file(self):
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass

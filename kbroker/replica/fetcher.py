@@ -1,0 +1,293 @@
+"""Follower side of replication: one ``ReplicaFetcher`` greenlet per source (leader) broker.
+
+Loop, over the partitions this broker follows on that leader:
+1. partitions just made followers (``truncating``) first reconcile their log with the leader's (KIP-101/279):
+   OffsetForLeaderEpoch v3 (replica_id = this broker, current_leader_epoch, leader_epoch = our latest epoch).
+   The leader answers (E, end): the largest epoch <= ours it knows and where it ends on the leader. If we know E
+   too, truncate to min(end, our end of E, LEO) and start fetching; if we do not, truncate to our end of E (which
+   drops our epochs above E) and ask again with our new latest epoch. Never to the high watermark (that loses
+   acknowledged records when a follower's HW lags the leader's). UNDEFINED (-1, -1) -- the leader knows no epoch
+   <= ours, so it is staler than us -- backs off until the next LeaderAndIsr. A log with no epoch information at
+   all (batches written with partitionLeaderEpoch -1 by no leader) falls back to its high watermark.
+2. one Fetch v11 for all the others (replica_id, current_leader_epoch, fetch_offset = LEO,
+   ``replica.fetch.wait.max.ms`` / ``replica.fetch.min.bytes`` / ``replica.fetch.max.bytes`` per partition /
+   ``replica.fetch.response.max.bytes``); the returned batches are appended verbatim (``Partition.
+   append_as_follower``) and the follower HW becomes min(leader HW, own LEO).
+Per-partition errors: OFFSET_OUT_OF_RANGE -> if our LEO is below the leader's log start, truncate fully and start
+there, else reconcile again by epoch; NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH,
+UNKNOWN_TOPIC_OR_PARTITION and anything else -> that partition waits ``replica.fetch.backoff.ms`` (the next
+LeaderAndIsr replaces its state). A network error closes the connection and backs every partition off.
+
+Every response is applied only to the partition state it was sent for: the ReplicaManager replaces a
+partition's ``FetchState`` (or removes it) on each LeaderAndIsr, and an answer for a replaced state is dropped
+(the partition may have become leader while the request was in flight).
+"""
+import logging
+import socket
+import struct
+import time
+
+import gevent
+from gevent import socket as gsocket
+from gevent.event import Event
+
+from kbroker import errors
+from kbroker.protocol.apis import APIS
+from kbroker.protocol.headers import decode_response_header, encode_request_header
+
+log = logging.getLogger(__name__)
+
+FETCH_KEY, FETCH_VERSION = 1, 11
+EPOCH_KEY, EPOCH_VERSION = 23, 3
+MAX_RESPONSE = 256 << 20
+_SIZE = struct.Struct(">i")
+
+_BACKOFF_ERRORS = frozenset([errors.NOT_LEADER_OR_FOLLOWER, errors.FENCED_LEADER_EPOCH, errors.UNKNOWN_LEADER_EPOCH,
+                             errors.UNKNOWN_TOPIC_OR_PARTITION])
+
+
+class LeaderConnection:
+    """One gevent TCP connection to a leader, one request in flight, our own codec (no ApiVersions: the peer is a
+    kbroker serving Fetch v11 and OffsetForLeaderEpoch v3)."""
+
+    def __init__(self, host, port, client_id, timeout, rcvbuf=None):
+        self.host, self.port = host, port
+        self.client_id = client_id
+        self.sock = gsocket.create_connection((host, port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if rcvbuf and rcvbuf > 0:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.correlation_id = 0
+
+    def request(self, api_key, version, body):
+        api = APIS[api_key]
+        self.correlation_id = (self.correlation_id + 1) & 0x7FFFFFFF
+        corr = self.correlation_id
+        header = encode_request_header(api.request_header_version(version), api_key, version, corr, self.client_id)
+        payload = bytes(header) + api.encode_request(version, body).getvalue()
+        self.sock.sendall(_SIZE.pack(len(payload)) + payload)
+        (size,) = _SIZE.unpack(self._recv_exact(4))
+        if size < 4 or size > MAX_RESPONSE:
+            raise errors.NetworkException("bad response size %d from %s:%d" % (size, self.host, self.port))
+        frame = memoryview(self._recv_exact(size))
+        got, pos = decode_response_header(frame, api.response_header_version(version))
+        if got != corr:
+            raise errors.NetworkException("correlation id %d, expected %d" % (got, corr))
+        return api.decode_response(version, frame, pos)
+
+    def _recv_exact(self, n):
+        buf = bytearray(n)
+        view = memoryview(buf)
+        got = 0
+        while got < n:
+            k = self.sock.recv_into(view[got:], n - got)
+            if k == 0:
+                raise errors.NetworkException("connection to %s:%d closed" % (self.host, self.port))
+            got += k
+        return buf
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+class FetchState:
+    """One followed partition in one fetcher; replaced (never mutated across roles) on each LeaderAndIsr."""
+    __slots__ = ("partition", "leader_epoch", "truncating", "delay_until")
+
+    def __init__(self, partition, leader_epoch, truncating=True):
+        self.partition = partition
+        self.leader_epoch = leader_epoch
+        self.truncating = truncating
+        self.delay_until = 0.0
+
+    def __repr__(self):
+        return "FetchState(%s-%d epoch=%d truncating=%s)" % (self.partition.topic, self.partition.index,
+                                                              self.leader_epoch, self.truncating)
+
+
+class ReplicaFetcher:
+    def __init__(self, broker_id, source_id, host, port, settings, client_id=None):
+        """``settings``: dict with wait_ms, min_bytes, max_bytes, response_max_bytes, backoff_ms, socket_timeout_ms,
+        rcvbuf (the replica.* keys)."""
+        self.broker_id = broker_id
+        self.source_id = source_id
+        self.host, self.port = host, port
+        self.settings = settings
+        self.client_id = client_id or "kbroker-replica-fetcher-%d-%d" % (broker_id, source_id)
+        self.states = {}
+        self.conn = None
+        self._wakeup = Event()
+        self._stopped = False
+        self.greenlet = None
+        self.rounds = 0                           # completed Fetch round trips (tests, metrics)
+
+    def start(self):
+        self.greenlet = gevent.spawn(self._run)
+        return self
+
+    # ------------------------------------------------------------------------------------------- membership
+    def add_partition(self, tp, partition, leader_epoch):
+        self.states[tp] = FetchState(partition, leader_epoch)
+        self._wakeup.set()
+
+    def remove_partition(self, tp):
+        return self.states.pop(tp, None) is not None
+
+    def stop(self):
+        self._stopped = True
+        self.states.clear()
+        self._wakeup.set()
+        if self.greenlet is not None and not self.greenlet.dead:
+            self.greenlet.kill(block=False)
+        self._close()
+
+    def _close(self):
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+    # ----------------------------------------------------------------------------------------------- loop
+    def _run(self):
+        backoff = self.settings["backoff_ms"] / 1000.0
+        while not self._stopped:
+            now = time.monotonic()
+            ready = {tp: st for tp, st in self.states.items() if st.delay_until <= now}
+            if not ready:
+                self._wakeup.clear()
+                waits = [st.delay_until - now for st in self.states.values()]
+                self._wakeup.wait(min(waits) if waits else None)
+                continue
+            try:
+                if self.conn is None:
+                    self.conn = LeaderConnection(self.host, self.port, self.client_id,
+                                                 self.settings["socket_timeout_ms"] / 1000.0,
+                                                 self.settings.get("rcvbuf"))
+                truncating = {tp: st for tp, st in ready.items() if st.truncating}
+                if truncating:
+                    self._reconcile(truncating)
+                else:
+                    self._fetch(ready)
+            except gevent.GreenletExit:
+                raise
+            except Exception as e:  # noqa: BLE001 - network trouble or a dead leader: back off, reconnect
+                if not self._stopped:
+                    log.warning("replica fetcher %d -> %d (%s:%d): %s", self.broker_id, self.source_id, self.host,
+                                self.port, e)
+                self._close()
+                until = time.monotonic() + backoff
+                for st in ready.values():
+                    st.delay_until = until
+
+    def _delay(self, st):
+        st.delay_until = time.monotonic() + self.settings["backoff_ms"] / 1000.0
+
+    def _current(self, tp, st):
+        return not self._stopped and self.states.get(tp) is st
+
+    # ------------------------------------------------------------------------------------- reconciliation
+    def _reconcile(self, states):
+        topics = {}
+        asked = {}
+        for tp, st in states.items():
+            part = st.partition
+            latest = part.epoch_cache.latest_epoch
+            if latest < 0:
+                # Nothing to compare: an empty log needs no truncation; epoch-less data falls back to the HW.
+                if part.log_end_offset > part.log_start_offset:
+                    part.truncate_to(max(part.high_watermark, part.log_start_offset))
+                st.truncating = False
+                continue
+            asked[tp] = st
+            topics.setdefault(tp[0], []).append({"partition": tp[1], "current_leader_epoch": st.leader_epoch,
+                                                 "leader_epoch": latest})
+        if not topics:
+            return
+        body = {"replica_id": self.broker_id,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]}
+        resp = self.conn.request(EPOCH_KEY, EPOCH_VERSION, body)
+        for t in resp["topics"]:
+            for pr in t["partitions"]:
+                tp = (t["topic"], pr["partition"])
+                st = asked.get(tp)
+                if st is None or not self._current(tp, st):
+                    continue
+                code = pr["error_code"]
+                if code:
+                    log.info("%s-%d: OffsetForLeaderEpoch from %d: %s", tp[0], tp[1], self.source_id,
+                             errors.error_name(code))
+                    self._delay(st)
+                    continue
+                self._truncate(tp, st, pr["leader_epoch"], pr["end_offset"])
+
+    def _truncate(self, tp, st, leader_epoch, end_offset):
+        part = st.partition
+        if leader_epoch < 0 or end_offset < 0:
+            log.warning("%s-%d: leader %d knows no epoch <= %d; waiting for the next LeaderAndIsr", tp[0], tp[1],
+                        self.source_id, part.epoch_cache.latest_epoch)
+            self._delay(st)
+            return
+        leo = part.log_end_offset
+        our_epoch, our_end = part.epoch_cache.end_offset_for(leader_epoch, leo)
+        if our_epoch == leader_epoch:
+            part.truncate_to(min(end_offset, our_end, leo))
+            st.truncating = False
+        else:
+            # We never had the leader's epoch: drop our epochs above it and ask again (KIP-279).
+            target = leo if our_end < 0 else min(our_end, leo)
+            part.truncate_to(target)
+            part.epoch_cache.truncate_from_end(target)    # progress even when no byte was cut
+
+    # ---------------------------------------------------------------------------------------------- fetch
+    def _fetch(self, states):
+        s = self.settings
+        topics = {}
+        for tp, st in states.items():
+            part = st.partition
+            topics.setdefault(tp[0], []).append({
+                "partition": tp[1], "current_leader_epoch": st.leader_epoch, "fetch_offset": part.log_end_offset,
+                "log_start_offset": part.log_start_offset, "partition_max_bytes": s["max_bytes"]})
+        body = {"replica_id": self.broker_id, "max_wait_ms": s["wait_ms"], "min_bytes": s["min_bytes"],
+                "max_bytes": s["response_max_bytes"], "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+                "forgotten_topics_data": [], "rack_id": ""}
+        resp = self.conn.request(FETCH_KEY, FETCH_VERSION, body)
+        self.rounds += 1
+        if resp.get("error_code"):
+            log.warning("fetch from %d: %s", self.source_id, errors.error_name(resp["error_code"]))
+            for st in states.values():
+                self._delay(st)
+            return
+        for t in resp["responses"]:
+            for pd in t["partitions"]:
+                tp = (t["topic"], pd["partition_index"])
+                st = states.get(tp)
+                if st is None or not self._current(tp, st):
+                    continue
+                try:
+                    self._apply(tp, st, pd)
+                except Exception:  # noqa: BLE001 - one bad partition must not stop the others
+                    log.exception("%s-%d: applying the fetch from %d failed", tp[0], tp[1], self.source_id)
+                    self._delay(st)
+
+    def _apply(self, tp, st, pd):
+        part = st.partition
+        code = pd["error_code"]
+        if code == 0:
+            records = pd["records"]
+            if records:
+                part.append_as_follower(records)
+            part.update_follower_hw(pd["high_watermark"])
+        elif code == errors.OFFSET_OUT_OF_RANGE:
+            leader_start = pd["log_start_offset"]
+            if 0 <= part.log_end_offset < leader_start:
+                part.truncate_fully_and_start_at(leader_start)
+            else:
+                st.truncating = True                  # we are ahead of the leader: reconcile by epoch again
+                self._delay(st)
+        else:
+            if code not in _BACKOFF_ERRORS:
+                log.warning("%s-%d: fetch from %d: %s", tp[0], tp[1], self.source_id, errors.error_name(code))
+            self._delay(st)
