@@ -1,0 +1,376 @@
+"""Replication units: leader-epoch cache (file bytes, semantics, rebuild), leader-side Partition (HW, ISR shrink and
+expand on a fake clock, fencing), delayed produce (acks=all), the fetch / OffsetForLeaderEpoch handlers' codes."""
+import os
+
+import gevent
+import pytest
+
+from kbroker import errors
+from kbroker.handlers.fetch import fetch as fetch_handler
+from kbroker.handlers.offsets_for_leader_epoch import offset_for_leader_epoch
+from kbroker.handlers.produce import await_replication, produce as produce_handler
+from kbroker.log.config import LogConfig
+from kbroker.log.log import Log
+from kbroker.record import Record, build_batch
+from kbroker.replica.epoch_cache import FILE_NAME, UNDEFINED, LeaderEpochCache
+from kbroker.replica.partition import Partition
+
+
+def batch(n=1, value=b"v", epoch=-1, base=0, pid=-1, seq=-1):
+    return build_batch([Record(i, 1000 + i, None, value, ()) for i in range(n)], base_offset=base,
+                       partition_leader_epoch=epoch, producer_id=pid, producer_epoch=0 if pid >= 0 else -1,
+                       base_sequence=seq)
+
+
+class Clock:
+    def __init__(self, t=1_000_000):
+        self.t = t
+
+    def __call__(self):
+        return self.t
+
+
+def make_partition(tmp_path, isr=(1, 2, 3), min_isr=1, clock=None, writer=None, lag=10000, name="t-0"):
+    lc = LogConfig(min_insync_replicas=min_isr)
+    lg = Log(str(tmp_path / name), lc)
+    part = Partition("t", 0, lg, lc, 1, clock=clock or Clock(), isr_writer=writer, replica_lag_time_max_ms=lag)
+    part.make_leader(1, list(isr), [1, 2, 3], 0)
+    return part
+
+
+# ------------------------------------------------------------------------------------------- epoch cache
+
+def test_epoch_cache_file_bytes_and_assign(tmp_path):
+    c = LeaderEpochCache(str(tmp_path))
+    assert c.assign(0, 0) is True
+    assert c.assign(2, 150) is True
+    assert (tmp_path / FILE_NAME).read_bytes() == b"0\n2\n0 0\n2 150\n"
+    assert c.assign(2, 170) is False                 # same epoch, later offset: no change
+    assert c.assign(5, 140) is True                  # non-monotonic: epoch 2@150 is dropped
+    assert c.entries() == [(0, 0), (5, 140)]
+    assert (tmp_path / FILE_NAME).read_bytes() == b"0\n2\n0 0\n5 140\n"
+    assert not os.path.exists(str(tmp_path / FILE_NAME) + ".tmp")
+
+
+def test_epoch_cache_end_offset_semantics(tmp_path):
+    c = LeaderEpochCache(str(tmp_path), [(1, 10), (3, 20), (4, 35)])
+    assert c.end_offset_for(4, 50) == (4, 50)        # latest -> LEO
+    assert c.end_offset_for(3, 50) == (3, 35)
+    assert c.end_offset_for(2, 50) == (1, 20)        # unknown middle epoch -> floor epoch, next start
+    assert c.end_offset_for(0, 50) == (0, 10)        # below earliest -> first known start (Kafka >= 2.0)
+    assert c.end_offset_for(5, 50) == UNDEFINED      # above every known epoch
+    assert c.end_offset_for(-1, 50) == UNDEFINED
+    assert LeaderEpochCache(str(tmp_path)).end_offset_for(0, 7) == UNDEFINED
+    assert c.start_offset_of(3) == 20 and c.start_offset_of(2) == -1
+
+
+def test_epoch_cache_truncation(tmp_path):
+    c = LeaderEpochCache(str(tmp_path), [(1, 10), (3, 20), (4, 35)])
+    assert c.truncate_from_end(35) is True
+    assert c.entries() == [(1, 10), (3, 20)]
+    assert c.truncate_from_end(21) is False
+    assert c.truncate_from_start(25) is True
+    assert c.entries() == [(3, 25)]
+    assert (tmp_path / FILE_NAME).read_bytes() == b"0\n1\n3 25\n"
+    c.clear()
+    assert (tmp_path / FILE_NAME).read_bytes() == b"0\n0\n"
+
+
+def test_epoch_cache_rebuilt_from_log_when_file_missing(tmp_path):
+    lc = LogConfig()
+    lg = Log(str(tmp_path / "t-0"), lc)
+    part = Partition("t", 0, lg, lc, 1)
+    part.make_leader(0, [1], [1], 0)
+    part.append(batch(2), None, 1)                   # 0-1 epoch 0
+    part.make_leader(2, [1], [1], 0)
+    part.append(batch(1), None, 1)                   # 2 epoch 2
+    part.make_leader(3, [1], [1], 0)
+    part.append(batch(3), None, 1)                   # 3-5 epoch 3
+    assert part.epoch_cache.entries() == [(0, 0), (2, 2), (3, 3)]
+    path = tmp_path / "t-0" / FILE_NAME
+    assert path.read_bytes() == b"0\n3\n0 0\n2 2\n3 3\n"
+    lg.close()
+    os.unlink(path)
+    lg2 = Log(str(tmp_path / "t-0"), lc)
+    cache = LeaderEpochCache.load(lg2)
+    assert cache.entries() == [(0, 0), (2, 2), (3, 3)]
+    assert path.read_bytes() == b"0\n3\n0 0\n2 2\n3 3\n"
+    # A checkpoint naming an epoch past the log end (the tail was lost in a crash) is cut on load.
+    path.write_bytes(b"0\n4\n0 0\n2 2\n3 3\n4 9\n")
+    assert LeaderEpochCache.load(lg2).entries() == [(0, 0), (2, 2), (3, 3)]
+    lg2.close()
+
+
+def test_leader_stamps_its_epoch_in_batches(tmp_path):
+    part = make_partition(tmp_path, isr=[1])
+    part.make_leader(7, [1], [1], 0)
+    part.append(batch(1, epoch=-1), None, 1)
+    raw = part.log.read(0, 1 << 20).region.read_bytes()
+    assert int.from_bytes(raw[12:16], "big", signed=True) == 7
+
+
+# ------------------------------------------------------------------------------------------- leader state
+
+def test_hw_advances_only_when_every_isr_member_has_the_offset(tmp_path):
+    part = make_partition(tmp_path)
+    part.append(batch(3), None, 1)
+    assert (part.log_end_offset, part.high_watermark) == (3, 0)
+    part.update_follower(2, 3)
+    assert part.high_watermark == 0                  # follower 3's LEO is still unknown
+    part.update_follower(3, 1)
+    assert part.high_watermark == 1
+    part.update_follower(3, 3)
+    assert part.high_watermark == 3
+    part.update_follower(3, 2)                       # a stale fetch never moves the HW back
+    assert part.high_watermark == 3
+    # consumers read below the HW only; followers up to the LEO
+    part.append(batch(2), None, 1)
+    assert part.read(3, 1 << 20).region.size == 0
+    assert part.read_for_follower(2, 3, 1 << 20, record=False).region.size > 0
+
+
+def test_single_member_isr_commits_on_append(tmp_path):
+    part = make_partition(tmp_path, isr=[1])
+    r = part.append(batch(4), None, -1)
+    assert (r.last_offset, part.high_watermark) == (3, 4)
+    assert part.ack_status(3, part.leadership) == 0
+
+
+def test_isr_shrink_after_lag_and_expand_on_catch_up(tmp_path):
+    clock = Clock()
+    writes = []
+
+    def writer(topic, p, leader, epoch, isr, version):
+        writes.append((topic, p, leader, epoch, list(isr), version))
+        return version + 1
+    part = make_partition(tmp_path, clock=clock, writer=writer, lag=10000)
+    part.append(batch(5), None, 1)
+    clock.t += 4000
+    part.update_follower(2, 5)                       # caught up at t+4000
+    part.update_follower(3, 2)                       # behind; never caught up since election at t
+    clock.t += 6000                                  # t+10000: follower 3 lagged exactly 10000 -> stays
+    assert part.maybe_shrink_isr() is False
+    clock.t += 1
+    assert part.maybe_shrink_isr() is True
+    assert part.isr == [1, 2] and part.zk_version == 1
+    assert writes == [("t", 0, 1, 1, [1, 2], 0)]
+    assert part.high_watermark == 5                  # shrinking let the HW reach min(5, 5)
+    part.update_follower(3, 4)                       # below the HW: not back yet
+    assert part.isr == [1, 2]
+    part.update_follower(3, 5)
+    assert part.isr == [1, 2, 3] and part.zk_version == 2
+    assert writes[-1] == ("t", 0, 1, 1, [1, 2, 3], 1)
+
+
+def test_isr_write_lost_race_keeps_old_isr(tmp_path):
+    clock = Clock()
+    part = make_partition(tmp_path, clock=clock, writer=lambda *a: None)
+    clock.t += 20000
+    assert part.maybe_shrink_isr() is False
+    assert part.isr == [1, 2, 3] and part.zk_version == 0
+
+
+def test_caught_up_as_of_previous_fetch(tmp_path):
+    clock = Clock()
+    part = make_partition(tmp_path, clock=clock)
+    part.update_follower(2, 0)                       # at t: LEO 0 -> caught up at t
+    part.append(batch(1), None, 1)
+    clock.t += 9000
+    part.update_follower(2, 0)                       # LEO 1 now, but offset 0 >= LEO at previous fetch -> t
+    st = part.followers[2]
+    assert st.last_caught_up_ms == 1_000_000
+    clock.t += 500
+    part.update_follower(2, 1)
+    assert st.last_caught_up_ms == 1_009_500
+
+
+def test_fencing_codes(tmp_path):
+    part = make_partition(tmp_path)
+    part.check_leader_epoch(1)
+    part.check_leader_epoch(-1)
+    with pytest.raises(errors.FencedLeaderEpoch) as e:
+        part.check_leader_epoch(0)
+    assert e.value.code == 74
+    with pytest.raises(errors.UnknownLeaderEpoch) as e:
+        part.check_leader_epoch(2)
+    assert e.value.code == 75
+
+
+# ------------------------------------------------------------------------------------------- delayed produce
+
+def test_delayed_produce_completes_on_hw_advance(tmp_path):
+    part = make_partition(tmp_path, isr=[1, 2], min_isr=2)
+    part.followers[2].leo = 0
+    r = part.append(batch(2), None, -1)
+    assert part.ack_status(r.last_offset, part.leadership) is None
+    resp = {"error_code": -99}
+
+    def follower():
+        gevent.sleep(0.05)
+        part.update_follower(2, 1)                   # HW 1: not enough for offset 1
+        gevent.sleep(0.05)
+        part.update_follower(2, 2)
+    g = gevent.spawn(follower)
+    await_replication([(resp, part, r.last_offset, part.leadership)], 5000)
+    g.join()
+    assert resp["error_code"] == 0 and part.high_watermark == 2
+
+
+def test_delayed_produce_times_out(tmp_path):
+    part = make_partition(tmp_path, isr=[1, 2])
+    r = part.append(batch(1), None, -1)
+    resp = {"error_code": -99}
+    await_replication([(resp, part, r.last_offset, part.leadership)], 50)
+    assert resp["error_code"] == errors.REQUEST_TIMED_OUT == 7
+
+
+def test_not_enough_replicas_after_append_when_isr_shrinks(tmp_path):
+    clock = Clock()
+    part = make_partition(tmp_path, isr=[1, 2], min_isr=2, clock=clock)
+    r = part.append(batch(1), None, -1)
+    resp = {"error_code": -99}
+
+    def shrink():
+        gevent.sleep(0.02)
+        clock.t += 20000
+        part.maybe_shrink_isr()
+    g = gevent.spawn(shrink)
+    await_replication([(resp, part, r.last_offset, part.leadership)], 5000)
+    g.join()
+    assert part.isr == [1]
+    assert resp["error_code"] == errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND == 20
+
+
+def test_delayed_produce_loses_leadership(tmp_path):
+    part = make_partition(tmp_path, isr=[1, 2])
+    r = part.append(batch(1), None, -1)
+    resp = {"error_code": -99}
+    g = gevent.spawn_later(0.02, part.make_follower, 2, 2, [2], [1, 2], 1)
+    await_replication([(resp, part, r.last_offset, part.leadership)], 5000)
+    g.join()
+    assert resp["error_code"] == errors.NOT_LEADER_OR_FOLLOWER
+
+
+# ------------------------------------------------------------------------------------------- handlers
+
+class FakeConn:
+    closing = False
+
+
+class Ctx:
+    def __init__(self, broker, version, client_id="c"):
+        self.broker, self.api_version, self.client_id, self.connection = broker, version, client_id, FakeConn()
+
+
+class OnePartBroker:
+    def __init__(self, part):
+        self.part = part
+
+    def is_internal(self, name):
+        return False
+
+    def local_partition(self, topic, p):
+        return self.part if (topic, p) == ("t", 0) else None
+
+    def leader_partition(self, topic, p):
+        if (topic, p) != ("t", 0):
+            raise errors.UnknownTopicOrPartition("x")
+        if not self.part.is_leader:
+            raise errors.NotLeaderOrFollower("x")
+        return self.part
+
+
+def produce_req(acks, timeout_ms=1000, n=1):
+    return {"transactional_id": None, "acks": acks, "timeout_ms": timeout_ms,
+            "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": batch(n)}]}]}
+
+
+def test_produce_acks_all_not_enough_replicas_before_append(tmp_path):
+    part = make_partition(tmp_path, isr=[1], min_isr=2)
+    resp = produce_handler(Ctx(OnePartBroker(part), 9), produce_req(-1))
+    pr = resp["responses"][0]["partition_responses"][0]
+    assert pr["error_code"] == errors.NOT_ENOUGH_REPLICAS == 19
+    assert part.log_end_offset == 0                  # nothing appended
+    resp = produce_handler(Ctx(OnePartBroker(part), 9), produce_req(1))   # acks=1 ignores min.insync
+    assert resp["responses"][0]["partition_responses"][0]["error_code"] == 0
+    assert part.log_end_offset == 1
+
+
+def test_produce_acks_all_waits_then_times_out_with_7(tmp_path):
+    part = make_partition(tmp_path, isr=[1, 2], min_isr=2)
+    resp = produce_handler(Ctx(OnePartBroker(part), 9), produce_req(-1, timeout_ms=60, n=3))
+    pr = resp["responses"][0]["partition_responses"][0]
+    assert (pr["error_code"], pr["base_offset"]) == (7, 0)
+    assert part.log_end_offset == 3                  # appended; only the acknowledgement failed
+    g = gevent.spawn_later(0.03, part.update_follower, 2, 6)
+    resp = produce_handler(Ctx(OnePartBroker(part), 9), produce_req(-1, timeout_ms=5000, n=3))
+    g.join()
+    pr = resp["responses"][0]["partition_responses"][0]
+    assert (pr["error_code"], pr["base_offset"]) == (0, 3)
+
+
+def fetch_req(offset, epoch=-1, replica_id=-1, max_wait=0):
+    return {"replica_id": replica_id, "max_wait_ms": max_wait, "min_bytes": 1, "max_bytes": 1 << 20,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+            "topics": [{"topic": "t", "partitions": [{"partition": 0, "current_leader_epoch": epoch,
+                                                      "fetch_offset": offset, "log_start_offset": -1,
+                                                      "partition_max_bytes": 1 << 20}]}]}
+
+
+def _pd(resp):
+    return resp["responses"][0]["partitions"][0]
+
+
+def test_fetch_follower_vs_consumer_and_fencing(tmp_path):
+    part = make_partition(tmp_path, isr=[1, 2])
+    part.append(batch(2), None, 1)
+    b = OnePartBroker(part)
+    pd = _pd(fetch_handler(Ctx(b, 11), fetch_req(0, epoch=1)))
+    assert (pd["error_code"], pd["high_watermark"], pd["records"]) == (0, 0, b"")
+    pd = _pd(fetch_handler(Ctx(b, 11), fetch_req(0, epoch=1, replica_id=2)))
+    assert pd["error_code"] == 0 and pd["records"].size > 0          # followers read to the LEO
+    assert part.followers[2].leo == 0
+    pd = _pd(fetch_handler(Ctx(b, 11), fetch_req(2, epoch=1, replica_id=2)))
+    assert (pd["error_code"], pd["high_watermark"]) == (0, 2)        # the follower's LEO advanced the HW
+    assert _pd(fetch_handler(Ctx(b, 11), fetch_req(2, epoch=0, replica_id=2)))["error_code"] == 74
+    assert _pd(fetch_handler(Ctx(b, 11), fetch_req(2, epoch=2, replica_id=2)))["error_code"] == 75
+    assert _pd(fetch_handler(Ctx(b, 11), fetch_req(2, epoch=0)))["error_code"] == 74
+    part.make_follower(2, 2, [2], [1, 2, 3], 1)
+    assert _pd(fetch_handler(Ctx(b, 11), fetch_req(2, epoch=2, replica_id=3)))["error_code"] == 6
+
+
+def test_follower_long_poll_wakes_on_append(tmp_path):
+    part = make_partition(tmp_path, isr=[1, 2])
+    b = OnePartBroker(part)
+    g = gevent.spawn_later(0.05, part.append, batch(1), None, 1)
+    pd = _pd(fetch_handler(Ctx(b, 11), fetch_req(0, epoch=1, replica_id=2, max_wait=5000)))
+    g.join()
+    assert pd["records"].size > 0 and pd["high_watermark"] == 0
+
+
+def ofle_req(epoch, current=-1, replica_id=2, topic="t"):
+    return {"replica_id": replica_id, "topics": [{"topic": topic, "partitions": [
+        {"partition": 0, "current_leader_epoch": current, "leader_epoch": epoch}]}]}
+
+
+def test_offsets_for_leader_epoch_handler(tmp_path):
+    part = make_partition(tmp_path, isr=[1])
+    part.append(batch(2), None, 1)                   # epoch 1: 0-1
+    part.make_leader(3, [1], [1, 2, 3], 0)
+    part.append(batch(1), None, 1)                   # epoch 3: 2
+    b = OnePartBroker(part)
+
+    def one(req, version=3):
+        r = offset_for_leader_epoch(Ctx(b, version), req)["topics"][0]["partitions"][0]
+        return r["error_code"], r["leader_epoch"], r["end_offset"]
+    assert one(ofle_req(1)) == (0, 1, 2)
+    assert one(ofle_req(2)) == (0, 1, 2)
+    assert one(ofle_req(3, current=3)) == (0, 3, 3)
+    assert one(ofle_req(4)) == (0, -1, -1)
+    assert one(ofle_req(1, current=2)) == (74, -1, -1)
+    assert one(ofle_req(1, current=4)) == (75, -1, -1)
+    assert one(ofle_req(1, topic="nope")) == (3, -1, -1)
+    part.make_follower(2, 4, [2], [1, 2, 3], 1)
+    assert one(ofle_req(1)) == (6, -1, -1)
+    assert one(ofle_req(1, replica_id=-2)) == (0, 1, 2)    # the debugging id may ask any replica
+
