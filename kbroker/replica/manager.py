@@ -78,6 +78,7 @@ class ReplicaManager:
         self.settings = {k: cfg.get(k, d) for k, d in _DEFAULTS.items()}
         self._partitions = {}
         self._fetchers = {}
+        self.leadership_listeners = []   # fn(tp, was_leader, is_leader) after every applied change
         self._tasks = []
         self._hw_checkpoint = {}
         for d in log_manager.log_dirs:
@@ -158,6 +159,7 @@ class ReplicaManager:
                 if part is None:
                     part = self._host(topic, p)
                 leader = st["leader"]
+                was_leader = part.is_leader
                 st_ctrl = st.get("controller_epoch", controller_epoch)
                 self._remove_from_fetchers(tp)
                 if leader == self.broker_id:
@@ -169,12 +171,20 @@ class ReplicaManager:
                         self._add_to_fetcher(tp, part, leader, epoch, endpoints.get(leader))
                     log.info("%s-%d: follower of %d, epoch %d", topic, p, leader, epoch)
                 result[tp] = 0
+                self._notify(tp, was_leader, part.is_leader)
             except Exception as e:  # noqa: BLE001 - one partition's failure is its own error code
                 log.exception("%s-%d: applying LeaderAndIsr failed", topic, p)
                 result[tp] = e.code if isinstance(e, errors.KafkaError) else (
                     errors.KAFKA_STORAGE_ERROR if isinstance(e, OSError) else errors.UNKNOWN_SERVER_ERROR)
         self._drop_idle_fetchers()
         return result
+
+    def _notify(self, tp, was_leader, is_leader):
+        for fn in list(self.leadership_listeners):
+            try:
+                fn(tp, was_leader, is_leader)
+            except Exception:  # noqa: BLE001 - a listener's bug must not undo the state change
+                log.exception("leadership listener %r for %s-%d", fn, tp[0], tp[1])
 
     def _host(self, topic, p):
         lc = self.log_config_for(topic)
@@ -229,7 +239,9 @@ class ReplicaManager:
                 self._remove_from_fetchers(tp)
                 part = self._partitions.pop(tp, None) if delete else self._partitions.get(tp)
                 if part is not None:
+                    was_leader = part.is_leader
                     part.make_offline()
+                    self._notify(tp, was_leader, False)
                 if delete:
                     self._hw_checkpoint.pop(tp, None)
                     if self.log_manager.get_log(tp) is not None:

@@ -188,7 +188,12 @@ def test_follower_starts_at_leader_log_start(cluster3):
 
 
 def test_stop_replica_delete_removes_log(cluster3):
+    calls = []
+    cluster3.nodes[2].rm.leadership_listeners.append(lambda tp, was, now: calls.append((tp, was, now)))
     cluster3.lair([1, 2], 1, 1, [1, 2], [1, 2])
+    cluster3.lair([2], 2, 2, [2], [1, 2])
+    cluster3.lair([2], 1, 3, [1, 2], [1, 2])
+    assert calls == [(("t", 0), False, False), (("t", 0), False, True), (("t", 0), True, False)]
     b = cluster3.nodes[2]
     d = b.rm.get_partition("t", 0).log.dir
     assert os.path.isdir(d) and b.rm.fetcher_for(1) is not None
