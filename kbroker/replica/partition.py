@@ -168,6 +168,7 @@ class Partition:
     # ---------------------------------------------------------------------------------------- transitions
     def make_leader(self, leader_epoch, isr, replicas, zk_version, controller_epoch=0):
         now = self.clock()
+        was_leader = self.is_leader
         self.controller_epoch = controller_epoch
         self.leader = self.broker_id
         self.leader_epoch = leader_epoch
@@ -177,8 +178,12 @@ class Partition:
         self.zk_version = zk_version
         # The new epoch starts at our LEO: followers asking for an older epoch truncate to where it ended here.
         self.epoch_cache.assign(leader_epoch, self.log.log_end_offset)
-        # ISR members count as caught up now (they were in sync by the controller's word); others never were.
-        self.followers = {r: ReplicaState(now if r in self.isr else 0) for r in self.replicas if r != self.broker_id}
+        # Still leading (a new epoch from the controller, e.g. after it changed the ISR): what we know of the
+        # followers stays true, our log was never truncated. Otherwise ISR members count as caught up now (in sync
+        # by the controller's word) and the others never were; their LEOs are unknown until they fetch.
+        old = self.followers if was_leader else {}
+        self.followers = {r: old.get(r) or ReplicaState(now if r in self.isr else 0)
+                          for r in self.replicas if r != self.broker_id}
         self.maybe_advance_hw()
         self._wake()
 
@@ -367,6 +372,8 @@ class Partition:
         else:
             for e in entries:                         # never hand the log more than one segment's worth at once
                 self._append_entries(lg, view, [e])
+        if self.flusher is not None and lg.unflushed_messages >= self.log_config.flush_interval_messages:
+            self.flusher(lg)                          # flush.messages applies to replicated data too
         cache = self.epoch_cache
         producers = self.producers
         for pos, _size, base, last, _ts, _count in entries:

@@ -374,3 +374,20 @@ def test_offsets_for_leader_epoch_handler(tmp_path):
     assert one(ofle_req(1)) == (6, -1, -1)
     assert one(ofle_req(1, replica_id=-2)) == (0, 1, 2)    # the debugging id may ask any replica
 
+
+
+def test_new_epoch_for_the_same_leader_keeps_follower_state(tmp_path):
+    part = make_partition(tmp_path)
+    part.append(batch(2), None, 1)
+    part.update_follower(2, 2)
+    part.update_follower(3, 2)
+    assert part.high_watermark == 2
+    part.make_leader(2, [1, 2, 3], [1, 2, 3], 5)     # controller bumped the epoch, same leader
+    assert part.followers[2].leo == 2 and part.epoch_cache.entries() == [(1, 0), (2, 2)]
+    part.append(batch(1), None, 1)
+    part.update_follower(2, 3)
+    part.update_follower(3, 3)
+    assert part.high_watermark == 3
+    part.make_follower(2, 3, [1, 2, 3], [1, 2, 3], 6)
+    part.make_leader(4, [1, 2, 3], [1, 2, 3], 7)     # leadership came back: follower LEOs unknown again
+    assert part.followers[2].leo == -1 and part.leadership == 1
