@@ -16,7 +16,8 @@ Loop, over the partitions this broker follows on that leader:
 Per-partition errors: OFFSET_OUT_OF_RANGE -> if our LEO is below the leader's log start, truncate fully and start
 there, else reconcile again by epoch; NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH,
 UNKNOWN_TOPIC_OR_PARTITION and anything else -> that partition waits ``replica.fetch.backoff.ms`` (the next
-LeaderAndIsr replaces its state). A network error closes the connection and backs every partition off.
+LeaderAndIsr replaces its state); UNKNOWN_LEADER_EPOCH (the leader is about to apply the same LeaderAndIsr) waits
+at most 100 ms. A network error closes the connection and backs every partition off.
 
 Every response is applied only to the partition state it was sent for: the ReplicaManager replaces a
 partition's ``FetchState`` (or removes it) on each LeaderAndIsr, and an answer for a replaced state is dropped
@@ -181,8 +182,13 @@ class ReplicaFetcher:
                 for st in ready.values():
                     st.delay_until = until
 
-    def _delay(self, st):
-        st.delay_until = time.monotonic() + self.settings["backoff_ms"] / 1000.0
+    def _delay(self, st, code=None):
+        ms = self.settings["backoff_ms"]
+        if code == errors.UNKNOWN_LEADER_EPOCH:
+            # The leader has not applied the LeaderAndIsr we already have (sent to both at once): it will in a
+            # moment, so retry sooner than a full backoff (1 s by default), which would add to every failover.
+            ms = min(ms, 100)
+        st.delay_until = time.monotonic() + ms / 1000.0
 
     def _current(self, tp, st):
         return not self._stopped and self.states.get(tp) is st
@@ -218,7 +224,7 @@ class ReplicaFetcher:
                 if code:
                     log.info("%s-%d: OffsetForLeaderEpoch from %d: %s", tp[0], tp[1], self.source_id,
                              errors.error_name(code))
-                    self._delay(st)
+                    self._delay(st, code)
                     continue
                 self._truncate(tp, st, pr["leader_epoch"], pr["end_offset"])
 
@@ -290,4 +296,4 @@ class ReplicaFetcher:
         else:
             if code not in _BACKOFF_ERRORS:
                 log.warning("%s-%d: fetch from %d: %s", tp[0], tp[1], self.source_id, errors.error_name(code))
-            self._delay(st)
+            self._delay(st, code)

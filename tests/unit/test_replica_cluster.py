@@ -210,3 +210,20 @@ def test_hw_checkpoint_written_and_read(tmp_path):
         c.stop()
     path = os.path.join(str(tmp_path / "b1"), "replication-offset-checkpoint")
     assert open(path, "rb").read() == b"0\n1\nt 0 1\n"
+
+
+def test_follower_fenced_until_epochs_agree(cluster3):
+    a, b = cluster3.nodes[1], cluster3.nodes[2]
+    cluster3.lair([1], 1, 3, [1], [1, 2])
+    pa = a.rm.get_partition("t", 0)
+    pa.append(batch(b"m1"), None, 1)
+    cluster3.lair([2], 1, 2, [1, 2], [1, 2])         # B still believes in epoch 2: FENCED_LEADER_EPOCH (74)
+    pb = b.rm.get_partition("t", 0)
+    gevent.sleep(0.2)
+    assert pb.log_end_offset == 0 and pa.followers[2].leo == -1     # fenced fetches report nothing
+    cluster3.lair([2], 1, 4, [1, 2], [1, 2])         # B ahead of A now: UNKNOWN_LEADER_EPOCH (75), retried
+    gevent.sleep(0.2)
+    assert pb.log_end_offset == 0 and pa.followers[2].leo == -1
+    cluster3.lair([1], 1, 4, [1, 2], [1, 2])
+    wait_for(lambda: pb.log_end_offset == 1 and pb.high_watermark == 1)
+    assert log_bytes(pa) == log_bytes(pb)
