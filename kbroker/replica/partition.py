@@ -293,7 +293,10 @@ class Partition:
                 new = st.leo
         if new > self.high_watermark:
             self.high_watermark = new
-            self._wake()
+            # Consumers and delayed produces only: follower fetches wait for data, not for the HW (as Kafka).
+            if self.waiters:
+                for ev in list(self.waiters):
+                    ev.set()
             return True
         return False
 
