@@ -36,6 +36,11 @@ def main(argv=None):
         return 1
     from kbroker.broker import Broker
     broker = Broker(cfg)
+    # Signal handlers go in before start(): the server answers requests while start() still waits for the
+    # controller's first UpdateMetadata, and a SIGTERM in that window must still shut down cleanly.
+    stop = gevent.event.Event()
+    gevent.signal_handler(signal.SIGTERM, stop.set)
+    gevent.signal_handler(signal.SIGINT, stop.set)
     try:
         broker.start()
     except Exception as e:  # noqa: BLE001 - startup failures are reported, not traced, when they are ours
@@ -46,9 +51,6 @@ def main(argv=None):
         except Exception:  # noqa: BLE001
             pass
         return 1
-    stop = gevent.event.Event()
-    gevent.signal_handler(signal.SIGTERM, stop.set)
-    gevent.signal_handler(signal.SIGINT, stop.set)
     print("kbroker started: broker.id=%d listeners=%s" % (broker.broker_id, broker.endpoints), flush=True)
     stop.wait()
     broker.shutdown()

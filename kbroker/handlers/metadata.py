@@ -2,7 +2,7 @@
 
 Behaviour (Kafka's): v0 empty topic list = all topics; v1+ null = all, empty = none. Unknown topics are auto-created
 when ``auto.create.topics.enable`` and (v4+) ``allow_auto_topic_creation``; the broker answers with the created
-topic's partitions right away when it leads them (embedded mode creates synchronously) and LEADER_NOT_AVAILABLE (5)
+topic's partitions when the controller has elected their leaders within a short wait, LEADER_NOT_AVAILABLE (5)
 otherwise. Invalid names get INVALID_TOPIC_EXCEPTION (17); unknown ones UNKNOWN_TOPIC_OR_PARTITION (3). Brokers
 listed are the live brokers with an endpoint on the listener the request came in on.
 """
@@ -32,6 +32,9 @@ def metadata(ctx, req):
                     meta = broker.topic_metadata(name)
                 except errors.KafkaError as e:
                     topics.append(_topic_error(name, e.code))
+                    continue
+                if meta is None:  # created, leaders not elected yet: the client retries
+                    topics.append(_topic_error(name, errors.LEADER_NOT_AVAILABLE))
                     continue
             else:
                 code = errors.INVALID_TOPIC_EXCEPTION if not broker.valid_topic_name(name) \

@@ -4,8 +4,11 @@ Behaviour (Kafka's error codes): TOPIC_ALREADY_EXISTS (36), INVALID_PARTITIONS (
 (38), INVALID_REPLICA_ASSIGNMENT (39), INVALID_CONFIG (40), INVALID_TOPIC_EXCEPTION (17), INVALID_REQUEST (42) for
 a topic named twice in one request or assignment plus counts; UNKNOWN_TOPIC_OR_PARTITION (3) on delete/alter of a
 missing topic. ``num_partitions``/``replication_factor`` of -1 (v4+) take the broker defaults. ``validate_only``
-(v1+) checks everything and changes nothing. Creation is synchronous on this broker (the controller), so the
-response means the topic is usable; ``timeout_ms`` is therefore not waited on.
+(v1+) checks everything and changes nothing. Changes are written to the coordination backend and carried out by
+the controller (``kbroker/topic_admin.py``); the
+response waits (up to ``timeout_ms``; <= 0 = no wait) until this broker's metadata shows the change, else
+REQUEST_TIMED_OUT (7) -- the change itself still completes, as in Kafka. TOPIC_DELETION_DISABLED (73) when
+``delete.topic.enable=false``.
 """
 from kbroker import errors
 from kbroker.handlers.common import error_code
@@ -33,7 +36,7 @@ def create_topics(ctx, req):
             assignment = {a["partition_index"]: list(a["broker_ids"]) for a in t["assignments"]} or None
             configs = {c["name"]: c["value"] for c in t["configs"]}
             plan = broker.create_topic(t["name"], t["num_partitions"], t["replication_factor"], assignment,
-                                       configs, validate_only=req["validate_only"])
+                                       configs, validate_only=req["validate_only"], timeout_ms=req["timeout_ms"])
             r["num_partitions"] = len(plan)
             r["replication_factor"] = len(next(iter(plan.values())))
             if ctx.api_version >= 5 and not req["validate_only"]:
@@ -54,7 +57,7 @@ def delete_topics(ctx, req):
     for name in req["topic_names"]:
         r = {"name": name, "error_code": 0, "error_message": None}
         try:
-            broker.delete_topic(name)
+            broker.delete_topic(name, timeout_ms=req["timeout_ms"])
         except Exception as e:  # noqa: BLE001
             r["error_code"] = error_code(e, False)
             r["error_message"] = getattr(e, "message", None) or str(e)
@@ -73,7 +76,8 @@ def create_partitions(ctx, req):
             if t["name"] in dup:
                 raise errors.InvalidRequest("duplicate topic %s" % t["name"])
             assignment = [a["broker_ids"] for a in t["assignments"]] if t["assignments"] else None
-            broker.create_partitions(t["name"], t["count"], assignment, validate_only=req["validate_only"])
+            broker.create_partitions(t["name"], t["count"], assignment, validate_only=req["validate_only"],
+                                     timeout_ms=req["timeout_ms"])
         except Exception as e:  # noqa: BLE001
             r["error_code"] = error_code(e, False)
             r["error_message"] = getattr(e, "message", None) or str(e)

@@ -145,6 +145,15 @@ class RawClient:
         return p
 
 
+
+def _checkpoint_without_offsets_topic(path):
+    """The checkpoint text with __consumer_offsets lines removed (consumers with a group.id create that topic),
+    after checking the header's count matches the number of entry lines."""
+    lines = path.read_text().splitlines()
+    assert lines[0] == "0" and int(lines[1]) == len(lines) - 2, lines[:3]
+    kept = [ln for ln in lines[2:] if not ln.startswith("__consumer_offsets ")]
+    return "0\n%d\n" % len(kept) + "".join(ln + "\n" for ln in kept)
+
 def read_all(client: RawClient, topic: str, partition: int = 0) -> list[tuple[int, bytes | None, bytes | None]]:
     """Every record of the partition as (offset, key, value), asserting the bytes are intact (module docstring).
 
@@ -323,7 +332,7 @@ def test_sigterm_during_produce_stream_and_long_poll_is_prompt_and_clean(broker)
     leo = _check_stream_after_restart(broker, stream)
     assert broker.stop() == 0
     # The checkpoint holds both partitions' log end offsets (the stream topic got 3 more records above).
-    assert (broker.log_dir / CHECKPOINT).read_text() == f"0\n2\n{idle} 0 0\n{topic} 0 {leo + 3}\n"
+    assert _checkpoint_without_offsets_topic(broker.log_dir / CHECKPOINT) == f"0\n2\n{idle} 0 0\n{topic} 0 {leo + 3}\n"
 
 
 # ------------------------------------------------------------------------------------- torn and corrupt tails
@@ -447,7 +456,7 @@ def test_sigterm_is_clean_and_disk_layout_is_kafkas(broker):
     assert (d / CLEAN_SHUTDOWN).exists()
     assert _properties_lines(d / "meta.properties") == ["version=0", "broker.id=0"]
     # Kafka's checkpoint text: version line, entry count, "<topic> <partition> <offset>" lines.
-    assert (d / CHECKPOINT).read_text() == f"0\n2\n{topic} 0 12\n{topic} 1 7\n"
+    assert _checkpoint_without_offsets_topic(d / CHECKPOINT) == f"0\n2\n{topic} 0 12\n{topic} 1 7\n"
     for p, n in counts.items():
         pdir = partition_dir(broker, topic, p)
         files = sorted(f.name for f in pdir.iterdir())
@@ -471,7 +480,7 @@ def test_sigterm_is_clean_and_disk_layout_is_kafkas(broker):
         [(0, o, value_of(o)) for o in range(12)] + [(1, o, value_of(o)) for o in range(7)])
     # A second clean stop checkpoints the same offsets again.
     assert broker.stop() == 0
-    assert (d / CHECKPOINT).read_text() == f"0\n2\n{topic} 0 12\n{topic} 1 7\n"
+    assert _checkpoint_without_offsets_topic(d / CHECKPOINT) == f"0\n2\n{topic} 0 12\n{topic} 1 7\n"
 
 
 # ------------------------------------------------------------------------------------------ log dir guards
@@ -517,7 +526,7 @@ def test_log_dir_guards(broker, broker_factory):
     with RawClient(broker) as c:
         assert read_all(c, topic) == [(o, b"k%d" % o, value_of(o)) for o in range(6)]
     assert broker.stop() == 0
-    assert (broker.log_dir / CHECKPOINT).read_text() == f"0\n1\n{topic} 0 6\n"
+    assert _checkpoint_without_offsets_topic(broker.log_dir / CHECKPOINT) == f"0\n1\n{topic} 0 6\n"
 
 
 # ------------------------------------------------------------------------------- producer state after a crash

@@ -1,0 +1,189 @@
+"""Topic administration for the request handlers: create, delete, add partitions, describe and alter configs.
+
+Every change is written to the coordination backend (Kafka's znodes, through ``TopicStore``) and then carried out
+by the active controller from its watches -- the same path a topic written by ``kbroker-admin --zookeeper`` or by
+Kafka's own tools takes, in embedded and ZooKeeper mode alike. Calls that the client expects to be visible when
+they return (CreateTopics, DeleteTopics, CreatePartitions) then wait, bounded by the request's timeout, until this
+broker's metadata cache shows the result; a wait that runs out answers REQUEST_TIMED_OUT (7), as Kafka does, while
+the change itself still completes.
+
+Topic configs: ``/config/topics/<t>`` is the truth. A change is announced with a ``/config/changes`` sequential node;
+every broker watches that and re-reads the overrides of the topics it hosts (``ConfigWatcher``), so AlterConfigs
+sent to any broker takes effect on every broker.
+"""
+import logging
+import time
+
+import gevent
+
+from kbroker import errors
+from kbroker.config import (DEFAULT_CONFIG, STATIC_BROKER_CONFIG, TOPIC_CONFIG, effective_topic_config, format_value,
+                            validate_topic_config)
+from kbroker.controller.assignment import assign_replicas_to_brokers, start_index_for_new_partitions
+from kbroker.controller.topics import create_topic as write_new_topic, live_brokers
+from kbroker.coord.errors import NoNodeError
+
+log = logging.getLogger(__name__)
+
+# Kafka's DescribeConfigsResponse ConfigSource: 1 TOPIC_CONFIG, 4 STATIC_BROKER_CONFIG, 5 DEFAULT_CONFIG.
+_SOURCE_IDS = {TOPIC_CONFIG: 1, STATIC_BROKER_CONFIG: 4, DEFAULT_CONFIG: 5}
+DEFAULT_TIMEOUT_MS = 30000
+POLL_S = 0.02
+
+
+class ConfigDescription:
+    """One DescribeConfigs entry; source_id uses Kafka's ConfigSource ids."""
+    __slots__ = ("name", "value", "source_id", "read_only", "sensitive")
+
+    def __init__(self, name, value, source_id, read_only=False, sensitive=False):
+        self.name, self.value, self.source_id = name, value, source_id
+        self.read_only, self.sensitive = read_only, sensitive
+
+
+def validate_configs(configs):
+    try:
+        return validate_topic_config(configs)
+    except Exception as e:  # ConfigError names the key and the value
+        raise errors.InvalidConfig(str(e)) from None
+
+
+def wait_for(predicate, timeout_ms, what):
+    """Bounded wait on the event loop (other greenlets -- the controller, LeaderAndIsr -- run meanwhile).
+    A timeout <= 0 means "do not wait" (Kafka: the change is triggered and the call returns at once)."""
+    if timeout_ms <= 0:
+        return
+    deadline = time.monotonic() + max(0, timeout_ms) / 1000.0
+    while not predicate():
+        if time.monotonic() >= deadline:
+            raise errors.RequestTimedOut("timed out waiting for %s" % what)
+        gevent.sleep(POLL_S)
+
+
+class TopicAdmin:
+    def __init__(self, broker):
+        self.broker = broker
+        self.store = broker.topic_store
+        self.config = broker.config
+
+    @property
+    def cache(self):
+        return self.broker.metadata_cache
+
+    # ------------------------------------------------------------------------------------------- create
+    def create_topic(self, name, num_partitions, replication_factor, assignment=None, configs=None,
+                     validate_only=False, timeout_ms=DEFAULT_TIMEOUT_MS):
+        plan = write_new_topic(self.store, name, num_partitions, replication_factor, assignment, configs,
+                               validate_only, default_partitions=self.config["num.partitions"],
+                               default_replication_factor=self.config["default.replication.factor"],
+                               validate_configs=validate_configs)
+        if not validate_only:
+            wait_for(lambda: self._visible(name, len(plan)), timeout_ms, "topic %s to be created" % name)
+        return plan
+
+    def _visible(self, name, n_partitions):
+        parts = self.cache.partitions(name) if self.cache.contains_topic(name) else {}
+        return len(parts) >= n_partitions
+
+    def auto_create_topic(self, name, wait_ms=2000):
+        """Metadata's auto-creation: create with the broker defaults; wait briefly so the first answer usually
+        has leaders (the caller answers LEADER_NOT_AVAILABLE otherwise, and the client retries)."""
+        try:
+            self.create_topic(name, -1, -1, timeout_ms=wait_ms)
+        except (errors.TopicAlreadyExists, errors.RequestTimedOut):
+            pass
+
+    # ------------------------------------------------------------------------------------------- delete
+    def delete_topic(self, name, timeout_ms=DEFAULT_TIMEOUT_MS):
+        if not self.store.exists(name):
+            raise errors.UnknownTopicOrPartition("Topic '%s' does not exist." % name)
+        if not self.config["delete.topic.enable"]:
+            raise errors.TopicDeletionDisabled("Topic deletion is disabled (delete.topic.enable=false).")
+        self.store.mark_for_deletion(name)
+        wait_for(lambda: not self.cache.contains_topic(name) and not self.store.exists(name), timeout_ms,
+                 "topic %s to be deleted" % name)
+
+    # --------------------------------------------------------------------------------------- partitions
+    def create_partitions(self, name, count, assignment=None, validate_only=False, timeout_ms=DEFAULT_TIMEOUT_MS):
+        current = self.store.assignment(name)  # UnknownTopicOrPartition when missing
+        if count <= len(current):
+            raise errors.InvalidPartitions("Topic currently has %d partitions, %d would not be an increase."
+                                           % (len(current), count))
+        brokers = live_brokers(self.store.backend)
+        live = {b for b, _ in brokers}
+        rf = len(current[min(current)])
+        if assignment:
+            if len(assignment) != count - len(current):
+                raise errors.InvalidReplicaAssignment("Increasing the number of partitions by %d but %d assignments "
+                                                      "provided." % (count - len(current), len(assignment)))
+            new = {len(current) + i: [int(r) for r in reps] for i, reps in enumerate(assignment)}
+            for reps in new.values():
+                if len(reps) != rf or len(set(reps)) != len(reps) or any(r not in live for r in reps):
+                    raise errors.InvalidReplicaAssignment("replica list %s is not %d distinct live brokers"
+                                                          % (reps, rf))
+        else:
+            if rf > len(brokers):
+                raise errors.InvalidReplicationFactor("replication factor %d larger than available brokers %d"
+                                                      % (rf, len(brokers)))
+            new = assign_replicas_to_brokers(brokers, count - len(current), rf,
+                                             start_index=start_index_for_new_partitions(current, brokers),
+                                             start_partition_id=len(current))
+        if validate_only:
+            return new
+        self.store.add_partitions(name, new)
+        wait_for(lambda: self._visible(name, count), timeout_ms, "partitions of %s to be created" % name)
+        return new
+
+    # ------------------------------------------------------------------------------------------ configs
+    def topic_overrides(self, name):
+        try:
+            return self.store.topic_config(name)
+        except NoNodeError:
+            return {}
+
+    def describe_topic_config(self, name):
+        """[ConfigDescription] for every topic-level key, sorted by name (DescribeConfigs)."""
+        if not self.store.exists(name):
+            raise errors.UnknownTopicOrPartition("Topic '%s' does not exist." % name)
+        entries = effective_topic_config(self.config, self.topic_overrides(name))
+        return [ConfigDescription(e.name, format_value(e.value), _SOURCE_IDS.get(e.source, 5))
+                for _, e in sorted(entries.items())]
+
+    def describe_broker_config(self):
+        return [ConfigDescription(name, None if shown == "[hidden]" else shown,
+                                  5 if source == "default" else 4, read_only=True, sensitive=shown == "[hidden]")
+                for name, shown, source in self.config.describe()]
+
+    def alter_topic_config(self, name, configs, validate_only=False):
+        """Kafka's (non-incremental) AlterConfigs: ``configs`` replaces the topic's whole override set."""
+        if not self.store.exists(name):
+            raise errors.UnknownTopicOrPartition("Topic '%s' does not exist." % name)
+        configs = {k: v for k, v in configs.items() if v is not None}
+        validate_configs(configs)
+        if validate_only:
+            return
+        self.store.set_topic_config(name, configs)  # also writes the /config/changes notification
+        self.broker.apply_topic_config(name, configs)
+
+
+class ConfigWatcher:
+    """Applies topic config changes announced under ``/config/changes`` to the partitions this broker hosts."""
+
+    PATH = "/config/changes"
+
+    def __init__(self, broker):
+        self.broker = broker
+        self.seen = None
+
+    def start(self):
+        self.broker.backend.ensure_path(self.PATH)
+        self.broker.backend.watch_children(self.PATH, self._changed)
+
+    def _changed(self, children, *_):
+        names = set(children or ())
+        if self.seen is not None and names <= self.seen:
+            self.seen = names
+            return
+        self.seen = names
+        # Re-read the overrides of every topic hosted here; a change notification names one entity, but reading
+        # all hosted topics is simple and cheap next to how rarely configs change.
+        gevent.spawn(self.broker.reload_topic_configs)
