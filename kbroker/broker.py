@@ -132,6 +132,8 @@ class Broker:
 
     def shutdown(self):
         log.info("shutting down broker %d", self.broker_id)
+        if self.started and not self.config.embedded and self.config["controlled.shutdown.enable"]:
+            self._controlled_shutdown()
         self._stop_group_coordinator()
         if self.server:
             self.server.stop(wake=self._wake_waiters)
@@ -152,6 +154,44 @@ class Broker:
         except Exception:  # noqa: BLE001 - shutdown must finish
             log.exception("stopping the coordination backend")
         self.started = False
+
+    def _controlled_shutdown(self):
+        """Ask the controller to move leadership away before we go (Kafka's ControlledShutdown): retried
+        ``controlled.shutdown.max.retries`` times, ``controlled.shutdown.retry.backoff.ms`` apart, until no
+        partition is left led here. The rest of shutdown proceeds either way (an unclean-but-safe exit)."""
+        cfg = self.config
+        for attempt in range(1, cfg["controlled.shutdown.max.retries"] + 1):
+            try:
+                remaining = self._request_controlled_shutdown()
+            except Exception as e:  # noqa: BLE001 - controller moving or unreachable: retry
+                log.warning("controlled shutdown attempt %d failed: %s", attempt, e)
+                remaining = None
+            if remaining == []:
+                log.info("controlled shutdown complete: no partitions led by broker %d", self.broker_id)
+                return
+            if remaining:
+                log.info("controlled shutdown attempt %d: %d partitions still led here", attempt, len(remaining))
+            gevent.sleep(cfg["controlled.shutdown.retry.backoff.ms"] / 1000.0)
+        log.warning("controlled shutdown did not complete; shutting down anyway")
+
+    def _request_controlled_shutdown(self):
+        if self.controller is not None and self.controller.is_active():
+            return list(self.controller.controlled_shutdown(self.broker_id))
+        cid = self.controller_id()
+        node = next((b for b in self.metadata_cache.alive_brokers(self.config.inter_broker_listener)
+                     if b.id == cid), None)
+        if node is None:
+            raise errors.NotController("no live controller known")
+        from kbroker.client.connection import BrokerConnection
+        conn = BrokerConnection(node.host, node.port, client_id="kbroker-%d" % self.broker_id,
+                                timeout=self.config["request.timeout.ms"] / 1000.0)
+        try:
+            resp = conn.request(7, {"broker_id": self.broker_id, "broker_epoch": -1})
+        finally:
+            conn.close()
+        if resp["error_code"]:
+            raise errors.error_for_code(resp["error_code"])("ControlledShutdown answered %d" % resp["error_code"])
+        return [(r["topic_name"], r["partition_index"]) for r in resp["remaining_partitions"]]
 
     def _wake_waiters(self):
         """Wake every parked long-poll Fetch (they see their connection closing and answer now)."""

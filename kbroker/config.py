@@ -753,6 +753,19 @@ class BrokerConfig:
         return [Listener(l.name, l.host or socket.getfqdn(), l.port) for l in eps]
 
     @property
+    def inter_broker_listener(self):
+        """Listener name brokers use to reach each other: inter.broker.listener.name, else the first listener
+        whose security protocol is security.inter.broker.protocol (Kafka's rule)."""
+        if self["inter.broker.listener.name"]:
+            return self["inter.broker.listener.name"]
+        pmap = self.listener_security_protocol_map
+        want = self["security.inter.broker.protocol"]
+        for l in self.listeners:
+            if pmap.get(l.name, l.name) == want:
+                return l.name
+        return self.listeners[0].name
+
+    @property
     def embedded(self):
         return not (self["zookeeper.connect"] or "").strip()
 
