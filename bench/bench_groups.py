@@ -340,7 +340,7 @@ def phase_commits(broker, args):
 
 def machine():
     info = {"nproc": os.cpu_count(), "python": platform.python_version(), "kernel": platform.release(),
-            "confluent_kafka": ck.version()[0], "librdkafka": ck.libversion()[0]}
+            "confluent_kafka": ck.__version__, "librdkafka": ck.libversion()[0]}
     try:
         info["commit"] = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True,
                                         text=True, timeout=5).stdout.strip()
