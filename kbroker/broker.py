@@ -25,12 +25,13 @@ from kbroker.config import log_config_for
 from kbroker.coord import make_backend
 from kbroker.coord.metadata_store import TopicStore, validate_topic_name
 from kbroker.coord.registration import cluster_id as read_cluster_id, generate_broker_id, register_broker
+from kbroker.coord.errors import BadVersionError
 from kbroker.coord.znodes import ensure_persistent_paths
 from kbroker.log.config import LogConfig
 from kbroker.log.log import Log
 from kbroker.log.manager import LogManager, read_properties
 from kbroker.producer_ids import ProducerIdManager
-from kbroker.replica.partition import Partition
+from kbroker.replica.manager import ReplicaManager
 from kbroker.server.loopcall import make_owner_call
 from kbroker.server.metadata_cache import MetadataCache
 from kbroker.server.router import Router
@@ -61,7 +62,7 @@ class Broker:
         self.metadata_cache = MetadataCache()
         self.topic_admin = TopicAdmin(self)
         self.producer_ids = None
-        self.partitions = {}
+        self.replica_manager = None
         self.topic_configs = {}
         self.cluster_id = None
         self.log_manager = None
@@ -90,6 +91,10 @@ class Broker:
         # Worker threads (cleaner) change a log's segment list only through the event loop's thread.
         Log.owner_call = staticmethod(make_owner_call(gevent.get_hub()))
         self.log_manager = LogManager(cfg.log_dirs, self._default_log_config(), broker_id=self.broker_id)
+        self.replica_manager = ReplicaManager(
+            self.broker_id, self.log_manager, log_config_for=self.log_config, isr_writer=self.write_isr,
+            connect=self.replica_address, flusher=self._flush_log, config=cfg,
+            partition_exists=lambda t, p: self.metadata_cache.partition(t, p) is not None).start()
         self._start_group_coordinator()
         self.server = KafkaServer(self, self.router, cfg.listeners, cfg["socket.request.max.bytes"])
         self.server.start()
@@ -142,6 +147,8 @@ class Broker:
         if self.channel is not None:
             self.channel.remove_all()
         gevent.killall(self._tasks)
+        if self.replica_manager is not None:
+            self.replica_manager.shutdown()
         if self.registrar is not None:
             try:
                 self.registrar.deregister()
@@ -192,6 +199,11 @@ class Broker:
         if resp["error_code"]:
             raise errors.error_for_code(resp["error_code"])("ControlledShutdown answered %d" % resp["error_code"])
         return [(r["topic_name"], r["partition_index"]) for r in resp["remaining_partitions"]]
+
+    @property
+    def partitions(self):
+        """{(topic, p): Partition} hosted here (owned by the ReplicaManager)."""
+        return self.replica_manager.partitions() if self.replica_manager is not None else {}
 
     def _wake_waiters(self):
         """Wake every parked long-poll Fetch (they see their connection closing and answer now)."""
@@ -276,15 +288,33 @@ class Broker:
                 for p, c in self.metadata_cache.partitions(name).items()}
 
     def local_partition(self, topic, p):
-        return self.partitions.get((topic, p))
+        return self.replica_manager.get_partition(topic, p)
 
     def leader_partition(self, topic, p):
-        part = self.partitions.get((topic, p))
-        if part is None or not part.is_leader:
-            if part is not None or self.metadata_cache.partition(topic, p) is not None:
-                raise errors.NotLeaderOrFollower("%s-%d is not led by broker %d" % (topic, p, self.broker_id))
-            raise errors.UnknownTopicOrPartition("%s-%d" % (topic, p))
-        return part
+        return self.replica_manager.leader_partition(topic, p)
+
+    def replica_address(self, broker_id):
+        """(host, port) of another broker on the inter-broker listener, or None while it is unknown/offline."""
+        for b in self.metadata_cache.alive_brokers(self.config.inter_broker_listener):
+            if b.id == broker_id:
+                return b.host, b.port
+        return None
+
+    def write_isr(self, topic, p, leader, leader_epoch, new_isr, zk_version):
+        """The leader's ISR change: a conditional write of the partition state znode (Kafka's JSON, the
+        controller epoch it was given), then an /isr_change_notification for the controller. None when the
+        znode moved on (a controller decision won the race): the leader keeps its old ISR."""
+        part = self.replica_manager.get_partition(topic, p)
+        controller_epoch = part.controller_epoch if part is not None else -1
+        try:
+            version = self.topic_store.set_partition_state(topic, p, leader, new_isr, leader_epoch,
+                                                           controller_epoch, expected_version=zk_version)
+        except BadVersionError:
+            log.info("ISR update of %s-%d lost a race (zk version %d); waiting for the controller",
+                     topic, p, zk_version)
+            return None
+        self.topic_store.notify_isr_change(topic, p)
+        return version
 
     # ---------------------------------------------------------------------- topic admin (handler facade)
     def create_topic(self, name, num_partitions, replication_factor, assignment=None, configs=None,
@@ -345,60 +375,11 @@ class Broker:
 
     # ------------------------------------------------------------- controller requests (LeaderAndIsr, ...)
     def apply_leader_and_isr(self, controller_id, controller_epoch, partition_states, live_leaders):
-        """Become leader or follower for each partition state naming this broker as a replica.
-
-        A state older than what we hold (lower leader epoch) is refused with STALE_CONTROLLER_EPOCH (11), as
-        Kafka does per partition. Followers host the log (replication fills it in once followers fetch).
-        """
-        out = {}
-        for st in partition_states:
-            tp = (st["topic"], st["partition"])
-            if self.broker_id not in st["replicas"]:
-                continue
-            part = self.partitions.get(tp)
-            if part is not None and st["leader_epoch"] < part.leader_epoch:
-                out[tp] = errors.STALE_CONTROLLER_EPOCH
-                continue
-            was_leader = part is not None and part.is_leader
-            try:
-                if part is None:
-                    lc = self.log_config(tp[0])
-                    lg = self.log_manager.get_or_create_log(tp, lc)
-                    part = Partition(tp[0], tp[1], lg, lc, self.broker_id, flusher=self._flush_log)
-                    self.partitions[tp] = part
-                part.leader = st["leader"]
-                part.leader_epoch = st["leader_epoch"]
-                part.isr = list(st["isr"])
-                part.replicas = list(st["replicas"])
-                part.zk_version = st.get("zk_version", -1)
-                part.set_config(self.log_config(tp[0]))  # RecordConfig picks up the new leader epoch
-                if not part.is_leader:
-                    part._wake()  # parked fetches re-read and answer NOT_LEADER_OR_FOLLOWER
-                self._group_leadership_changed(tp, was_leader, part.is_leader)
-                out[tp] = 0
-            except Exception as e:  # noqa: BLE001 - one bad partition must not fail the others
-                log.exception("LeaderAndIsr for %s-%d", *tp)
-                out[tp] = e.code if isinstance(e, errors.KafkaError) else errors.KAFKA_STORAGE_ERROR
-        return out
+        return self.replica_manager.apply_leader_and_isr(controller_id, controller_epoch, partition_states,
+                                                         live_leaders)
 
     def stop_replicas(self, controller_epoch, partitions):
-        out = {}
-        for topic, p, delete in partitions:
-            tp = (topic, p)
-            part = self.partitions.pop(tp, None)
-            if part is not None:
-                was_leader = part.is_leader
-                part.leader = -1
-                part._wake()
-                self._group_leadership_changed(tp, was_leader, False)
-            if delete:
-                try:
-                    if self.log_manager.get_log(tp) is not None:
-                        self.log_manager.delete_log(tp)
-                except KeyError:
-                    pass
-            out[tp] = 0
-        return out
+        return self.replica_manager.stop_replicas(controller_epoch, partitions)
 
     def metadata_updated(self, deleted):
         for topic, _p in deleted or ():
@@ -414,8 +395,10 @@ class Broker:
         from kbroker.coordinator.timers import GeventScheduler
         cfg = self.config
         self.group_coordinator = GroupCoordinator(cfg, GeventScheduler(),
-                                                  OffsetsStore(self, cfg["offsets.load.buffer.size"]),
+                                                  OffsetsStore(self, cfg["offsets.load.buffer.size"],
+                                                               cfg["offsets.commit.timeout.ms"]),
                                                   topic_exists=self._group_partition_exists)
+        self.replica_manager.leadership_listeners.append(self._group_leadership_changed)
         self._tasks.append(gevent.spawn(self._every, cfg["offsets.retention.check.interval.ms"],
                                         self._expire_group_offsets))
 

@@ -15,6 +15,7 @@ from kbroker import errors
 
 from .errors import BadVersionError, NodeExistsError, NoNodeError
 from .znodes import (
+    IsrChangeNotificationSequenceZNode,
     ClusterIdZNode, ConfigEntityChangeNotificationSequenceZNode, ConfigEntityZNode, DeleteTopicsZNode,
     TopicPartitionStateZNode, TopicPartitionsZNode, TopicsZNode, TopicZNode,
 )
@@ -223,6 +224,12 @@ class TopicStore:
                 return 0
             except NodeExistsError:
                 return self.backend.set(path, data).version
+
+    def notify_isr_change(self, name, partition):
+        """Announce a leader's ISR change to the controller (Kafka's /isr_change_notification sequential node)."""
+        self.backend.create(IsrChangeNotificationSequenceZNode.path_prefix(),
+                            IsrChangeNotificationSequenceZNode.encode([(name, partition)]), sequence=True,
+                            makepath=True)
 
     def partition_state(self, name, partition):
         """PartitionState(leader, leader_epoch, isr, controller_epoch, zk_version) or None if never written."""

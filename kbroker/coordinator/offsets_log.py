@@ -110,9 +110,10 @@ def replay(pairs):
 class OffsetsStore:
     """The coordinator's storage over the broker's ``__consumer_offsets`` partitions."""
 
-    def __init__(self, broker, load_buffer_size=5242880):
+    def __init__(self, broker, load_buffer_size=5242880, commit_timeout_ms=5000):
         self.broker = broker
         self.load_buffer_size = load_buffer_size
+        self.commit_timeout_ms = commit_timeout_ms
 
     def _partition(self, index):
         part = self.broker.local_partition(TOPIC, index)
@@ -123,7 +124,18 @@ class OffsetsStore:
         return part
 
     def append(self, index, records, now):
-        self._partition(index).append(build(records, now), None, -1)
+        """Append and wait until every in-sync replica has it (acks=all, bounded by offsets.commit.timeout.ms):
+        a commit acknowledged to a consumer survives the loss of this broker."""
+        part = self._partition(index)
+        term = part.leadership
+        res = part.append(build(records, now), None, -1)
+        if part.ack_status(res.last_offset, term) is None:
+            from kbroker.handlers.produce import await_replication
+            resp = {"error_code": 0}
+            await_replication([(resp, part, res.last_offset, term)], self.commit_timeout_ms)
+            if resp["error_code"]:
+                raise errors.error_for_code(resp["error_code"])("offset commit not replicated in %d ms"
+                                                                  % self.commit_timeout_ms)
 
     def read(self, index):
         """Yield ``(key, value)`` of every record of the partition, oldest first."""
