@@ -1,0 +1,230 @@
+"""BrokerConfig: the typed, validated broker configuration and its derived values."""
+import logging
+import os
+import socket
+
+from .files import Listener, _ZK_CONNECT, load_file, parse_listeners, parse_override, parse_protocol_map
+from .keys import CONFIG_KEYS, _KEYS
+from .values import ConfigError, Password, _invalid, format_value, parse_value
+
+
+log = logging.getLogger("kbroker.config")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# the config object
+
+
+class BrokerConfig:
+    """Typed broker config. ``cfg["log.segment.bytes"]``, ``cfg.get(key, default)``, derived helpers below.
+
+    ``sources[key]`` is "default", "file" or "override" (for --check-config); ``unknown`` holds unknown keys with
+    their raw values; ``originals`` the explicitly supplied raw values of known keys.
+    """
+
+    def __init__(self, props=None, sources=None):
+        self._values = {}
+        self.sources = {}
+        self.originals = {}
+        self.unknown = {}
+        props = dict(props or {})
+        sources = sources or {}
+        for name, raw in props.items():
+            if name not in CONFIG_KEYS:
+                self.unknown[name] = raw
+        for name in sorted(self.unknown):
+            log.warning("The configuration '%s' was supplied but isn't a known config.", name)
+        for key in _KEYS:
+            if key.name in props:
+                raw = props[key.name]
+                self.originals[key.name] = raw
+                self.sources[key.name] = sources.get(key.name, "file")
+                if isinstance(raw, str) and raw.strip() == "" and key.default is None:
+                    raw = None  # "log.retention.ms=" means unset, like Kafka's null default
+                self._values[key.name] = parse_value(key.name, key.type, raw, key.validator)
+            else:
+                self.sources[key.name] = "default"
+                d = key.default
+                self._values[key.name] = list(d) if isinstance(d, list) else d
+        self._validate()
+
+    # -- construction ---------------------------------------------------------------------------------------------
+
+    @classmethod
+    def from_sources(cls, path=None, overrides=()):
+        props, sources = {}, {}
+        if path is not None:
+            if not os.path.exists(path):
+                raise ConfigError("Config file %s does not exist" % path)
+            for k, v in load_file(path).items():
+                props[k] = v
+                sources[k] = "file"
+        for s in overrides or ():
+            k, v = parse_override(s)
+            props[k] = v
+            sources[k] = "override"
+        return cls(props, sources)
+
+    @classmethod
+    def from_dict(cls, props):
+        return cls(props, {k: "override" for k in props})
+
+    # -- access ---------------------------------------------------------------------------------------------------
+
+    def __getitem__(self, key):
+        try:
+            return self._values[key]
+        except KeyError:
+            raise KeyError("unknown config key %r" % key) from None
+
+    def __contains__(self, key):
+        return key in self._values
+
+    def get(self, key, default=None):
+        return self._values.get(key, default)
+
+    def items(self):
+        return self._values.items()
+
+    def is_set(self, key):
+        """True when the key was given explicitly (file or override)."""
+        return self.sources.get(key, "default") != "default"
+
+    def describe(self):
+        """[(key, string value, source)] sorted by key; passwords hidden (for --check-config)."""
+        rows = []
+        for name in sorted(self._values):
+            v = self._values[name]
+            shown = "[hidden]" if isinstance(v, Password) else format_value(v)
+            rows.append((name, shown, self.sources[name]))
+        return rows
+
+    # -- derived values -------------------------------------------------------------------------------------------
+
+    @property
+    def log_dirs(self):
+        raw = self["log.dirs"] if self["log.dirs"] is not None else self["log.dir"]
+        return [p.strip() for p in raw.split(",") if p.strip()]
+
+    @property
+    def retention_ms(self):
+        """log.retention.ms > minutes > hours; any negative value = -1 (unlimited)."""
+        if self["log.retention.ms"] is not None:
+            ms = self["log.retention.ms"]
+        elif self["log.retention.minutes"] is not None:
+            ms = self["log.retention.minutes"] * 60000
+        else:
+            ms = self["log.retention.hours"] * 3600000
+        return -1 if ms < 0 else ms
+
+    @property
+    def roll_ms(self):
+        if self["log.roll.ms"] is not None:
+            return self["log.roll.ms"]
+        return self["log.roll.hours"] * 3600000
+
+    @property
+    def roll_jitter_ms(self):
+        if self["log.roll.jitter.ms"] is not None:
+            return self["log.roll.jitter.ms"]
+        return self["log.roll.jitter.hours"] * 3600000
+
+    @property
+    def flush_interval_ms(self):
+        v = self["log.flush.interval.ms"]
+        return v if v is not None else self["log.flush.scheduler.interval.ms"]
+
+    @property
+    def zk_connection_timeout_ms(self):
+        v = self["zookeeper.connection.timeout.ms"]
+        return v if v is not None else self["zookeeper.session.timeout.ms"]
+
+    @property
+    def listener_security_protocol_map(self):
+        return parse_protocol_map("listener.security.protocol.map", self["listener.security.protocol.map"])
+
+    @property
+    def listeners(self):
+        if self["listeners"] is not None and self["listeners"].strip():
+            return parse_listeners("listeners", self["listeners"])
+        return [Listener("PLAINTEXT", self["host.name"] or "", self["port"])]
+
+    @property
+    def advertised_listeners(self):
+        """Published endpoints; an empty or wildcard-less empty host becomes this machine's name."""
+        if self["advertised.listeners"] is not None and self["advertised.listeners"].strip():
+            eps = parse_listeners("advertised.listeners", self["advertised.listeners"])
+        elif not self.is_set("listeners") and (self["advertised.host.name"] is not None
+                                               or self["advertised.port"] is not None):
+            host = self["advertised.host.name"] if self["advertised.host.name"] is not None else self["host.name"]
+            port = self["advertised.port"] if self["advertised.port"] is not None else self["port"]
+            eps = [Listener("PLAINTEXT", host, port)]
+        else:
+            eps = self.listeners
+        return [Listener(l.name, l.host or socket.getfqdn(), l.port) for l in eps]
+
+    @property
+    def inter_broker_listener(self):
+        """Listener name brokers use to reach each other: inter.broker.listener.name, else the first listener
+        whose security protocol is security.inter.broker.protocol (Kafka's rule)."""
+        if self["inter.broker.listener.name"]:
+            return self["inter.broker.listener.name"]
+        pmap = self.listener_security_protocol_map
+        want = self["security.inter.broker.protocol"]
+        for l in self.listeners:
+            if pmap.get(l.name, l.name) == want:
+                return l.name
+        return self.listeners[0].name
+
+    @property
+    def embedded(self):
+        return not (self["zookeeper.connect"] or "").strip()
+
+    @property
+    def security_protocol_of(self):
+        """Listener name -> security protocol, for the configured listeners."""
+        m = self.listener_security_protocol_map
+        return {l.name: m[l.name] for l in self.listeners}
+
+    # -- cross-key validation --------------------------------------------------------------------------------------
+
+    def _validate(self):
+        pmap = self.listener_security_protocol_map
+        listeners = self.listeners
+        for l in listeners:
+            if l.name not in pmap:
+                raise _invalid("listeners", self["listeners"],
+                               "listener name %s is not in listener.security.protocol.map (%s)"
+                               % (l.name, ", ".join(sorted(pmap))))
+        names = {l.name for l in listeners}
+        if self["advertised.listeners"] is not None and self["advertised.listeners"].strip():
+            adv = parse_listeners("advertised.listeners", self["advertised.listeners"])
+            for l in adv:
+                if l.name not in names:
+                    raise _invalid("advertised.listeners", self["advertised.listeners"],
+                                   "listener name %s is not one of listeners (%s)" % (l.name, ", ".join(sorted(names))))
+                if l.host == "0.0.0.0":
+                    raise _invalid("advertised.listeners", self["advertised.listeners"],
+                                   "0.0.0.0 is not a routable address; name a host clients can reach")
+        elif any(l.host in ("0.0.0.0", "::") for l in listeners):
+            raise _invalid("advertised.listeners", None,
+                           "must be set when listeners binds the wildcard address (%s); clients cannot connect to "
+                           "0.0.0.0" % self["listeners"])
+        ibl = self["inter.broker.listener.name"]
+        if ibl is not None and ibl.upper() not in names:
+            raise _invalid("inter.broker.listener.name", ibl,
+                           "must be one of the listeners (%s)" % ", ".join(sorted(names)))
+        bid = self["broker.id"]
+        if bid < 0 and not self["broker.id.generation.enable"]:
+            raise _invalid("broker.id", bid, "must be >= 0 when broker.id.generation.enable is false")
+        if bid >= 0 and self["broker.id.generation.enable"] and bid > self["reserved.broker.max.id"]:
+            raise _invalid("broker.id", bid, "must be <= reserved.broker.max.id (%d) while broker.id.generation."
+                           "enable is true" % self["reserved.broker.max.id"])
+        if not self.log_dirs:
+            raise _invalid("log.dirs", self["log.dirs"], "at least one directory is required")
+        zk = (self["zookeeper.connect"] or "").strip()
+        if zk and not _ZK_CONNECT.fullmatch(zk):
+            raise _invalid("zookeeper.connect", zk, "expected host:port[,host:port...][/chroot], or empty for embedded")
+        if self["group.min.session.timeout.ms"] > self["group.max.session.timeout.ms"]:
+            raise _invalid("group.min.session.timeout.ms", self["group.min.session.timeout.ms"],
+                           "must be <= group.max.session.timeout.ms (%d)" % self["group.max.session.timeout.ms"])

@@ -1,0 +1,131 @@
+"""Topic-level configs: keys, validation, effective values with their source, LogConfig kwargs."""
+from collections import namedtuple
+
+from .values import ConfigError, LONG_MAX, Range, _CLEANUP, _COMPRESSION, _TIMESTAMP_TYPE, _VERSION, parse_value
+
+
+# --------------------------------------------------------------------------------------------------------------
+# topic-level configs
+
+TopicKey = namedtuple("TopicKey", "name type validator broker_key field doc")
+
+DEFAULT_CONFIG = "DEFAULT_CONFIG"
+STATIC_BROKER_CONFIG = "STATIC_BROKER_CONFIG"
+TOPIC_CONFIG = "TOPIC_CONFIG"
+# DescribeConfigs v1+ config_source codes
+CONFIG_SOURCE_CODES = {TOPIC_CONFIG: 1, STATIC_BROKER_CONFIG: 4, DEFAULT_CONFIG: 5}
+
+
+def _t(name, type_, validator, broker_key, doc, field=None):
+    return TopicKey(name, type_, validator, broker_key, field or name.replace(".", "_"), doc)
+
+
+_TOPIC_KEYS = [
+    _t("cleanup.policy", "list", _CLEANUP, "log.cleanup.policy", "delete and/or compact"),
+    _t("compression.type", "string", _COMPRESSION, "compression.type", "Stored compression; producer = keep"),
+    _t("delete.retention.ms", "long", Range(0), "log.cleaner.delete.retention.ms", "Delete marker lifetime"),
+    _t("file.delete.delay.ms", "long", Range(0), "log.segment.delete.delay.ms", "Delay before segment files go"),
+    _t("flush.messages", "long", Range(1), "log.flush.interval.messages", "fsync every N messages",
+       field="flush_interval_messages"),
+    _t("flush.ms", "long", Range(0), "log.flush.interval.ms", "fsync after this many ms", field="flush_interval_ms"),
+    _t("index.interval.bytes", "int", Range(0), "log.index.interval.bytes", "Bytes between index entries"),
+    _t("max.message.bytes", "int", Range(0), "message.max.bytes", "Largest record batch"),
+    _t("message.format.version", "string", _VERSION, "log.message.format.version",
+       "Accepted; batches are always stored as v2"),
+    _t("message.timestamp.type", "string", _TIMESTAMP_TYPE, "log.message.timestamp.type",
+       "CreateTime or LogAppendTime"),
+    _t("message.timestamp.difference.max.ms", "long", Range(0), "log.message.timestamp.difference.max.ms",
+       "Max timestamp skew for CreateTime"),
+    _t("min.cleanable.dirty.ratio", "double", Range(0.0, 1.0), "log.cleaner.min.cleanable.ratio",
+       "Dirty ratio that triggers cleaning"),
+    _t("min.compaction.lag.ms", "long", Range(0), "log.cleaner.min.compaction.lag.ms", "Minimum uncompacted age"),
+    _t("max.compaction.lag.ms", "long", Range(1), "log.cleaner.max.compaction.lag.ms", "Maximum uncompacted age"),
+    _t("min.insync.replicas", "int", Range(1), "min.insync.replicas", "ISR size needed for acks=all"),
+    _t("preallocate", "bool", None, "log.preallocate", "Preallocate segment files"),
+    _t("retention.bytes", "long", None, "log.retention.bytes", "Partition size limit; -1 = unlimited"),
+    _t("retention.ms", "long", Range(-1), "log.retention.ms", "Retention time; -1 = unlimited"),
+    _t("segment.bytes", "int", Range(14), "log.segment.bytes", "Segment file size"),
+    _t("segment.index.bytes", "int", Range(4), "log.index.size.max.bytes", "Index file size"),
+    _t("segment.jitter.ms", "long", Range(0), "log.roll.jitter.ms", "Roll jitter"),
+    _t("segment.ms", "long", Range(1), "log.roll.ms", "Roll segments after this age"),
+    _t("unclean.leader.election.enable", "bool", None, "unclean.leader.election.enable", "Allow unclean election"),
+    _t("leader.replication.throttled.replicas", "list", None, None, "partition:broker list throttled as leader"),
+    _t("follower.replication.throttled.replicas", "list", None, None, "partition:broker list throttled as follower"),
+]
+
+TOPIC_CONFIGS = {k.name: k for k in _TOPIC_KEYS}
+
+# Broker keys that feed a topic default through a derived value (all of them count as "set" for the source).
+_DERIVED_SOURCES = {
+    "retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "segment.ms": ("log.roll.ms", "log.roll.hours"),
+    "segment.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+    "flush.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+}
+
+
+def _broker_default(broker_cfg, tkey):
+    if tkey.name == "retention.ms":
+        return broker_cfg.retention_ms
+    if tkey.name == "segment.ms":
+        return broker_cfg.roll_ms
+    if tkey.name == "segment.jitter.ms":
+        return broker_cfg.roll_jitter_ms
+    if tkey.name == "flush.ms":
+        return broker_cfg.flush_interval_ms
+    if tkey.broker_key is None:
+        return []
+    v = broker_cfg[tkey.broker_key]
+    return list(v) if isinstance(v, list) else v
+
+
+def validate_topic_config(configs):
+    """Typed copy of a topic config dict; ConfigError (-> INVALID_CONFIG 40) names the offending key."""
+    out = {}
+    for name, raw in (configs or {}).items():
+        tkey = TOPIC_CONFIGS.get(name)
+        if tkey is None:
+            raise ConfigError("Unknown topic config name: %s" % name, name)
+        if raw is None:
+            raise ConfigError("Invalid value None for configuration %s: a value is required" % name, name)
+        out[name] = parse_value(name, tkey.type, raw, tkey.validator)
+    return out
+
+
+ConfigEntry = namedtuple("ConfigEntry", "name value source")
+
+
+def effective_topic_config(broker_cfg, overrides):
+    """{topic key: ConfigEntry(name, typed value, source)} for every topic key (DescribeConfigs)."""
+    typed = validate_topic_config(overrides)
+    out = {}
+    for tkey in _TOPIC_KEYS:
+        if tkey.name in typed:
+            out[tkey.name] = ConfigEntry(tkey.name, typed[tkey.name], TOPIC_CONFIG)
+            continue
+        feeders = _DERIVED_SOURCES.get(tkey.name, (tkey.broker_key,) if tkey.broker_key else ())
+        source = STATIC_BROKER_CONFIG if any(broker_cfg.is_set(k) for k in feeders) else DEFAULT_CONFIG
+        out[tkey.name] = ConfigEntry(tkey.name, _broker_default(broker_cfg, tkey), source)
+    return out
+
+
+def log_config_for(broker_cfg, overrides):
+    """Keyword arguments for ``kbroker.log.config.LogConfig`` (snake_case topic keys, typed values).
+
+    LogConfig's conventions apply: ``cleanup_policy`` is the comma string ("compact,delete") and
+    ``flush_interval_ms`` of Long.MAX (never flush by time) is None. When LogConfig is importable, only its
+    declared fields are returned, so it may grow or omit fields freely.
+    """
+    kwargs = {}
+    for name, entry in effective_topic_config(broker_cfg, overrides).items():
+        kwargs[TOPIC_CONFIGS[name].field] = entry.value
+    kwargs["cleanup_policy"] = ",".join(kwargs["cleanup_policy"])
+    if kwargs["flush_interval_ms"] == LONG_MAX:
+        kwargs["flush_interval_ms"] = None
+    try:
+        import dataclasses
+        from kbroker.log.config import LogConfig
+        names = {f.name for f in dataclasses.fields(LogConfig)}
+    except (ImportError, TypeError):
+        return kwargs
+    return {k: v for k, v in kwargs.items() if k in names}
