@@ -4,6 +4,9 @@
                                    sub-command word)
     kbroker-admin configs ...   == kafka-configs.sh (topics and brokers)
     kbroker-admin consumer-groups ... == kafka-consumer-groups.sh (kbroker/cli/consumer_groups.py)
+    kbroker-admin reassign-partitions ... == kafka-reassign-partitions.sh (--zookeeper; kbroker/cli/reassign.py)
+    kbroker-admin preferred-replica-election ... == kafka-preferred-replica-election.sh (--zookeeper;
+                                   kbroker/cli/preferred_election.py)
 
 Topics take ``--bootstrap-server HOST:PORT[,HOST:PORT]`` or ``--zookeeper H:P[,H:P][/chroot]`` (the 0.10.1 mode that
 edits the znode tree directly: ``topics_zk.py``); configs take ``--bootstrap-server`` only.
@@ -513,13 +516,27 @@ def consumer_groups_main(argv):
     return cg_main(argv)
 
 
-_COMMANDS = {"topics": topics_main, "configs": configs_main, "consumer-groups": consumer_groups_main}
+def reassign_partitions_main(argv):
+    from kbroker.cli.reassign import main as reassign_main
+    return reassign_main(argv)
+
+
+def preferred_replica_election_main(argv):
+    from kbroker.cli.preferred_election import main as election_main
+    return election_main(argv)
+
+
+_COMMANDS = {"topics": topics_main, "configs": configs_main, "consumer-groups": consumer_groups_main,
+             "reassign-partitions": reassign_partitions_main,
+             "preferred-replica-election": preferred_replica_election_main}
 
 USAGE = """usage: kbroker-admin {topics,configs} [options]
 
   topics   create, delete, describe, list or alter topics (like kafka-topics.sh)
   configs  describe or alter topic/broker configs (like kafka-configs.sh)
   consumer-groups  list, describe, reset offsets of or delete consumer groups (like kafka-consumer-groups.sh)
+  reassign-partitions  generate, execute or verify a partition reassignment (like kafka-reassign-partitions.sh)
+  preferred-replica-election  move leadership to the preferred replicas (like kafka-preferred-replica-election.sh)
 
 kbroker-admin <command> --help shows the options of a command."""
 
