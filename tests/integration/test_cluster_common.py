@@ -217,6 +217,27 @@ class Cluster:
         return wait_until(everywhere, timeout, 0.1, f"{topic} with {n_partitions} partitions on brokers "
                           f"{[b.broker_id for b in brokers]}", ignore=(OSError, ConnectionError))
 
+    def wait_settled(self, timeout: float = 30.0) -> None:
+        """Every partition of every topic has a running leader, in its state znode and in every running
+        broker's Metadata (so no controller decision is still in flight)."""
+        alive = {b.broker_id for b in self.running()}
+
+        def settled():
+            zk_leaders = {}
+            for topic in self.zk.get_children("/brokers/topics"):
+                for p in self.zk.get_children(f"/brokers/topics/{topic}/partitions"):
+                    zk_leaders.setdefault(topic, {})[int(p)] = self.state(topic, int(p))[0]["leader"]
+            if any(not set(ps.values()) <= alive for ps in zk_leaders.values()):
+                return False
+            for b in self.running():
+                md = metadata(b, None)
+                if {t: leaders(md, t) for t in zk_leaders} != zk_leaders:
+                    return False
+            return True
+
+        wait_until(settled, timeout, 0.2, "every partition led by a running broker everywhere",
+                   ignore=(OSError, ConnectionError, Exception))
+
     def ensure_all_running(self) -> None:
         """Restart any broker a previous test left stopped (or SIGSTOPped), then wait for convergence."""
         for b in self.brokers:
@@ -227,6 +248,7 @@ class Cluster:
         for b in self.brokers:
             b.wait_ready(60)
         self.wait_converged()
+        self.wait_settled()
 
 
 # ------------------------------------------------------------------------------------------------ clients
