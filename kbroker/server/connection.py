@@ -10,13 +10,19 @@ log because handlers only run on fully-decoded requests. ApiVersions at an unsup
 body carrying UNSUPPORTED_VERSION (35) and our ApiVersions range (KIP-511) so the client can retry.
 
 Responses are written as: size prefix + header + encoded body chunks; record bytes held in a ``FileRegion`` go out
-with ``os.sendfile`` straight from the segment file.
+with ``os.sendfile`` straight from the segment file. A per-connection writer greenlet sends them, in order: while the
+reader works through requests that a client pipelined, their responses queue up and leave together in one
+``sendall`` (one syscall for many small Produce responses), and as soon as the reader blocks -- on the socket, a
+long-poll Fetch, an acks=all wait -- the writer runs and flushes what is ready. The queue is bounded
+(``MAX_QUEUED_BYTES``): a client that pipelines without reading stops being read.
 """
 import errno
 import logging
 import os
 import socket as _socket
 
+import gevent
+from gevent.event import Event
 from gevent.socket import wait_write
 
 from kbroker.errors import UNSUPPORTED_VERSION
@@ -30,6 +36,8 @@ log = logging.getLogger(__name__)
 RECV_CHUNK = 64 * 1024
 # Frames needing more than this are received straight into an exactly-sized buffer (one allocation, no copies).
 LARGE_FRAME = 64 * 1024
+# Queued response bytes (file regions excluded: they are not in memory) above which the reader waits for the writer.
+MAX_QUEUED_BYTES = 4 * 1024 * 1024
 
 
 class RequestContext:
@@ -59,8 +67,14 @@ class Connection:
         self.router = router
         self.listener = listener
         self.reader = FrameReader(max_request_size)
-        self.busy = False
+        self._dispatching = False
         self.closing = False
+        self._out = []            # queued wire chunks: bytes-like or file regions, in response order
+        self._out_bytes = 0
+        self._out_ready = Event()
+        self._drained = Event()
+        self._drained.set()
+        self._writer = gevent.spawn(self._write_loop)
         try:
             sock.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
         except OSError:
@@ -88,18 +102,33 @@ class Connection:
                             return
                         reader.feed(data)
                         continue
-                self.busy = True
+                self._dispatching = True
                 try:
                     self.dispatch(payload)
                 finally:
-                    self.busy = False
+                    self._dispatching = False
+                if self._out_bytes > MAX_QUEUED_BYTES:
+                    self._drained.wait()
         except CloseConnection as e:
             log.info("closing %s: %s", self._peer(), e)
         except (ConnectionError, OSError) as e:
             if getattr(e, "errno", None) not in (errno.ECONNRESET, errno.EPIPE, errno.EBADF, None):
                 log.info("connection %s: %s", self._peer(), e)
         finally:
-            self.close()
+            self._finish()
+
+    @property
+    def busy(self):
+        """A request is being handled or responses are still queued (graceful shutdown waits for both)."""
+        return self._dispatching or bool(self._out)
+
+    def _finish(self, drain_seconds=10.0):
+        """Let the writer send what is queued (bounded: a peer that stopped reading is not waited for), close."""
+        self.closing = True
+        self._out_ready.set()
+        if not self._writer.dead:
+            self._writer.join(drain_seconds)
+        self.close()
 
     def _read_large(self, reader):
         payload, filled = reader.take_large_frame()
@@ -152,23 +181,48 @@ class Connection:
 
     # ----------------------------------------------------------------------------------------------- output
     def send(self, w):
-        chunks = w.chunks()
-        total = w.size()
-        sock = self.sock
-        first = True
-        for c in chunks:
+        """Queue one response (size prefix + chunks) for the writer greenlet."""
+        out = self._out
+        out.append(frame(w.size()))
+        for c in w.chunks():
+            out.append(c)
             if isinstance(c, bytearray):
-                if first:
-                    sock.sendall(frame(total) + c)
-                else:
-                    sock.sendall(c)
-            else:
-                if first:
-                    sock.sendall(frame(total))
-                self._sendfile(c)
-            first = False
-        if first:  # empty body (cannot happen: there is always a header)
-            sock.sendall(frame(total))
+                self._out_bytes += len(c)
+        self._drained.clear()
+        self._out_ready.set()
+
+    def _write_loop(self):
+        sock = self.sock
+        try:
+            while True:
+                self._out_ready.wait()
+                self._out_ready.clear()
+                out, self._out = self._out, []
+                self._out_bytes = 0
+                if not out:
+                    self._drained.set()
+                    if self.closing:
+                        return
+                    continue
+                pending = []
+                for c in out:
+                    if isinstance(c, (bytes, bytearray)):
+                        pending.append(c)
+                    else:
+                        if pending:
+                            sock.sendall(b"".join(pending))
+                            pending = []
+                        self._sendfile(c)
+                if pending:
+                    sock.sendall(pending[0] if len(pending) == 1 else b"".join(pending))
+                if not self._out:
+                    self._drained.set()
+        except (CloseConnection, ConnectionError, OSError) as e:
+            if not isinstance(e, OSError) or getattr(e, "errno", None) not in (errno.ECONNRESET, errno.EPIPE,
+                                                                              errno.EBADF):
+                log.info("closing %s while writing: %s", self._peer(), e)
+            self._drained.set()
+            self.close()
 
     def _sendfile(self, region):
         fd = region.fileno()
@@ -191,6 +245,7 @@ class Connection:
 
     def close(self):
         self.closing = True
+        self._out_ready.set()
         try:
             self.sock.close()
         except OSError:
