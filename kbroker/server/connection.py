@@ -195,15 +195,15 @@ class Connection:
         sock = self.sock
         try:
             while True:
-                self._out_ready.wait()
-                self._out_ready.clear()
-                out, self._out = self._out, []
-                self._out_bytes = 0
-                if not out:
+                if not self._out:
                     self._drained.set()
                     if self.closing:
                         return
+                    self._out_ready.wait()
+                    self._out_ready.clear()
                     continue
+                out, self._out = self._out, []
+                self._out_bytes = 0
                 pending = []
                 for c in out:
                     if isinstance(c, (bytes, bytearray)):
@@ -215,8 +215,6 @@ class Connection:
                         self._sendfile(c)
                 if pending:
                     sock.sendall(pending[0] if len(pending) == 1 else b"".join(pending))
-                if not self._out:
-                    self._drained.set()
         except (CloseConnection, ConnectionError, OSError) as e:
             if not isinstance(e, OSError) or getattr(e, "errno", None) not in (errno.ECONNRESET, errno.EPIPE,
                                                                               errno.EBADF):
