@@ -91,8 +91,8 @@ def test_kill9_controller_elects_another_with_epoch_plus_one(healthy):
     epoch = cluster.controller_epoch()
     cluster.broker(old).kill9()
     t0 = time.monotonic()
-    new = wait_until(lambda: (c := cluster.controller_id()) not in (None, old) and c, FAILOVER_WAIT_S, 0.05,
-                     "a new controller")
+    new = wait_until(lambda: (c := cluster.controller_id()) not in (None, old) and [c], FAILOVER_WAIT_S, 0.05,
+                     "a new controller")[0]
     elapsed = time.monotonic() - t0
     assert new in {b.broker_id for b in others(cluster, old)}
     assert elapsed < FAILOVER_WAIT_S
@@ -174,8 +174,8 @@ def test_resumed_old_controller_does_not_overwrite_new_decisions(healthy):
     os.kill(old.pid, signal.SIGSTOP)
     stopped_ms = time.time() * 1000
     try:
-        new = wait_until(lambda: (c := cluster.controller_id()) not in (None, old_id) and c, FAILOVER_WAIT_S,
-                         0.05, "a new controller while the old one is stopped")
+        new = wait_until(lambda: (c := cluster.controller_id()) not in (None, old_id) and [c], FAILOVER_WAIT_S,
+                         0.05, "a new controller while the old one is stopped")[0]
         assert wait_epoch_change(cluster, epoch) == epoch + 1
         survivors = others(cluster, old_id)
         wait_until(lambda: all(metadata(b, [])["controller"] == new for b in survivors), 10, 0.1,
