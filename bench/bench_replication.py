@@ -31,7 +31,6 @@ import json
 import os
 import platform
 import signal
-import struct
 import sys
 import tempfile
 import threading

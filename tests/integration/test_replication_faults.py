@@ -30,7 +30,7 @@ import pytest
 from tests.integration.checker import check
 from tests.integration.harness import wait_until
 from tests.integration.test_replication_common import (
-    FAILOVER_S, NumberedProducer, RCluster, committed_bytes, metadata, read_all, require_zookeeper)
+    FAILOVER_S, NumberedProducer, RCluster, committed_bytes, read_all, require_zookeeper)
 
 pytestmark = [pytest.mark.zk, pytest.mark.timeout(420)]
 
