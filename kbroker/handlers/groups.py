@@ -76,7 +76,8 @@ def _find_one(broker, ctx, key, key_type):
         if coord is None or not coord.active:
             raise errors.CoordinatorNotAvailable("the group coordinator is not running")
         broker.ensure_offsets_topic()
-        state = broker.topic_metadata(TOPIC).get(coord.partition_for(key))
+        # None while a concurrent request's creation of the offsets topic has not reached the metadata cache.
+        state = (broker.topic_metadata(TOPIC) or {}).get(coord.partition_for(key))
         leader = state.leader if state is not None else -1
         node = next((b for b in broker.live_brokers(ctx.listener) if b.id == leader), None)
         if node is None:
