@@ -43,3 +43,7 @@ class ControllerContext:
     @staticmethod
     def new_reassignment(target, original):
         return Reassignment(target, original)
+
+
+class ControllerMoved(Exception):
+    """Another controller took over (higher epoch / other /controller owner): resign."""
