@@ -139,6 +139,8 @@ class Broker:
         log.info("shutting down broker %d", self.broker_id)
         if self.started and not self.config.embedded and self.config["controlled.shutdown.enable"]:
             self._controlled_shutdown()
+            if self.server:
+                self.server.drain()  # let clients hear NOT_LEADER_OR_FOLLOWER and move before we close
         self._stop_group_coordinator()
         if self.server:
             self.server.stop(wake=self._wake_waiters)

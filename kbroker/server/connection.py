@@ -19,6 +19,7 @@ long-poll Fetch, an acks=all wait -- the writer runs and flushes what is ready. 
 import errno
 import logging
 import os
+import time
 import socket as _socket
 
 import gevent
@@ -69,6 +70,7 @@ class Connection:
         self.reader = FrameReader(max_request_size)
         self._dispatching = False
         self.closing = False
+        self.last_request = time.monotonic()
         self._out = []            # queued wire chunks: bytes-like or file regions, in response order
         self._out_bytes = 0
         self._out_ready = Event()
@@ -103,6 +105,7 @@ class Connection:
                         reader.feed(data)
                         continue
                 self._dispatching = True
+                self.last_request = time.monotonic()
                 try:
                     self.dispatch(payload)
                 finally:

@@ -6,6 +6,7 @@ in a wait (a long-poll Fetch, up to its max_wait_ms) is woken through ``wake`` a
 answers at once with what it has -- otherwise every idle consumer would hold the shutdown for the whole grace period.
 """
 import logging
+import time
 
 import gevent
 from gevent.server import StreamServer
@@ -46,6 +47,25 @@ class KafkaServer:
             finally:
                 self.connections.discard(conn)
         return handle
+
+    def drain(self, max_seconds=2.0, quiet_seconds=0.2):
+        """Keep answering for a moment before closing: stop accepting, then wait (at most ``max_seconds``) until
+        no connection has received a request for ``quiet_seconds``.
+
+        After a controlled shutdown this broker answers produce/fetch with NOT_LEADER_OR_FOLLOWER, and clients move
+        to the new leaders. Closing a connection with requests still in flight instead turns them into transport
+        errors -- for an idempotent producer "possibly persisted" messages, which can make librdkafka declare its
+        sequence state unrecoverable when the new leader has not got them. Kafka's clients see the same only on
+        a crash, not on a clean shutdown; so do ours.
+        """
+        for _, srv in self.servers:
+            srv.close()
+        deadline = time.monotonic() + max_seconds
+        while time.monotonic() < deadline:
+            now = time.monotonic()
+            if all(now - c.last_request >= quiet_seconds for c in self.connections):
+                return
+            gevent.sleep(0.02)
 
     def stop(self, grace_seconds=10.0, wake=None):
         """``wake()``: called once every connection is marked closing, to end waits parked in handlers."""
