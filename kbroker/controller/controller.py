@@ -341,6 +341,12 @@ class Controller(TopicDeletion, PreferredLeaders, Reassignment, ControlledShutdo
                 if targets:
                     batch.add_leader_and_isr(targets, tp, st, replicas, self.epoch)
         self._trigger_online_partitions(batch)
+        # A leader that died while no controller was active (typically the previous controller itself) is still
+        # named in its partition's state: record it as gone (leader -1, last ISR member kept), as the failure
+        # handler would have, so ZooKeeper readers and every broker's metadata agree the partition is offline.
+        for tp, st in sorted(ctx.leadership.items()):
+            if st.leader >= 0 and st.leader not in ctx.live_brokers and tp[0] not in ctx.topics_to_delete:
+                self._remove_replica_from_isr(batch, tp, st.leader)
         batch.send(self)
         self._register_watches()
         if self._cfg("auto.leader.rebalance.enable"):

@@ -449,3 +449,22 @@ def test_controlled_shutdown(cluster, backend):
         act.controlled_shutdown(9)
     with pytest.raises(errors.NotController):
         cluster.ctrls[2].controlled_shutdown(1)
+
+
+def test_new_controller_marks_partitions_led_by_dead_brokers_offline(backend):
+    # Broker 1 led "one"-0 and died while no controller was running (it was the controller itself): a new
+    # controller records the partition as offline (leader -1, last ISR member kept) instead of leaving the dead
+    # leader named in ZooKeeper.
+    from kbroker.coord.metadata_store import TopicStore
+    store = TopicStore(backend)
+    store.create_topic("one", {0: [1]})
+    store.create_topic("two", {0: [1, 2]})
+    store.set_partition_state("one", 0, 1, [1], 0, 1)
+    store.set_partition_state("two", 0, 1, [1, 2], 0, 1)
+    c = make_cluster(backend, ids=(2, 3))
+    try:
+        epoch = c.active().epoch
+        assert c.state("one", 0) == st(-1, 1, [1], ce=epoch)
+        assert c.state("two", 0) == st(2, 1, [2], ce=epoch)     # a live ISR member takes over
+    finally:
+        c.stop()
