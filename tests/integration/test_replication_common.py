@@ -27,8 +27,8 @@ import threading
 import time
 from pathlib import Path
 
-from tests.integration import harness
-from tests.integration.harness import BrokerProcess, ZkEnsemble, raw_request, wait_until
+from tests.integration.harness import BrokerProcess, ZkEnsemble, wait_until
+from tests.integration.test_cluster_common import metadata as _cluster_metadata, require_zookeeper  # noqa: F401
 
 SESSION_TIMEOUT_MS = 6000
 FAILOVER_S = SESSION_TIMEOUT_MS / 1000 + 14
@@ -45,56 +45,13 @@ OVERRIDES = {
 }
 
 
-def require_zookeeper() -> None:
-    if harness.zookeeper_classpath() is None or not harness.shutil.which("java"):
-        harness.skip_or_fail("Debian's zookeeper package / java not installed (run scripts/setup.sh)")
-
-
-class _Reader:
-    def __init__(self, data: bytes):
-        self.data, self.pos = data, 0
-
-    def unpack(self, fmt: str):
-        values = struct.unpack_from(fmt, self.data, self.pos)
-        self.pos += struct.calcsize(fmt)
-        return values if len(values) > 1 else values[0]
-
-    def string(self):
-        n = self.unpack(">h")
-        if n < 0:
-            return None
-        s = self.data[self.pos:self.pos + n].decode()
-        self.pos += n
-        return s
-
-    def int_array(self):
-        return [self.unpack(">i") for _ in range(max(self.unpack(">i"), 0))]
-
-
 def metadata(broker: BrokerProcess, topics: list[str] | None = None, timeout: float = 2.0) -> dict:
     """Metadata v1 from `broker` -> {"controller": id, "brokers": [ids], "topics": {name: {"error": code,
-    "partitions": {p: {"error", "leader", "replicas", "isr"}}}}}."""
-    if topics is None:
-        body = struct.pack(">i", -1)
-    else:
-        body = struct.pack(">i", len(topics)) + b"".join(struct.pack(">h", len(t)) + t.encode() for t in topics)
-    r = _Reader(raw_request(broker.host, broker.port, 3, 1, body, timeout=timeout))
-    brokers = []
-    for _ in range(r.unpack(">i")):
-        brokers.append(r.unpack(">i"))
-        r.string(), r.unpack(">i"), r.string()
-    controller = r.unpack(">i")
-    out = {}
-    for _ in range(r.unpack(">i")):
-        err = r.unpack(">h")
-        name = r.string()
-        r.unpack(">b")
-        parts = {}
-        for _ in range(r.unpack(">i")):
-            perr, pid, leader = r.unpack(">hii")
-            parts[pid] = {"error": perr, "leader": leader, "replicas": r.int_array(), "isr": r.int_array()}
-        out[name] = {"error": err, "partitions": parts}
-    return {"controller": controller, "brokers": sorted(brokers), "topics": out}
+    "partitions": {p: {"error", "leader", "replicas", "isr"}}}}} (test_cluster_common's independent decoder, with
+    the broker map reduced to its sorted ids)."""
+    md = _cluster_metadata(broker, topics, timeout)
+    md["brokers"] = sorted(md["brokers"])
+    return md
 
 
 class RCluster:
