@@ -237,3 +237,46 @@ def test_broker_session_expiry_reregisters(healthy):
     records = records_for("expiry", range(3), per_partition=3)
     produce(cluster.bootstrap, "expiry", records)
     assert consume(cluster.bootstrap, "expiry", [0, 1, 2], expected=9) == records
+
+
+# ------------------------------------------------------------------------------------ replicated group offsets
+
+def test_consumer_offsets_are_replicated_and_survive_the_coordinator(healthy):
+    # Issue 5: __consumer_offsets is replicated like any topic (offsets.topic.replication.factor=3, capped by the
+    # live brokers) and commits wait for the ISR, so a committed offset survives kill -9 of the coordinator.
+    from confluent_kafka import Consumer, TopicPartition
+
+    from kbroker.coordinator.group import partition_for
+
+    cluster = healthy
+    create_topics(cluster.bootstrap, [("offs", 1, 3)])
+    cluster.wait_topic_everywhere("offs", 1)
+    group = "g-replicated"
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        c.commit(offsets=[TopicPartition("offs", 0, 7)], asynchronous=False)
+    finally:
+        c.close()
+    p = partition_for(group, 50)
+
+    def replicated():
+        parts = metadata(cluster.brokers[0], ["__consumer_offsets"])["topics"]["__consumer_offsets"]["partitions"]
+        st = parts.get(p)
+        return parts if (len(parts) == 50 and st and len(st["replicas"]) == 3 and len(st["isr"]) == 3) else None
+    parts = wait_until(replicated, FAILOVER_WAIT_S, 0.2, "__consumer_offsets to have 50 partitions, RF 3, full ISR")
+    coordinator = parts[p]["leader"]
+    cluster.broker(coordinator).kill9()
+
+    def new_leader():
+        live = others(cluster, coordinator)[0]
+        st = metadata(live, ["__consumer_offsets"])["topics"]["__consumer_offsets"]["partitions"].get(p)
+        return st and st["leader"] not in (-1, coordinator) and st["leader"]
+    wait_until(new_leader, FAILOVER_WAIT_S + 10, 0.2, "a new leader for the group's offsets partition")
+    c2 = Consumer({"bootstrap.servers": ",".join(b.bootstrap for b in others(cluster, coordinator)),
+                   "group.id": group, "enable.auto.commit": False})
+    try:
+        committed = wait_until(lambda: c2.committed([TopicPartition("offs", 0)], timeout=5), 30, 0.5,
+                               "the committed offset from the new coordinator", ignore=(Exception,))
+        assert [(tp.topic, tp.partition, tp.offset) for tp in committed] == [("offs", 0, 7)]
+    finally:
+        c2.close()
