@@ -7,8 +7,9 @@ go offline, leader -1, and come back with their data on restart); controlled shu
 leadership away before the process exits; a SIGSTOPped-then-resumed controller never overwrites the new
 controller's decisions and resigns; a broker whose session expired re-registers.
 
-Followers may not replicate yet: `replica.lag.time.max.ms` is set high so the ISR of RF 3 partitions stays the
-full replica list (controlled shutdown moves leadership within the ISR), and no test reads data from a follower.
+`replica.lag.time.max.ms` is set high so the ISR of RF 3 partitions stays the full replica list while brokers are
+stopped and resumed (controlled shutdown moves leadership within the ISR). The last test checks that
+``__consumer_offsets`` is replicated (RF 3) and that a committed offset survives kill -9 of its coordinator.
 """
 from __future__ import annotations
 
