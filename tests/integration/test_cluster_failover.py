@@ -19,9 +19,9 @@ import time
 
 import pytest
 
-from tests.integration.harness import ZkEnsemble, wait_until
+from tests.integration.harness import wait_until
 from tests.integration.test_cluster_common import (
-    FAILOVER_WAIT_S, Cluster, consume, create_topics, leaders, metadata, produce, records_for, require_zookeeper)
+    FAILOVER_WAIT_S, Cluster, consume, create_topics, leaders, metadata, produce, records_for)
 
 pytestmark = [pytest.mark.zk, pytest.mark.timeout(240)]
 
@@ -29,19 +29,8 @@ OVERRIDES = {"replica.lag.time.max.ms": 600000}
 
 
 @pytest.fixture(scope="module")
-def ensemble(tmp_path_factory):
-    require_zookeeper()
-    zk = ZkEnsemble(tmp_path_factory.mktemp("zk"), n=3)
-    try:
-        zk.start()
-        yield zk
-    finally:
-        zk.close()
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory, ensemble):
-    c = Cluster(tmp_path_factory.mktemp("cluster"), ensemble, overrides=OVERRIDES)
+def cluster(tmp_path_factory, zk_ensemble):   # zk_ensemble: tests/integration/conftest.py
+    c = Cluster(tmp_path_factory.mktemp("cluster"), zk_ensemble, overrides=OVERRIDES)
     try:
         c.start()
         yield c

@@ -17,28 +17,17 @@ from collections import Counter
 
 import pytest
 
-from tests.integration.harness import REPO_ROOT, ZkEnsemble, wait_until
+from tests.integration.harness import REPO_ROOT, wait_until
 from tests.integration.test_cluster_common import (
-    FAILOVER_WAIT_S, SESSION_TIMEOUT_MS, Cluster, consume, create_topics, leaders, metadata, produce,
-    records_for, reference_znodes, require_zookeeper)
+    FAILOVER_WAIT_S, SESSION_TIMEOUT_MS, Cluster, consume, create_topics, metadata, produce,
+    records_for, reference_znodes)
 
 pytestmark = [pytest.mark.zk, pytest.mark.timeout(240)]
 
 
 @pytest.fixture(scope="module")
-def ensemble(tmp_path_factory):
-    require_zookeeper()
-    zk = ZkEnsemble(tmp_path_factory.mktemp("zk"), n=3)
-    try:
-        zk.start()
-        yield zk
-    finally:
-        zk.close()
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory, ensemble):
-    c = Cluster(tmp_path_factory.mktemp("cluster"), ensemble)
+def cluster(tmp_path_factory, zk_ensemble):   # zk_ensemble: tests/integration/conftest.py
+    c = Cluster(tmp_path_factory.mktemp("cluster"), zk_ensemble)
     try:
         c.start()
         yield c

@@ -24,9 +24,9 @@ import sys
 
 import pytest
 
-from tests.integration.harness import REPO_ROOT, ZkEnsemble, wait_until
+from tests.integration.harness import REPO_ROOT, wait_until
 from tests.integration.test_cluster_common import (
-    FAILOVER_WAIT_S, Cluster, consume, metadata, produce, records_for, require_zookeeper)
+    FAILOVER_WAIT_S, Cluster, consume, metadata, produce, records_for)
 
 pytestmark = [pytest.mark.zk, pytest.mark.timeout(240)]
 
@@ -38,20 +38,9 @@ REASSIGN_WAIT_S = 30
 
 
 @pytest.fixture(scope="module")
-def ensemble(tmp_path_factory):
-    require_zookeeper()
-    zk = ZkEnsemble(tmp_path_factory.mktemp("zk"), n=3)
-    try:
-        zk.start()
-        yield zk
-    finally:
-        zk.close()
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory, ensemble):
+def cluster(tmp_path_factory, zk_ensemble):   # zk_ensemble: tests/integration/conftest.py
     # Without the automatic rebalance the only thing moving leadership back is the tool under test.
-    c = Cluster(tmp_path_factory.mktemp("cluster"), ensemble, overrides={"auto.leader.rebalance.enable": "false"})
+    c = Cluster(tmp_path_factory.mktemp("cluster"), zk_ensemble, overrides={"auto.leader.rebalance.enable": "false"})
     try:
         c.start()
         yield c
