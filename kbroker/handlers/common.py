@@ -20,3 +20,9 @@ def error_code(exc, version_supports_storage_error=True):
         return errors.KAFKA_STORAGE_ERROR if version_supports_storage_error else errors.UNKNOWN_SERVER_ERROR
     log.exception("unexpected error while handling a request", exc_info=exc)
     return errors.UNKNOWN_SERVER_ERROR
+
+
+def record_failure(result, exc, version_supports_storage_error=False):
+    """Set ``error_code`` and ``error_message`` of one per-resource result dict from an exception."""
+    result["error_code"] = error_code(exc, version_supports_storage_error)
+    result["error_message"] = getattr(exc, "message", None) or str(exc)

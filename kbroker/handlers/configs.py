@@ -7,7 +7,7 @@ on a topic *replaces* its whole override set (Kafka's non-incremental semantics)
 bad one answers INVALID_CONFIG (40) naming the key. New values take effect on the live partitions at once.
 """
 from kbroker import errors
-from kbroker.handlers.common import error_code
+from kbroker.handlers.common import record_failure
 from kbroker.server.router import handler
 
 TOPIC = 2
@@ -42,8 +42,7 @@ def describe_configs(ctx, req):
                 entries = [e for e in entries if e.name in wanted]
             r["configs"] = [_entry(e, ctx.api_version) for e in entries]
         except Exception as e:  # noqa: BLE001
-            r["error_code"] = error_code(e, False)
-            r["error_message"] = getattr(e, "message", None) or str(e)
+            record_failure(r, e)
         results.append(r)
     return {"throttle_time_ms": 0, "results": results}
 
@@ -61,7 +60,6 @@ def alter_configs(ctx, req):
             broker.alter_topic_config(res["resource_name"], {c["name"]: c["value"] for c in res["configs"]},
                                       validate_only=req["validate_only"])
         except Exception as e:  # noqa: BLE001
-            r["error_code"] = error_code(e, False)
-            r["error_message"] = getattr(e, "message", None) or str(e)
+            record_failure(r, e)
         out.append(r)
     return {"throttle_time_ms": 0, "responses": out}

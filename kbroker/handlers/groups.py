@@ -190,7 +190,6 @@ def offset_commit(ctx, req):
 # --------------------------------------------------------------------------------------------- OffsetFetch
 @handler(9, (0, 7))
 def offset_fetch(ctx, req):
-    version = ctx.api_version
     coord = _coordinator(ctx.broker)
     requested = req["topics"]
     partitions = None if requested is None else [(t["name"], p) for t in requested for p in t["partition_indexes"]]

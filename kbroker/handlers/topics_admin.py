@@ -11,7 +11,7 @@ REQUEST_TIMED_OUT (7) -- the change itself still completes, as in Kafka. TOPIC_D
 ``delete.topic.enable=false``.
 """
 from kbroker import errors
-from kbroker.handlers.common import error_code
+from kbroker.handlers.common import record_failure
 from kbroker.server.router import handler
 
 
@@ -44,8 +44,7 @@ def create_topics(ctx, req):
                                  "config_source": e.source_id, "is_sensitive": e.sensitive}
                                 for e in broker.describe_topic_config(t["name"])]
         except Exception as e:  # noqa: BLE001
-            r["error_code"] = error_code(e, False)
-            r["error_message"] = getattr(e, "message", None) or str(e)
+            record_failure(r, e)
         results.append(r)
     return {"throttle_time_ms": 0, "topics": results}
 
@@ -59,8 +58,7 @@ def delete_topics(ctx, req):
         try:
             broker.delete_topic(name, timeout_ms=req["timeout_ms"])
         except Exception as e:  # noqa: BLE001
-            r["error_code"] = error_code(e, False)
-            r["error_message"] = getattr(e, "message", None) or str(e)
+            record_failure(r, e)
         out.append(r)
     return {"throttle_time_ms": 0, "responses": out}
 
@@ -79,7 +77,6 @@ def create_partitions(ctx, req):
             broker.create_partitions(t["name"], t["count"], assignment, validate_only=req["validate_only"],
                                      timeout_ms=req["timeout_ms"])
         except Exception as e:  # noqa: BLE001
-            r["error_code"] = error_code(e, False)
-            r["error_message"] = getattr(e, "message", None) or str(e)
+            record_failure(r, e)
         out.append(r)
     return {"throttle_time_ms": 0, "results": out}

@@ -349,7 +349,6 @@ def _compile_field(f, version, flexible):
         elem = t[2:]
         if elem:
             edec, eenc = _primitive(elem, compact, False)
-            default_elem = None
         else:
             sub = _compile_fields(f.fields, version, flexible)
             edec, eenc = sub.decode, sub.encode
