@@ -260,7 +260,8 @@ def test_consumer_offsets_are_replicated_and_survive_the_coordinator(healthy):
     def new_leader():
         live = others(cluster, coordinator)[0]
         st = metadata(live, ["__consumer_offsets"])["topics"]["__consumer_offsets"]["partitions"].get(p)
-        return st and st["leader"] not in (-1, coordinator) and st["leader"]
+        # A dict, not the leader id: broker 0 is a valid leader and would read as false.
+        return st if st and st["leader"] not in (-1, coordinator) else None
     wait_until(new_leader, FAILOVER_WAIT_S + 10, 0.2, "a new leader for the group's offsets partition")
     c2 = Consumer({"bootstrap.servers": ",".join(b.bootstrap for b in others(cluster, coordinator)),
                    "group.id": group, "enable.auto.commit": False})
