@@ -13,7 +13,7 @@ import types
 
 __all__ = [
     "crc32c", "encode_varint", "decode_varint", "encode_uvarint", "decode_uvarint",
-    "scan_batches", "validate_records_v2", "validate_records_region", "bisect_index",
+    "scan_batches", "validate_records_v2", "validate_records_region", "receive_buffer", "bisect_index",
     "IMPL", "load",
 ]
 
@@ -29,6 +29,7 @@ def _namespace(impl, crc_mod, varint_mod, batch_mod, index_mod):
         scan_batches=batch_mod.scan_batches,
         validate_records_v2=batch_mod.validate_records_v2,
         validate_records_region=batch_mod.validate_records_region,
+        receive_buffer=batch_mod.receive_buffer,
         bisect_index=index_mod.bisect_index,
     )
 
@@ -68,5 +69,6 @@ decode_uvarint = _ns.decode_uvarint
 scan_batches = _ns.scan_batches
 validate_records_v2 = _ns.validate_records_v2
 validate_records_region = _ns.validate_records_region
+receive_buffer = _ns.receive_buffer
 bisect_index = _ns.bisect_index
 del _ns

@@ -6,6 +6,7 @@ the batch CRC uses the shared C CRC-32C from kb_crc32c.h, with the GIL released 
 8 KB or more.  Reason strings are identical to the twin's.
 """
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
+from cpython.bytearray cimport PyByteArray_FromStringAndSize
 from libc.stdint cimport int64_t, uint64_t, uint32_t, int32_t, int16_t, uint16_t
 from kbroker._native.kb_crc32c cimport kb_crc32c_init, kb_crc32c_update
 
@@ -215,3 +216,12 @@ def validate_records_region(buf, Py_ssize_t count):
         return _reason(err)
     finally:
         PyBuffer_Release(&view)
+
+
+def receive_buffer(Py_ssize_t size):
+    """A bytearray of ``size`` bytes for ``recv_into`` to fill, not zeroed first: bytearray(size) memsets it, which
+    was 4 % of the broker's CPU at 1 KB produce (a 1 MB request a millisecond). The caller owns the contents until
+    it has filled every byte; nothing reads an unfilled buffer (a short read drops it)."""
+    if size < 0:
+        raise ValueError("negative size")
+    return PyByteArray_FromStringAndSize(NULL, size)

@@ -178,3 +178,11 @@ def validate_records_region(buf, count):
     """Check that the whole of ``buf`` is exactly ``count`` well-formed records (decompressed data)."""
     buf = _as_bytes_view(buf)
     return _walk(buf, 0, len(buf), count)
+
+
+def receive_buffer(size):
+    """Twin of the compiled kernel: a bytearray of ``size`` bytes to ``recv_into`` (zeroed here; the compiled one
+    skips the memset)."""
+    if size < 0:
+        raise ValueError("negative size")
+    return bytearray(size)

@@ -7,6 +7,8 @@ closes the connection -- this is how a 2 GB size prefix is refused without alloc
 """
 import struct
 
+from kbroker._native import receive_buffer
+
 _SIZE = struct.Struct(">i")
 
 # A request header's fixed part is api_key(2) + api_version(2) + correlation_id(4).
@@ -67,7 +69,7 @@ class FrameReader:
         ``recv_into``s ``memoryview(payload)[filled:]``. Saves re-buffering a 1 MB produce request chunk by chunk."""
         buf, start = self._buf, self._start
         size = self._check_size(buf, start)
-        payload = bytearray(size)
+        payload = receive_buffer(size)  # not zeroed: every byte is filled from the socket before use
         have = min(len(buf) - start - 4, size)
         payload[:have] = buf[start + 4:start + 4 + have]
         self._buf = bytearray(buf[start + 4 + have:])

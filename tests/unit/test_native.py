@@ -80,7 +80,7 @@ def simple_records(n, start_delta=0):
 
 def test_loader_exports_and_impl():
     for name in ("crc32c", "encode_varint", "decode_varint", "encode_uvarint", "decode_uvarint",
-                 "scan_batches", "validate_records_v2", "validate_records_region", "bisect_index"):
+                 "scan_batches", "validate_records_v2", "validate_records_region", "receive_buffer", "bisect_index"):
         assert callable(getattr(native, name))
     assert native.IMPL in ("cython", "python")
     assert PURE.IMPL == "python"
@@ -507,3 +507,16 @@ def test_bisect_random_cython_equals_python(keys, target):
     buf = offset_index(keys)
     expected = sum(1 for key in keys if key <= target) - 1
     assert CY.bisect_index(buf, len(keys), 8, 4, target) == PURE.bisect_index(buf, len(keys), 8, 4, target) == expected
+
+
+# ---------------------------------------------------------------- receive buffers
+
+def test_receive_buffer_is_a_writable_bytearray_of_the_exact_size(k):
+    for n in (0, 1, 4096, 1 << 20):
+        buf = k.receive_buffer(n)
+        assert type(buf) is bytearray and len(buf) == n
+        view = memoryview(buf)
+        view[:] = b"\x5a" * n  # recv_into fills it whole; nothing else is promised about the contents
+        assert bytes(buf) == b"\x5a" * n
+    with pytest.raises(ValueError):
+        k.receive_buffer(-1)
