@@ -14,13 +14,17 @@ Phases, run in this order: latency (one run per ``--fetch-wait-ms`` value, first
 produce-1k, consume-1k, produce-100, ceiling-1k, ceiling-100, consume-100. Figures are printed as one markdown
 table, one column per broker, and written as JSON to ``bench/results/bench-<UTC time>.json``.
   produce-1k    ``--records-1k`` values of 1,024 random bytes, acks=all, linger.ms=5, default batch.size,
-                no compression; time runs from the first produce() to the last delivery report.
+                no compression, no per-record Python callback (delivery reports for failures only); time runs
+                from the first produce() to the return of flush(). Also reported: how busy the produce() loop's
+                own thread was (thread CPU / wall time) and how often it hit a full queue (backpressure waits).
+                Busy ~1.0 with 0 waits means the loop never waited for the broker: the rate is the client's.
   produce-100   the same with 100-byte values (``--records-100``): the per-record cost, often client-bound.
   consume-1k    a fresh consumer assign()s every partition at offset 0 (no group coordinator involved; group.id
                 is set only because librdkafka requires it, enable.auto.commit=false) and reads everything
                 produce-1k delivered; time runs from assign() to the last record.
-  ceiling-1k/100  the client's own limit: the rate this loop hands 1 KB / 100-byte records to librdkafka with
-                nothing pushing back (records purged, not sent); a produce figure near it means the client bounds.
+  ceiling-1k/100  an upper bound on the client: the rate this loop hands 1 KB / 100-byte records to librdkafka
+                when nothing is sent at all (bootstrap at a closed port; records purged). Producing for real
+                costs the client more (librdkafka's sender thread runs beside the loop), so no broker reaches it.
   consume-100   the same for the 100-byte topic.
   latency       a producer sends ``--latency-size``-byte values at ``--rate`` records/s for ``--latency-seconds``;
                 each value starts with time.perf_counter_ns() (CLOCK_MONOTONIC, the same clock in every process)
@@ -28,8 +32,7 @@ table, one column per broker, and written as JSON to ``bench/results/bench-<UTC 
                 The first ``--warmup-seconds`` of records are discarded. p50/p99/max are nearest-rank.
   broker CPU    utime+stime of the broker process (all its threads) from /proc/<pid>/stat, sampled just before
                 and after each produce phase, divided by the payload GB (10**9 bytes of values) delivered.
-Client-side CPU (this process incl. librdkafka threads, from getrusage) is reported too: a client near 1.0 core
-per second of wall time means the figure is the client's ceiling, not the broker's.
+Client-side CPU (this process incl. librdkafka threads, from getrusage) is reported too.
 
 Exit code 0 when every requested broker ran every phase, 1 otherwise (figures of a failed phase are ``n/a``).
 """
@@ -237,9 +240,9 @@ def produce_phase(broker, topic, size, count, seconds, linger_ms):
     if state["err"]:
         raise RuntimeError("warm-up record failed: %s" % state["first_err"])
     (u0, s0), ccpu0 = broker.cpu_split(), client_cpu()
-    t0 = time.perf_counter()
+    t0, th0 = time.perf_counter(), time.thread_time()
     deadline = t0 + seconds
-    sent = 0
+    sent = waits = 0
     produce, poll = p.produce, p.poll
     while sent < count:
         if (sent & 1023) == 0 and time.perf_counter() >= deadline:
@@ -248,10 +251,12 @@ def produce_phase(broker, topic, size, count, seconds, linger_ms):
             produce(topic, value)
             sent += 1
         except BufferError:
+            waits += 1
             poll(0.005)
             continue
         if (sent & 1023) == 0:
             poll(0)
+    t_loop, th1 = time.perf_counter(), time.thread_time()
     left = p.flush(30)
     t_end = time.perf_counter()
     (u1, s1), ccpu1 = broker.cpu_split(), client_cpu()
@@ -271,18 +276,27 @@ def produce_phase(broker, topic, size, count, seconds, linger_ms):
         "broker_sys_s_per_gb": round((s1 - s0) / (nbytes / 1e9), 3) if nbytes else None,
         "client_cpu_cores": round((ccpu1 - ccpu0) / elapsed, 2),
         "payload_bytes": nbytes,
+        # Is the client the limit? The produce() loop's own thread CPU over its wall time: ~1.0 with no
+        # backpressure waits means the loop never waited for the broker, so the rate is this client's ceiling.
+        "loop_seconds": round(t_loop - t0, 3),
+        "offered_records_per_s": round(sent / max(t_loop - t0, 1e-9), 1),
+        "loop_thread_busy": round((th1 - th0) / max(t_loop - t0, 1e-9), 3),
+        "backpressure_waits": waits,
+        "flush_tail_ms": round((t_end - t_loop) * 1000, 1),
     }
 
 
 def ceiling_phase(broker, topic, size, count, seconds):
-    """The client's own limit: how fast this Python loop can hand ``size``-byte records to librdkafka when nothing
-    pushes back (the local queue holds 1,000,000 records, more than ``count``), with the produce phases' settings
-    (no per-record callback). The records are purged, not waited for, so the broker only sets the background load
-    of librdkafka's sender thread."""
+    """An upper bound on what this client can offer: how fast the produce() loop hands ``size``-byte records to
+    librdkafka when nothing is sent at all (bootstrap points at a closed port, so the records wait unassigned and
+    librdkafka's sender thread is idle; they are purged afterwards). No broker can be driven this fast: while
+    producing for real the sender thread builds and sends batches beside the loop. Whether a produce figure is at
+    the client's limit is told by its own ``loop_thread_busy`` and ``backpressure_waits``; this is the reference
+    for how much of the client the sending itself costs. ``broker`` is unused (kept for the phase signature)."""
+    del broker
     value = os.urandom(size)
-    p = ck.Producer(dict(producer_conf(broker.bootstrap, 5), **{"delivery.report.only.error": True}))
-    p.produce(topic, value)
-    p.flush(10)
+    p = ck.Producer(dict(producer_conf("127.0.0.1:%d" % free_port(), 5), log_level=0,
+                         **{"delivery.report.only.error": True}))
     t0 = time.perf_counter()
     deadline = t0 + seconds
     sent = 0
@@ -436,7 +450,7 @@ class Profiler:
     --nonblocking: py-spy reads the target's memory without pausing it, so the broker is slowed only by the
     sampler's own CPU (one core at 100 Hz costs a few percent of one core here)."""
 
-    def __init__(self, pid, path, rate=100):
+    def __init__(self, pid, path, rate=250):
         self.pid, self.path, self.rate, self.proc = pid, path, rate, None
 
     def __enter__(self):
@@ -507,7 +521,7 @@ def run_broker(kind, args, tansu_bin):
                                                  args.seconds + 5)),
             ("produce-100", lambda: produce_phase(b, t100, 100, args.records_100, args.seconds, args.linger_ms)),
             ("ceiling-1k", lambda: ceiling_phase(b, tceil, 1024, min(args.records_1k, 300000), args.seconds)),
-            ("ceiling-100", lambda: ceiling_phase(b, tceil, 100, min(args.records_100, 500000), args.seconds)),
+            ("ceiling-100", lambda: ceiling_phase(b, tceil, 100, min(args.records_100, 900000), args.seconds)),
             ("consume-100", lambda: consume_phase(b, t100, args.partitions,
                                                   res["phases"]["produce-100"]["records_acked"] + 1, 100,
                                                   args.seconds + 5)),
@@ -555,13 +569,19 @@ ROWS = [  # (label, phase, key, unit-format)
     ("produce 1 KB: broker CPU s per GB", "produce-1k", "broker_cpu_s_per_gb"),
     ("produce 1 KB: broker user / system s per GB", "produce-1k", ("broker_user_s_per_gb", "broker_sys_s_per_gb")),
     ("produce 1 KB: client CPU (cores)", "produce-1k", "client_cpu_cores"),
-    ("client enqueue ceiling 1 KB: records/s", "ceiling-1k", "records_per_s"),
+    ("produce 1 KB: records/s offered by the loop / delivered", "produce-1k", ("offered_records_per_s", "records_per_s")),
+    ("produce 1 KB: produce() loop thread busy / backpressure waits / flush tail ms", "produce-1k",
+     ("loop_thread_busy", "backpressure_waits", "flush_tail_ms")),
+    ("client enqueue-only rate 1 KB (nothing sent): records/s", "ceiling-1k", "records_per_s"),
     ("produce 100 B acks=all: MB/s", "produce-100", "mb_per_s"),
     ("produce 100 B acks=all: records/s", "produce-100", "records_per_s"),
     ("produce 100 B: broker CPU s per GB", "produce-100", "broker_cpu_s_per_gb"),
     ("produce 100 B: broker user / system s per GB", "produce-100", ("broker_user_s_per_gb", "broker_sys_s_per_gb")),
     ("produce 100 B: client CPU (cores)", "produce-100", "client_cpu_cores"),
-    ("client enqueue ceiling 100 B: records/s", "ceiling-100", "records_per_s"),
+    ("produce 100 B: records/s offered by the loop / delivered", "produce-100", ("offered_records_per_s", "records_per_s")),
+    ("produce 100 B: produce() loop thread busy / backpressure waits / flush tail ms", "produce-100",
+     ("loop_thread_busy", "backpressure_waits", "flush_tail_ms")),
+    ("client enqueue-only rate 100 B (nothing sent): records/s", "ceiling-100", "records_per_s"),
     ("consume 1 KB: MB/s", "consume-1k", "mb_per_s"),
     ("consume 1 KB: records/s", "consume-1k", "records_per_s"),
     ("consume 100 B: MB/s", "consume-100", "mb_per_s"),
