@@ -599,7 +599,7 @@ def latency_rows(fetch_waits):
                  ("e2e latency, fetch.wait.max.ms=%d: p99 ms" % fw, ph, "p99_ms"),
                  ("e2e latency, fetch.wait.max.ms=%d: max ms" % fw, ph, "max_ms"),
                  ("e2e latency, fetch.wait.max.ms=%d: received / measured" % fw, ph, ("received", "measured")),
-                 ("produce ack latency (same run): p50 / p99 ms" % (), ph, ("ack_p50_ms", "ack_p99_ms"))]
+                 ("produce ack latency (same run): p50 / p99 ms", ph, ("ack_p50_ms", "ack_p99_ms"))]
     return rows
 
 
