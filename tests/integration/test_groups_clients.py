@@ -25,7 +25,8 @@ SESSION_MS = 3000
 PARTITIONS = 6
 
 _CONSUMER = r'''
-import json, sys, asyncio
+import json, sys, asyncio, faulthandler, signal
+faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks for stacks before killing a stuck member
 lib, bootstrap, topic, group, session = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
 def out(**kw):
     print(json.dumps(kw), flush=True)
@@ -208,7 +209,21 @@ def _wait(pred, members, what, timeout=45):
             if m.proc.poll() is not None:
                 raise AssertionError("%s consumer exited: %s" % (m.name, m.stderr_tail()))
         return pred()
-    wait_until(check, timeout=timeout, interval=0.1, message=what)
+    try:
+        wait_until(check, timeout=timeout, interval=0.1, message=what)
+    except harness.HarnessError as e:
+        # Say which member was stuck and what its client logged (stderr is readable once it is gone).
+        states = []
+        for m in members:
+            if m.proc.poll() is None and m.name != "kafkajs":
+                m.proc.send_signal(signal.SIGUSR1)      # Python members dump every thread's stack to stderr
+        time.sleep(0.5)  # failure path only: let the dumps reach the pipe before the kill
+        for m in members:
+            if m.proc.poll() is None:
+                m.kill()
+            states.append("%s (pid %d): assigned %s, %d records, stderr: %s"
+                          % (m.name, m.proc.pid, m.assigned, len(m.records), m.stderr_tail()[-1500:] or "-"))
+        raise harness.HarnessError("%s\n%s" % (e, "\n".join(states))) from None
 
 
 def _failover(broker, tmp_path, kinds, topic, group):

@@ -150,6 +150,10 @@ def test_min_insync_and_no_unclean_election(cluster):
     b1.stop()
     b2.stop()
     cluster.wait_isr(topic, [0], lambda p: [0], timeout=FAILOVER_S)
+    # The controller shrank the ISR in ZooKeeper; the leader learns it from the LeaderAndIsr that precedes the
+    # UpdateMetadata on the same controller connection, so its own Metadata naming ISR [0] means it applies it.
+    wait_until(lambda: metadata(b0, [topic])["topics"][topic]["partitions"][0]["isr"] == [0], FAILOVER_S, 0.1,
+               "broker 0 to see ISR [0]")
     assert _produce_raw(b0, topic, b"1", -1) == NOT_ENOUGH_REPLICAS
     assert _produce_raw(b0, topic, b"2", 1) == 0
     assert [v for _, v in read_all(b0.bootstrap, topic, 1)[0]] == [b"0", b"2"]  # the refused record is absent
