@@ -570,26 +570,52 @@ class Controller(TopicDeletion, PreferredLeaders, Reassignment, ControlledShutdo
         ctx = self.ctx
         if tps is None:
             tps = [tp for tp, s in ctx.partition_states.items() if s in (NEW, OFFLINE)]
-        for tp in sorted(tps):
-            if tp[0] in ctx.topics_to_delete:
-                continue
+        todo = [tp for tp in sorted(tps) if tp[0] not in ctx.topics_to_delete]
+        created = self._create_states([tp for tp in todo if ctx.partition_states.get(tp, NON_EXISTENT) == NEW])
+        for tp in todo:
             state = ctx.partition_states.get(tp, NON_EXISTENT)
             if state == NEW:
-                self._init_leadership(batch, tp)
+                self._init_leadership(batch, tp, created.get(tp))
             elif state == OFFLINE:
                 self._elect_offline(batch, tp)
 
-    def _init_leadership(self, batch, tp):
+    def _create_states(self, tps):
+        """First leader and ISR of new partitions, their state znodes created in one pipelined go (Kafka 0.10 made
+        one synchronous create per partition: ~23 ms each against a 3-node ensemble, 23 s for 1,000 partitions).
+        Returns {tp: ((leader, isr), create result or CoordinationError)} for those with a live replica."""
         ctx = self.ctx
-        res = election.new_partition_leader(ctx.assignments[tp], self._leaders_allowed())
-        if res is None:
-            log.warning("%s-%d: no live replica among %s; stays new", tp[0], tp[1], ctx.assignments[tp])
-            return
+        allowed = self._leaders_allowed()
+        plans = []
+        for tp in tps:
+            res = election.new_partition_leader(ctx.assignments[tp], allowed)
+            if res is not None:
+                plans.append((tp, res))
+        if not plans:
+            return {}
+        results = self.backend.create_many(
+            [(TopicPartitionStateZNode.path(*tp), TopicPartitionStateZNode.encode(leader, 0, isr, self.epoch), True)
+             for tp, (leader, isr) in plans])
+        return {tp: (plan, result) for (tp, plan), result in zip(plans, results)}
+
+    def _init_leadership(self, batch, tp, created=None):
+        """NewPartition -> Online. ``created``: ((leader, isr), create result) from _create_states; without it the
+        election and the create happen here."""
+        ctx = self.ctx
+        if created is None:
+            res = election.new_partition_leader(ctx.assignments[tp], self._leaders_allowed())
+            if res is None:
+                log.warning("%s-%d: no live replica among %s; stays new", tp[0], tp[1], ctx.assignments[tp])
+                return
+            try:
+                outcome = self.backend.create(TopicPartitionStateZNode.path(*tp),
+                                              TopicPartitionStateZNode.encode(res[0], 0, res[1], self.epoch),
+                                              makepath=True)
+            except NodeExistsError as e:
+                outcome = e
+        else:
+            res, outcome = created
         leader, isr = res
-        try:
-            self.backend.create(TopicPartitionStateZNode.path(*tp),
-                                TopicPartitionStateZNode.encode(leader, 0, isr, self.epoch), makepath=True)
-        except NodeExistsError:
+        if isinstance(outcome, NodeExistsError):
             st = self._read_state(tp)
             ctx.leadership[tp] = st
             if st.leader in self._leaders_allowed():
@@ -599,6 +625,8 @@ class Controller(TopicDeletion, PreferredLeaders, Reassignment, ControlledShutdo
                 ctx.partition_states[tp] = OFFLINE
                 self._elect_offline(batch, tp)
             return
+        if isinstance(outcome, Exception):
+            raise outcome
         ctx.leadership[tp] = LeaderIsr(leader, 0, list(isr), self.epoch, 0)
         ctx.partition_states[tp] = ONLINE
         for r in ctx.assignments[tp]:

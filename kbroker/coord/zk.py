@@ -30,6 +30,8 @@ blocking ZooKeeper calls. A reconnect within the same session (SUSPENDED -> CONN
 import contextlib
 import logging
 
+import gevent
+
 from kazoo import exceptions as kz
 from kazoo.client import KazooClient, KazooState
 from kazoo.handlers.gevent import SequentialGeventHandler
@@ -268,6 +270,58 @@ class ZooKeeperBackend(CoordinationBackend):
             raise NodeExistsError(path="/")
         return self._call(path, "create", path, bytes(data), ephemeral=ephemeral, sequence=sequence,
                           makepath=makepath)
+
+    def create_many(self, items):
+        """Pipelined creates: every request of a wave is sent before the first answer is awaited, so N creates cost
+        about one quorum round trip plus the ensemble's (group-committed) log writes instead of N round trips.
+        Missing ancestors of ``makepath`` items are created first, one pipelined wave per depth (kazoo's own
+        makepath would chain a failed create, then each ancestor, per item). An item whose answer does not come
+        within the operation timeout, or fails with connection loss or session expiry, is retried on its own
+        through create() (whose retry may report NodeExistsError when the first attempt was applied)."""
+        client = self._check_started()
+        for path, _data, _makepath in items:
+            validate_path(path)
+        ancestors = set()
+        for path, _data, makepath in items:
+            if makepath:
+                parent = path.rsplit("/", 1)[0]
+                while parent and parent not in ancestors:
+                    ancestors.add(parent)
+                    parent = parent.rsplit("/", 1)[0]
+        by_depth = {}
+        for a in ancestors:
+            by_depth.setdefault(a.count("/"), []).append(a)
+        for depth in sorted(by_depth):
+            # Existing ancestors just answer NodeExistsError; the wave is pipelined, so that costs no round trips.
+            for path, res in [(p, client.create_async(p, b"")) for p in sorted(by_depth[depth])]:
+                try:
+                    with self._translate(path):
+                        self._wait(res)
+                except NodeExistsError:
+                    pass
+                except CoordinationError:
+                    self.ensure_path(path)  # retried on its own (connection loss, a slow answer)
+        pending = [client.create_async(path, bytes(data)) for path, data, _makepath in items]
+        out = []
+        for (path, data, makepath), res in zip(items, pending):
+            try:
+                with self._translate(path):
+                    out.append(self._wait(res))
+            except (ConnectionLossError, SessionExpiredError):
+                try:
+                    out.append(self.create(path, data, makepath=makepath))
+                except CoordinationError as e:
+                    out.append(e)
+            except CoordinationError as e:
+                out.append(e)
+        return out
+
+    def _wait(self, res):
+        """The result of a kazoo async call, at most the operation timeout; a late answer is a connection loss."""
+        try:
+            return res.get(timeout=self.operation_timeout_ms / 1000.0)
+        except gevent.Timeout:
+            raise kz.ConnectionLoss("no answer within %d ms" % self.operation_timeout_ms) from None
 
     def set(self, path, data, version=-1):
         validate_path(path)

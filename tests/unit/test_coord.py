@@ -472,3 +472,14 @@ def test_invalid_topic_names(name):
     with pytest.raises(errors.InvalidTopicException) as ei:
         validate_topic_name(name)
     assert ei.value.code == 17
+
+
+def test_create_many_reports_per_item_in_order(be):
+    be.create("/a", b"x")
+    out = be.create_many([("/a", b"dup", False), ("/b/c/d", b"deep", True), ("/e/f", b"orphan", False),
+                          ("/g", b"plain", False)])
+    assert out[0].__class__ is NodeExistsError and out[2].__class__ is NoNodeError
+    assert out[1] == "/b/c/d" and out[3] == "/g"
+    assert be.get("/a")[0] == b"x" and be.get("/b/c/d")[0] == b"deep" and be.get("/g")[0] == b"plain"
+    assert be.exists("/e") is None
+    assert be.create_many([]) == []

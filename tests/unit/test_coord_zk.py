@@ -409,3 +409,16 @@ def test_losing_one_node_of_three_keeps_the_session(ensemble, backends):
     wait_for(lambda: kids[-1] == ["me", "you"], what="children watch after the failover")
     assert events == [] and b.exists("/live/me").ephemeral_owner == sid
     pool.apply(ensemble.restart, (victim,))
+
+
+def test_create_many_is_pipelined_and_reports_per_item(backends, raw, chroot):
+    b = backends()
+    b.create("/x", b"1")
+    items = [("/x", b"dup", False), ("/orphan/y", b"no parent", False)]
+    items += [("/brokers/topics/t/partitions/%d/state" % p, b'{"p":%d}' % p, True) for p in range(300)]
+    out = b.create_many(items)
+    assert isinstance(out[0], NodeExistsError) and isinstance(out[1], NoNodeError)
+    assert out[2:] == ["/brokers/topics/t/partitions/%d/state" % p for p in range(300)]
+    assert raw.get(chroot + "/brokers/topics/t/partitions/299/state")[0] == b'{"p":299}'
+    assert sorted(raw.get_children(chroot + "/brokers/topics/t/partitions"), key=int) == [str(p) for p in range(300)]
+    assert raw.get(chroot + "/x")[0] == b"1"
