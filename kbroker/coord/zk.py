@@ -13,6 +13,7 @@ to 1 s) until ``operation_timeout_ms`` (default: the session timeout) has passed
 broker cut off from the quorum gets an error instead of hanging forever. A retried ``create`` whose first attempt
 was applied reports NodeExistsError, as with any ZooKeeper client; callers creating ephemerals compare
 ``ephemeral_owner`` with ``session_id`` (registration.py does). kazoo's exceptions become kbroker.coord.errors.
+``create_many`` pipelines many creates (the controller's new partition states) instead of one round trip each.
 
 Watches keep the interface's semantics: called once at registration (in the caller's greenlet), then after every
 change (in kazoo's callback greenlet), persistent across reconnects and new sessions, and they survive the node
