@@ -43,6 +43,10 @@ if lib == "confluent":
         out(rec=[m.partition(), m.offset(), m.value().decode()])
         c.commit(message=m, asynchronous=False)
 elif lib == "kafka-python":
+    import logging, os
+    if os.environ.get("KB_CLIENT_LOG"):  # the client's own debug log, read back by the test when a wait fails
+        logging.basicConfig(filename=os.environ["KB_CLIENT_LOG"] % os.getpid(), level=logging.DEBUG,
+                            format="%(asctime)s %(threadName)s %(name)s %(levelname)s %(message)s")
     from kafka import KafkaConsumer, ConsumerRebalanceListener
     from kafka.coordinator.assignors.range import RangePartitionAssignor
     class L(ConsumerRebalanceListener):
@@ -53,6 +57,17 @@ elif lib == "kafka-python":
     c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
                       enable_auto_commit=False, session_timeout_ms=session, heartbeat_interval_ms=300,
                       max_poll_records=1, partition_assignment_strategy=[RangePartitionAssignor])
+    # kafka-python 3.0.12's IO thread can miss a wakeup around a rebalance and then sleep in epoll for good: seen
+    # 3 times in ~25 runs, always with no request outstanding, empty socket queues and no heartbeat ever sent
+    # again (the main thread spinning in poll()). Nudging its selector every 100 ms keeps the client alive; the
+    # broker under test is unaffected (a wakeup is a byte on the client's own socketpair).
+    import threading, time
+    def nudge(net):
+        while True:
+            time.sleep(0.1)
+            net.wakeup()
+    if hasattr(c, "_net") and hasattr(c._net, "wakeup"):
+        threading.Thread(target=nudge, args=(c._net,), daemon=True).start()
     c.subscribe([topic], listener=L())
     while True:
         for tp, msgs in c.poll(timeout_ms=100).items():
@@ -111,8 +126,9 @@ consumer.on(consumer.events.CRASH, e => { process.stderr.write(String(e.payload.
 class Member:
     """A consumer subprocess and the events it printed."""
 
-    def __init__(self, argv, cwd=None, env=None, name=""):
+    def __init__(self, argv, cwd=None, env=None, name="", client_log=None):
         self.name = name
+        self.client_log = client_log
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env)
         self.assigned = None
         self.records = []
@@ -159,9 +175,9 @@ def gbroker(tmp_path_factory):
 def _py_member(broker, lib, topic, group, tmp_path):
     script = tmp_path / "consumer.py"
     script.write_text(_CONSUMER)
-    env = dict(os.environ, PYTHONPATH=str(harness.REPO_ROOT))
+    env = dict(os.environ, PYTHONPATH=str(harness.REPO_ROOT), KB_CLIENT_LOG=str(tmp_path / ("%s-%%d.log" % lib)))
     return Member([sys.executable, str(script), lib, broker.bootstrap, topic, group, str(SESSION_MS)], env=env,
-                  name=lib)
+                  name=lib, client_log=str(tmp_path / ("%s-%%d.log" % lib)))
 
 
 def _js_member(broker, topic, group, tmp_path):
@@ -218,12 +234,23 @@ def _wait(pred, members, what, timeout=45):
             if m.proc.poll() is None and m.name != "kafkajs":
                 m.proc.send_signal(signal.SIGUSR1)      # Python members dump every thread's stack to stderr
         time.sleep(0.5)  # failure path only: let the dumps reach the pipe before the kill
+        try:  # socket queues: bytes sitting in a member's Recv-Q were sent by the broker and not read by the client
+            sockets = subprocess.run(["ss", "-tnp"], capture_output=True, text=True, timeout=10).stdout
+        except (OSError, subprocess.SubprocessError) as exc:
+            sockets = "ss failed: %r" % exc
         for m in members:
             if m.proc.poll() is None:
                 m.kill()
-            states.append("%s (pid %d): assigned %s, %d records, stderr: %s"
-                          % (m.name, m.proc.pid, m.assigned, len(m.records), m.stderr_tail()[-1500:] or "-"))
-        raise harness.HarnessError("%s\n%s" % (e, "\n".join(states))) from None
+            log_tail = ""
+            if m.client_log and os.path.exists(m.client_log % m.proc.pid):
+                with open(m.client_log % m.proc.pid, errors="replace") as f:
+                    log_tail = "".join(f.readlines()[-40:])
+            states.append("%s (pid %d): assigned %s, %d records, stderr: %s\nclient log tail:\n%s"
+                          % (m.name, m.proc.pid, m.assigned, len(m.records), m.stderr_tail()[-1500:] or "-",
+                             log_tail or "-"))
+        mine = [ln for ln in sockets.splitlines() if any("pid=%d," % m.proc.pid in ln for m in members)]
+        raise harness.HarnessError("%s\n%s\nmember sockets (ss -tnp):\n%s"
+                                   % (e, "\n".join(states), "\n".join(mine) or sockets[-2000:])) from None
 
 
 def _failover(broker, tmp_path, kinds, topic, group):
