@@ -281,9 +281,11 @@ def test_restart_before_expiry_waits_for_the_old_session(ensemble, backends):
     t0 = time.monotonic()
     b.client._call(_SESSION_EXPIRED, None)
     wait_for(lambda: b.session_id not in (0, old), timeout=10, what="new session")
-    st = wait_for(lambda: (b.exists("/brokers/ids/9") or None) and
-                  (b.exists("/brokers/ids/9").ephemeral_owner == b.session_id), timeout=SESSION_MS / 1000 + 8,
-                  what="takeover of the stale node")
+    def taken_over():
+        # One read: the stale node can vanish (its session expiring) between two exists() calls.
+        st = b.exists("/brokers/ids/9")
+        return st is not None and st.ephemeral_owner == b.session_id
+    st = wait_for(taken_over, timeout=SESSION_MS / 1000 + 8, what="takeover of the stale node")
     assert st
     # The server only expires the old session after its timeout (4 s, checked every tick).
     assert time.monotonic() - t0 > SESSION_MS / 1000 * 0.5
