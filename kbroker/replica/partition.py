@@ -116,6 +116,10 @@ class Partition:
         self.followers = {}
         self.leadership = 0
         self._isr_write_pending = False
+        # The ISR being written to ZooKeeper, None when no write is in flight. Until the write lands the high
+        # watermark is computed over the union of both ISRs (Kafka's "maximal ISR", KIP-497): a replica being added
+        # is already named in ZooKeeper, where the controller may elect it, so the HW must not pass its LEO.
+        self._pending_isr = None
         leo = log.log_end_offset
         self.high_watermark = leo if high_watermark is None else max(log.log_start_offset, min(high_watermark, leo))
         self.producers = ProducerStateManager()
@@ -234,7 +238,7 @@ class Partition:
         if info.producer_id >= 0:
             self.producers.update(info.producer_id, info.producer_epoch, info.base_sequence, info.last_sequence,
                                   info.first_offset, info.last_offset)
-        if len(self.isr) == 1:
+        if len(self.isr) == 1 and self._pending_isr is None:
             self.high_watermark = lg.log_end_offset        # ISR = [self]: committed at once
             self._wake()
         elif self.replica_waiters:
@@ -281,9 +285,15 @@ class Partition:
             self.update_follower(replica_id, fetch_offset)
         return sl
 
+    def maximal_isr(self):
+        """The ISR plus any replica a pending ISR write adds: what the high watermark must wait for."""
+        if self._pending_isr is None:
+            return self.isr
+        return self.isr + [r for r in self._pending_isr if r not in self.isr]
+
     def maybe_advance_hw(self):
         new = self.log.log_end_offset
-        for r in self.isr:
+        for r in self.maximal_isr():
             if r == self.broker_id:
                 continue
             st = self.followers.get(r)
@@ -326,6 +336,7 @@ class Partition:
             version = self.zk_version + 1
         else:
             self._isr_write_pending = True
+            self._pending_isr = list(new_isr)
             try:
                 version = self.isr_writer(self.topic, self.index, self.broker_id, epoch, list(new_isr),
                                           self.zk_version)
@@ -334,6 +345,7 @@ class Partition:
                 version = None
             finally:
                 self._isr_write_pending = False
+                self._pending_isr = None
         if version is None or self.leader_epoch != epoch or self.leadership != leadership or not self.is_leader:
             return False
         self.isr = list(new_isr)

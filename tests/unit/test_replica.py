@@ -162,6 +162,56 @@ def test_isr_shrink_after_lag_and_expand_on_catch_up(tmp_path):
     assert writes[-1] == ("t", 0, 1, 1, [1, 2, 3], 1)
 
 
+def test_hw_waits_for_a_replica_whose_isr_expansion_is_being_written(tmp_path):
+    # The expansion is in ZooKeeper (where the controller may elect the new member) before the write returns;
+    # meanwhile the HW must be computed over the maximal ISR, or it passes the new member's LEO and a leader
+    # change to it loses acknowledged records (seen as a fatal OUT_OF_ORDER_SEQUENCE in a rolling restart).
+    from gevent.event import Event
+    release = Event()
+    started = []
+
+    def slow_writer(topic, p, leader, epoch, isr, version):
+        started.append(list(isr))
+        release.wait(5)
+        return version + 1
+    part = make_partition(tmp_path, isr=[1, 2], writer=slow_writer)
+    part.append(batch(5), None, 1)
+    part.update_follower(2, 2)
+    assert part.high_watermark == 2
+    g = gevent.spawn(part.update_follower, 3, 2)      # follower 3 reached the HW: expansion to [1, 2, 3]
+    gevent.sleep(0)
+    assert started == [[1, 2, 3]] and part.isr == [1, 2]
+    part.update_follower(2, 5)                        # 2 caught up while the write is in flight
+    assert part.high_watermark == 2                   # not 5: follower 3 has only offsets < 2
+    release.set()
+    g.join(5)
+    assert part.isr == [1, 2, 3] and part.high_watermark == 2
+    part.update_follower(3, 5)
+    assert part.high_watermark == 5
+
+
+def test_single_member_fast_path_waits_for_a_pending_expansion(tmp_path):
+    from gevent.event import Event
+    release = Event()
+
+    def slow_writer(topic, p, leader, epoch, isr, version):
+        release.wait(5)
+        return version + 1
+    part = make_partition(tmp_path, isr=[1], writer=slow_writer)
+    part.append(batch(2), None, 1)
+    assert part.high_watermark == 2
+    part.make_leader(1, [1], [1, 2, 3], 1)            # keeps the log; follower 2 fetches at the HW
+    g = gevent.spawn(part.update_follower, 2, 2)
+    gevent.sleep(0)
+    part.append(batch(3), None, 1)                    # ISR [1] but [1, 2] is being written
+    assert part.high_watermark == 2
+    release.set()
+    g.join(5)
+    assert part.isr == [1, 2] and part.high_watermark == 2
+    part.update_follower(2, 5)
+    assert part.high_watermark == 5
+
+
 def test_isr_write_lost_race_keeps_old_isr(tmp_path):
     clock = Clock()
     part = make_partition(tmp_path, clock=clock, writer=lambda *a: None)
