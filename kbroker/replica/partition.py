@@ -12,8 +12,11 @@ Invariants:
 * Offsets are assigned from ``log.log_end_offset`` and the batch is appended in the same greenlet step (no gevent
   yield between them), so two produce requests never get the same offsets.
 * ``high_watermark`` <= LEO. On the leader it is min LEO over the ISR and never goes backwards; a follower in the
-  ISR whose LEO is not known yet (no fetch since this broker became leader) holds it. With ISR = [self] it is the
-  LEO right after every append (no waiting, no greenlet switch for acks=all). On a follower it is
+  ISR whose LEO is not known yet (no fetch since this broker became leader) holds it. While an ISR write is in
+  flight (the greenlet yields to ZooKeeper) the minimum is taken over the maximal ISR -- the current one plus any
+  replica being added -- because ZooKeeper may already name the newcomer, and the controller may elect it.
+  With ISR = [self] and no write in flight it is the LEO right after every append (no waiting, no greenlet
+  switch for acks=all). On a follower it is
   min(leader HW, own LEO). Consumers never see records at or above it.
 * A follower is caught up at time t when its fetch at t asked for offset >= the leader's LEO at t, or asked for
   offset >= the leader's LEO at its previous fetch (caught up as of that fetch; Kafka's rule). It leaves the ISR
