@@ -68,6 +68,13 @@ elif lib == "kafka-python":
             net.wakeup()
     if hasattr(c, "_net") and hasattr(c._net, "wakeup"):
         threading.Thread(target=nudge, args=(c._net,), daemon=True).start()
+    # Know the topic's partitions before joining: a leader that assigns with no metadata hands out nothing and
+    # rejoins at once, and kafka-python 3.0.12 has been seen to drop the assignment of that second generation
+    # (SyncGroup answered, listener never called, no fetch ever sent).
+    for _ in range(100):
+        if c.partitions_for_topic(topic):
+            break
+        time.sleep(0.1)
     c.subscribe([topic], listener=L())
     while True:
         for tp, msgs in c.poll(timeout_ms=100).items():
