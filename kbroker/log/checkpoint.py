@@ -30,6 +30,22 @@ def fsync_dir(path):
         os.close(fd)
 
 
+def write_atomically(path, data):
+    """Replace ``path`` with ``data`` crash-safely: write ``path.tmp``, fsync it, rename over ``path``, fsync the
+    directory. A crash leaves either the old file or the new one, never a torn mix."""
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(os.path.dirname(os.path.abspath(path)))
+
+
 def format_checkpoint(offsets):
     """The exact file text for ``{(topic, partition): offset}`` (entries sorted for stable output)."""
     lines = [str(VERSION), str(len(offsets))]
@@ -65,18 +81,7 @@ class OffsetCheckpoint:
         self.path = path
 
     def write(self, offsets):
-        data = format_checkpoint(offsets).encode("utf-8")
-        tmp = self.path + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
-        fsync_dir(os.path.dirname(os.path.abspath(self.path)))
+        write_atomically(self.path, format_checkpoint(offsets).encode("utf-8"))
 
     def read(self):
         try:

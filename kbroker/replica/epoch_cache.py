@@ -25,7 +25,7 @@ import logging
 import os
 import struct
 
-from kbroker.log.checkpoint import fsync_dir
+from kbroker.log.checkpoint import write_atomically
 
 log = logging.getLogger(__name__)
 
@@ -191,18 +191,7 @@ class LeaderEpochCache:
     def flush(self):
         if not self.persist:
             return
-        data = format_entries(self.entries()).encode("ascii")
-        tmp = self.path + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
-        fsync_dir(os.path.dirname(self.path))
+        write_atomically(self.path, format_entries(self.entries()).encode("ascii"))
 
     def delete_file(self):
         try:
