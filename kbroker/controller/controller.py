@@ -597,24 +597,14 @@ class Controller(TopicDeletion, PreferredLeaders, Reassignment, ControlledShutdo
              for tp, (leader, isr) in plans])
         return {tp: (plan, result) for (tp, plan), result in zip(plans, results)}
 
-    def _init_leadership(self, batch, tp, created=None):
-        """NewPartition -> Online. ``created``: ((leader, isr), create result) from _create_states; without it the
-        election and the create happen here."""
+    def _init_leadership(self, batch, tp, created):
+        """NewPartition -> Online. ``created``: ((leader, isr), create result) from _create_states, None when no
+        replica was live to lead."""
         ctx = self.ctx
         if created is None:
-            res = election.new_partition_leader(ctx.assignments[tp], self._leaders_allowed())
-            if res is None:
-                log.warning("%s-%d: no live replica among %s; stays new", tp[0], tp[1], ctx.assignments[tp])
-                return
-            try:
-                outcome = self.backend.create(TopicPartitionStateZNode.path(*tp),
-                                              TopicPartitionStateZNode.encode(res[0], 0, res[1], self.epoch),
-                                              makepath=True)
-            except NodeExistsError as e:
-                outcome = e
-        else:
-            res, outcome = created
-        leader, isr = res
+            log.warning("%s-%d: no live replica among %s; stays new", tp[0], tp[1], ctx.assignments[tp])
+            return
+        (leader, isr), outcome = created
         if isinstance(outcome, NodeExistsError):
             st = self._read_state(tp)
             ctx.leadership[tp] = st
