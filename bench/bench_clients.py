@@ -82,8 +82,9 @@ def tansu_binary():
 class BrokerProc:
     """One broker child process. ``argv`` is built per kind; stdout+stderr go to ``<datadir>/broker.out``."""
 
-    def __init__(self, kind, tansu_bin=None):
+    def __init__(self, kind, tansu_bin=None, overrides=None):
         self.kind = kind
+        self.overrides = dict(overrides or {})  # extra kbroker --override key=value pairs
         self.port = free_port()
         self.bootstrap = "127.0.0.1:%d" % self.port
         self.tmp = tempfile.mkdtemp(prefix="kbench-%s-" % kind)
@@ -99,6 +100,7 @@ class BrokerProc:
                     "--override", "advertised.listeners=" + addr,
                     "--override", "log.dirs=" + os.path.join(self.tmp, "logs"),
                     "--override", "broker.id=0",
+                    *[a for k, v in sorted(self.overrides.items()) for a in ("--override", "%s=%s" % (k, v))],
                     "--log-level", "WARNING"]
         if self.kind == "tansu":
             url = "tcp://127.0.0.1:%d" % self.port

@@ -46,86 +46,29 @@ import json
 import os
 import platform
 import random
-import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient, NewTopic
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_clients import BrokerProc  # noqa: E402 - the one broker-process helper of bench/
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 TOPIC = "bench-groups"
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Broker:
-    """kbroker child process in a temp dir; stdout+stderr in <dir>/broker.out."""
+class Broker(BrokerProc):
+    """A kbroker child process as bench_clients starts it, with ``group.initial.rebalance.delay.ms`` set."""
 
     def __init__(self, delay_ms):
-        self.port = free_port()
-        self.tmp = tempfile.mkdtemp(prefix="bench-groups-")
+        super().__init__("kbroker", overrides={"group.initial.rebalance.delay.ms": delay_ms})
         self.delay_ms = delay_ms
-        self.proc = None
-        self.bootstrap = "127.0.0.1:%d" % self.port
-
-    def start(self, timeout=30.0):
-        addr = "PLAINTEXT://" + self.bootstrap
-        argv = [sys.executable, "-m", "kbroker.cli.server",
-                "--override", "listeners=" + addr, "--override", "advertised.listeners=" + addr,
-                "--override", "log.dirs=" + os.path.join(self.tmp, "logs"), "--override", "broker.id=0",
-                "--override", "group.initial.rebalance.delay.ms=%d" % self.delay_ms,
-                "--log-level", "WARNING"]
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO, env.get("PYTHONPATH", "")) if p)
-        self._out = open(os.path.join(self.tmp, "broker.out"), "wb")
-        self.proc = subprocess.Popen(argv, stdout=self._out, stderr=subprocess.STDOUT, cwd=self.tmp, env=env)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError("broker exited with %s:\n%s" % (self.proc.returncode, self.tail()))
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
-                return
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError("broker not listening within %.0f s:\n%s" % (timeout, self.tail()))
-
-    def tail(self, n=30):
-        try:
-            with open(os.path.join(self.tmp, "broker.out"), "rb") as f:
-                return "\n".join(f.read().decode("utf-8", "replace").splitlines()[-n:])
-        except OSError:
-            return ""
-
-    def cpu_seconds(self):
-        with open("/proc/%d/stat" % self.proc.pid) as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK  # fields 14, 15 counted from 1 incl. pid and comm
-
-    def stop(self, keep=False):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        if self.proc is not None:
-            self._out.close()
-        if not keep:
-            shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 def create_topic(bootstrap, partitions, timeout):
