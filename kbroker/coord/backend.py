@@ -22,8 +22,12 @@ from collections import namedtuple
 
 from .errors import CoordinationError, NodeExistsError, NoNodeError
 
-ZnodeStat = namedtuple("ZnodeStat", "version ctime mtime ephemeral_owner")
-ZnodeStat.__doc__ = "Node metadata: data version, create/modify time (ms since epoch), owning session id or 0."
+ZnodeStat = namedtuple("ZnodeStat", "version ctime mtime ephemeral_owner czxid", defaults=(0,))
+ZnodeStat.__doc__ = (
+    "Node metadata: data version, create/modify time (ms since epoch), owning session id or 0, and czxid: the "
+    "id of the transaction that created the node, unique and increasing across the tree's whole life (a node "
+    "deleted and created again gets a larger one). Kafka's broker epoch (KIP-380) is the czxid of "
+    "/brokers/ids/<id>.")
 
 
 def validate_path(path):

@@ -3,7 +3,12 @@
 Layout: ``<data_dir>/__kbroker_meta/tree.json`` (plus ``.lock``, held with ``flock`` while started, so two
 brokers cannot share one tree). ``data_dir`` is the broker's first log dir. Snapshot format (compact JSON)::
 
-    {"format":1,"nodes":[{"path":"/","version":0,"cversion":3,"ctime":0,"mtime":0,"data":""}, ...]}
+    {"format":1,"zxid":7,"nodes":[{"path":"/","version":0,"cversion":3,"ctime":0,"mtime":0,"czxid":0,"data":""},
+     ...]}
+
+``zxid`` is the last creation id handed out; every create (ephemeral ones too) takes the next, so a node's
+``czxid`` is unique and increasing over the tree's whole life, as ZooKeeper's is (snapshots without these
+fields load with 0 for both).
 
 Nodes are listed in path order (parents first). ``data`` holds the bytes as text when they are valid UTF-8
 (Kafka's JSON, readable with ``jq``), otherwise ``data_b64`` holds them base64-encoded.
@@ -44,9 +49,10 @@ def _now_ms():
 
 
 class _Node:
-    __slots__ = ("data", "version", "cversion", "ctime", "mtime", "owner", "children")
+    __slots__ = ("data", "version", "cversion", "ctime", "mtime", "owner", "children", "czxid")
 
-    def __init__(self, data, ctime, owner=0):
+    def __init__(self, data, ctime, owner=0, czxid=0):
+        self.czxid = czxid
         self.data = data
         self.version = 0
         self.cversion = 0
@@ -56,7 +62,7 @@ class _Node:
         self.children = {}
 
     def stat(self):
-        return ZnodeStat(self.version, self.ctime, self.mtime, self.owner)
+        return ZnodeStat(self.version, self.ctime, self.mtime, self.owner, self.czxid)
 
 
 class EmbeddedBackend(CoordinationBackend):
@@ -67,6 +73,7 @@ class EmbeddedBackend(CoordinationBackend):
         self._root = None
         self._session_id = 0
         self._lock_fd = None
+        self._zxid = 0
         self._data_watches = {}
         self._child_watches = {}
 
@@ -168,7 +175,8 @@ class EmbeddedBackend(CoordinationBackend):
                 path = (parent_path.rstrip("/") + "/" + name)
             if name in parent.children:
                 raise NodeExistsError(path=path)
-            node = _Node(data, _now_ms(), self._session_id if ephemeral else 0)
+            self._zxid += 1
+            node = _Node(data, _now_ms(), self._session_id if ephemeral else 0, self._zxid)
             parent.children[name] = node
             parent.cversion += 1
             self._queue_create(path, node, parent_path, parent, pending)
@@ -259,7 +267,8 @@ class EmbeddedBackend(CoordinationBackend):
             if child is None:
                 if node.owner:
                     raise NoChildrenForEphemeralsError(path=parent_of(cur))
-                child = _Node(b"", _now_ms())
+                self._zxid += 1
+                child = _Node(b"", _now_ms(), 0, self._zxid)
                 node.children[part] = child
                 node.cversion += 1
                 self._queue_create(cur, child, parent_of(cur), node, pending)
@@ -337,7 +346,7 @@ class EmbeddedBackend(CoordinationBackend):
         nodes = []
         self._dump(self._root, "/", nodes)
         nodes.sort(key=lambda n: n["path"])
-        body = json.dumps({"format": SNAPSHOT_FORMAT, "nodes": nodes}, separators=(",", ":"), sort_keys=True)
+        body = json.dumps({"format": SNAPSHOT_FORMAT, "zxid": self._zxid, "nodes": nodes}, separators=(",", ":"), sort_keys=True)
         tmp = self.snapshot_path + ".tmp"
         with open(tmp, "wb") as f:
             f.write(body.encode("utf-8"))
@@ -352,7 +361,7 @@ class EmbeddedBackend(CoordinationBackend):
 
     def _dump(self, node, path, out):
         entry = {"path": path, "version": node.version, "cversion": node.cversion, "ctime": node.ctime,
-                 "mtime": node.mtime}
+                 "mtime": node.mtime, "czxid": node.czxid}
         try:
             entry["data"] = node.data.decode("utf-8")
         except UnicodeDecodeError:
@@ -367,6 +376,7 @@ class EmbeddedBackend(CoordinationBackend):
         if os.path.exists(tmp):
             os.unlink(tmp)  # a write that never reached its rename; tree.json is still the last good state
         root = _Node(b"", 0)
+        self._zxid = 0
         if not os.path.exists(self.snapshot_path):
             return root
         try:
@@ -374,6 +384,7 @@ class EmbeddedBackend(CoordinationBackend):
                 doc = json.loads(f.read().decode("utf-8"))
             if doc.get("format") != SNAPSHOT_FORMAT:
                 raise ValueError("unsupported snapshot format %r" % doc.get("format"))
+            self._zxid = int(doc.get("zxid", 0))
             for entry in doc["nodes"]:
                 path = validate_path(entry["path"])
                 if "data_b64" in entry:
@@ -393,6 +404,7 @@ class EmbeddedBackend(CoordinationBackend):
                 node.cversion = entry["cversion"]
                 node.ctime = entry["ctime"]
                 node.mtime = entry["mtime"]
+                node.czxid = int(entry.get("czxid", 0))
         except (ValueError, KeyError, TypeError) as e:
             raise CoordinationError("corrupt coordination snapshot %s: %s" % (self.snapshot_path, e)) from None
         return root

@@ -76,7 +76,7 @@ def split_connect_string(connect_string):
 
 
 def _stat(st):
-    return ZnodeStat(st.version, st.ctime, st.mtime, st.ephemeralOwner)
+    return ZnodeStat(st.version, st.ctime, st.mtime, st.ephemeralOwner, st.czxid)
 
 
 class ZooKeeperBackend(CoordinationBackend):

@@ -483,3 +483,25 @@ def test_create_many_reports_per_item_in_order(be):
     assert be.get("/a")[0] == b"x" and be.get("/b/c/d")[0] == b"deep" and be.get("/g")[0] == b"plain"
     assert be.exists("/e") is None
     assert be.create_many([]) == []
+
+
+def test_czxid_unique_increasing_and_survives_restart(tmp_path):
+    """czxid is the broker epoch's source (KIP-380): a node deleted and created again, even across a restart and
+    even when ephemeral, must get a strictly larger one."""
+    b = EmbeddedBackend(str(tmp_path)).start()
+    b.create("/brokers/ids/1", b"{}", ephemeral=True, makepath=True)
+    first = b.get("/brokers/ids/1")[1].czxid
+    ids_parent = b.get("/brokers/ids")[1].czxid
+    assert 0 < ids_parent < first
+    b.delete("/brokers/ids/1")
+    b.create("/brokers/ids/1", b"{}", ephemeral=True)
+    second = b.get("/brokers/ids/1")[1].czxid
+    assert second == first + 1
+    b2 = reopen(b, tmp_path)
+    try:
+        assert b2.exists("/brokers/ids/1") is None
+        assert b2.get("/brokers/ids")[1].czxid == ids_parent
+        b2.create("/brokers/ids/1", b"{}", ephemeral=True)
+        assert b2.get("/brokers/ids/1")[1].czxid == second + 1
+    finally:
+        b2.stop()
