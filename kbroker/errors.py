@@ -82,6 +82,7 @@ _TABLE = [
     (74, "FENCED_LEADER_EPOCH", True),
     (75, "UNKNOWN_LEADER_EPOCH", True),
     (76, "UNSUPPORTED_COMPRESSION_TYPE", False),
+    (77, "STALE_BROKER_EPOCH", False),
     (79, "MEMBER_ID_REQUIRED", False),
     (82, "FENCED_INSTANCE_ID", False),
     (87, "INVALID_RECORD", False),
