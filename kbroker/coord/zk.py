@@ -18,9 +18,13 @@ was applied reports NodeExistsError, as with any ZooKeeper client; callers creat
 Watches keep the interface's semantics: called once at registration (in the caller's greenlet), then after every
 change (in kazoo's callback greenlet), persistent across reconnects and new sessions, and they survive the node
 being deleted and re-created. Data watches are kazoo DataWatch (called when the node's mzxid changes); children
-watches are our own loop over get_children/exists one-shot watches, re-armed on every reconnect, calling back only
-when the sorted child list differs from the last one delivered ([] when the node is gone). ``Watch.cancel()`` takes
-effect at the next event.
+watches are our own loop over get_children/exists one-shot watches, re-armed on every reconnect, calling back when
+the sorted child list or the parent's pzxid (the zxid of the last child created or deleted) differs from the last
+one delivered ([] when the node is gone, which has no pzxid: absent and empty count as the same list). The pzxid
+matters: a child deleted and created again between two reads (a broker restarted faster than the watch re-read
+``/brokers/ids``: [1,2,3] -> [1,2] -> [1,2,3]) leaves the same list, and a watcher comparing lists only swallowed
+both changes (issue 8: the controller never saw the bounce). A re-run after a reconnect that finds nothing changed
+calls nothing. ``Watch.cancel()`` takes effect at the next event.
 
 Session hooks: ``on_session_expired(cb)`` runs ``cb()`` when the session is lost (ephemeral nodes are gone);
 ``on_reconnected(cb)`` runs ``cb()`` once a *new* session is established after an expiry (re-register ephemerals,
@@ -430,21 +434,24 @@ class _ChildrenWatcher:
             try:
                 while True:
                     try:
-                        children = sorted(client.retry(client.get_children, self.path, self._zk_event))
+                        children, st = client.retry(client.get_children, self.path, self._zk_event,
+                                                    include_data=True)
+                        children, pzxid = sorted(children), st.pzxid
                         break
                     except kz.NoNodeError:
                         st = client.retry(client.exists, self.path, self._zk_event)
                         if st is None:
-                            children = []
+                            children, pzxid = [], None
                             break
                         # created between the two calls: read its children
             except (kz.ConnectionClosedError, kz.KazooException, RetryFailedError) as e:
                 # The next CONNECTED state re-runs this watch.
                 log.debug("children watch on %s: %s", self.path, e)
                 return
-            if children == self.delivered:
-                return
-            self.delivered = children
+            last = self.delivered
+            self.delivered = (children, pzxid)
+            if last is not None and children == last[0] and (pzxid is None or last[1] in (None, pzxid)):
+                return  # same list, and no child created or deleted in between (as far as one can tell)
             try:
                 result = self.watch.fn(children)
             except Exception:

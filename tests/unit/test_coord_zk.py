@@ -197,6 +197,28 @@ def test_watches_follow_the_embedded_semantics(backends):
     assert data_calls == [b""]
 
 
+def test_children_watch_sees_a_child_deleted_and_recreated_between_reads(backends, raw, chroot):
+    """Issue 8: [a] -> [] -> [a] in one transaction leaves the same list; the parent's pzxid moved, so the watch
+    must still be called (the controller's /brokers/ids watch missed a bounced broker this way)."""
+    b = backends()
+    b.create("/w/a", makepath=True)
+    b.create("/w/b")
+    calls = []
+    b.watch_children("/w", lambda kids: calls.append(kids))
+    assert calls == [["a", "b"]]
+    czxid = b.exists("/w/a").czxid
+    t = raw.transaction()
+    t.delete(chroot + "/w/a")
+    t.create(chroot + "/w/a", b"")
+    assert t.commit() == [True, chroot + "/w/a"]
+    wait_for(lambda: len(calls) == 2, what="the watch after a delete + create of one child")
+    assert calls == [["a", "b"], ["a", "b"]] and b.exists("/w/a").czxid > czxid
+    b.set("/w", b"data")  # a data change of the parent is no children change
+    b.set("/w/b", b"data")
+    gevent.sleep(0.5)
+    assert len(calls) == 2
+
+
 def test_session_expiry_runs_hooks_and_rewatches(ensemble, backends):
     b, other = backends(), backends()
     events = []
