@@ -38,15 +38,19 @@ def parse_topic_partition(dir_name):
 
 
 class FetchSlice:
-    """What ``Log.read`` returns: a region of one segment file and the base offset of its first batch.
+    """What ``Log.read`` returns: a region of one segment file starting at a batch boundary, the base offset
+    of that first batch and the first batch's whole size.
 
-    An empty slice (``size == 0``) means nothing is readable yet at that offset.
+    An empty slice (``size == 0``) means nothing is readable yet at that offset (or nothing was allowed).
+    ``first_entry_incomplete``: the region ends inside its first batch (Kafka's ``firstEntryIncomplete``):
+    Fetch v3+ answers such a partition with no records (KIP-74), v0-v2 get the cut bytes.
     """
-    __slots__ = ("region", "first_offset")
+    __slots__ = ("region", "first_offset", "first_batch_size")
 
-    def __init__(self, region, first_offset):
+    def __init__(self, region, first_offset, first_batch_size=0):
         self.region = region
         self.first_offset = first_offset
+        self.first_batch_size = first_batch_size
 
     @property
     def file_region(self):
@@ -56,11 +60,21 @@ class FetchSlice:
     def size(self):
         return self.region.size
 
+    @property
+    def first_entry_incomplete(self):
+        return self.region.size < self.first_batch_size
+
+    def first_batch_region(self):
+        """The whole first batch (a region of the same file), however much of it ``region`` holds."""
+        r = self.region
+        return FileRegion(r.file, r.position, self.first_batch_size)
+
     def __len__(self):
         return self.region.size
 
     def __repr__(self):
-        return "FetchSlice(%r, first_offset=%d)" % (self.region, self.first_offset)
+        return "FetchSlice(%r, first_offset=%d, first_batch_size=%d)" % (self.region, self.first_offset,
+                                                                         self.first_batch_size)
 
 
 def _call_here(fn):
@@ -211,25 +225,26 @@ class Log:
         return self._empty(offset)
 
     def offset_for_timestamp(self, timestamp, resolver=None):
-        """``(offset, timestamp)`` of the first batch whose max timestamp is >= ``timestamp``, or None.
+        """The first batch, in log order, whose max timestamp is >= ``timestamp``, or None.
 
-        Without ``resolver`` the answer is the batch's base offset and max timestamp.  ``resolver(
-        batch_bytes, timestamp) -> (offset, timestamp) | None`` may narrow it to the exact record
-        (the record layer knows how to decompress).  -1/-2 (latest/earliest) are the caller's job.
+        Without ``resolver`` the answer is ``(batch base offset, batch max timestamp)``.  With it,
+        ``resolver(batch_bytes, timestamp) -> answer | None`` looks inside each candidate batch in turn
+        (the record layer knows how to decompress) and the first non-None answer is returned: Kafka's
+        searchForTimestamp, which answers the first *record* with timestamp >= the target and moves on
+        to the next batch when none inside qualifies (a producer-set maxTimestamp may overstate).  The
+        resolver may block the calling greenlet (it runs with a snapshot of the segment list, whose
+        files stay open until file.delete.delay.ms after a removal).  -1/-2 are the caller's job.
         """
         start = self._bases[0]
         for segment in list(self._segments):
             if segment.largest_timestamp < timestamp:
                 continue
-            entry = segment.find_offset_by_timestamp(timestamp, start)
-            if entry is None:
-                continue
-            pos, size, base, _last, max_ts, _count = entry
-            if resolver is not None:
+            for pos, size, base, _last, max_ts, _count in segment.batches_by_timestamp(timestamp, start):
+                if resolver is None:
+                    return max(base, start), max_ts
                 found = resolver(FileRegion(segment.file, pos, size).read_bytes(), timestamp)
                 if found is not None:
                     return found
-            return max(base, start), max_ts
         return None
 
     # -- durability ----------------------------------------------------------------------------

@@ -12,8 +12,13 @@ Per log dir it owns:
   ``checkpoint_recovery_points`` (every log.flush.offset.checkpoint.interval.ms) and at shutdown.
 * ``cleaner-offset-checkpoint`` -- first dirty offset per compacted log, owned by the LogCleaner
   (cleaner.py; ``self.cleaner``), whose ``clean_once`` this class exposes.
-* ``<topic>-<partition>/`` -- one Log each (topic = text before the last '-'); a directory ending in
-  ``-delete`` is a partition whose deletion was interrupted and is removed at load.
+* ``<topic>-<partition>/`` -- one Log each (topic = text before the last '-').
+* ``<topic>-<partition>.<32 hex uuid>-delete/`` -- a partition being deleted (``delete_dir_name``): renamed
+  first, then removed, so a crash in between leaves a directory the next load removes, never half a log.
+  The topic part is cut so the name fits the 255-byte file name limit of Linux file systems (a legal
+  249-character topic would otherwise make the rename fail with ENAMETOOLONG), as Kafka's
+  ``LocalLog.logDirNameWithSuffixCappedLength`` does.  ``-delete`` is the only suffix kbroker gives
+  partition directories (Kafka's ``-future`` / ``-stray`` are not used).
 
 Periodic work is exposed as plain blocking methods the server's greenlets call (no gevent here):
 ``check_retention``, ``flush_dirty`` (fsync: run it in a thread pool), ``checkpoint_recovery_points``,
@@ -38,6 +43,17 @@ META_FILE = "meta.properties"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 DELETE_DIR_SUFFIX = "-delete"
+MAX_FILE_NAME = 255  # NAME_MAX of ext4/xfs/btrfs/tmpfs, in bytes (topic names are ASCII)
+
+
+def delete_dir_name(topic, partition, unique_id=None):
+    """``<topic>-<partition>.<uuid hex>-delete`` with the topic cut so the whole name is <= 255 bytes.
+
+    Kafka's logDeleteDirName: ``topic[:min(len(topic), 255 - len(suffix))] + suffix`` where suffix is
+    ``-<partition>.<32 hex>-delete``; a 249-character topic at partition 0 keeps 213 of its characters.
+    """
+    suffix = "-%d.%s%s" % (partition, unique_id or uuid.uuid4().hex, DELETE_DIR_SUFFIX)
+    return topic[:max(0, min(len(topic), MAX_FILE_NAME - len(suffix)))] + suffix
 
 
 class LogDirLockedError(RuntimeError):
@@ -231,8 +247,18 @@ class LogManager:
         self.cleaner.forget(tp)
         log.close()
         # Rename first so a crash mid-rmtree leaves a "-delete" dir the next load removes, never half a log.
-        doomed = "%s.%s%s" % (log.dir, uuid.uuid4().hex, DELETE_DIR_SUFFIX)
-        os.rename(log.dir, doomed)
+        doomed = os.path.join(d, delete_dir_name(tp[0], tp[1]))
+        try:
+            os.rename(log.dir, doomed)
+        except FileNotFoundError:
+            logger.warning("deleting %s-%d: its directory %s is already gone", tp[0], tp[1], log.dir)
+            return True
+        except OSError as exc:
+            # The log is closed and forgotten already: remove it in place rather than leave it half-deleted
+            # (a crash during this rmtree leaves a partial <topic>-<p> directory, which the loader recovers).
+            logger.error("deleting %s-%d: cannot rename %s (%s); removing it in place", tp[0], tp[1], log.dir, exc)
+            shutil.rmtree(log.dir, ignore_errors=True)
+            return True
         fsync_dir(d)
         shutil.rmtree(doomed, ignore_errors=True)
         return True

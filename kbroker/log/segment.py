@@ -257,12 +257,15 @@ class LogSegment:
         return entry[0] + entry[1]  # ``offset`` is inside this batch: the next batch starts after it
 
     def read(self, start_offset, max_size, max_position=None, min_one=False):
-        """``(FileRegion, first batch base offset)`` from the batch holding ``start_offset``, or None.
+        """``(FileRegion, first batch base offset, first batch size)`` from the batch holding
+        ``start_offset``, or None.
 
         None means the segment holds nothing at or after ``start_offset``.  The region is at most
         ``max_size`` bytes and ends at or before ``max_position`` (it may end mid-batch, as Kafka's
         does; clients drop a trailing partial batch).  With ``min_one`` a first batch larger than
-        ``max_size`` is returned whole (KIP-74) unless it lies beyond ``max_position``.
+        ``max_size`` is returned whole (KIP-74) unless it lies beyond ``max_position``.  The region
+        starts at the first batch, so ``region.size < first batch size`` means that batch is cut
+        (Kafka's ``firstEntryIncomplete``, which Fetch v3+ answers with no records at all).
         """
         if max_size < 0:
             raise ValueError("invalid max size %d" % max_size)
@@ -274,16 +277,22 @@ class LogSegment:
             max_position = self._size
         adjusted = max(max_size, batch_size) if min_one else max_size
         size = max(0, min(max_position - position, adjusted))
-        return FileRegion(self.file, position, size), base
+        return FileRegion(self.file, position, size), base, batch_size
 
-    def find_offset_by_timestamp(self, timestamp, starting_offset=0):
-        """Entry of the first batch with max timestamp >= ``timestamp`` and last offset >= starting_offset."""
+    def batches_by_timestamp(self, timestamp, starting_offset=0):
+        """Entries, in log order, of the batches with max timestamp >= ``timestamp`` and last offset >=
+        ``starting_offset``, starting from the time index's floor entry (Kafka's findOffsetByTimestamp +
+        searchForTimestamp walk; the caller looks inside each batch and stops at the first record that
+        qualifies)."""
         _ts, ts_offset = self.time_index.lookup(timestamp)
         _off, position = self.offset_index.lookup(max(ts_offset, starting_offset))
         for entry in self.batches(position):
             if entry[4] >= timestamp and entry[3] >= starting_offset:
-                return entry
-        return None
+                yield entry
+
+    def find_offset_by_timestamp(self, timestamp, starting_offset=0):
+        """Entry of the first batch with max timestamp >= ``timestamp`` and last offset >= starting_offset."""
+        return next(self.batches_by_timestamp(timestamp, starting_offset), None)
 
     def read_next_offset(self):
         """One past the last offset in the segment (base offset when empty)."""

@@ -95,6 +95,25 @@ def test_min_one_returns_whole_oversize_batch(tmp_path):
     log.close()
 
 
+def test_first_entry_incomplete_flags_a_cut_first_batch(tmp_path):
+    log = Log(str(tmp_path / "t-0"), small_config())
+    batches = fill(log, 3)  # 145-byte batches
+    cut = log.read(3, 144, min_one=False)
+    assert (cut.size, cut.first_batch_size, cut.first_entry_incomplete) == (144, 145, True)
+    assert cut.first_batch_region().read_bytes() == batches[1]  # the whole batch, for v0-v2 down-conversion
+    whole = log.read(3, 145, min_one=False)
+    assert (whole.size, whole.first_entry_incomplete) == (145, False)
+    # A whole first batch followed by a cut second one is complete at its first entry (Kafka sends it as is).
+    two = log.read(3, 200, min_one=False)
+    assert (two.size, two.first_entry_incomplete) == (200, False)
+    assert log.read(3, 10, min_one=True).first_entry_incomplete is False
+    nothing = log.read(3, 0, min_one=False)
+    assert nothing.size == 0 and nothing.first_entry_incomplete  # no budget: nothing of the first batch
+    end = log.read(9, 100)
+    assert end.size == 0 and not end.first_entry_incomplete  # the log end: nothing to be incomplete
+    log.close()
+
+
 def test_out_of_range_and_end(tmp_path):
     log = Log(str(tmp_path / "t-0"), small_config())
     fill(log, 2)
@@ -131,6 +150,27 @@ def test_offset_for_timestamp(tmp_path):
     assert log.offset_for_timestamp(1193) is None
     resolved = log.offset_for_timestamp(1101, resolver=lambda data, ts: (len(data), ts))
     assert resolved == (145, 1101)
+    log.close()
+
+
+def test_offset_for_timestamp_resolver_moves_on_when_no_record_qualifies(tmp_path):
+    log = Log(str(tmp_path / "t-0"), small_config())
+    fill(log, 20)
+    seen = []
+
+    def resolver(data, ts):
+        base = int.from_bytes(data[:8], "big")
+        seen.append(base)
+        return None if base < 33 else ("hit", base)  # batches 10 (30..32) says "nothing inside qualifies"
+
+    # Candidates from ts 1100: batch 10 (max 1102), then 11, ...: the first resolver answer wins, in log order.
+    assert log.offset_for_timestamp(1100, resolver=resolver) == ("hit", 33)
+    assert seen == [30, 33]
+    assert log.offset_for_timestamp(1193, resolver=resolver) is None
+    # Every batch refused: None, after asking each candidate once.
+    seen.clear()
+    assert log.offset_for_timestamp(1150, resolver=lambda d, ts: seen.append(d[:8]) or None) is None
+    assert len(seen) == 5  # batches 15..19
     log.close()
 
 

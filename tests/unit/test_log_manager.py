@@ -4,6 +4,7 @@ import pytest
 
 from kbroker.log import InconsistentBrokerIdError, LogConfig, LogDirLockedError, LogManager, OffsetCheckpoint
 from kbroker.log.checkpoint import format_checkpoint
+from kbroker.log.manager import delete_dir_name
 
 from .test_log_helpers import append_batch
 
@@ -112,4 +113,51 @@ def test_interrupted_partition_delete_dir_removed(tmp_path):
     mgr = LogManager([d], CFG, broker_id=0)
     assert not os.path.exists(os.path.join(d, "t-0.0123abcd-delete"))
     assert mgr.all_logs() == {}
+    mgr.shutdown()
+
+
+def test_delete_dir_name_fits_255_bytes_like_kafka():
+    uid = "0123456789abcdef0123456789abcdef"
+    assert delete_dir_name("t", 3, uid) == "t-3." + uid + "-delete"
+    long_topic = "a" * 249
+    name = delete_dir_name(long_topic, 0, uid)
+    suffix = "-0." + uid + "-delete"  # 42 characters
+    assert name == "a" * (255 - len(suffix)) + suffix and len(name) == 255
+    assert len(delete_dir_name("b" * 249, 12345, uid)) == 255
+    assert len(delete_dir_name("c" * 200, 7)) == 200 + 42  # short enough: kept whole, random uuid
+    assert delete_dir_name("c", 7) != delete_dir_name("c", 7)
+
+
+def test_delete_log_of_a_249_character_topic(tmp_path, caplog):
+    caplog.set_level("WARNING", logger="kbroker.log.manager")
+    d = str(tmp_path / "logs")
+    topic = "x" * 249
+    mgr = LogManager([d], CFG, broker_id=0)
+    log = mgr.get_or_create_log((topic, 0))
+    append_batch(log, VALUES)
+    assert os.path.isdir(os.path.join(d, topic + "-0"))
+    assert mgr.delete_log((topic, 0))
+    assert caplog.records == []  # renamed to the capped -delete name, not the in-place fallback (ENAMETOOLONG)
+    assert [n for n in os.listdir(d) if n.startswith("x")] == []
+    assert mgr.get_log((topic, 0)) is None
+    again = mgr.get_or_create_log((topic, 0))  # the same name can be created again, empty
+    assert again.log_end_offset == 0
+    mgr.shutdown()
+
+
+def test_interrupted_delete_of_a_long_topic_is_finished_at_load(tmp_path):
+    d = str(tmp_path / "logs")
+    topic = "y" * 249
+    mgr = LogManager([d], CFG, broker_id=0)
+    append_batch(mgr.get_or_create_log((topic, 0)), VALUES)
+    append_batch(mgr.get_or_create_log((topic, 1)), VALUES)
+    mgr.shutdown()
+    # A crash between the rename and the rmtree: the renamed directory still holds the whole log.
+    doomed = delete_dir_name(topic, 0)
+    os.rename(os.path.join(d, topic + "-0"), os.path.join(d, doomed))
+    assert len(doomed) == 255 and os.listdir(os.path.join(d, doomed))
+    mgr = LogManager([d], CFG, broker_id=0)
+    assert not os.path.exists(os.path.join(d, doomed))
+    assert sorted(mgr.all_logs()) == [(topic, 1)]
+    assert mgr.get_log((topic, 1)).log_end_offset == 3
     mgr.shutdown()
