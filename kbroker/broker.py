@@ -24,7 +24,8 @@ from kbroker import errors
 from kbroker.config import log_config_for
 from kbroker.coord import make_backend
 from kbroker.coord.metadata_store import TopicStore, validate_topic_name
-from kbroker.coord.registration import cluster_id as read_cluster_id, generate_broker_id, register_broker
+from kbroker.coord.controller_view import ControllerView
+from kbroker.coord.registration import BrokerRegistrar, cluster_id as read_cluster_id, generate_broker_id
 from kbroker.coord.errors import BadVersionError
 from kbroker.coord.znodes import ensure_persistent_paths
 from kbroker.log.config import LogConfig
@@ -70,6 +71,11 @@ class Broker:
         self.controller = None
         self.channel = None
         self.registrar = None
+        # Controller requests are accepted only from the controller /controller and /controller_epoch name
+        # (controller_view), stamped with this broker's epoch (registrar.epoch), and, when set, only on the
+        # control-plane listener (kbroker/handlers/cluster.py).
+        self.controller_view = None
+        self.control_plane_listener = config.control_plane_listener
         self.endpoints = []
         self.router = Router()
         self._tasks = []
@@ -82,6 +88,7 @@ class Broker:
         cfg = self.config
         self.backend.start()
         ensure_persistent_paths(self.backend)
+        self.controller_view = ControllerView(self.backend).start()
         if self.broker_id < 0:
             self.broker_id = self._stored_broker_id()
             if self.broker_id is None:
@@ -99,8 +106,10 @@ class Broker:
         self.server = KafkaServer(self, self.router, cfg.listeners, cfg["socket.request.max.bytes"])
         self.server.start()
         self.endpoints = self._endpoints()
-        self.registrar = register_broker(self.backend, self.broker_id, self.endpoints,
+        # Assigned before it registers: a controller request may arrive while it does (the handlers wait for it).
+        self.registrar = BrokerRegistrar(self.backend, self.broker_id, self.endpoints,
                                          cfg.listener_security_protocol_map, rack=self.rack)
+        self.registrar.start()
         ConfigWatcher(self).start()
         self._start_controller()
         self._wait_for_metadata()
@@ -158,6 +167,8 @@ class Broker:
                 log.warning("could not deregister broker %d", self.broker_id)
         if self.log_manager:
             self.log_manager.shutdown()
+        if self.controller_view is not None:
+            self.controller_view.stop()
         try:
             self.backend.stop()
         except Exception:  # noqa: BLE001 - shutdown must finish
@@ -184,18 +195,23 @@ class Broker:
         log.warning("controlled shutdown did not complete; shutting down anyway")
 
     def _request_controlled_shutdown(self):
+        """One ControlledShutdown (v3, with our broker epoch) to the controller, on its control-plane endpoint when
+        one is configured; returns the partitions still led here."""
+        epoch = self.registrar.epoch
         if self.controller is not None and self.controller.is_active():
-            return list(self.controller.controlled_shutdown(self.broker_id))
+            return list(self.controller.controlled_shutdown(self.broker_id, epoch))
         cid = self.controller_id()
-        node = next((b for b in self.metadata_cache.alive_brokers(self.config.inter_broker_listener)
-                     if b.id == cid), None)
+        node = None
+        for listener in (self.control_plane_listener, self.config.inter_broker_listener):
+            if listener and node is None:
+                node = next((b for b in self.metadata_cache.alive_brokers(listener) if b.id == cid), None)
         if node is None:
             raise errors.NotController("no live controller known")
         from kbroker.client.connection import BrokerConnection
         conn = BrokerConnection(node.host, node.port, client_id="kbroker-%d" % self.broker_id,
                                 timeout=self.config["request.timeout.ms"] / 1000.0)
         try:
-            resp = conn.request(7, {"broker_id": self.broker_id, "broker_epoch": -1})
+            resp = conn.request(7, {"broker_id": self.broker_id, "broker_epoch": epoch}, version=3)
         finally:
             conn.close()
         if resp["error_code"]:

@@ -177,6 +177,12 @@ class BrokerConfig:
         return self.listeners[0].name
 
     @property
+    def control_plane_listener(self):
+        """control.plane.listener.name (KIP-291), or None: controller requests on any listener."""
+        v = (self["control.plane.listener.name"] or "").strip().upper()
+        return v or None
+
+    @property
     def embedded(self):
         return not (self["zookeeper.connect"] or "").strip()
 
@@ -214,6 +220,13 @@ class BrokerConfig:
         if ibl is not None and ibl.upper() not in names:
             raise _invalid("inter.broker.listener.name", ibl,
                            "must be one of the listeners (%s)" % ", ".join(sorted(names)))
+        cpl = self.control_plane_listener
+        if cpl is not None and cpl not in names:
+            raise _invalid("control.plane.listener.name", cpl,
+                           "must be one of the listeners (%s)" % ", ".join(sorted(names)))
+        if cpl is not None and cpl == self.inter_broker_listener.upper():
+            raise _invalid("control.plane.listener.name", cpl,
+                           "must differ from the inter-broker listener (%s), as in Kafka" % self.inter_broker_listener)
         bid = self["broker.id"]
         if bid < 0 and not self["broker.id.generation.enable"]:
             raise _invalid("broker.id", bid, "must be >= 0 when broker.id.generation.enable is false")

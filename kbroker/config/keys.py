@@ -30,6 +30,10 @@ _KEYS = [
        "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", None, M,
        "Listener name -> security protocol (Kafka >= 0.11 key; modern default)"),
     _k("inter.broker.listener.name", "string", None, None, M, "Listener used between brokers (Kafka >= 0.11)"),
+    _k("control.plane.listener.name", "string", None, None, M,
+       "Listener for controller requests (KIP-291): the controller sends LeaderAndIsr/UpdateMetadata/StopReplica "
+       "there and brokers accept them and ControlledShutdown only there; bind it to a private address. "
+       "Default none: any listener"),
     _k("security.inter.broker.protocol", "string", "PLAINTEXT", OneOf(*_PROTOCOLS), M,
        "Security protocol between brokers"),
     _k("host.name", "string", "", None, H, "Legacy: host of the default listener when listeners is unset"),

@@ -2,7 +2,8 @@
 
 Kafka's ControllerBrokerRequestBatch: state changes during an event add LeaderAndIsr partition states, StopReplica
 partitions and UpdateMetadata partitions per destination broker; ``send(controller)`` builds the bodies (versions
-in ``channel.VERSIONS``) and queues them, per broker in the order LeaderAndIsr, UpdateMetadata, StopReplica.
+in ``channel.VERSIONS``) and queues them, per broker in the order LeaderAndIsr, UpdateMetadata, StopReplica. Each
+carries the controller's id and epoch and the destination's broker epoch (``controller.broker_epoch(b)``, KIP-380).
 UpdateMetadata partition states are read from the controller at send time, so they carry the final state of the
 event (a partition deleted meanwhile is sent with leader -2, LeaderDuringDelete).
 """
@@ -66,7 +67,7 @@ class RequestBatch:
                 ep = controller.inter_broker_endpoint(lid)
                 if ep is not None:
                     live_leaders.append({"broker_id": lid, "host_name": ep[0], "port": ep[1]})
-            body = {"controller_id": cid, "controller_epoch": epoch, "broker_epoch": -1,
+            body = {"controller_id": cid, "controller_epoch": epoch, "broker_epoch": controller.broker_epoch(b),
                     "topic_states": _group(states), "live_leaders": live_leaders}
             controller.channel.send(b, LEADER_AND_ISR, body, controller.response_callback(LEADER_AND_ISR, b))
         if self.update_metadata:
@@ -77,13 +78,13 @@ class RequestBatch:
                 states = {}
                 for tp in tps:
                     states[tp] = controller.update_metadata_state(tp)
-                body = {"controller_id": cid, "controller_epoch": epoch, "broker_epoch": -1,
+                body = {"controller_id": cid, "controller_epoch": epoch, "broker_epoch": controller.broker_epoch(b),
                         "topic_states": _group(states), "live_brokers": live}
                 controller.channel.send(b, UPDATE_METADATA, body, controller.response_callback(UPDATE_METADATA, b))
         for b, parts in sorted(self.stop_replica.items()):
             states = {tp: {"partition_index": tp[1], "leader_epoch": le, "delete_partition": d}
                       for tp, (d, le) in parts.items()}
-            body = {"controller_id": cid, "controller_epoch": epoch, "broker_epoch": -1,
+            body = {"controller_id": cid, "controller_epoch": epoch, "broker_epoch": controller.broker_epoch(b),
                     "topic_states": _group(states)}
             cb = self.stop_callbacks.get(b)
             controller.channel.send(b, STOP_REPLICA, body,

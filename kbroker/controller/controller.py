@@ -28,6 +28,20 @@ first assigned replica that is live and in the ISR, ISR = live ISR members; none
 failure, controlled shutdown, reassignment) is removed from the ISR; when it led the partition the leader becomes
 -1, and the last ISR member is kept so it can lead cleanly when it returns (Kafka >= 1.1 behaviour).
 
+Broker epochs (KIP-380): a broker's epoch is the czxid of its ``/brokers/ids/<id>`` node, so each registration --
+a restart, or a new session after an expiry -- has a new, larger one. The controller reads every live broker's
+epoch with its registration and stamps it on each LeaderAndIsr / UpdateMetadata / StopReplica to that broker
+(``broker_epoch``); the broker refuses any other value (STALE_BROKER_EPOCH 77), so requests meant for an earlier
+incarnation are not applied to a new one. On every ``/brokers/ids`` change the controller compares the epochs: a
+broker still listed but with another epoch was *bounced* -- killed and restarted, and registered again, between two
+reads of the children ([1,2,3] -> [1,2] -> [1,2,3]; issue 8: its partitions stayed led by a broker that knew
+nothing of them) -- and is handled as a failure followed by a startup: leadership and ISR membership move away
+from it, then it gets LeaderAndIsr for all its replicas and every broker an UpdateMetadata naming it. The same
+epochs authenticate ControlledShutdown: the request must carry the named broker's current epoch.
+
+Controller requests go to each broker's ``control.plane.listener.name`` endpoint when that is configured (KIP-291;
+brokers then accept them only there), else to its inter-broker endpoint.
+
 Timers: ``auto.leader.rebalance.enable`` runs a check every ``leader.imbalance.check.interval.seconds``; a broker
 whose preferred partitions are led by others in more than ``leader.imbalance.per.broker.percentage`` % of cases gets
 them back (preferred replica election).
@@ -76,6 +90,7 @@ _DEFAULTS = {
     "leader.imbalance.per.broker.percentage": 10,
     "controller.socket.timeout.ms": 30000,
     "inter.broker.listener.name": None,
+    "control.plane.listener.name": None,
     "security.inter.broker.protocol": "PLAINTEXT",
     "num.partitions": 1,
     "default.replication.factor": 1,
@@ -175,16 +190,19 @@ class Controller(TopicDeletion, PreferredLeaders, Reassignment, ControlledShutdo
     def is_active(self):
         return self.active
 
-    def controlled_shutdown(self, broker_id, timeout=None):
+    def controlled_shutdown(self, broker_id, broker_epoch, timeout=None):
         """Move leadership off ``broker_id``; returns the [(topic, p)] it still leads (RF > 1 only).
 
+        ``broker_epoch`` must be the broker's current epoch (the czxid of its registration), which only the broker
+        itself and ZooKeeper readers know: a client naming some broker cannot make the controller move leadership.
         NotController when this broker is not (or stops being) the controller; BrokerNotAvailable for a broker
-        that is not registered.
+        that is not registered; StaleBrokerEpoch when ``broker_epoch`` is another one (a request from an earlier
+        incarnation, a forgery, or a registration this controller has not processed yet -- the broker retries).
         """
         if not self.active:
             raise errors.NotController("broker %d is not the controller" % self.broker_id)
         result = AsyncResult()
-        self._enqueue("controlled_shutdown", broker_id, result)
+        self._enqueue("controlled_shutdown", broker_id, broker_epoch, result)
         if timeout is None:
             timeout = self._cfg("controller.socket.timeout.ms") / 1000.0
         return result.get(timeout=timeout)
@@ -312,9 +330,10 @@ class Controller(TopicDeletion, PreferredLeaders, Reassignment, ControlledShutdo
         self.ctx = ctx = ControllerContext()
         ids = self._read_broker_ids()
         for bid in ids:
-            reg = self._read_registration(bid)
+            reg, epoch = self._read_registration(bid)
             if reg is not None:
                 ctx.live_brokers[bid] = reg
+                ctx.broker_epochs[bid] = epoch
         for bid, reg in ctx.live_brokers.items():
             self._connect(bid, reg)
         for topic in self.topic_store.topics():
@@ -410,10 +429,16 @@ class Controller(TopicDeletion, PreferredLeaders, Reassignment, ControlledShutdo
             return []
 
     def _read_registration(self, bid):
-        data, _ = self.backend.get_or_none(BrokerIdZNode.path(bid))
+        """(BrokerRegistration, broker epoch = the node's czxid), or (None, -1) when the broker is not registered
+        or its node cannot be read."""
+        data, stat = self.backend.get_or_none(BrokerIdZNode.path(bid))
         if data is None:
-            return None
-        return BrokerIdZNode.decode(data)
+            return None, -1
+        try:
+            return BrokerIdZNode.decode(data), stat.czxid
+        except (ValueError, KeyError, TypeError):
+            log.error("unreadable registration of broker %d: %r; ignoring the broker", bid, data[:200])
+            return None, -1
 
     def _read_state(self, tp):
         data, stat = self.backend.get_or_none(TopicPartitionStateZNode.path(*tp))
@@ -438,12 +463,18 @@ class Controller(TopicDeletion, PreferredLeaders, Reassignment, ControlledShutdo
         return assignment
 
     def _connect(self, bid, reg):
-        ep = self._endpoint(reg)
+        ep = self._endpoint(reg, control=True)
         if ep is not None:
             self.channel.add_broker(bid, ep[0], ep[1])
 
-    def _endpoint(self, reg):
-        """(host, port) of a registration's inter-broker listener (first endpoint as a fallback)."""
+    def _endpoint(self, reg, control=False):
+        """(host, port) of a registration's inter-broker listener (first endpoint as a fallback); with ``control``,
+        its ``control.plane.listener.name`` endpoint when both sides have one (where controller requests go)."""
+        cp = (self._cfg("control.plane.listener.name") or "").strip().upper() if control else None
+        if cp:
+            for name, host, port in reg.endpoints:
+                if name.upper() == cp:
+                    return host, port
         want = self._cfg("inter.broker.listener.name")
         proto = self._cfg("security.inter.broker.protocol")
         for name, host, port in reg.endpoints:
@@ -456,6 +487,10 @@ class Controller(TopicDeletion, PreferredLeaders, Reassignment, ControlledShutdo
         return (reg.endpoints[0][1], reg.endpoints[0][2]) if reg.endpoints else None
 
     # ------------------------------------------------------------------------------------------------ batch view
+
+    def broker_epoch(self, bid):
+        """The epoch stamped on requests to ``bid`` (-1 for a broker not live)."""
+        return self.ctx.broker_epochs.get(bid, -1) if self.ctx else -1
 
     def inter_broker_endpoint(self, bid):
         reg = self.ctx.live_brokers.get(bid) if self.ctx else None
@@ -671,26 +706,32 @@ class Controller(TopicDeletion, PreferredLeaders, Reassignment, ControlledShutdo
     # ------------------------------------------------------------------------------------------------ brokers
 
     def _ev_broker_change(self):
+        """Diff ``/brokers/ids`` and each registration's epoch against the live brokers: gone -> failure, new ->
+        startup, same id with another epoch (bounced) -> failure, then startup (module docstring)."""
         ctx = self.ctx
-        current = set(self._read_broker_ids())
-        new = sorted(current - set(ctx.live_brokers))
-        dead = sorted(set(ctx.live_brokers) - current)
-        # A broker that re-registered with other endpoints (restart within one event) counts as both.
-        for bid in sorted(current & set(ctx.live_brokers)):
-            reg = self._read_registration(bid)
-            if reg is not None and reg != ctx.live_brokers[bid] and reg.timestamp != ctx.live_brokers[bid].timestamp:
-                dead.append(bid)
-                new.append(bid)
-        if dead:
-            self._on_broker_failure(sorted(set(dead)))
-        if new:
-            self._on_broker_startup(sorted(set(new)))
+        regs = {}
+        for bid in self._read_broker_ids():
+            reg, epoch = self._read_registration(bid)
+            if reg is not None:
+                regs[bid] = (reg, epoch)
+        live = set(ctx.live_brokers)
+        new = sorted(set(regs) - live)
+        dead = sorted(live - set(regs))
+        bounced = sorted(bid for bid in set(regs) & live if regs[bid][1] != ctx.broker_epochs.get(bid))
+        for bid in bounced:
+            log.info("controller: broker %d registered again (broker epoch %d -> %d): handled as failed, then started",
+                     bid, ctx.broker_epochs.get(bid, -1), regs[bid][1])
+        if dead or bounced:
+            self._on_broker_failure(sorted(dead + bounced))
+        if new or bounced:
+            self._on_broker_startup(sorted(new + bounced), regs)
 
     def _on_broker_failure(self, dead):
         ctx = self.ctx
         log.info("controller: brokers %s failed", dead)
         for bid in dead:
             ctx.live_brokers.pop(bid, None)
+            ctx.broker_epochs.pop(bid, None)
             ctx.shutting_down.discard(bid)
             self.channel.remove_broker(bid)
         batch = RequestBatch()
@@ -718,14 +759,14 @@ class Controller(TopicDeletion, PreferredLeaders, Reassignment, ControlledShutdo
         batch.add_update_metadata(sorted(ctx.live_brokers), affected)
         batch.send(self)
 
-    def _on_broker_startup(self, new):
+    def _on_broker_startup(self, new, regs):
+        """``regs``: {id: (registration, epoch)} as the broker-change handler read them."""
         ctx = self.ctx
         log.info("controller: brokers %s started", new)
         for bid in new:
-            reg = self._read_registration(bid)
-            if reg is None:
-                continue
+            reg, epoch = regs[bid]
             ctx.live_brokers[bid] = reg
+            ctx.broker_epochs[bid] = epoch
             self._connect(bid, reg)
         new = [b for b in new if b in ctx.live_brokers]
         batch = RequestBatch()

@@ -1,5 +1,8 @@
 """Controller duty: controlled shutdown: move leadership away from a broker that is stopping.
 
+Only the broker itself may ask: the request names the broker and carries its broker epoch (the czxid of its
+registration, KIP-380), which must equal the one the controller read; else STALE_BROKER_EPOCH (77) and nothing moves.
+
 A mixin of ``Controller`` (controller.py): its methods run in the controller's event-loop greenlet and use
 the state and helpers documented there.
 """
@@ -17,13 +20,13 @@ log = logging.getLogger("kbroker.controller")
 class ControlledShutdown:
     # ------------------------------------------------------------------------------------------------ shutdown
 
-    def _ev_controlled_shutdown(self, broker_id, result):
+    def _ev_controlled_shutdown(self, broker_id, broker_epoch, result):
         if not self.active:
             result.set_exception(errors.NotController("broker %d is not the controller" % self.broker_id))
             return
         try:
             self._check_still_controller()
-            result.set(self._controlled_shutdown(broker_id))
+            result.set(self._controlled_shutdown(broker_id, broker_epoch))
         except ControllerMoved:
             result.set_exception(errors.NotController("controller moved"))
             raise
@@ -32,10 +35,17 @@ class ControlledShutdown:
             if not isinstance(e, errors.KafkaError):
                 raise
 
-    def _controlled_shutdown(self, broker_id):
+    def _controlled_shutdown(self, broker_id, broker_epoch):
         ctx = self.ctx
         if broker_id not in ctx.live_brokers:
             raise errors.BrokerNotAvailable("broker %d is not registered" % broker_id)
+        current = ctx.broker_epochs.get(broker_id, -1)
+        if broker_epoch != current or current < 0:
+            # Kafka refuses only an older epoch; an equal one is required here: the epoch is what tells the
+            # broker itself from a client that names it (issue 8).
+            log.warning("controlled shutdown of broker %d refused: broker epoch %d, registered %d",
+                        broker_id, broker_epoch, current)
+            raise errors.StaleBrokerEpoch("broker %d has broker epoch %d, not %d" % (broker_id, current, broker_epoch))
         ctx.shutting_down.add(broker_id)
         allowed = self._leaders_allowed()
         batch = RequestBatch()

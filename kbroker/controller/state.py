@@ -29,6 +29,7 @@ class Reassignment:
 class ControllerContext:
     def __init__(self):
         self.live_brokers = {}       # id -> BrokerRegistration
+        self.broker_epochs = {}      # id -> broker epoch (czxid of /brokers/ids/<id>) of the live registration
         self.shutting_down = set()   # ids in controlled shutdown (still live, may not lead)
         self.assignments = {}        # (topic, p) -> [replica ids] (first = preferred leader)
         self.leadership = {}         # (topic, p) -> LeaderIsr

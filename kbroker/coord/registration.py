@@ -15,6 +15,13 @@ The returned ``BrokerRegistrar`` re-registers whenever the backend establishes a
 (the server deleted our ephemeral node with the old session) -- through ``backend.on_reconnected`` -- and
 ``deregister()`` stops that and deletes our node.
 
+Broker epoch (KIP-380): the czxid of our ``/brokers/ids/<id>`` node, read right after each (re)registration
+(``epoch``; -1 before the first). Every registration is a new node, so every incarnation -- a restart, or a new
+session after an expiry -- has a larger epoch; the controller stamps it on each request to this broker and the
+broker refuses requests carrying another one (STALE_BROKER_EPOCH). ``wait_epoch(timeout)`` answers the epoch once
+no registration is under way: between our create and the read of its czxid the controller may already know the new
+epoch (it reads our node when its watch fires) and a request stamped with it must not be refused for that.
+
 ``generate_broker_id``: Kafka's scheme: a blind set of ``/brokers/seqid`` returns the node's new data version
 ``v`` (1, 2, ...), the id is ``reserved.broker.max.id + v`` (1001 first with the default 1000).
 ``cluster_id``: ``/cluster/id`` created once (``{"version":"1","id":"<22 chars>"}``), read by everybody after.
@@ -24,6 +31,7 @@ import logging
 import time
 
 import gevent
+from gevent.event import Event
 
 from .errors import CoordinationError, NodeExistsError, NoNodeError
 from .metadata_store import TopicStore
@@ -67,27 +75,43 @@ class BrokerRegistrar:
             wait_timeout_ms = getattr(backend, "session_timeout_ms", DEFAULT_SESSION_TIMEOUT_MS) + STALE_MARGIN_MS
         self.wait_timeout_ms = wait_timeout_ms
         self.active = False
+        self.epoch = -1
+        self._settled = Event()   # set while no registration is under way (epoch is the current one or -1)
+        self._settled.set()
 
     def data(self):
         return BrokerIdZNode.encode(self.endpoints, self.protocol_map, rack=self.rack, jmx_port=self.jmx_port)
 
     def register(self):
-        """Create the node for the current session, waiting out a stale one. Returns the session id used."""
+        """Create the node for the current session, waiting out a stale one; learn its czxid (``epoch``).
+        Returns the session id used."""
+        self._settled.clear()
+        try:
+            session = self._register()
+        finally:
+            self._settled.set()
+        log.info("registered broker %d at %s (session 0x%x, broker epoch %d)", self.broker_id, self.path, session,
+                 self.epoch)
+        return session
+
+    def _register(self):
         deadline = time.monotonic() + self.wait_timeout_ms / 1000.0
         waited_for = None
         while True:
             session = self.backend.session_id
             try:
                 self.backend.create(self.path, self.data(), ephemeral=True, makepath=True)
-                break
+                created = True
             except NodeExistsError:
-                pass
+                created = False
             stat = self.backend.exists(self.path)
             if stat is None:
-                continue  # vanished between create and exists: try again at once
+                continue  # vanished between create and exists (our new session already gone?): again at once
             if stat.ephemeral_owner == session:
-                self.backend.set(self.path, self.data())  # ours already (a retried create had been applied)
-                break
+                if not created:
+                    self.backend.set(self.path, self.data())  # ours already (a retried create had been applied)
+                self.epoch = stat.czxid
+                return session
             if waited_for != stat.ephemeral_owner:
                 waited_for = stat.ephemeral_owner
                 log.warning("%s is held by session 0x%x (not ours, 0x%x): waiting up to %d ms for it to expire",
@@ -98,14 +122,23 @@ class BrokerRegistrar:
                     "another live broker is using broker id %d" % (
                         self.path, stat.ephemeral_owner, self.wait_timeout_ms, self.broker_id), self.path)
             gevent.sleep(POLL_S)
-        log.info("registered broker %d at %s (session 0x%x)", self.broker_id, self.path, session)
-        return session
+
+    def wait_epoch(self, timeout):
+        """This broker's epoch, after waiting up to ``timeout`` s for a registration under way; -1 when none."""
+        self._settled.wait(timeout)
+        return self.epoch
 
     def start(self):
         self.register()
         self.active = True
+        self.backend.on_session_expired(self._expired)
         self.backend.on_reconnected(self._reregister)
         return self
+
+    def _expired(self):
+        # Our node went with the session: no epoch is ours until the re-registration in the next session.
+        if self.active:
+            self._settled.clear()
 
     def _reregister(self):
         if not self.active:
@@ -119,6 +152,8 @@ class BrokerRegistrar:
         """Stop re-registering and delete our node (if it is still ours)."""
         self.active = False
         self.backend.remove_session_hook(self._reregister)
+        self.backend.remove_session_hook(self._expired)
+        self._settled.set()
         try:
             stat = self.backend.exists(self.path)
             if stat is not None and stat.ephemeral_owner == self.backend.session_id:

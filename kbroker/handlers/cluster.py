@@ -2,9 +2,37 @@
 ControlledShutdown (7) v0-v3. The controller sends LeaderAndIsr v4, StopReplica v3, UpdateMetadata v6
 (kbroker/controller/channel.py); older versions are served for completeness (same semantics, flat shapes).
 
-Fencing: LeaderAndIsr, StopReplica and UpdateMetadata carry the sender's controller epoch; one lower than the
-highest this broker has seen (kept in ``broker.metadata_cache``) gets STALE_CONTROLLER_EPOCH (11) and changes
-nothing. Otherwise the request is handed to the broker-side interface (docs/architecture.md, "controller"):
+Who may send them (issue 8: a client's UpdateMetadata had listed a broker as 6.6.6.6:6666 and locked the real
+controller out; a client's StopReplica had deleted a log). LeaderAndIsr, StopReplica and UpdateMetadata are applied
+only when the request comes from the current controller, checked in this order (Kafka's order: broker epoch, then
+controller epoch); the first failing check is the answer, for the request and each of its partitions, and nothing
+is applied -- no cache update, no log touched, and the broker's highest controller epoch stays where it was:
+
+1. ``control.plane.listener.name`` set (``broker.control_plane_listener``): the request must arrive on that
+   listener, else CLUSTER_AUTHORIZATION_FAILED (31) -- what Kafka answers a sender without ClusterAction.
+2. ``broker_epoch`` must equal this broker's current epoch (KIP-380: the czxid of its ``/brokers/ids/<id>``,
+   ``broker.registrar.wait_epoch``), else STALE_BROKER_EPOCH (77). Versions without the field (LeaderAndIsr v0-v1,
+   UpdateMetadata v0-v4, StopReplica v0) and -1 ("unknown", which Kafka lets through for pre-KIP-380 controllers)
+   never match: no legitimate sender uses them (the controller sends LeaderAndIsr v4, UpdateMetadata v6,
+   StopReplica v3), and a forged one would need nothing but the public controller id and epoch.
+3. ``controller_id`` and ``controller_epoch`` must be what ``/controller`` and ``/controller_epoch`` say
+   (``broker.controller_view``, kept by watches; a request ahead of the view waits for it up to ``VIEW_WAIT_S``),
+   else STALE_CONTROLLER_EPOCH (11); and never lower than the highest epoch this broker has applied
+   (``metadata_cache.accept_controller``).
+
+ControlledShutdown (answered by the active controller only, else NOT_CONTROLLER 41) goes through check 1, and the
+controller requires the named broker's current epoch (v2+; v0-v1 carry none): else STALE_BROKER_EPOCH (77).
+
+What these checks do not stop: the broker epoch is a ZooKeeper czxid, unknown to a Kafka client but readable by
+anyone who can read ZooKeeper; the controller id and epoch are public. So a party with ZooKeeper read access and a
+route to a listener that accepts controller requests can still forge them. Without authentication (issue 10) the
+defence is the network: set ``control.plane.listener.name`` to a listener bound to an address only the brokers can
+reach (a private interface or firewalled port), and keep ZooKeeper private as Kafka requires.
+
+The in-process path (``local_dispatcher``: the controller's requests to its own broker) runs the same checks except
+the listener one: it never crosses a socket.
+
+Applied requests are handed to the broker-side interface (docs/architecture.md, "controller"):
 
 * ``broker.metadata_cache.update(request, version) -> [(topic, p) deleted]`` and, when the broker has it,
   ``broker.metadata_updated(deleted)``;
@@ -16,8 +44,9 @@ nothing. Otherwise the request is handed to the broker-side interface (docs/arch
 * ``broker.controller`` -- the local Controller (ControlledShutdown is answered only by the active controller,
   else NOT_CONTROLLER 41).
 
-A broker lacking one of these answers the request with UNKNOWN_SERVER_ERROR (-1) (logged) instead of failing the
-connection, so this module is safe to load before the broker is wired for cluster mode.
+A broker lacking one of these (or ``metadata_cache``, ``controller_view``, ``registrar``) answers the request with
+UNKNOWN_SERVER_ERROR (-1) (logged) instead of failing the connection, so this module is safe to load before the
+broker is wired for cluster mode.
 
 ``local_dispatcher(broker)`` returns the in-process entry the controller's channel uses for its own broker: the
 request goes through the codec (encode + decode) so it has exactly the shape a network request would have.
@@ -39,12 +68,51 @@ def _broker_fn(broker, name):
     return fn
 
 
-def _fenced(broker, req):
-    """True when the request comes from a stale controller (or the broker has no metadata cache)."""
+# How long a request may wait for this broker's view of the controller (or its own registration) to catch up with
+# the controller: the watch of a ZooKeeper follower trails the controller's write by milliseconds; 5 s also covers a
+# follower catching up after an ensemble leader election. Only the waiting request's greenlet waits.
+VIEW_WAIT_S = 5.0
+
+# First version of each API that carries broker_epoch (the protocol specs: LeaderAndIsr v2, StopReplica v1,
+# UpdateMetadata v5, ControlledShutdown v2).
+BROKER_EPOCH_SINCE = {4: 2, 5: 1, 6: 5, 7: 2}
+
+
+def _on_control_listener(ctx):
+    """False when a control-plane listener is configured and the request came in on another one."""
+    cp = getattr(ctx.broker, "control_plane_listener", None)
+    return not cp or ctx.listener is _LOCAL or ctx.listener == cp
+
+
+def _refusal(ctx, req, api_key):
+    """0 when the request comes from the current controller (module docstring), else the error code to answer.
+    Records the controller epoch as applied only when every check passed."""
+    broker = ctx.broker
     cache = getattr(broker, "metadata_cache", None)
-    if cache is None:
-        return None
-    return not cache.accept_controller(req["controller_id"], req["controller_epoch"])
+    view = getattr(broker, "controller_view", None)
+    registrar = getattr(broker, "registrar", None)
+    if cache is None or view is None or registrar is None:
+        log.error("broker has no metadata_cache/controller_view/registrar: cluster mode is not wired")
+        return errors.UNKNOWN_SERVER_ERROR
+    name = APIS[api_key].name
+    if not _on_control_listener(ctx):
+        log.warning("%s refused: it came in on listener %s, not on the control plane listener %s", name,
+                    ctx.listener, broker.control_plane_listener)
+        return errors.CLUSTER_AUTHORIZATION_FAILED
+    cid, cepoch = req["controller_id"], req["controller_epoch"]
+    sent = req.get("broker_epoch", -1) if ctx.api_version >= BROKER_EPOCH_SINCE[api_key] else -1
+    own = registrar.wait_epoch(VIEW_WAIT_S)
+    if sent < 0 or sent != own:
+        log.warning("%s v%d from controller %d (epoch %d) refused: broker epoch %d, ours is %d", name,
+                    ctx.api_version, cid, cepoch, sent, own)
+        return errors.STALE_BROKER_EPOCH
+    if not view.is_current(cid, cepoch, VIEW_WAIT_S):
+        log.warning("%s from controller %d epoch %d refused: the controller is %d, epoch %d", name, cid, cepoch,
+                    view.controller_id, view.epoch)
+        return errors.STALE_CONTROLLER_EPOCH
+    if not cache.accept_controller(cid, cepoch):
+        return errors.STALE_CONTROLLER_EPOCH
+    return 0
 
 
 # ------------------------------------------------------------------------------------------------ LeaderAndIsr
@@ -76,11 +144,9 @@ def leader_and_isr(ctx, req):
         return {"error_code": top, "partition_errors": [
             {"topic_name": s["topic"], "partition_index": s["partition"],
              "error_code": top if per is None else per.get((s["topic"], s["partition"]), 0)} for s in states]}
-    fenced = _fenced(broker, req)
-    if fenced is None:
-        return answer(errors.UNKNOWN_SERVER_ERROR)
-    if fenced:
-        return answer(errors.STALE_CONTROLLER_EPOCH)
+    refused = _refusal(ctx, req, 4)
+    if refused:
+        return answer(refused)
     fn = _broker_fn(broker, "apply_leader_and_isr")
     if fn is None:
         return answer(errors.UNKNOWN_SERVER_ERROR)
@@ -113,11 +179,9 @@ def stop_replica(ctx, req):
         return {"error_code": top, "partition_errors": [
             {"topic_name": t, "partition_index": p,
              "error_code": top if per is None else per.get((t, p), 0)} for t, p, _ in parts]}
-    fenced = _fenced(broker, req)
-    if fenced is None:
-        return answer(errors.UNKNOWN_SERVER_ERROR)
-    if fenced:
-        return answer(errors.STALE_CONTROLLER_EPOCH)
+    refused = _refusal(ctx, req, 5)
+    if refused:
+        return answer(refused)
     fn = _broker_fn(broker, "stop_replicas")
     if fn is None:
         return answer(errors.UNKNOWN_SERVER_ERROR)
@@ -133,12 +197,9 @@ def stop_replica(ctx, req):
 @handler(6, (0, 6))
 def update_metadata(ctx, req):
     broker = ctx.broker
-    fenced = _fenced(broker, req)
-    if fenced is None:
-        log.error("broker has no metadata_cache: cluster mode is not wired")
-        return {"error_code": errors.UNKNOWN_SERVER_ERROR}
-    if fenced:
-        return {"error_code": errors.STALE_CONTROLLER_EPOCH}
+    refused = _refusal(ctx, req, 6)
+    if refused:
+        return {"error_code": refused}
     try:
         deleted = broker.metadata_cache.update(req, ctx.api_version)
         hook = getattr(broker, "metadata_updated", None)
@@ -153,11 +214,16 @@ def update_metadata(ctx, req):
 
 @handler(7, (0, 3))
 def controlled_shutdown(ctx, req):
+    if not _on_control_listener(ctx):
+        log.warning("ControlledShutdown for broker %d refused: it came in on listener %s, not on %s",
+                    req["broker_id"], ctx.listener, ctx.broker.control_plane_listener)
+        return {"error_code": errors.CLUSTER_AUTHORIZATION_FAILED, "remaining_partitions": []}
     controller = getattr(ctx.broker, "controller", None)
     if controller is None or not controller.is_active():
         return {"error_code": errors.NOT_CONTROLLER, "remaining_partitions": []}
+    epoch = req.get("broker_epoch", -1) if ctx.api_version >= BROKER_EPOCH_SINCE[7] else -1
     try:
-        remaining = controller.controlled_shutdown(req["broker_id"])
+        remaining = controller.controlled_shutdown(req["broker_id"], epoch)
     except Exception as e:  # noqa: BLE001
         return {"error_code": error_code(e), "remaining_partitions": []}
     return {"error_code": 0, "remaining_partitions": [{"topic_name": t, "partition_index": p} for t, p in remaining]}
@@ -165,12 +231,15 @@ def controlled_shutdown(ctx, req):
 
 # ------------------------------------------------------------------------------------------------ in-process path
 
+_LOCAL = object()  # the listener of in-process requests (never a configured listener name)
+
+
 class _LocalContext:
     __slots__ = ("broker", "api_version", "listener", "header", "connection")
 
     def __init__(self, broker, version):
         self.broker, self.api_version = broker, version
-        self.listener, self.header, self.connection = None, None, None
+        self.listener, self.header, self.connection = _LOCAL, None, None
 
 
 def local_dispatcher(broker):

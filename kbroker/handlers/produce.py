@@ -26,9 +26,6 @@ from kbroker import errors
 from kbroker.handlers.common import error_code
 from kbroker.server.router import handler
 
-ADMIN_CLIENT_ID = "__admin_client"
-
-
 @handler(0, (0, 9))
 def produce(ctx, req):
     broker = ctx.broker
@@ -88,7 +85,9 @@ def _append_one(broker, ctx, version, acks, topic, pd, pending=None):
     try:
         if acks not in (-1, 0, 1):
             raise errors.InvalidRequiredAcks("acks must be -1, 0 or 1, got %d" % acks)
-        if broker.is_internal(topic) and ctx.client_id != ADMIN_CLIENT_ID:
+        if broker.is_internal(topic):
+            # No client may write there, whatever its client_id (Kafka lets "__admin_client" through; issue 8):
+            # the group coordinator appends to __consumer_offsets in-process, never through Produce.
             raise errors.InvalidTopicException("cannot produce to internal topic %s" % topic)
         part = broker.leader_partition(topic, pd["index"])
         # Null is an empty record set; the record layer answers it like Kafka: INVALID_RECORD (87) for v3+

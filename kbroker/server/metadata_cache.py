@@ -8,9 +8,12 @@ Contents (all replaced or patched only by ``update``):
   zk_version, controller_epoch)}}``; an UpdateMetadata lists only the partitions that changed, so states are
   merged in; a state whose leader is -2 (Kafka's ``LeaderDuringDelete``) removes the partition, and a topic left
   without partitions disappears;
-* ``controller_id`` (-1 until the first update) and ``controller_epoch`` = the highest controller epoch seen in any
-  controller request (UpdateMetadata, LeaderAndIsr, StopReplica). Requests from a lower epoch are stale and must be
-  refused with STALE_CONTROLLER_EPOCH (11) -- ``accept_controller(id, epoch)`` is that check.
+* ``controller_id`` (-1 until the first update) and ``controller_epoch`` = the highest controller epoch of any
+  *applied* controller request (UpdateMetadata, LeaderAndIsr, StopReplica). Requests from a lower epoch are stale and
+  must be refused with STALE_CONTROLLER_EPOCH (11) -- ``accept_controller(id, epoch)`` is that check, and it records
+  the epoch, so the handlers call it last, after the request proved it comes from the current controller
+  (kbroker/handlers/cluster.py): an unchecked request with a made-up epoch once raised it and locked the real
+  controller out (issue 8).
 
 Request versions (kbroker/protocol/apis/update_metadata.py): v0 gives one host/port per broker (listener
 PLAINTEXT); v1-v2 list endpoints by security protocol id (the listener name is the protocol name); v3+ name the
@@ -45,7 +48,8 @@ class MetadataCache:
     # -- fencing --------------------------------------------------------------------------------------------------
 
     def accept_controller(self, controller_id, controller_epoch):
-        """False for a request from an older controller epoch (answer STALE_CONTROLLER_EPOCH); else record it."""
+        """False for a request from an older controller epoch (answer STALE_CONTROLLER_EPOCH); else record it.
+        Call only for a request already authenticated as the current controller's."""
         if controller_epoch < self.controller_epoch:
             return False
         self.controller_epoch = controller_epoch

@@ -203,6 +203,58 @@ def test_broker_down_and_up(cluster, backend):
     assert len(um_states(full)) == 4
 
 
+def _sent_to(sent, api_key, broker):
+    out = {}
+    for b, k, body in sent:
+        if k == api_key and b == broker:
+            out.update(lai_states(body))
+    return out
+
+
+def test_requests_carry_each_brokers_epoch(cluster, backend):
+    cluster.store.create_topic("t", {0: [1, 2, 3]})
+    cluster.settle()
+    sent = cluster.channel().take()
+    epochs = {b: backend.exists("/brokers/ids/%d" % b).czxid for b in (1, 2, 3)}
+    assert len(set(epochs.values())) == 3 and min(epochs.values()) > 0
+    assert {k for _, k, _ in sent} == {LAI, UM}
+    assert all(body["broker_epoch"] == epochs[b] for b, _, body in sent)
+
+
+def test_bounced_broker_is_failed_then_started(cluster, backend):
+    """Issue 8: broker 3 (leader of t-0) is killed and registers again before the controller reads /brokers/ids:
+    the controller sees [1,2,3] both times. Its new epoch (czxid) must make it fail the broker, then start it."""
+    cluster.store.create_topic("t", {0: [3, 1, 2], 1: [1, 2, 3]})
+    cluster.settle()
+    ch = cluster.channel()
+    ch.take()
+    act = cluster.active()
+    path = "/brokers/ids/3"
+    data, stat = backend.get(path)
+    # Same bytes (timestamp included), new node: only the epoch tells. No yield in between, so both watch events
+    # are handled after the re-registration, each reading [1, 2, 3].
+    backend.delete(path)
+    backend.create(path, data, ephemeral=True)
+    new_epoch = backend.exists(path).czxid
+    assert new_epoch > stat.czxid == act.broker_epoch(3)
+    cluster.settle()
+    assert act.broker_epoch(3) == new_epoch
+    assert cluster.state("t", 0) == st(1, 1, [1, 2])     # leadership moved away from the old incarnation
+    assert cluster.state("t", 1) == st(1, 1, [1, 2])     # and it left the ISR (it catches up again)
+    sent = ch.take()
+    lai3 = _sent_to(sent, LAI, 3)
+    assert sorted(lai3) == [("t", 0), ("t", 1)]          # the new incarnation learns all its replicas
+    assert {(ps["leader"], ps["leader_epoch"]) for ps in lai3.values()} == {(1, 1)}
+    assert all(body["broker_epoch"] == new_epoch for b, _, body in sent if b == 3)
+    last_um = [body for b, k, body in sent if k == UM and b == 1][-1]
+    assert [b["id"] for b in last_um["live_brokers"]] == [1, 2, 3]
+    # A later change with nothing new for broker 3 does not bounce it again.
+    unregister(backend, 2)
+    cluster.settle()
+    assert act.broker_epoch(3) == new_epoch and cluster.state("t", 0) == st(1, 2, [1])
+    assert 3 in {b for b, _, _ in ch.take()}
+
+
 @pytest.mark.parametrize("unclean", [False, True])
 def test_unclean_election(backend, unclean):
     c = make_cluster(backend, **{"unclean.leader.election.enable": unclean})
@@ -431,7 +483,15 @@ def test_controlled_shutdown(cluster, backend):
     ch = cluster.channel()
     ch.take()
     act = cluster.active()
-    remaining = act.controlled_shutdown(1)
+    epoch = backend.exists("/brokers/ids/1").czxid
+    # Only broker 1's current epoch (the czxid of its registration) moves anything: issue 8's client naming a
+    # broker, or the broker's earlier incarnation, gets STALE_BROKER_EPOCH.
+    for wrong in (epoch - 1, epoch + 1, -1):
+        with pytest.raises(errors.StaleBrokerEpoch):
+            act.controlled_shutdown(1, wrong)
+    cluster.settle()
+    assert ch.take() == [] and cluster.state("t", 0) == st(1, 0, [1, 2]) and not act.ctx.shutting_down
+    remaining = act.controlled_shutdown(1, epoch)
     assert remaining == [("t", 2)]                      # no other ISR member; RF 1 partitions are not counted
     cluster.settle()
     assert cluster.state("t", 0) == st(2, 1, [2])
@@ -446,9 +506,9 @@ def test_controlled_shutdown(cluster, backend):
             lai1.update(lai_states(body))
     assert lai1[("t", 0)]["leader"] == 2                # the old leader hears it lost leadership
     with pytest.raises(errors.BrokerNotAvailable):
-        act.controlled_shutdown(9)
+        act.controlled_shutdown(9, epoch)
     with pytest.raises(errors.NotController):
-        cluster.ctrls[2].controlled_shutdown(1)
+        cluster.ctrls[2].controlled_shutdown(1, epoch)
 
 
 def test_new_controller_marks_partitions_led_by_dead_brokers_offline(backend):
