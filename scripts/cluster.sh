@@ -126,6 +126,8 @@ cmd_start() {
         overrides+=("$2")
         shift 2
     done
+    # The project's .venv and ZooKeeper (quick once done); its output goes to stderr: stdout is the bootstrap string.
+    bash "$REPO/scripts/setup.sh" --cluster >&2
     mkdir -p "$DIR"
     DIR="$(cd "$DIR" && pwd)"
     local zk

@@ -1,35 +1,30 @@
-# Shared helpers for scripts/*.sh (sourced, not run). Sets REPO and defines kb_python / log / die.
+# Shared helpers for scripts/*.sh (sourced, not run). Sets REPO and VENV and defines kb_python, kb_base_python,
+# log and die.
 #
-# Interpreter choice (kb_python), first match wins:
-#   1. $PYTHON if set;
-#   2. $REPO/.venv/bin/python if that virtualenv exists;
-#   3. `python`, else `python3`, from PATH -- unless it is an "externally managed" interpreter (PEP 668, e.g.
-#      Debian's /usr/bin/python3), in which case $REPO/.venv/bin/python (setup.sh creates the venv).
+# Every Python thing of the project runs in ONE place: $REPO/.venv, a virtualenv that scripts/setup.sh creates
+# without system site-packages and fills exactly from requirements/lock.txt. Nothing is installed into, or imported
+# from, the interpreter it was created from, so a dependency the project does not declare is missing on every
+# machine alike.
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$REPO/.venv"
 
 log() { echo "[kbroker $(basename "$0")] $*" >&2; }
 die() { echo "[kbroker $(basename "$0")] ERROR: $*" >&2; exit 1; }
 
-# Print the interpreter to use (see above). Exit status 0 even if the venv still has to be created.
-kb_python() {
-    if [[ -n "${PYTHON:-}" ]]; then echo "$PYTHON"; return; fi
-    if [[ -x "$REPO/.venv/bin/python" ]]; then echo "$REPO/.venv/bin/python"; return; fi
-    local base
-    base="$(kb_base_python)" || return 1
-    if kb_externally_managed "$base"; then echo "$REPO/.venv/bin/python"; else echo "$base"; fi
-}
+# The project's interpreter (it exists once scripts/setup.sh has run).
+kb_python() { echo "$VENV/bin/python"; }
 
-# The interpreter found on PATH (used to create the venv when needed).
+# The interpreter to create .venv from: $KBROKER_BASE_PYTHON if set, else the first of python3, python,
+# python3.13 .. python3.10 on PATH that is Python >= 3.10. Prints the real executable (a pyenv shim costs ~0.5 s
+# per call, so it is resolved once); status 1 when there is none.
 kb_base_python() {
-    local cand
-    for cand in python python3; do
-        if command -v "$cand" >/dev/null 2>&1; then command -v "$cand"; return 0; fi
+    local cand exe
+    for cand in ${KBROKER_BASE_PYTHON:-python3 python python3.13 python3.12 python3.11 python3.10}; do
+        command -v "$cand" >/dev/null 2>&1 || continue
+        exe="$("$cand" -c 'import sys; assert sys.version_info >= (3, 10); print(sys.executable)' 2>/dev/null)" \
+            || continue
+        [[ -n "$exe" ]] && { echo "$exe"; return 0; }
     done
     return 1
-}
-
-kb_externally_managed() {
-    "$1" -c 'import os, sys, sysconfig
-sys.exit(0 if os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")) else 1)' 2>/dev/null
 }

@@ -1,60 +1,79 @@
 #!/usr/bin/env bash
 # Idempotent setup for kbroker on Debian 12 (CI: a fresh clone, run as root; apt, PyPI and npm are reachable).
 #
-#   bash scripts/setup.sh                 # everything the test suite needs
-#   bash scripts/setup.sh --python-only   # only `pip install -e .` (what scripts/run-broker.sh needs)
+#   bash scripts/setup.sh                 # everything the test suite needs (scripts/test.sh runs this)
+#   bash scripts/setup.sh --broker        # the Python environment + kcat: scripts/run-broker.sh, README quickstart
+#   bash scripts/setup.sh --cluster       # the Python environment + ZooKeeper (java): scripts/cluster.sh
+#   bash scripts/setup.sh --python-only   # the Python environment only
+#   ... --bench                           # with any of the above: also bench/'s extras (requirements/bench.txt)
 #
 # Steps, each skipped when already satisfied:
 #   1. apt (only when something is missing; `apt-get update` first): kcat, zookeeper (Debian's package: jars in
 #      /usr/share/java, nothing is started), burrow (LinkedIn's lag monitor, /usr/bin/Burrow; the tests run their
-#      own with a generated config), nodejs/npm if `node`/`npm` are absent, gcc if there is no C
-#      compiler, python3-venv/python3-dev when a Debian system Python needs them.
-#   2. Python: the interpreter chosen by scripts/lib.sh:kb_python (a .venv is created only for an externally
-#      managed interpreter); build tools (setuptools, wheel, Cython), then `pip install --no-build-isolation
-#      -e '.[test]'`, which compiles the Cython kernels in place (kbroker/_native/*.so). A stamp in build/
-#      (hash of setup.py, pyproject.toml and the kernel sources, plus the interpreter) skips this when nothing
-#      changed and every kernel's .so is present.
+#      own with a generated config), nodejs/npm if `node`/`npm` are absent, gcc if there is no C compiler,
+#      python3/python3-venv/python3-dev when no usable Python >= 3.10 (with venv and C headers) is there.
+#   2. Python, all of it inside $REPO/.venv (scripts/lib.sh): a virtualenv made with `python -m venv` from the
+#      first Python >= 3.10 on PATH (lib.sh:kb_base_python), WITHOUT system site-packages; a .venv that is not
+#      such a one (system site-packages on, moved, its interpreter gone) is made anew. Into it:
+#        pip install --require-hashes --no-deps -r requirements/lock.txt   (every package, pinned and hashed)
+#        KBROKER_REQUIRE_NATIVE=1 pip install --no-deps --no-build-isolation -e .   (compiles the Cython kernels
+#                                                                           in place: kbroker/_native/*.so)
+#      then scripts/venv_check.py --fix: the installed set must equal the lock exactly (a package that is not in
+#      it is uninstalled), and kbroker._native.IMPL must be "cython". A stamp in build/ (hash of the lock files,
+#      setup.py, pyproject.toml, the kernel sources and the interpreter) skips the installs when nothing changed.
 #   3. npm: kafkajs 2.2.4 into tests/js/node_modules (`npm ci`, from the committed lockfile).
+#   4. Java: scripts/setup-java.sh, when that script exists (the Java client test driver).
 # Every action is printed on stderr; any failure stops the script with the failing command.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 trap 'die "setup failed at line $LINENO: $BASH_COMMAND"' ERR
 cd "$REPO"
 
-PYTHON_ONLY=0
+MODE=full
+BENCH=0
 for arg in "$@"; do
     case "$arg" in
-        --python-only) PYTHON_ONLY=1 ;;
-        *) die "unknown argument $arg (usage: setup.sh [--python-only])" ;;
+        --broker) MODE=broker ;;
+        --cluster) MODE=cluster ;;
+        --python-only) MODE=python ;;
+        --bench) BENCH=1 ;;
+        *) die "unknown argument $arg (usage: setup.sh [--broker | --cluster | --python-only] [--bench])" ;;
     esac
 done
-EXTRAS=$([[ $PYTHON_ONLY == 1 ]] && echo "" || echo "test")
 KAFKAJS_VERSION=2.2.4
+LOCK=requirements/lock.txt
+BENCH_LOCK=requirements/bench.txt
 
 # ------------------------------------------------------------------------------------------------ 1. apt
 pkg_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+want_pkg() { pkg_installed "$1" || missing+=("$1"); }
 
 missing=()
-if [[ $PYTHON_ONLY == 0 ]]; then
-    pkg_installed kcat || missing+=(kcat)
-    pkg_installed zookeeper || missing+=(zookeeper)
-    pkg_installed burrow || missing+=(burrow)
-    command -v node >/dev/null 2>&1 || missing+=(nodejs)
-    command -v npm >/dev/null 2>&1 || missing+=(npm)
-fi
+case $MODE in
+    full)
+        want_pkg kcat; want_pkg zookeeper; want_pkg burrow
+        command -v node >/dev/null 2>&1 || missing+=(nodejs)
+        command -v npm >/dev/null 2>&1 || missing+=(npm)
+        ;;
+    broker) want_pkg kcat ;;
+    cluster) want_pkg zookeeper ;;
+esac
 command -v cc >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
 BASE_PY="$(kb_base_python || true)"
 if [[ -z "$BASE_PY" ]]; then
-    missing+=(python3 python3-pip python3-venv python3-dev)
+    missing+=(python3 python3-venv python3-dev)
 else
-    PY="$(kb_python)"
-    if [[ "$PY" == "$REPO/.venv/bin/python" && ! -x "$PY" ]]; then
+    if [[ ! -x "$VENV/bin/python" ]]; then
+        # Debian moves ensurepip (which `python -m venv` needs) into python3-venv.
         "$BASE_PY" -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
     fi
-    if ! "$BASE_PY" -c 'import os, sys, sysconfig
+    # The headers the kernels compile against are those of the interpreter the venv runs.
+    HDR_PY="$BASE_PY"
+    "$VENV/bin/python" -c '' 2>/dev/null && HDR_PY="$("$VENV/bin/python" -c 'import sys; print(sys._base_executable)')"
+    if ! "$HDR_PY" -c 'import os, sys, sysconfig
 sys.exit(0 if os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")) else 1)'; then
         # Only a distribution Python lacks its headers; Debian ships them in python3-dev.
-        [[ "$(readlink -f "$BASE_PY")" == /usr/bin/python3* ]] || die "$BASE_PY has no Python.h (C headers)"
+        [[ "$HDR_PY" == /usr/bin/python3* ]] || die "$HDR_PY has no Python.h (C headers)"
         missing+=(python3-dev)
     fi
 fi
@@ -72,43 +91,52 @@ else
     log "apt: nothing missing"
 fi
 
-if [[ $PYTHON_ONLY == 0 ]]; then
-    command -v kcat >/dev/null || die "kcat not on PATH after install"
-    command -v Burrow >/dev/null || die "Burrow not on PATH after installing burrow"
+case $MODE in full | broker) command -v kcat >/dev/null || die "kcat not on PATH after install" ;; esac
+case $MODE in full | cluster)
     command -v java >/dev/null || die "java not on PATH after installing zookeeper"
     for jar in /usr/share/java/zookeeper.jar /usr/share/java/slf4j-simple.jar; do
         [[ -e $jar ]] || die "$jar missing after installing zookeeper"
     done
-fi
+    ;;
+esac
+[[ $MODE != full ]] || command -v Burrow >/dev/null || die "Burrow not on PATH after installing burrow"
 
 # ------------------------------------------------------------------------------------------------ 2. Python
-BASE_PY="$(kb_base_python)" || die "no python/python3 on PATH"
+BASE_PY="$(kb_base_python)" || die "no Python >= 3.10 on PATH (nor after installing python3)"
 PY="$(kb_python)"
-if [[ "$PY" == "$REPO/.venv/bin/python" && ! -x "$PY" ]]; then
-    log "python: $BASE_PY is externally managed (PEP 668); creating $REPO/.venv"
-    "$BASE_PY" -m venv "$REPO/.venv"
+
+# Why the existing .venv cannot be used as it is (empty when it can).
+venv_defect() {
+    [[ -d "$VENV" ]] || { echo "it does not exist"; return; }
+    [[ -x "$PY" ]] && "$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' 2>/dev/null \
+        || { echo "its interpreter does not run or is older than 3.10"; return; }
+    grep -qiE '^include-system-site-packages *= *false' "$VENV/pyvenv.cfg" 2>/dev/null \
+        || { echo "it sees system site-packages (pyvenv.cfg)"; return; }
+    # A venv copied or moved from elsewhere still names its old place in every script's #! line.
+    [[ "$(head -n1 "$VENV/bin/pip" 2>/dev/null)" == "#!$VENV/bin/python"* ]] \
+        || { echo "its scripts point elsewhere (moved or copied)"; return; }
+}
+defect="$(venv_defect)"
+if [[ -n "$defect" ]]; then
+    [[ ! -e "$VENV" ]] || { log "python: removing $VENV: $defect"; rm -rf "$VENV"; }
+    log "python: creating $VENV from $BASE_PY ($("$BASE_PY" -V 2>&1)), no system site-packages"
+    "$BASE_PY" -m venv "$VENV"
 fi
-# Resolve wrappers (a pyenv shim costs ~0.5 s per call) to the real interpreter once.
-PY="$("$PY" -c 'import sys; print(sys.executable)')" || die "cannot run $PY"
-"$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' \
-    || die "$PY is $("$PY" -V 2>&1); kbroker needs Python >= 3.10"
-"$PY" -m pip --version >/dev/null 2>&1 || die "$PY has no pip (apt-get install python3-pip)"
 
 mkdir -p build
 STAMP="build/setup.stamp"
 inputs_hash() {
     {
-        echo "$PY"
-        "$PY" -V 2>&1
-        cat setup.py pyproject.toml kbroker/_native/*.pyx kbroker/_native/*.pxd kbroker/_native/*.h 2>/dev/null
+        "$PY" -c 'import sys; print(sys.prefix, sys.version)'
+        echo "bench=$BENCH"
+        cat "$LOCK" setup.py pyproject.toml kbroker/_native/*.pyx kbroker/_native/*.pxd kbroker/_native/*.h
+        [[ $BENCH == 0 ]] || cat "$BENCH_LOCK"
     } | sha256sum | cut -d' ' -f1
 }
-# True when the stamp matches, the requested extras were installed, every kernel has its .so for this
-# interpreter, and kbroker imports from this checkout (checked from / so the cwd does not shadow it).
+# True when the stamp matches, every kernel has its .so for this interpreter, kbroker imports from this checkout
+# (checked from / so the cwd does not shadow it) and the installed set equals the lock.
 python_up_to_date() {
-    [[ -f $STAMP ]] || return 1
-    [[ "$(sed -n 's/^inputs=//p' "$STAMP")" == "$(inputs_hash)" ]] || return 1
-    [[ -z "$EXTRAS" || "$(sed -n 's/^extras=//p' "$STAMP")" == *"$EXTRAS"* ]] || return 1
+    [[ -f $STAMP && "$(cat "$STAMP")" == "$(inputs_hash)" ]] || return 1
     local suffix pyx
     suffix="$("$PY" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')"
     for pyx in kbroker/_native/*.pyx; do
@@ -116,29 +144,31 @@ python_up_to_date() {
     done
     [[ "$(cd / && "$PY" -c 'import kbroker, os; print(os.path.dirname(os.path.dirname(kbroker.__file__)))' \
           2>/dev/null)" == "$REPO" ]] || return 1
+    "$PY" scripts/venv_check.py --quiet >/dev/null 2>&1
 }
 
 if python_up_to_date; then
-    log "python: kbroker already installed in editable mode for $PY (stamp $STAMP)"
+    log "python: $VENV matches $LOCK and kbroker is installed in editable mode (stamp $STAMP)"
 else
-    log "python: installing build tools into $PY"
-    "$PY" -m pip install --disable-pip-version-check 'setuptools>=64' wheel 'Cython>=3.0'
-    target=".${EXTRAS:+[$EXTRAS]}"
-    log "python: pip install --no-build-isolation -e '$target' (compiles the Cython kernels)"
-    "$PY" -m pip install --disable-pip-version-check --no-build-isolation -e "$target"
-    hash_now="$(inputs_hash)"
-    prev_extras="$( [[ -f $STAMP ]] && sed -n 's/^extras=//p' "$STAMP" || true)"
-    if [[ "$(sed -n 's/^inputs=//p' "$STAMP" 2>/dev/null || true)" != "$hash_now" ]]; then prev_extras=""; fi
-    case ",$prev_extras," in *",$EXTRAS,"*) extras_now="$prev_extras" ;; *) extras_now="${prev_extras:+$prev_extras,}$EXTRAS" ;; esac
-    printf 'python=%s\ninputs=%s\nextras=%s\n' "$PY" "$hash_now" "$extras_now" > "$STAMP"
+    rm -f "$STAMP"
+    locks=(-r "$LOCK")
+    [[ $BENCH == 0 ]] || locks+=(-r "$BENCH_LOCK")
+    log "python: pip install --require-hashes --no-deps ${locks[*]} (into $VENV)"
+    "$PY" -m pip install --disable-pip-version-check --require-hashes --no-deps "${locks[@]}"
+    log "python: pip install --no-deps --no-build-isolation -e . (compiles the Cython kernels; required)"
+    KBROKER_REQUIRE_NATIVE=1 "$PY" -m pip install --disable-pip-version-check --no-deps --no-build-isolation -e .
+    log "python: checking $VENV against the lock (removing packages it does not list)"
+    "$PY" scripts/venv_check.py --fix || die "$VENV does not match $LOCK (see above)"
+    "$PY" -m pip check --disable-pip-version-check >&2 || die "pip check: inconsistent dependencies in $VENV"
+    inputs_hash > "$STAMP"
 fi
 impl="$(cd / && env -u KBROKER_PURE "$PY" -c 'import kbroker._native as n; print(n.IMPL)')" \
     || die "kbroker._native does not import with $PY"
 [[ "$impl" == cython ]] || die "kbroker._native.IMPL is '$impl': the Cython kernels did not build"
-log "python: $("$PY" -V 2>&1) at $PY, kbroker._native.IMPL=$impl"
+log "python: $("$PY" -V 2>&1) in $VENV ($(grep -c '^[A-Za-z]' "$LOCK") pins in $LOCK$([[ $BENCH == 0 ]] || echo " + $BENCH_LOCK")), kbroker._native.IMPL=$impl"
 
 # ------------------------------------------------------------------------------------------------ 3. npm
-if [[ $PYTHON_ONLY == 0 ]]; then
+if [[ $MODE == full ]]; then
     installed="$(node -p "require('./tests/js/node_modules/kafkajs/package.json').version" 2>/dev/null || true)"
     if [[ "$installed" == "$KAFKAJS_VERSION" ]]; then
         log "npm: kafkajs $installed already in tests/js/node_modules"
@@ -151,5 +181,11 @@ if [[ $PYTHON_ONLY == 0 ]]; then
     log "tools: kcat $(kcat -V 2>&1 | sed -n "s/^Version \([^ ]*\).*/\1/p" | head -n1)," \
         "zookeeper $(dpkg-query -W -f='${Version}' zookeeper), java $(java -version 2>&1 | head -n1 | cut -d'"' -f2)," \
         "node $(node --version), kafkajs $installed"
+fi
+
+# ------------------------------------------------------------------------------------------------ 4. Java
+if [[ $MODE == full && -f scripts/setup-java.sh ]]; then
+    log "java: bash scripts/setup-java.sh"
+    bash scripts/setup-java.sh
 fi
 log "setup done"

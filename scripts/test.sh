@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Set up (scripts/setup.sh), then run the whole test suite. Extra arguments go to pytest, e.g.
+# Set up (scripts/setup.sh), then run the whole test suite with the project's isolated interpreter, .venv/bin/python
+# (tests/conftest.py refuses any other and prints the environment in pytest's header). Extra arguments go to
+# pytest, e.g.
 #   bash scripts/test.sh -m "not integration"      bash scripts/test.sh tests/unit/test_harness.py -x
 # Exit status is pytest's; "no tests collected" (5) counts as a failure too.
 set -euo pipefail
@@ -8,7 +10,9 @@ cd "$REPO"
 
 bash scripts/setup.sh
 PY="$(kb_python)"
-PY="$("$PY" -c 'import sys; print(sys.executable)')"
+# Nothing from the calling shell may widen the environment (the suite would pass here and fail elsewhere).
+unset PYTHONPATH PYTHONHOME PYTHONUSERBASE KBROKER_ALLOW_FOREIGN_ENV
+export PYTHONNOUSERSITE=1
 
 # -rfE: list failures and errors at the end; --timeout: per-test ceiling (pytest-timeout) so a hung broker
 # cannot stall CI; no cache provider: CI runs are independent and the tree stays clean.

@@ -10,8 +10,37 @@ import logging
 import sys
 
 
+def version_string():
+    """`kbroker-server --version`: the installed distribution's version, the kernels in use and the interpreter.
+
+    The kernels are named because a build without a C compiler falls back to the pure-Python twins (setup.py).
+    """
+    from importlib import metadata
+    import platform
+
+    try:
+        version = metadata.version("kbroker")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        version = "unknown (not installed)"
+    import kbroker._native as native
+    kernels = "cython" if native.IMPL == "cython" else "pure Python"
+    return "kbroker-server %s (kernels: %s; Python %s)" % (version, kernels, platform.python_version())
+
+
+class _VersionAction(argparse.Action):
+    """Like argparse's "version" action, but the string is only computed when asked for."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_string())
+        parser.exit(0)
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="kbroker-server", description="Kafka-compatible broker")
+    p.add_argument("--version", action=_VersionAction, help="print the version and exit")
     p.add_argument("config", nargs="?", help="server.properties or YAML file (Kafka key names)")
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key (repeatable)")
