@@ -206,3 +206,118 @@ def test_zstd_multiple_frames_and_foreign_frames():
     b = zstandard.ZstdCompressor(level=19, write_content_size=False).compress(b"second")
     assert C.decompress(4, a + b, 100) == b"first|second"
     assert zstandard.ZstdDecompressor().decompress(C.compress(4, DATA)) == DATA
+
+
+# ------------------------------------------------------------------ bounded work (issue 8: frame walks, caps)
+def _empty_frames(codec):
+    """One empty frame / member of ``codec`` as the real libraries write it."""
+    return {1: gzip.compress(b""), 3: lz4.frame.compress(b"", content_checksum=False),
+            4: zstandard.ZstdCompressor().compress(b"")}[codec]
+
+
+@pytest.mark.parametrize("codec", [1, 3, 4])
+def test_up_to_max_frames_are_read_and_one_more_is_refused(codec):
+    frame = _empty_frames(codec)
+    last = C.compress(codec, b"tail")
+    assert C.decompress(codec, frame * (C.MAX_FRAMES - 1) + last, 100) == b"tail"
+    with pytest.raises(CorruptMessage, match="more than 64 (frames|members)"):
+        C.decompress(codec, frame * C.MAX_FRAMES + last, 100)
+
+
+@pytest.mark.parametrize("codec", [1, 3, 4])
+def test_one_mebibyte_of_empty_frames_is_refused_in_milliseconds(codec):
+    """The issue's case: 1 MB of 11-byte empty LZ4 frames took 4.8 s when each frame step copied the rest of the
+    buffer; gzip members and zstd frames had the same walk. Now the 65th frame ends it."""
+    frame = _empty_frames(codec)
+    payload = frame * ((1 << 20) // len(frame))
+    t0 = time.perf_counter()
+    with pytest.raises(CorruptMessage, match="more than 64"):
+        C.decompress(codec, payload, 64 << 20)
+    assert time.perf_counter() - t0 < 0.05
+
+
+def _lz4_frame_of_blocks(n_blocks, block=b"\x01\x00\x00\x80x"):
+    """An LZ4 frame of ``n_blocks`` stored 1-byte blocks (u32 LE 0x80000001 = uncompressed, 1 byte)."""
+    desc = bytes([0x60, 0x40])
+    hc = (C.xxh32(desc) >> 8) & 0xFF
+    return C.LZ4_MAGIC + desc + bytes([hc]) + block * n_blocks + b"\x00\x00\x00\x00"
+
+
+def test_lz4_blocks_are_walked_and_capped():
+    assert C.decompress(3, _lz4_frame_of_blocks(100), 1 << 20) == b"x" * 100
+    allowance = C.block_allowance(1 << 20)
+    assert allowance == 64 + 256
+    assert C.decompress(3, _lz4_frame_of_blocks(allowance), 1 << 20) == b"x" * allowance
+    with pytest.raises(CorruptMessage, match="more than 320 blocks"):
+        C.decompress(3, _lz4_frame_of_blocks(allowance + 1), 1 << 20)
+    t0 = time.perf_counter()
+    with pytest.raises(CorruptMessage, match="blocks"):  # 1 MB of 5-byte blocks: stops at the allowance
+        C.decompress(3, _lz4_frame_of_blocks(200_000), 64 << 20)
+    assert time.perf_counter() - t0 < 0.05
+
+
+def test_lz4_truncated_or_trailing_frame_is_corrupt():
+    frame = C.compress(3, DATA)
+    for bad in (frame[:-1], frame[:-4], frame + b"junk", frame + C.LZ4_MAGIC):
+        with pytest.raises(CorruptMessage):
+            C.decompress(3, bad, 1 << 20)
+    wrong_version = bytearray(frame)
+    wrong_version[4] = 0x20
+    with pytest.raises(CorruptMessage, match="version"):
+        C.decompress(3, bytes(wrong_version), 1 << 20)
+
+
+def _zstd_frame_of_raw_blocks(n_blocks):
+    """A zstd frame (single segment, content size 0..255 in 1 byte) of ``n_blocks`` raw 1-byte blocks."""
+    blocks = b"".join((((1 << 3) | (1 if i == n_blocks - 1 else 0)).to_bytes(3, "little") + b"z")
+                      for i in range(n_blocks))
+    return C.ZSTD_MAGIC + bytes([0x20, n_blocks & 0xFF]) + blocks
+
+
+def test_zstd_blocks_are_walked_and_capped():
+    assert C.decompress(4, _zstd_frame_of_raw_blocks(200), 1 << 20) == b"z" * 200
+    allowance = C.block_allowance(1 << 20)
+    with pytest.raises(CorruptMessage, match="more than 320 blocks"):
+        C.decompress(4, _zstd_frame_of_raw_blocks(allowance + 1), 1 << 20)
+
+
+def test_zstd_skippable_frames_are_skipped_and_truncation_found():
+    skippable = b"\x50\x2a\x4d\x18" + struct.pack("<I", 3) + b"abc"
+    packed = C.compress(4, b"payload")
+    assert C.decompress(4, skippable + packed + skippable, 100) == b"payload"
+    for bad in (skippable[:-1] + packed, packed + skippable[:-1], packed + b"\x00" * 8):
+        with pytest.raises(CorruptMessage):
+            C.decompress(4, bad, 100)
+
+
+def test_snappy_xerial_blocks_are_capped():
+    one = cramjam.snappy.compress_raw(b"s")
+    framed = C.XERIAL_HEADER + (struct.pack(">i", len(one)) + bytes(one)) * 100
+    assert C.decompress(2, framed, 1 << 20) == b"s" * 100
+    allowance = C.block_allowance(4096)
+    assert allowance == 65
+    framed = C.XERIAL_HEADER + (struct.pack(">i", len(one)) + bytes(one)) * (allowance + 1)
+    with pytest.raises(CorruptMessage, match="more than 65 blocks"):
+        C.decompress(2, framed, 4096)
+
+
+@pytest.mark.parametrize("codec", [0, 1, 2, 3, 4])
+def test_output_limit_exceeded_carries_the_limit(codec):
+    with pytest.raises(C.OutputLimitExceeded) as ei:
+        C.decompress(codec, C.compress(codec, DATA), 1000)
+    assert ei.value.limit == 1000
+    assert isinstance(ei.value, CorruptMessage)
+
+
+def test_gzip_member_walk_copies_at_most_one_input_piece():
+    """Members are found by offset: 64 members of a 1 MB payload decompress without copying the remainder per
+    member (peak traced memory stays near the output, not 64 x 1 MB)."""
+    big = os.urandom(1 << 20)
+    payload = gzip.compress(b"a") * 63 + gzip.compress(big, 1)
+    tracemalloc.start()
+    try:
+        assert C.decompress(1, payload, 2 << 20) == b"a" * 63 + big
+        _cur, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 6 << 20
