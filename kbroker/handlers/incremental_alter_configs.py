@@ -1,0 +1,138 @@
+"""IncrementalAlterConfigs (44) v0-v1 (KIP-339): SET / DELETE / APPEND / SUBTRACT single topic config keys.
+
+Kafka's Java Admin client (>= 4.0) has no other way to change a config, so ``Admin.incrementalAlterConfigs`` (and
+``kafka-configs.sh --alter``) need this API.
+
+Per resource, checked in Kafka's order (``ConfigAdminManager.preprocess``), first failure wins:
+
+* the same (resource_type, resource_name) twice in one request -> INVALID_REQUEST (42) for each of them;
+* the same config key twice in one resource -> INVALID_REQUEST;
+* a null ``value`` with an operation other than DELETE -> INVALID_REQUEST naming the keys;
+* an operation id other than 0-3 -> INVALID_REQUEST;
+* resource type 2 (topic): a missing topic -> UNKNOWN_TOPIC_OR_PARTITION (3); APPEND/SUBTRACT on a key that is not
+  list-typed (only ``cleanup.policy`` and the two ``*.replication.throttled.replicas`` are) or on an unknown key ->
+  INVALID_CONFIG (40); the resulting override set is validated like AlterConfigs' (an unknown key or bad value ->
+  INVALID_CONFIG naming it) and, unless ``validate_only``, replaces the topic's overrides (live partitions switch at
+  once; other brokers follow through /config/changes);
+* resource type 4 (broker): name not "" nor this broker's id -> INVALID_REQUEST; otherwise INVALID_REQUEST too,
+  since kbroker's broker configs are static (server.properties), as Kafka answers for a key that is not dynamic;
+* any other resource type (8 broker logger, 16 client metrics, 32 group, unknown) -> INVALID_REQUEST.
+
+Operation semantics (Kafka's ``prepareIncrementalConfigs``), applied in request order to the topic's overrides:
+SET puts the value; DELETE removes the override (the key falls back to its default; deleting an unset key is a
+no-op); APPEND adds the comma-separated items not already in the current list; SUBTRACT removes each listed item
+once. The "current list" of APPEND/SUBTRACT is the override when set, else the value DescribeConfigs reports for
+the key. Deviation from Kafka: Kafka takes the key's built-in default there (``delete`` for cleanup.policy) even
+when the broker sets another one (``log.cleanup.policy=compact``), so APPEND could silently turn a compacted topic
+into a deleting one; kbroker appends to what the topic actually runs with.
+
+Like Kafka's ZooKeeper mode this is read-modify-write of the topic's config znode: two concurrent requests
+changing the same topic may lose one of the updates.
+"""
+from collections import Counter
+
+from kbroker import errors
+from kbroker.config import TOPIC_CONFIGS
+from kbroker.handlers.common import record_failure
+from kbroker.server.router import handler
+
+TOPIC = 2
+BROKER = 4
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+_OP_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
+# DescribeConfigs' config_source id of a topic-level override (Kafka's DYNAMIC_TOPIC_CONFIG).
+_TOPIC_OVERRIDE_SOURCE = 1
+
+
+def check_ops(configs):
+    """The resource's ``configs`` as [(name, op, value)]; raises InvalidRequest like Kafka's preprocessing."""
+    counts = Counter(c["name"] for c in configs)
+    if any(n > 1 for n in counts.values()):
+        raise errors.InvalidRequest("Error due to duplicate config keys")
+    nulls = [c["name"] for c in configs if c["config_operation"] != DELETE and c["value"] is None]
+    if nulls:
+        raise errors.InvalidRequest("Null value not supported for : " + ", ".join(nulls))
+    for c in configs:
+        if c["config_operation"] not in _OP_NAMES:
+            raise errors.InvalidRequest("Unknown operations type %d" % c["config_operation"])
+    return [(c["name"], c["config_operation"], c["value"]) for c in configs]
+
+
+def _items(text):
+    return [s.strip() for s in (text or "").split(",") if s.strip()]
+
+
+def apply_ops(overrides, effective, ops):
+    """The new override dict after ``ops`` ([(name, op, value)]) on ``overrides`` ({key: string}).
+
+    ``effective`` ({key: string or None}) is what each key currently runs with, the base of APPEND/SUBTRACT on a
+    key without an override. Raises InvalidConfig for APPEND/SUBTRACT on an unknown or non-list key. Values are
+    not validated here (the caller validates the whole result)."""
+    out = dict(overrides)
+    for name, op, value in ops:
+        if op == SET:
+            out[name] = value
+        elif op == DELETE:
+            out.pop(name, None)
+        else:
+            verb = "append" if op == APPEND else "subtract"
+            key = TOPIC_CONFIGS.get(name)
+            if key is None:
+                raise errors.InvalidConfig("Unknown topic config name: %s" % name)
+            if key.type != "list":
+                raise errors.InvalidConfig("Config value %s is not allowed for config key: %s" % (verb, name))
+            current = _items(out[name] if name in out else effective.get(name))
+            if op == APPEND:
+                current += [v for v in _items(value) if v not in current]
+            else:
+                for v in _items(value):
+                    if v in current:
+                        current.remove(v)
+            out[name] = ",".join(current)
+    return out
+
+
+def _alter_topic(broker, name, ops, validate_only):
+    entries = broker.describe_topic_config(name)  # UnknownTopicOrPartition for a missing topic
+    overrides = {e.name: e.value for e in entries if e.source_id == _TOPIC_OVERRIDE_SOURCE}
+    effective = {e.name: e.value for e in entries}
+    broker.alter_topic_config(name, apply_ops(overrides, effective, ops), validate_only=validate_only)
+
+
+def _refuse_broker(broker, name, ops):
+    if name != "":
+        try:
+            ok = int(name) == broker.broker_id
+        except ValueError:
+            raise errors.InvalidRequest("Node id must be an integer, but it is: %s" % name) from None
+        if not ok:
+            raise errors.InvalidRequest("Unexpected broker id, expected %d, but received %s"
+                                        % (broker.broker_id, name))
+    keys = ", ".join(sorted(n for n, _, _ in ops))
+    raise errors.InvalidRequest("Cannot update these configs dynamically: [%s] (kbroker's broker configs are "
+                                "static: set them in server.properties)" % keys)
+
+
+@handler(44, (0, 1))
+def incremental_alter_configs(ctx, req):
+    broker = ctx.broker
+    seen = Counter((r["resource_type"], r["resource_name"]) for r in req["resources"])
+    out = []
+    for res in req["resources"]:
+        rtype, name = res["resource_type"], res["resource_name"]
+        r = {"error_code": 0, "error_message": None, "resource_type": rtype, "resource_name": name}
+        try:
+            if seen[(rtype, name)] > 1:
+                raise errors.InvalidRequest("Each resource must appear at most once.")
+            ops = check_ops(res["configs"])
+            if rtype == TOPIC:
+                _alter_topic(broker, name, ops, req["validate_only"])
+            elif rtype == BROKER:
+                _refuse_broker(broker, name, ops)
+            else:
+                raise errors.InvalidRequest("Unsupported resource type %d: kbroker alters topic configs only"
+                                            % rtype)
+        except Exception as e:  # noqa: BLE001 - one resource's failure must not fail the others
+            record_failure(r, e)
+        out.append(r)
+    return {"throttle_time_ms": 0, "responses": out}

@@ -1,0 +1,234 @@
+"""IncrementalAlterConfigs (44): schema against Kafka's JSON spec, exact bytes, operation semantics, the handler.
+
+The schema checks reuse tests/unit/test_schemas_client.py's spec cross-check and round-trip generators. The
+handler runs against a fake broker holding topic overrides the way kbroker's broker facade reports them
+(``describe_topic_config`` entries with Kafka's config_source ids, ``alter_topic_config`` replacing the set).
+"""
+import pytest
+
+from kbroker import errors
+from kbroker.handlers.incremental_alter_configs import apply_ops, check_ops, incremental_alter_configs
+from kbroker.protocol.apis import APIS
+from kbroker.server.router import Router
+from kbroker.topic_admin import ConfigDescription
+from tests.unit import test_schemas_client as sc
+
+MOD, SPEC = "incremental_alter_configs", "IncrementalAlterConfigs"
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+# ------------------------------------------------------------------------------------------------- schema
+
+def test_registered_under_key_44():
+    assert APIS[44] is sc.api_of(MOD) and APIS[44].name == SPEC
+
+
+def test_ranges_match_spec():
+    if not sc.os.path.isdir(sc.SPEC_DIR):
+        pytest.skip("no reference specs")
+    api = sc.api_of(MOD)
+    for side in ("Request", "Response"):
+        spec = sc.load_spec(SPEC + side)
+        assert (api.key, api.valid, api.flexible) == (spec["apiKey"], sc.parse_versions(spec["validVersions"]),
+                                                       sc.parse_versions(spec["flexibleVersions"]))
+
+
+@pytest.mark.parametrize("v", [0, 1])
+def test_fields_match_spec(v):
+    if not sc.os.path.isdir(sc.SPEC_DIR):
+        pytest.skip("no reference specs")
+    api = sc.api_of(MOD)
+    assert sc.our_view(api.request_fields, v) == sc.spec_view(sc.load_spec(SPEC + "Request")["fields"], v)
+    assert sc.our_view(api.response_fields, v) == sc.spec_view(sc.load_spec(SPEC + "Response")["fields"], v)
+
+
+@pytest.mark.parametrize("nulls", [False, True], ids=["values", "nulls"])
+@pytest.mark.parametrize("v", [0, 1])
+def test_round_trip(v, nulls):
+    sc.test_round_trip(MOD, v, nulls)
+
+
+REQUEST = {"resources": [{"resource_type": 2, "resource_name": "t",
+                          "configs": [{"name": "a", "config_operation": 1, "value": None}]}],
+           "validate_only": True}
+
+
+def test_request_v0_bytes():
+    wire = sc.api_of(MOD).encode_request(0, REQUEST).getvalue()
+    # resources: int32 count 1 | int8 type 2 | string "t" | configs: int32 1 | string "a" | int8 op 1 |
+    # nullable string null (-1) | bool validate_only
+    assert wire == (b"\x00\x00\x00\x01" + b"\x02" + b"\x00\x01t" + b"\x00\x00\x00\x01" + b"\x00\x01a" + b"\x01"
+                    + b"\xff\xff" + b"\x01")
+
+
+def test_request_v1_bytes_are_compact_with_tag_sections():
+    wire = sc.api_of(MOD).encode_request(1, REQUEST).getvalue()
+    # compact arrays/strings (length + 1), null compact string = 0, an empty tag section (0) after every struct
+    assert wire == (b"\x02" + b"\x02" + b"\x02t" + b"\x02" + b"\x02a" + b"\x01" + b"\x00" + b"\x00"
+                    + b"\x00" + b"\x01" + b"\x00")
+
+
+def test_response_v1_bytes():
+    resp = {"throttle_time_ms": 0, "responses": [{"error_code": 40, "error_message": "bad", "resource_type": 2,
+                                                  "resource_name": "t"}]}
+    wire = sc.api_of(MOD).encode_response(1, resp).getvalue()
+    assert wire == (b"\x00\x00\x00\x00" + b"\x02" + b"\x00\x28" + b"\x04bad" + b"\x02" + b"\x02t" + b"\x00"
+                    + b"\x00")
+
+
+def test_router_advertises_v0_v1():
+    assert (44, 0, 1) in Router().api_versions()
+
+
+# ------------------------------------------------------------------------------------------------- operations
+
+EFFECTIVE = {"cleanup.policy": "delete", "retention.ms": "604800000",
+             "leader.replication.throttled.replicas": ""}
+
+
+def test_set_and_delete():
+    got = apply_ops({"retention.ms": "5", "segment.ms": "9"}, EFFECTIVE,
+                    [("retention.ms", SET, "7"), ("segment.ms", DELETE, None), ("flush.ms", DELETE, None),
+                     ("max.message.bytes", SET, "2048")])
+    assert got == {"retention.ms": "7", "max.message.bytes": "2048"}
+
+
+def test_append_to_unset_key_starts_from_the_effective_value():
+    assert apply_ops({}, EFFECTIVE, [("cleanup.policy", APPEND, "compact")]) == {"cleanup.policy": "delete,compact"}
+
+
+def test_append_keeps_existing_items_once_and_appends_in_order():
+    got = apply_ops({"cleanup.policy": "compact"}, EFFECTIVE, [("cleanup.policy", APPEND, "compact,delete")])
+    assert got == {"cleanup.policy": "compact,delete"}
+    got = apply_ops({}, EFFECTIVE, [("leader.replication.throttled.replicas", APPEND, "0:1, 1:2")])
+    assert got == {"leader.replication.throttled.replicas": "0:1,1:2"}
+
+
+def test_subtract_removes_each_item_once():
+    got = apply_ops({"cleanup.policy": "compact,delete"}, EFFECTIVE, [("cleanup.policy", SUBTRACT, "delete,x")])
+    assert got == {"cleanup.policy": "compact"}
+    assert apply_ops({}, EFFECTIVE, [("cleanup.policy", SUBTRACT, "delete")]) == {"cleanup.policy": ""}
+
+
+def test_ops_apply_in_request_order():
+    ops = [("cleanup.policy", SET, "compact"), ("cleanup.policy", APPEND, "delete")]
+    assert apply_ops({}, EFFECTIVE, ops) == {"cleanup.policy": "compact,delete"}
+
+
+@pytest.mark.parametrize("op", [APPEND, SUBTRACT])
+def test_append_subtract_need_a_list_key(op):
+    with pytest.raises(errors.InvalidConfig, match="not allowed for config key: retention.ms"):
+        apply_ops({}, EFFECTIVE, [("retention.ms", op, "5")])
+    with pytest.raises(errors.InvalidConfig, match="Unknown topic config name: no.such"):
+        apply_ops({}, EFFECTIVE, [("no.such", op, "5")])
+
+
+def test_check_ops_rejects_duplicates_nulls_and_unknown_operations():
+    c = lambda name, op, value: {"name": name, "config_operation": op, "value": value}  # noqa: E731
+    assert check_ops([c("a", SET, "1"), c("b", DELETE, None)]) == [("a", SET, "1"), ("b", DELETE, None)]
+    with pytest.raises(errors.InvalidRequest, match="duplicate config keys"):
+        check_ops([c("a", SET, "1"), c("a", DELETE, None)])
+    with pytest.raises(errors.InvalidRequest, match="Null value not supported for : a, b"):
+        check_ops([c("a", SET, None), c("b", APPEND, None), c("c", DELETE, None)])
+    with pytest.raises(errors.InvalidRequest, match="Unknown operations type 4"):
+        check_ops([c("a", 4, "1")])
+
+
+# ------------------------------------------------------------------------------------------------- handler
+
+class _Broker:
+    """Topic overrides as kbroker's broker facade exposes them."""
+    broker_id = 0
+    DEFAULTS = {"cleanup.policy": "delete", "retention.ms": "604800000", "max.message.bytes": "1048588"}
+
+    def __init__(self, topics):
+        self.topics = {t: dict(o) for t, o in topics.items()}
+        self.altered = []
+
+    def describe_topic_config(self, name):
+        if name not in self.topics:
+            raise errors.UnknownTopicOrPartition("Topic '%s' does not exist." % name)
+        over = self.topics[name]
+        return [ConfigDescription(k, over.get(k, d), 1 if k in over else 5) for k, d in sorted(self.DEFAULTS.items())]
+
+    def alter_topic_config(self, name, configs, validate_only=False):
+        bad = [k for k in configs if k not in self.DEFAULTS]
+        if bad:
+            raise errors.InvalidConfig("Unknown topic config name: %s" % bad[0])
+        self.altered.append((name, dict(configs), validate_only))
+        if not validate_only:
+            self.topics[name] = dict(configs)
+
+
+class _Ctx:
+    def __init__(self, broker, version=1):
+        self.broker, self.api_version = broker, version
+
+
+def _res(rtype, name, *ops):
+    return {"resource_type": rtype, "resource_name": name,
+            "configs": [{"name": n, "config_operation": o, "value": v} for n, o, v in ops]}
+
+
+def _codes(resp):
+    return [(r["resource_name"], r["error_code"]) for r in resp["responses"]]
+
+
+def test_handler_changes_only_the_named_keys():
+    broker = _Broker({"t": {"retention.ms": "5", "max.message.bytes": "2048"}})
+    resp = incremental_alter_configs(_Ctx(broker), {"validate_only": False, "resources": [
+        _res(2, "t", ("retention.ms", DELETE, None), ("cleanup.policy", APPEND, "compact"))]})
+    assert _codes(resp) == [("t", 0)] and resp["throttle_time_ms"] == 0
+    assert broker.topics["t"] == {"max.message.bytes": "2048", "cleanup.policy": "delete,compact"}
+
+
+def test_handler_validate_only_changes_nothing():
+    broker = _Broker({"t": {"retention.ms": "5"}})
+    resp = incremental_alter_configs(_Ctx(broker, 0), {"validate_only": True, "resources": [
+        _res(2, "t", ("retention.ms", SET, "9"))]})
+    assert _codes(resp) == [("t", 0)]
+    assert broker.altered == [("t", {"retention.ms": "9"}, True)] and broker.topics["t"] == {"retention.ms": "5"}
+
+
+def test_handler_errors_per_resource():
+    broker = _Broker({"t": {}, "u": {}})
+    resp = incremental_alter_configs(_Ctx(broker), {"validate_only": False, "resources": [
+        _res(2, "t", ("retention.ms", SET, "1")),
+        _res(2, "missing", ("retention.ms", SET, "1")),
+        _res(2, "t", ("retention.ms", SET, "2")),
+        _res(2, "u", ("retention.ms", SET, "3")),
+    ]})
+    # The same resource twice: both entries refused, the others still served.
+    assert _codes(resp) == [("t", errors.INVALID_REQUEST), ("missing", errors.UNKNOWN_TOPIC_OR_PARTITION),
+                            ("t", errors.INVALID_REQUEST), ("u", 0)]
+    assert resp["responses"][0]["error_message"] == "Each resource must appear at most once."
+    assert broker.topics == {"t": {}, "u": {"retention.ms": "3"}}
+
+
+def test_handler_topic_config_errors():
+    broker = _Broker({"u": {}, "v": {}})
+    resp = incremental_alter_configs(_Ctx(broker), {"validate_only": False, "resources": [
+        _res(2, "u", ("retention.ms", APPEND, "1")),
+        _res(2, "v", ("bogus", SET, "1")),
+    ]})
+    assert _codes(resp) == [("u", errors.INVALID_CONFIG), ("v", errors.INVALID_CONFIG)]
+    assert "bogus" in resp["responses"][1]["error_message"]
+    assert broker.topics == {"u": {}, "v": {}}
+
+
+def test_handler_refuses_broker_and_other_resources():
+    broker = _Broker({})
+    resp = incremental_alter_configs(_Ctx(broker), {"validate_only": False, "resources": [
+        _res(4, "0", ("log.retention.ms", SET, "1")),
+        _res(4, "", ("log.retention.ms", SET, "1")),
+        _res(4, "7", ("log.retention.ms", SET, "1")),
+        _res(4, "x", ("log.retention.ms", SET, "1")),
+        _res(8, "0", ("kafka", SET, "DEBUG")),
+        _res(32, "g", ("consumer.session.timeout.ms", SET, "1")),
+    ]})
+    assert [c for _, c in _codes(resp)] == [errors.INVALID_REQUEST] * 6
+    msgs = [r["error_message"] for r in resp["responses"]]
+    assert "Cannot update these configs dynamically: [log.retention.ms]" in msgs[0]
+    assert "Unexpected broker id, expected 0, but received 7" == msgs[2]
+    assert "Node id must be an integer" in msgs[3]
+    assert "Unsupported resource type 8" in msgs[4]
