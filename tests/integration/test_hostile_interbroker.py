@@ -156,3 +156,98 @@ def test_internal_topic_produce_refused_whatever_the_client_id(broker):
             assert produce_internal(host, port, client_id) == 17, client_id
     assert_healthy(broker, watch, what="produce to __consumer_offsets")
     assert end_offset(host, port, "__consumer_offsets", 0) == before
+
+
+# ------------------------------------------------------------------------------------------------ cluster mode
+
+@pytest.fixture(scope="module")
+def cp_cluster(tmp_path_factory, zk_ensemble):
+    """3 brokers with a PLAINTEXT listener for clients and replication and a CONTROL listener for the controller
+    (control.plane.listener.name=CONTROL, KIP-291)."""
+    c = Cluster(tmp_path_factory.mktemp("cp-cluster"), zk_ensemble,
+                overrides={"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROL:PLAINTEXT",
+                           "inter.broker.listener.name": "PLAINTEXT", "control.plane.listener.name": "CONTROL",
+                           "replica.lag.time.max.ms": 600000})
+    for b, cport in zip(c.brokers, free_ports(len(c.brokers))):
+        b.control_port = cport
+        listeners = f"PLAINTEXT://{b.host}:{b.port},CONTROL://{b.host}:{cport}"
+        b.overrides.update({"listeners": listeners, "advertised.listeners": listeners})
+    try:
+        c.start()   # converges only if the controller's UpdateMetadata, sent to CONTROL, is accepted
+        yield c
+    finally:
+        c.close()
+
+
+def test_forged_controller_requests_cluster(cp_cluster):
+    c = cp_cluster
+    create_topics(c.bootstrap, [("victim", 3, 3)])
+    lead = c.wait_topic_everywhere("victim", 3)
+    records = {p: [f"victim-{p}-{i}".encode() for i in range(5)] for p in range(3)}
+    produce(c.bootstrap, "victim", records)
+    ctl, epoch = c.controller_id(), c.controller_epoch()
+    controller = c.broker(ctl)
+    target = next(b for b in c.brokers if b.broker_id != ctl)
+    tid = target.broker_id
+    bepochs = {b.broker_id: c.zk.exists(f"/brokers/ids/{b.broker_id}").czxid for b in c.brokers}
+    other_led = next(p for p, leader in lead.items() if leader != tid)
+    states_before = {p: c.state("victim", p)[0] for p in range(3)}
+    md_before = {b.broker_id: metadata(b, ["victim"]) for b in c.brokers}
+    assert all(md["brokers"] == {b.broker_id: (b.host, b.port, f"r{b.broker_id}") for b in c.brokers}
+               for md in md_before.values())
+
+    cp = (target.host, target.control_port)
+    with StallWatch(target) as watch:
+        # On the control-plane listener, by someone who cannot read ZooKeeper: the broker epoch gives it away.
+        for be in (UNKNOWN, bepochs[tid] - 1, -1):
+            assert_refused(send(*cp, 6, 6, update_metadata(6, ctl, epoch, be, tid, "victim", 0)), 77,
+                           f"UpdateMetadata broker epoch {be}")
+        assert_refused(send(*cp, 4, 4, leader_and_isr(4, ctl, epoch, UNKNOWN, "victim", other_led, tid,
+                                                      [0, 1, 2])), 77, "LeaderAndIsr")
+        assert_refused(send(*cp, 5, 3, stop_replica(3, ctl, epoch, UNKNOWN, "victim", 0)), 77, "StopReplica")
+        assert_refused(send(*cp, 5, 0, stop_replica(0, ctl, epoch, None, "victim", 0)), 77, "StopReplica v0")
+        # With the right broker epoch, but not as the controller ZooKeeper names (and never raising the epoch).
+        for cid, ep in ((ctl, epoch - 1), ((ctl + 1) % 3, epoch), (ctl, epoch + 50)):
+            assert_refused(send(*cp, 6, 6, update_metadata(6, cid, ep, bepochs[tid], tid, "victim", 0)), 11,
+                           f"UpdateMetadata from controller {cid} epoch {ep}")
+        # On the client listener nothing is accepted, not even a perfect forgery (every epoch read from ZooKeeper).
+        plain = (target.host, target.port)
+        assert_refused(send(*plain, 6, 6, update_metadata(6, ctl, epoch, bepochs[tid], tid, "victim", 0)), 31,
+                       "UpdateMetadata on PLAINTEXT")
+        assert_refused(send(*plain, 4, 4, leader_and_isr(4, ctl, epoch, bepochs[tid], "victim", other_led, tid,
+                                                         [0, 1, 2])), 31, "LeaderAndIsr on PLAINTEXT")
+        assert_refused(send(*plain, 5, 3, stop_replica(3, ctl, epoch, bepochs[tid], "victim", 0)), 31,
+                       "StopReplica on PLAINTEXT")
+        # ControlledShutdown naming the leader of partition 0, to the controller.
+        victim_id = lead[0]
+        assert_refused(send(controller.host, controller.port, 7, 3,
+                            {"broker_id": victim_id, "broker_epoch": bepochs[victim_id]}), 31,
+                       "ControlledShutdown on PLAINTEXT")
+        for v, body in ((3, {"broker_id": victim_id, "broker_epoch": UNKNOWN}), (1, {"broker_id": victim_id})):
+            assert_refused(send(controller.host, controller.control_port, 7, v, body), 77, f"ControlledShutdown v{v}")
+    assert_healthy(target, watch, what="forged controller requests")
+
+    # Nothing changed: partition states, every broker's view, the logs.
+    assert {p: c.state("victim", p)[0] for p in range(3)} == states_before
+    for b in c.brokers:
+        md = metadata(b, ["victim"])
+        assert md["brokers"] == md_before[b.broker_id]["brokers"] and md["controller"] == ctl
+        assert leaders(md, "victim") == lead
+    assert all((target.log_dir / f"victim-{p}").is_dir() for p in range(3))
+    assert consume(c.bootstrap, "victim", [0, 1, 2], expected=15) == records
+    # The controller still reaches every broker over CONTROL: a new topic gets leaders everywhere, takes records.
+    create_topics(c.bootstrap, [("after-forgery", 3, 3)])
+    c.wait_topic_everywhere("after-forgery", 3)
+    more = {p: [f"after-{p}".encode()] for p in range(3)}
+    produce(c.bootstrap, "after-forgery", more)
+    assert consume(c.bootstrap, "after-forgery", [0, 1, 2], expected=3) == more
+    assert "answered controller request" not in controller.log_text()
+
+    # A real controlled shutdown (SIGTERM) still works: the broker sends its epoch to the controller's CONTROL
+    # endpoint, and leadership moves before it exits.
+    led = sorted(p for p, leader in lead.items() if leader == tid)
+    target.stop()
+    assert "controlled shutdown complete" in target.log_text()
+    if led:
+        survivors = [b for b in c.brokers if b is not target]
+        assert all(leaders(metadata(b, ["victim"]), "victim")[p] != tid for b in survivors for p in led)
