@@ -268,10 +268,13 @@ def test_generated_ids_and_cluster_id(backends):
 def test_reregisters_after_session_expiry(ensemble, backends):
     b = backends()
     reg = register_broker(b, 5, [("PLAINTEXT", "127.0.0.1", 9092)], {"PLAINTEXT": "PLAINTEXT"})
+    first_epoch = reg.epoch   # KIP-380 broker epoch: the czxid of our node
+    assert first_epoch == b.exists("/brokers/ids/5").czxid > 0 and reg.wait_epoch(0) == first_epoch
     old = expire_session(ensemble, b)
     wait_for(lambda: b.session_id not in (0, old), timeout=15, what="new session")
     st = wait_for(lambda: b.exists("/brokers/ids/5"), timeout=10, what="re-registration")
     assert st.ephemeral_owner == b.session_id != old
+    assert reg.wait_epoch(5) == st.czxid > first_epoch   # a new incarnation: a larger epoch
     reg.deregister()
 
 
