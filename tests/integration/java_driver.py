@@ -1,0 +1,107 @@
+"""Apache Kafka's Java client (kafka-clients 4.x) for the integration tests: tests/java's driver, run as a JVM.
+
+``java_driver`` (a session fixture; import it into a test module) is ``run(bootstrap, steps, timeout=90,
+**spec) -> list of step results``: one JVM runs every step in order (a JVM start costs ~0.5-1 s on 2 cores, so
+tests batch their steps). The step vocabulary and result shapes are documented in
+tests/java/src/main/java/kbroker/driver/Driver.java; bytes travel as base64 (``b64``/``unb64`` from harness).
+A failed step is data (its result has ``"error": {"type": <Java exception class>, "message": ...}``); the run
+itself fails (HarnessError with the JVM's stderr) only when the JVM dies, exceeds ``timeout`` or prints no result.
+
+The driver is built by scripts/setup-java.sh (Maven, ~/.m2 as the cache). The fixture runs that script once per
+session: quick when the build stamp is current, a build otherwise. No ``java``, no ``mvn`` or a failed build skips
+the Java tests with the reason, and fails them under ``CI=true`` (harness.skip_or_fail).
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from tests.integration.harness import REPO_ROOT, HarnessError, b64, skip_or_fail, unb64
+from tests.integration.test_clients_common import Got
+
+JAVA_DIR = REPO_ROOT / "tests" / "java"
+JAR = JAVA_DIR / "target" / "kbroker-java-driver.jar"
+CLASSPATH_FILE = JAVA_DIR / "target" / "classpath.txt"
+SETUP = REPO_ROOT / "scripts" / "setup-java.sh"
+MAIN = "kbroker.driver.Driver"
+# Client-side JVMs only: C1 and a small serial heap start fastest and leave the cores to the broker.
+JVM_FLAGS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xms32m", "-Xmx256m", "-Xshare:auto",
+             "-Djava.awt.headless=true")
+BUILD_TIMEOUT = 540.0
+
+
+def build_driver() -> str:
+    """Run scripts/setup-java.sh (skip/fail on any problem); returns the driver's classpath."""
+    java = shutil.which("java")
+    if java is None:
+        skip_or_fail("`java` is not installed (run scripts/setup-java.sh)")
+    if shutil.which("mvn") is None and not JAR.exists():
+        skip_or_fail("`mvn` is not installed and the Java driver is not built (run scripts/setup-java.sh)")
+    try:
+        done = subprocess.run(["bash", str(SETUP)], capture_output=True, timeout=BUILD_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        skip_or_fail(f"scripts/setup-java.sh did not finish in {BUILD_TIMEOUT:g}s")
+    if done.returncode != 0:
+        output = (done.stdout + done.stderr).decode(errors="replace")[-3000:]
+        skip_or_fail(f"scripts/setup-java.sh failed (exit {done.returncode}):\n{output}")
+    return f"{JAR}:{CLASSPATH_FILE.read_text().strip()}"
+
+
+def run_java(classpath: str, bootstrap: str, steps: list, timeout: float = 90.0, **spec) -> list[dict]:
+    """One JVM running `steps` against `bootstrap`; returns the step results (same order)."""
+    full = {"bootstrap": bootstrap, "steps": steps, **spec}
+    try:
+        done = subprocess.run(["java", *JVM_FLAGS, "-cp", classpath, MAIN], input=json.dumps(full).encode(),
+                              capture_output=True, timeout=timeout, cwd=str(JAVA_DIR))
+    except subprocess.TimeoutExpired as exc:
+        raise HarnessError(f"java driver timed out after {timeout:g}s running {[s['op'] for s in steps]}\n"
+                           f"stderr:\n{(exc.stderr or b'').decode(errors='replace')[-4000:]}") from None
+    out = done.stdout.decode(errors="replace")
+    err = done.stderr.decode(errors="replace")
+    lines = [line for line in out.splitlines() if line.strip()]
+    if done.returncode != 0 or not lines:
+        raise HarnessError(f"java driver exited {done.returncode}\nstdout:\n{out[-4000:]}\nstderr:\n{err[-4000:]}")
+    result = json.loads(lines[-1])
+    assert result["clientVersion"].startswith("4."), result["clientVersion"]
+    return result["steps"]
+
+
+@pytest.fixture(scope="session")
+def java_driver():
+    classpath = build_driver()
+
+    def run(bootstrap: str, steps: list, timeout: float = 90.0, **spec) -> list[dict]:
+        return run_java(classpath, bootstrap, steps, timeout=timeout, **spec)
+
+    return run
+
+
+# ------------------------------------------------------------------------------------------------- conversions
+
+def java_records(recs) -> list[dict]:
+    """The driver's produce records for `Rec`s (headers keep order and duplicates; a None header value stays
+    null)."""
+    out = []
+    for r in recs:
+        m = {"partition": r.partition, "key": b64(r.key), "value": b64(r.value),
+             "headers": [[name, b64(value)] for name, value in r.headers]}
+        if r.timestamp is not None:
+            m["timestamp"] = r.timestamp
+        out.append(m)
+    return out
+
+
+def got_of(step: dict) -> list[Got]:
+    """A consume step's records as `Got`s (sorted by partition, offset, as the driver returns them)."""
+    return [Got(x["partition"], x["offset"], unb64(x["key"]), unb64(x["value"]),
+                tuple((name, unb64(value)) for name, value in x["headers"]), x["timestamp"])
+            for x in step["records"]]
+
+
+def ok(step: dict) -> dict:
+    """The step result, asserting it did not fail."""
+    assert "error" not in step, f"java {step['op']} failed: {step['error']}"
+    return step
