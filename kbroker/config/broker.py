@@ -10,6 +10,36 @@ from .values import ConfigError, Password, _invalid, format_value, parse_value
 
 log = logging.getLogger("kbroker.config")
 
+# queued.max.request.bytes <= 0 (Kafka: unbounded) -> this many bytes, or socket.request.max.bytes if larger
+DEFAULT_REQUEST_MEMORY = 256 * 1024 * 1024
+
+
+def _parse_ip_overrides(raw):
+    """"host:count,[v6addr]:count" -> {address: count}; ConfigError naming max.connections.per.ip.overrides."""
+    key = "max.connections.per.ip.overrides"
+    out = {}
+    for entry in (raw or "").split(","):
+        entry = entry.strip()
+        if not entry:
+            continue
+        host, sep, count = entry.rpartition(":")
+        host = host.strip()
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        try:
+            n = int(count.strip())
+        except ValueError:
+            n = -1
+        if not sep or not host or n < 0:
+            raise _invalid(key, raw, "expected a comma list of host:count with count >= 0, got %r" % entry)
+        try:
+            infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+        except (OSError, UnicodeError) as e:
+            raise _invalid(key, raw, "cannot resolve host %r: %s" % (host, e))
+        for info in infos:
+            out[info[4][0]] = n
+    return out
+
 
 # --------------------------------------------------------------------------------------------------------------
 # the config object
@@ -192,6 +222,25 @@ class BrokerConfig:
         m = self.listener_security_protocol_map
         return {l.name: m[l.name] for l in self.listeners}
 
+    @property
+    def max_connections_per_ip_overrides(self):
+        """``max.connections.per.ip.overrides`` ("host:count,host:count") as {IP address string: count}. A host name
+        stands for every address it resolves to (at startup, like Kafka); IPv6 addresses may be bracketed."""
+        cached = getattr(self, "_ip_overrides", None)
+        if cached is None:
+            cached = self._ip_overrides = _parse_ip_overrides(self["max.connections.per.ip.overrides"])
+        return cached
+
+    @property
+    def request_memory_bytes(self):
+        """The bound on bytes of large requests being received or handled (``queued.max.request.bytes``). Kafka's
+        default -1 is unbounded; kbroker keeps max(256 MiB, socket.request.max.bytes) then, so a hostile peer can
+        never make it allocate without limit while one maximal request always fits."""
+        v = self["queued.max.request.bytes"]
+        if v > 0:
+            return v
+        return max(DEFAULT_REQUEST_MEMORY, self["socket.request.max.bytes"])
+
     # -- cross-key validation --------------------------------------------------------------------------------------
 
     def _validate(self):
@@ -238,6 +287,15 @@ class BrokerConfig:
         zk = (self["zookeeper.connect"] or "").strip()
         if zk and not _ZK_CONNECT.fullmatch(zk):
             raise _invalid("zookeeper.connect", zk, "expected host:port[,host:port...][/chroot], or empty for embedded")
+        self.max_connections_per_ip_overrides  # parses and resolves: a bad entry stops startup naming the key
+        if self["max.connections.per.ip"] == 0 and not self.max_connections_per_ip_overrides:
+            raise _invalid("max.connections.per.ip", 0,
+                           "can be 0 only when max.connections.per.ip.overrides is set (Kafka's rule)")
+        qb = self["queued.max.request.bytes"]
+        if 0 < qb < self["socket.request.max.bytes"]:
+            raise _invalid("queued.max.request.bytes", qb, "must be <= 0 (unbounded in Kafka) or >= "
+                           "socket.request.max.bytes (%d), so that one maximal request fits"
+                           % self["socket.request.max.bytes"])
         if self["group.min.session.timeout.ms"] > self["group.max.session.timeout.ms"]:
             raise _invalid("group.min.session.timeout.ms", self["group.min.session.timeout.ms"],
                            "must be <= group.max.session.timeout.ms (%d)" % self["group.max.session.timeout.ms"])

@@ -107,6 +107,21 @@ _KEYS = [
     _k("connections.max.idle.ms", "long", 600000, None, M, "Close connections idle this long"),
     _k("max.connections.per.ip", "int", INT_MAX, Range(0), M, "Connection cap per client address"),
     _k("max.connections.per.ip.overrides", "string", "", None, M, "host:count comma list"),
+    _k("max.connections", "int", INT_MAX, Range(0), M,
+       "Broker-wide connection cap (Kafka >= 2.3): at the cap new connections wait in the accept backlog; the "
+       "inter-broker listener is exempt when there are several listeners"),
+    _k("queued.max.request.bytes", "long", -1, None, M,
+       "Bytes of large requests being received or handled, all connections together; reading pauses beyond it "
+       "(Kafka >= 1.0). <= 0: Kafka's unbounded, kbroker bounds it at max(256 MiB, socket.request.max.bytes)"),
+    _k("socket.request.receive.timeout.ms", "long", 30000, Range(1), M,
+       "kbroker: a request must arrive completely within this long of its first byte, or the connection is closed "
+       "(slow-loris clients)"),
+    _k("request.max.elements", "int", 200000, Range(1), M,
+       "kbroker: most values one request decodes into (array entries, their fields, tagged fields); a request "
+       "with more closes the connection"),
+    _k("metadata.request.max.topics", "int", 10000, Range(1), M,
+       "kbroker: most distinct topics one Metadata request may name (a null list = all topics is not limited); "
+       "more closes the connection"),
     _k("request.timeout.ms", "int", 30000, Range(0), H, "Inter-broker request timeout"),
     _k("fetch.max.bytes", "int", 57671680, Range(1024), M, "Largest Fetch response (Kafka >= 2.5 broker key)"),
     # -- coordination

@@ -4,6 +4,12 @@
 *before* anything is allocated for the payload: a prefix above ``max_size`` (``socket.request.max.bytes``,
 100 MiB by default) or below 8 (shorter than a request header's fixed part) raises ``FrameError`` and the caller
 closes the connection -- this is how a 2 GB size prefix is refused without allocating 2 GB.
+
+Nor is a *valid* size trusted with memory: a large frame is received into a ``PartialFrame`` whose buffer starts at
+what has arrived (or is about to: the caller passes the socket's readable byte count) and at least doubles each
+time it fills, never past the declared size. So memory follows the bytes a peer really sent -- eight half-sent
+64 MiB frames hold ~256 MiB, not 512 MiB, and a peer that declares 100 MiB and sends 10 bytes holds the initial
+capacity. The doubling costs one extra copy of a frame at most (a 1 MB frame that arrives in one go: none).
 """
 import struct
 
@@ -63,18 +69,25 @@ class FrameReader:
             self._start = 0
         return memoryview(payload)
 
-    def take_large_frame(self):
-        """For a frame whose size is known but whose body is mostly unread: allocate the payload once, at its
-        exact (already validated) size, move the buffered part in, and return ``(payload, filled)``; the caller
-        ``recv_into``s ``memoryview(payload)[filled:]``. Saves re-buffering a 1 MB produce request chunk by chunk."""
+    def frame_size(self):
+        """The (validated) size of the frame being read; needs its 4-byte prefix buffered."""
+        return self._check_size(self._buf, self._start)
+
+    def take_large_frame(self, capacity=None):
+        """For a frame whose size is known but whose body is mostly unread: move the buffered part into a
+        ``PartialFrame`` of ``capacity`` bytes (at least what is buffered, at most the frame's size; None = the
+        whole frame) for the caller to ``recv_into`` and grow. Saves re-buffering a 1 MB produce request chunk by
+        chunk."""
         buf, start = self._buf, self._start
         size = self._check_size(buf, start)
-        payload = receive_buffer(size)  # not zeroed: every byte is filled from the socket before use
         have = min(len(buf) - start - 4, size)
-        payload[:have] = buf[start + 4:start + 4 + have]
+        cap = size if capacity is None else min(size, max(capacity, have))
+        frame = PartialFrame(size, cap)
+        frame.buf[:have] = buf[start + 4:start + 4 + have]
+        frame.filled = have
         self._buf = bytearray(buf[start + 4 + have:])
         self._start = 0
-        return payload, have
+        return frame
 
     def _check_size(self, buf, start):
         size = _SIZE.unpack_from(buf, start)[0]
@@ -94,6 +107,50 @@ class FrameReader:
         if self._start:
             del self._buf[:self._start]
             self._start = 0
+
+
+class PartialFrame:
+    """A frame's payload being received straight into its own buffer.
+
+    Invariants: ``filled <= capacity <= size``; ``buf[:filled]`` holds the payload's first ``filled`` bytes; the
+    rest of ``buf`` is uninitialised (``receive_buffer`` skips the memset) and never read. Complete when
+    ``filled == size``, and then ``capacity == size``: ``payload()`` is the whole buffer, no copy.
+    """
+    __slots__ = ("size", "buf", "filled")
+
+    def __init__(self, size, capacity):
+        self.size = size
+        self.buf = receive_buffer(capacity)
+        self.filled = 0
+
+    @property
+    def capacity(self):
+        return len(self.buf)
+
+    def room(self):
+        """A writable view of the unfilled part of the buffer (empty when it is full)."""
+        return memoryview(self.buf)[self.filled:]
+
+    def next_capacity(self, readable=0):
+        """What ``grow`` should move to: double, or what is already readable if more, never past the size."""
+        return min(self.size, max(2 * len(self.buf), self.filled + readable))
+
+    def grow(self, capacity):
+        """Move to a buffer of ``capacity`` bytes (``filled <= capacity <= size``), keeping what was received."""
+        if not self.filled <= capacity <= self.size:
+            raise ValueError("capacity %d outside %d..%d" % (capacity, self.filled, self.size))
+        new = receive_buffer(capacity)
+        new[:self.filled] = memoryview(self.buf)[:self.filled]
+        self.buf = new
+
+    def complete(self):
+        return self.filled == self.size
+
+    def payload(self):
+        """The whole payload as a writable memoryview (the record layer assigns offsets in place)."""
+        if self.filled != self.size:
+            raise ValueError("frame incomplete: %d of %d bytes" % (self.filled, self.size))
+        return memoryview(self.buf)
 
 
 def frame(payload_len):

@@ -5,11 +5,15 @@ int16-length nullable string -- *never* compact, even in v2, so any broker can r
 and, in v2 (flexible APIs), a tagged-field section. Response header: ``correlation_id int32`` plus, in v1, an (empty)
 tagged-field section. Which header version an API/version uses is ``Api.request_header_version`` /
 ``Api.response_header_version``.
+
+Bad input raises ``SchemaError`` and nothing else: a tagged-field size is a uvarint of up to 64 bits, so
+``pos + size`` can exceed any buffer position (and Py_ssize_t) -- it is checked against the buffer before the next
+read, and a count of tagged fields larger than the bytes left (each takes at least 2) is refused before looping.
 """
 import struct
 
 from kbroker._native import decode_uvarint
-from kbroker.protocol.schema import SchemaError
+from kbroker.protocol.schema import ElementLimitError, SchemaError
 
 _HDR = struct.Struct(">hhi")
 _I16 = struct.Struct(">h")
@@ -37,8 +41,9 @@ def peek_request_header(buf):
     return _HDR.unpack_from(buf, 0)
 
 
-def decode_request_header(buf, header_version):
-    """Returns (RequestHeader, body_offset)."""
+def decode_request_header(buf, header_version, max_elements=None):
+    """Returns (RequestHeader, body_offset). ``max_elements``: most tagged fields the header may carry
+    (``ElementLimitError`` beyond; the broker passes ``request.max.elements``)."""
     api_key, api_version, corr = peek_request_header(buf)
     pos = 8
     client_id = None
@@ -53,16 +58,7 @@ def decode_request_header(buf, header_version):
             client_id = str(buf[pos:pos + n], "utf-8", "replace")
             pos += n
     if header_version >= 2:
-        try:
-            count, pos = decode_uvarint(buf, pos)
-            for _ in range(count):
-                _tag, pos = decode_uvarint(buf, pos)
-                size, pos = decode_uvarint(buf, pos)
-                pos += size
-        except ValueError as e:
-            raise SchemaError(str(e))
-        if pos > len(buf):
-            raise SchemaError("truncated header tagged fields")
+        pos = _skip_tagged(buf, pos, "request header", max_elements)
     return RequestHeader(api_key, api_version, corr, client_id), pos
 
 
@@ -92,9 +88,26 @@ def decode_response_header(buf, header_version):
     corr = _I32.unpack_from(buf, 0)[0]
     pos = 4
     if header_version >= 1:
+        pos = _skip_tagged(buf, pos, "response header")
+    return corr, pos
+
+
+def _skip_tagged(buf, pos, what, max_elements=None):
+    """Skip a tagged-field section (no header tag is known to us); returns the position after it."""
+    try:
         count, pos = decode_uvarint(buf, pos)
+        if count > (len(buf) - pos) // 2:  # a tag and a size, one byte each at least
+            raise SchemaError("%s: %d tagged fields in %d bytes" % (what, count, len(buf) - pos))
+        if max_elements is not None and count > max_elements:
+            raise ElementLimitError("%s: %d tagged fields, more than the %d allowed" % (what, count, max_elements))
         for _ in range(count):
             _tag, pos = decode_uvarint(buf, pos)
             size, pos = decode_uvarint(buf, pos)
+            if size > len(buf) - pos:
+                raise SchemaError("%s: truncated tagged field (%d bytes declared)" % (what, size))
             pos += size
-    return corr, pos
+    except (ValueError, OverflowError) as e:  # decode_uvarint: truncated or over-long varint
+        if isinstance(e, SchemaError):
+            raise
+        raise SchemaError("%s: %s" % (what, e))
+    return pos

@@ -35,8 +35,19 @@ their default, so handlers read any version the same way. ``records`` decode to 
 the request buffer. Encoding writes into a ``Writer`` whose ``parts`` are ``bytearray`` chunks and, for ``records``
 values that are ``FileRegion``-like (have ``.size``, ``.fileno()`` and ``.read_bytes()``), the region itself, so the
 connection can ``sendfile`` record bytes straight from a segment file.
+
+Hostile input (issue 8): decoding costs Python time and memory per *element*, not per byte -- a 4 MB Metadata request
+naming 2 M empty topic names used to take 10 s and ~1 GB. Two bounds make a request's decode cost bounded before any
+of it is spent on the elements:
+
+* per array: ``count x minimal wire size of one element`` must fit in the bytes left (``_min_size``; Kafka only
+  checks 1 byte per element), so a lying count is refused before a single element is decoded;
+* per request: ``decode_request(..., max_elements=N)`` refuses a request with more than N array elements and tagged
+  fields in total, at any depth (``ElementLimitError``, a ``SchemaError``: the server closes the connection as for
+  any request that fails to parse). The broker passes ``request.max.elements``.
 """
 import struct
+import threading
 import uuid as _uuid
 
 from kbroker._native import decode_uvarint, encode_uvarint
@@ -47,6 +58,33 @@ _MISSING = object()
 
 class SchemaError(ValueError):
     """A message did not match its schema (truncated, bad length, bad UTF-8, ...)."""
+
+
+class ElementLimitError(SchemaError):
+    """A message has more array elements + tagged fields than the decode was allowed (``max_elements``)."""
+
+
+UNLIMITED = 1 << 62
+
+
+class _ElementBudget(threading.local):
+    """Elements the decode in progress on this thread may still read. Decoding never yields, so one slot per thread
+    is enough; ``Api.decode_request`` sets it and restores the previous value (UNLIMITED outside a limited decode)."""
+    left = UNLIMITED
+    limit = UNLIMITED
+
+
+_budget = _ElementBudget()
+
+
+def _spend(n, what):
+    """Charge ``n`` elements to the decode in progress; ElementLimitError past its limit."""
+    b = _budget
+    left = b.left - n
+    if left < 0:
+        raise ElementLimitError("more than %d array elements and tagged fields in one message (at %s)"
+                                % (b.limit, what))
+    b.left = left
 
 
 def parse_versions(spec):
@@ -259,11 +297,18 @@ class Writer:
 # ------------------------------------------------------------------------------------------- struct compilation
 
 class _Compiled:
-    __slots__ = ("decode", "encode", "defaults")
+    __slots__ = ("decode", "encode", "defaults", "min_size", "values")
+
+
+def _copy_default(v):
+    return list(v) if isinstance(v, list) else (dict(v) if isinstance(v, dict) else v)
 
 
 def _compile_fields(fields, version, flexible):
-    """Build (decode(buf,pos)->(dict,pos), encode(w,dict), defaults) for a struct at one version."""
+    """Build (decode(buf,pos)->(dict,pos), encode(w,dict), defaults, min_size) for a struct at one version.
+
+    ``min_size`` is the fewest bytes the struct can take on the wire (its regular fields' minimal sizes plus the
+    empty tagged-field section): the per-array bound of ``dec_array``."""
     regular = []   # (name, dec, enc, default)
     tagged = {}    # tag -> (name, dec, enc, default)
     defaults = {}
@@ -278,14 +323,18 @@ def _compile_fields(fields, version, flexible):
             continue
         regular.append((f.name, dec, enc, default))
     tag_order = sorted(tagged.items())
-
-    def copy_defaults():
-        return {k: (list(v) if isinstance(v, list) else (dict(v) if isinstance(v, dict) else v))
-                for k, v in defaults.items()}
+    # Decoding writes every regular field, so only the others need their defaults: the immutable ones are copied
+    # with the dict in one C call, the lists/dicts get a fresh copy each (a handler may mutate its request).
+    decoded = {name for name, _, _, _ in regular}
+    static = {k: v for k, v in defaults.items() if k not in decoded and not isinstance(v, (list, dict))}
+    fresh = [(k, v) for k, v in defaults.items() if k not in decoded and isinstance(v, (list, dict))]
+    field_decoders = [(name, dec) for name, dec, _, _ in regular]
 
     def decode(buf, pos):
-        d = copy_defaults()
-        for name, dec, _, _ in regular:
+        d = static.copy()
+        for name, v in fresh:
+            d[name] = _copy_default(v)
+        for name, dec in field_decoders:
             d[name], pos = dec(buf, pos)
         if flexible:
             pos = _read_tagged(buf, pos, d, tagged)
@@ -313,12 +362,58 @@ def _compile_fields(fields, version, flexible):
 
     c = _Compiled()
     c.decode, c.encode, c.defaults = decode, encode, defaults
+    c.min_size = _struct_min_size(fields, version, flexible)
+    c.values = _struct_values(fields, version)
     return c
+
+
+def _min_size(f, version, flexible):
+    """Fewest wire bytes field ``f`` takes at ``version`` (0 for a tagged field: it may be absent)."""
+    if f.tag is not None:
+        return 0
+    if f.type == "{}":
+        return _struct_min_size(f.fields, version, flexible)
+    return _type_min_size(f.type, flexible)
+
+
+def _struct_min_size(fields, version, flexible):
+    return sum(_min_size(f, version, flexible) for f in fields if _in(f.versions, version)) + (1 if flexible else 0)
+
+
+def _struct_values(fields, version):
+    """Values one struct decodes into besides its arrays' elements: a field each, nested structs' fields too
+    (what ``dec_array`` charges per struct element, plus one for the element itself)."""
+    n = 0
+    for f in fields:
+        if f.tag is None and _in(f.versions, version):
+            n += 1 + (_struct_values(f.fields, version) if f.type == "{}" else 0)
+    return n
+
+
+def _type_min_size(t, flexible):
+    if t in _FIXED:
+        return _FIXED[t].size
+    if t == "bool":
+        return 1
+    if t == "uuid":
+        return 16
+    if flexible:
+        return 1          # compact length (uvarint), 0 = null
+    if t == "string":
+        return 2          # int16 length
+    return 4              # int32 length of bytes, records and arrays
 
 
 def _read_tagged(buf, pos, d, tagged):
     try:
         count, pos = decode_uvarint(buf, pos)
+        if not count:
+            return pos
+        # each tagged field is at least 2 bytes (tag, size): a larger count is a lie, refused before the loop
+        if count > (len(buf) - pos) // 2:
+            raise SchemaError("tagged field count %d exceeds message" % count)
+        _spend(count, "tagged fields")
+        view = buf if isinstance(buf, memoryview) else memoryview(buf)
         for _ in range(count):
             tag, pos = decode_uvarint(buf, pos)
             size, pos = decode_uvarint(buf, pos)
@@ -327,9 +422,10 @@ def _read_tagged(buf, pos, d, tagged):
                 raise SchemaError("truncated tagged field")
             entry = tagged.get(tag)
             if entry is not None:
-                d[entry[0]], _ = entry[1](buf[:end], pos)
+                # decode from a view that ends with the field: it cannot read past its declared size
+                d[entry[0]], _ = entry[1](view[:end], pos)
             pos = end
-    except ValueError as e:
+    except (ValueError, OverflowError) as e:
         if isinstance(e, SchemaError):
             raise
         raise SchemaError(str(e))
@@ -355,15 +451,24 @@ def _compile_field(f, version, flexible):
         rd = _length_decoder(compact, _I32)
         wr = _length_writer(compact, _I32)
 
+        elem_min = max(1, _type_min_size(elem, flexible) if elem else sub.min_size)
+        # what one element costs the message's budget: itself, plus each value of its fields for a struct
+        elem_values = 1 if elem else 1 + sub.values
+
         def dec_array(buf, pos):
             n, pos = rd(buf, pos)
             if n < 0:
                 if nullable and n == -1:
                     return None, pos
                 raise SchemaError("null array %s" % f.name)
-            # each element is at least one byte: a count beyond the buffer is a lie (refuse before allocating)
-            if n > len(buf) - pos:
-                raise SchemaError("array %s count %d exceeds message" % (f.name, n))
+            # Refuse before decoding (or allocating) anything: a count whose elements cannot fit in the bytes left
+            # is a lie, and every element counts against the message's element budget.
+            if n * elem_min > len(buf) - pos:
+                raise SchemaError("array %s: %d elements of >= %d bytes exceed the %d bytes left"
+                                  % (f.name, n, elem_min, len(buf) - pos))
+            if not n:
+                return [], pos
+            _spend(n * elem_values, "array " + f.name)
             out = []
             append = out.append
             for _ in range(n):
@@ -392,6 +497,18 @@ def _primitive(t, compact, nullable):
     if t in ("string", "bytes", "records"):
         return _blob_decoder(t, compact, nullable), _blob_encoder(t, compact, nullable)
     raise ValueError("unknown field type %r" % t)
+
+
+def decode_limited(decode, buf, pos, max_elements):
+    """``decode(buf, pos)`` allowed at most ``max_elements`` array elements + tagged fields (ElementLimitError).
+    For any compiled decoder, e.g. the coordinator's consumer-protocol structs."""
+    b = _budget
+    saved_left, saved_limit = b.left, b.limit
+    b.left = b.limit = max_elements
+    try:
+        return decode(buf, pos)
+    finally:
+        b.left, b.limit = saved_left, saved_limit
 
 
 # ------------------------------------------------------------------------------------------------------ the API
@@ -434,9 +551,13 @@ class Api:
             c = self._cache[k] = _compile_fields(fields, version, self.is_flexible(version))
         return c
 
-    def decode_request(self, version, buf, pos=0):
-        d, pos = self._compiled("req", version).decode(buf, pos)
-        return d
+    def decode_request(self, version, buf, pos=0, max_elements=None):
+        """The request dict. ``max_elements``: most array elements + tagged fields the whole request may hold
+        (ElementLimitError beyond); None = bounded by the bytes only."""
+        c = self._compiled("req", version)
+        if max_elements is None:
+            return c.decode(buf, pos)[0]
+        return decode_limited(c.decode, buf, pos, max_elements)[0]
 
     def decode_response(self, version, buf, pos=0):
         d, pos = self._compiled("resp", version).decode(buf, pos)

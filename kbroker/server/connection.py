@@ -15,28 +15,42 @@ reader works through requests that a client pipelined, their responses queue up 
 ``sendall`` (one syscall for many small Produce responses), and as soon as the reader blocks -- on the socket, a
 long-poll Fetch, an acks=all wait -- the writer runs and flushes what is ready. The queue is bounded
 (``MAX_QUEUED_BYTES``): a client that pipelines without reading stops being read.
+
+Receiving (hostile peers, issue 8): a frame of at most ``LARGE_FRAME`` bytes is read in ``RECV_CHUNK`` pieces into
+the ``FrameReader`` (under 128 KiB per connection). A larger one goes into a ``PartialFrame`` sized by what has
+arrived -- the buffered bytes plus what the socket holds (FIONREAD) -- and grown as more arrives, every byte of it
+reserved in the server's ``RequestMemory`` (``queued.max.request.bytes``) until the request has been handled; when
+the budget is spent the connection stops reading until another request releases memory. A request must arrive whole
+within ``socket.request.receive.timeout.ms`` of its first byte, and a connection with nothing happening for
+``connections.max.idle.ms`` is closed: ``timed_out``, polled by the server (see ``kbroker/server/limits.py``).
 """
 import errno
+import fcntl
 import logging
 import os
+import struct
+import termios
 import time
 import socket as _socket
 
 import gevent
 from gevent.event import Event
-from gevent.socket import wait_write
+from gevent.socket import wait_read, wait_write
 
 from kbroker.errors import UNSUPPORTED_VERSION
 from kbroker.protocol.apis import APIS
 from kbroker.protocol.framing import FrameError, FrameReader, frame
 from kbroker.protocol.headers import decode_request_header, encode_response_header, peek_request_header
-from kbroker.protocol.schema import SchemaError, Writer
+from kbroker.protocol.schema import ElementLimitError, SchemaError, Writer
+from kbroker.server.limits import RequestMemory, ServerLimits
 
 log = logging.getLogger(__name__)
 
 RECV_CHUNK = 64 * 1024
-# Frames needing more than this are received straight into an exactly-sized buffer (one allocation, no copies).
+# Frames needing more than this are received straight into their own buffer (a PartialFrame), which starts at what
+# has arrived and grows with it: a 1 MB produce request that arrives in one go is one allocation, no copies.
 LARGE_FRAME = 64 * 1024
+_FIONREAD_ARG = bytes(4)
 # Queued response bytes (file regions excluded: they are not in memory) above which the reader waits for the writer.
 MAX_QUEUED_BYTES = 4 * 1024 * 1024
 
@@ -61,16 +75,25 @@ class CloseConnection(Exception):
 
 
 class Connection:
-    def __init__(self, sock, address, broker, router, listener, max_request_size):
+    def __init__(self, sock, address, broker, router, listener, max_request_size=None, limits=None, memory=None):
+        """``limits``: a ServerLimits (default: Kafka's defaults with ``max_request_size``); ``memory``: the server's
+        RequestMemory shared by all connections (default: one of this connection's own)."""
+        if limits is None:
+            limits = ServerLimits(max_request_size=max_request_size or 104857600)
         self.sock = sock
         self.address = address
         self.broker = broker
         self.router = router
         self.listener = listener
-        self.reader = FrameReader(max_request_size)
+        self.limits = limits
+        self.memory = memory if memory is not None else RequestMemory(limits.request_memory)
+        self.reader = FrameReader(limits.max_request_size)
         self._dispatching = False
         self.closing = False
         self.last_request = time.monotonic()
+        self.last_active = self.last_request   # last byte received, response sent, or request finished
+        self.frame_started = None              # when the first byte of the request being received came
+        self._sending = False
         self._out = []            # queued wire chunks: bytes-like or file regions, in response order
         self._out_bytes = 0
         self._out_ready = Event()
@@ -92,26 +115,42 @@ class Connection:
                 except FrameError as e:
                     log.warning("closing %s: %s", self._peer(), e)
                     return
+                charge = 0
                 if payload is None:
                     need = reader.needed()
                     if need > LARGE_FRAME and reader.pending() >= 4:
-                        payload = self._read_large(reader)
+                        try:
+                            payload, charge = self._read_large(reader)
+                        except FrameError as e:
+                            log.warning("closing %s: %s", self._peer(), e)
+                            return
                         if payload is None:
                             return
                     else:
                         data = sock.recv(RECV_CHUNK)
                         if not data:
                             return
+                        now = time.monotonic()
+                        self.last_active = now
+                        if self.frame_started is None:
+                            self.frame_started = now
                         reader.feed(data)
                         continue
+                self.frame_started = None
                 self._dispatching = True
                 self.last_request = time.monotonic()
                 try:
                     self.dispatch(payload)
                 finally:
+                    payload = None
                     self._dispatching = False
+                    self.last_active = time.monotonic()
+                    if charge:
+                        self.memory.release(charge)
                 if self._out_bytes > MAX_QUEUED_BYTES:
                     self._drained.wait()
+                # pipelined bytes already buffered start the next request's clock now, not while we were busy
+                self.frame_started = time.monotonic() if reader.pending() else None
         except CloseConnection as e:
             log.info("closing %s: %s", self._peer(), e)
         except (ConnectionError, OSError) as e:
@@ -123,7 +162,24 @@ class Connection:
     @property
     def busy(self):
         """A request is being handled or responses are still queued (graceful shutdown waits for both)."""
-        return self._dispatching or bool(self._out)
+        return self._dispatching or bool(self._out) or self._sending
+
+    def timed_out(self, now):
+        """Why this connection must be closed at ``now`` (monotonic), or None: a request that started arriving more
+        than socket.request.receive.timeout.ms ago, or nothing received, sent or handled for
+        connections.max.idle.ms. Time spent handling a request counts for neither."""
+        if self.closing or self._dispatching:
+            return None
+        started = self.frame_started
+        limits = self.limits
+        if started is not None:
+            if now - started > limits.receive_timeout_s:
+                return ("request not received whole within %d ms of its first byte (socket.request.receive."
+                        "timeout.ms)" % (limits.receive_timeout_s * 1000))
+            return None
+        if limits.idle_s is not None and now - self.last_active > limits.idle_s:
+            return "idle for more than %d ms (connections.max.idle.ms)" % (limits.idle_s * 1000)
+        return None
 
     def _finish(self, drain_seconds=10.0):
         """Let the writer send what is queued (bounded: a peer that stopped reading is not waited for), close."""
@@ -133,17 +189,64 @@ class Connection:
             self._writer.join(drain_seconds)
         self.close()
 
+    def _readable(self):
+        """Bytes waiting in the socket's receive queue (FIONREAD): what a buffer may be sized for right away."""
+        try:
+            return struct.unpack("i", fcntl.ioctl(self.sock.fileno(), termios.FIONREAD, _FIONREAD_ARG))[0]
+        except OSError:
+            return 0
+
+    def _reserve(self, n, size):
+        """Reserve ``n`` bytes of request memory for a ``size``-byte request, waiting at most until its receive
+        deadline (socket.request.receive.timeout.ms after its first byte); False = give up and close."""
+        started = self.frame_started if self.frame_started is not None else time.monotonic()
+        left = started + self.limits.receive_timeout_s - time.monotonic()
+        if self.memory.reserve(n, max(0.0, left)):
+            return True
+        if not self.closing:
+            log.warning("closing %s: no request memory for its %d-byte request within socket.request.receive."
+                        "timeout.ms (queued.max.request.bytes: %d of %d bytes in use)", self._peer(), size,
+                        self.memory.used, self.memory.capacity)
+        return False
+
     def _read_large(self, reader):
-        payload, filled = reader.take_large_frame()
-        view = memoryview(payload)
-        size = len(payload)
-        recv_into = self.sock.recv_into
-        while filled < size:
-            n = recv_into(view[filled:])
-            if not n:
-                return None
-            filled += n
-        return view
+        """Receive the frame whose size prefix is buffered into a PartialFrame grown as bytes arrive.
+        Returns (payload memoryview, bytes of request memory to release after handling), or (None, 0)."""
+        size = reader.frame_size()
+        want = min(size, max(RECV_CHUNK, reader.pending() - 4 + self._readable()))
+        if not self._reserve(want, size):
+            return None, 0
+        charge = want
+        ok = False
+        try:
+            frame = reader.take_large_frame(want)  # capacity == want: what is buffered is <= pending - 4
+            recv_into = self.sock.recv_into
+            while frame.filled < size:
+                if frame.filled == frame.capacity:
+                    # grow only for bytes that are here: a peer that stops sending holds what it sent, no more
+                    readable = self._readable()
+                    if not readable:
+                        wait_read(self.sock.fileno())
+                        readable = self._readable()
+                        if not readable:  # readable with nothing to read: the peer closed
+                            return None, 0
+                    grown = frame.next_capacity(readable)
+                    if not self._reserve(grown, size):
+                        return None, 0
+                    charge += grown
+                    frame.grow(grown)
+                    self.memory.release(charge - grown)  # the old buffer is gone
+                    charge = grown
+                n = recv_into(frame.room())
+                if not n:
+                    return None, 0
+                frame.filled += n
+                self.last_active = time.monotonic()
+            ok = True
+            return frame.payload(), charge
+        finally:
+            if not ok:  # closed, timed out or failed: the reservation goes back
+                self.memory.release(charge)
 
     def dispatch(self, payload):
         try:
@@ -159,11 +262,18 @@ class Connection:
         if not h.serves(version):
             raise CloseConnection("unsupported %s version %d" % (h.api.name, version))
         api = h.api
+        max_elements = self.limits.max_elements
         try:
-            header, pos = decode_request_header(payload, api.request_header_version(version))
-            req = api.decode_request(version, payload, pos)
+            header, pos = decode_request_header(payload, api.request_header_version(version), max_elements)
+            req = api.decode_request(version, payload, pos, max_elements)
+        except ElementLimitError as e:
+            raise CloseConnection("%s v%d request refused: %s (request.max.elements=%d)"
+                                  % (api.name, version, e, max_elements))
         except SchemaError as e:
             raise CloseConnection("malformed %s v%d request: %s" % (api.name, version, e))
+        except Exception as e:  # noqa: BLE001 - any decode failure is bad input: close, never crash the loop
+            log.warning("closing %s: %s v%d request failed to decode: %r", self._peer(), api.name, version, e)
+            raise CloseConnection("undecodable %s v%d request" % (api.name, version))
         ctx = RequestContext(self.broker, header, self, self.listener)
         resp = h.fn(ctx, req)
         if resp is None:
@@ -207,6 +317,7 @@ class Connection:
                     continue
                 out, self._out = self._out, []
                 self._out_bytes = 0
+                self._sending = True
                 pending = []
                 for c in out:
                     if isinstance(c, (bytes, bytearray)):
@@ -218,10 +329,13 @@ class Connection:
                         self._sendfile(c)
                 if pending:
                     sock.sendall(pending[0] if len(pending) == 1 else b"".join(pending))
+                self._sending = False
+                self.last_active = time.monotonic()
         except (CloseConnection, ConnectionError, OSError) as e:
             if not isinstance(e, OSError) or getattr(e, "errno", None) not in (errno.ECONNRESET, errno.EPIPE,
                                                                               errno.EBADF):
                 log.info("closing %s while writing: %s", self._peer(), e)
+            self._sending = False
             self._drained.set()
             self.close()
 

@@ -4,6 +4,11 @@ Graceful shutdown (SIGTERM): stop accepting, close idle connections, let busy on
 (bounded by ``grace_seconds``), then the broker flushes logs and writes the clean-shutdown marker. A request parked
 in a wait (a long-poll Fetch, up to its max_wait_ms) is woken through ``wake`` and, seeing ``Connection.closing``,
 answers at once with what it has -- otherwise every idle consumer would hold the shutdown for the whole grace period.
+
+Limits (``kbroker/server/limits.py`` has the table): every accepted connection is counted in ``ConnectionQuotas``
+before its greenlet starts; one over its IP's cap is closed at once, and at ``max.connections`` the listeners stop
+accepting (``_Listener.full``) until a connection ends. One sweeper greenlet closes connections whose request is
+arriving too slowly or that have been idle too long (``Connection.timed_out``), every ``sweep_interval``.
 """
 import logging
 import time
@@ -12,41 +17,114 @@ import gevent
 from gevent.server import StreamServer
 
 from kbroker.server.connection import Connection
+from kbroker.server.limits import ConnectionQuotas, RequestMemory, ServerLimits, client_ip
 
 log = logging.getLogger(__name__)
 
 
+class _Listener(StreamServer):
+    """A StreamServer that admits connections through the server's ConnectionQuotas."""
+
+    def __init__(self, address, handle, name, quotas, **kw):
+        super().__init__(address, handle, **kw)
+        self.name = name
+        self.quotas = quotas
+
+    def full(self):
+        # Checked by gevent's accept loop before every accept: True stops accepting until ``resume``.
+        return self.quotas.full(self.name)
+
+    def do_handle(self, sock, address):
+        ip = client_ip(address)
+        if not self.quotas.admit(ip):
+            log.info("rejected connection from %s: it has the maximum of %d connections (max.connections.per.ip"
+                     "%s)", ip, self.quotas.ip_limit(ip),
+                     ".overrides" if ip in self.quotas.limits.ip_overrides else "")
+            sock.close()
+            return
+        try:
+            super().do_handle(sock, address)
+        except BaseException:
+            self.quotas.release(ip)
+            raise
+
+    def resume(self):
+        if self.started and not self.full():
+            self.start_accepting()
+
+
 class KafkaServer:
-    def __init__(self, broker, router, listeners, max_request_size, backlog=1024):
-        """listeners: [(name, host, port)]; port 0 picks a free port (see ``bound_ports``)."""
+    def __init__(self, broker, router, listeners, max_request_size=None, backlog=1024, limits=None,
+                 protected_listener=None):
+        """listeners: [(name, host, port)]; port 0 picks a free port (see ``bound_ports``). ``limits``: a
+        ServerLimits; by default read from ``broker.config`` (Kafka's defaults without one). ``protected_listener``:
+        exempt from max.connections; by default the inter-broker listener when there are several listeners."""
         self.broker = broker
         self.router = router
         self.listeners = listeners
-        self.max_request_size = max_request_size
+        config = getattr(broker, "config", None)
+        if limits is None:
+            limits = ServerLimits.from_config(config) if config is not None else \
+                ServerLimits(max_request_size=max_request_size or 104857600)
+        if protected_listener is None and config is not None and len(listeners) > 1:
+            protected_listener = config.inter_broker_listener
+        self.limits = limits
+        self.max_request_size = limits.max_request_size
         self.backlog = backlog
         self.servers = []
         self.connections = set()
+        self.quotas = ConnectionQuotas(limits, protected_listener)
+        self.memory = RequestMemory(limits.request_memory)
+        self._sweeper = None
 
     def start(self):
         for name, host, port in self.listeners:
-            srv = StreamServer((host or "0.0.0.0", port), self._handler(name), backlog=self.backlog)
+            srv = _Listener((host or "0.0.0.0", port), self._handler(name), name, self.quotas, backlog=self.backlog)
             srv.reuse_addr = 1
             srv.start()
+            self.quotas.on_release.append(srv.resume)
             self.servers.append((name, srv))
             log.info("listening on %s %s:%d", name, host or "0.0.0.0", srv.server_port)
+        self._sweeper = gevent.spawn(self._sweep)
 
     def bound_ports(self):
         return {name: srv.server_port for name, srv in self.servers}
 
     def _handler(self, listener_name):
         def handle(sock, address):
-            conn = Connection(sock, address, self.broker, self.router, listener_name, self.max_request_size)
+            conn = Connection(sock, address, self.broker, self.router, listener_name, limits=self.limits,
+                              memory=self.memory)
             self.connections.add(conn)
             try:
+                if self.quotas.over():
+                    self._close_least_active(listener_name)
                 conn.serve()
             finally:
                 self.connections.discard(conn)
+                self.quotas.release(client_ip(address))
         return handle
+
+    def _close_least_active(self, protected):
+        """Over max.connections through the exempt listener: close the least recently active connection of
+        another listener (Kafka's rule), so the total comes back to the cap."""
+        others = [c for c in self.connections if c.listener != protected and not c.closing]
+        if others:
+            victim = min(others, key=lambda c: c.last_active)
+            log.info("closing %s: max.connections (%d) exceeded by an inter-broker connection",
+                     victim._peer(), self.limits.max_connections)
+            victim.close()
+
+    def _sweep(self):
+        """Close connections past socket.request.receive.timeout.ms or connections.max.idle.ms."""
+        interval = self.limits.sweep_interval()
+        while True:
+            gevent.sleep(interval)
+            now = time.monotonic()
+            for conn in list(self.connections):
+                why = conn.timed_out(now)
+                if why is not None:
+                    log.info("closing %s: %s", conn._peer(), why)
+                    conn.close()
 
     def drain(self, max_seconds=2.0, quiet_seconds=0.2):
         """Keep answering for a moment before closing: stop accepting, then wait (at most ``max_seconds``) until
@@ -82,5 +160,7 @@ class KafkaServer:
                 gevent.sleep(0.01)
         for conn in list(self.connections):
             conn.close()
+        if self._sweeper is not None:
+            self._sweeper.kill()
         for _, srv in self.servers:
             srv.stop(timeout=1)
