@@ -44,6 +44,15 @@ _KEYS = [
     _k("log.dir", "string", "/tmp/kafka-logs", None, H, "Log directory, used when log.dirs is unset"),
     _k("log.dirs", "string", None, None, H, "Comma list of log directories (overrides log.dir)"),
     _k("num.partitions", "int", 1, Range(1), M, "Partitions of auto-created topics"),
+    _k("max.request.partitions", "int", 10000, Range(1), M,
+       "kbroker: most partitions one CreateTopics (all its topics together) or CreatePartitions request may add; "
+       "more is INVALID_PARTITIONS (37) for the topics beyond it"),
+    _k("max.topic.partitions", "int", 10000, Range(1), M,
+       "kbroker: most partitions a topic may have (CreateTopics, CreatePartitions, auto-creation); more is "
+       "INVALID_PARTITIONS (37)"),
+    _k("max.broker.partitions", "int", 50000, Range(1), M,
+       "Most partition replicas one broker may host (KIP-578's name; Kafka has no such limit); a topic creation or "
+       "partition addition that would place more on any broker is POLICY_VIOLATION (44)"),
     _k("default.replication.factor", "int", 1, Range(1), M,
        "Replication factor of auto-created topics (kbroker refuses < 1; Kafka has no check)"),
     _k("auto.create.topics.enable", "bool", True, None, H, "Create unknown topics on Metadata/Produce"),
@@ -96,6 +105,10 @@ _KEYS = [
     _k("message.max.bytes", "int", 1048588, Range(0), H,
        "Largest record batch accepted. Modern default 1048588 (1 MiB + 12-byte log overhead); 0.10.1 had 1000012"),
     _k("compression.type", "string", "producer", _COMPRESSION, H, "Compression of stored batches; producer = keep"),
+    _k("max.request.decompressed.bytes", "int", 32 << 20, Range(0), M,
+       "kbroker: bytes all record batches of one Produce request may inflate to together (max.message.bytes is a "
+       "topic config any client may raise); beyond it MESSAGE_TOO_LARGE (10), or CORRUPT_MESSAGE (2) for a batch "
+       "that alone inflates beyond it"),
     # -- network
     _k("socket.request.max.bytes", "int", 104857600, Range(1), H, "Largest request accepted"),
     _k("socket.send.buffer.bytes", "int", 102400, Range(-1), H, "SO_SNDBUF; -1 = OS default"),

@@ -17,14 +17,26 @@ there while its ISR is below min.insync.replicas answers NOT_ENOUGH_REPLICAS_AFT
 stopped leading meanwhile answers NOT_LEADER_OR_FOLLOWER (6). With ISR = [leader] the HW moves in the append itself,
 so acks=-1 costs no Event, timer or greenlet switch.
 Deviation: transactional produce is not served (no transaction coordinator APIs are advertised).
+
+Bounded work (issue 8): all partition entries of one request share one decompression budget,
+``max.request.decompressed.bytes`` (32 MiB; kbroker's key, Kafka has none): an entry that inflates beyond what the
+earlier entries left answers MESSAGE_TOO_LARGE (10), one that inflates beyond the whole budget CORRUPT_MESSAGE (2)
+(the rules are in kbroker/record/__init__.py). And a request that has held the event loop for ``SLICE_S`` (20 ms)
+of appending yields before its next entry, so other connections are served between the entries of a large request
+(a connection serves one request at a time, so its own later requests still wait their turn).
 """
 import time
 
+import gevent
 from gevent.event import Event
 
 from kbroker import errors
 from kbroker.handlers.common import error_code
+from kbroker.record import DEFAULT_REQUEST_DECOMPRESSED_BYTES, request_budget
 from kbroker.server.router import handler
+
+# Appending time after which a request lets other greenlets run before its next partition entry.
+SLICE_S = 0.02
 
 @handler(0, (0, 9))
 def produce(ctx, req):
@@ -33,12 +45,20 @@ def produce(ctx, req):
     acks = req["acks"]
     responses = []
     pending = [] if acks == -1 else None
-    for t in req["topic_data"]:
-        name = t["name"]
-        parts = []
-        for pd in t["partition_data"]:
-            parts.append(_append_one(broker, ctx, version, acks, name, pd, pending))
-        responses.append({"name": name, "partition_responses": parts})
+    config = getattr(broker, "config", None)
+    limit = (config.get("max.request.decompressed.bytes", DEFAULT_REQUEST_DECOMPRESSED_BYTES) if config is not None
+             else DEFAULT_REQUEST_DECOMPRESSED_BYTES)
+    with request_budget(limit):
+        slice_start = time.monotonic()
+        for t in req["topic_data"]:
+            name = t["name"]
+            parts = []
+            for pd in t["partition_data"]:
+                parts.append(_append_one(broker, ctx, version, acks, name, pd, pending))
+                if time.monotonic() - slice_start >= SLICE_S:
+                    gevent.sleep(0)
+                    slice_start = time.monotonic()
+            responses.append({"name": name, "partition_responses": parts})
     if acks == 0:
         return None
     if pending:

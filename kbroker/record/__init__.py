@@ -6,32 +6,54 @@ producer sent into v2 bytes with offsets assigned:
 * v2 batches (magic byte at offset 16 == 2) are checked and then stored AS SENT -- compressed batches stay
   compressed, nothing is re-encoded -- after an in-place rewrite of baseOffset (bytes 0-8) and
   partitionLeaderEpoch (12-16), plus attributes bit 3 / maxTimestamp and the CRC-32C when the topic uses
-  LogAppendTime.  For an uncompressed batch on a default topic this is a constant number of Python steps
-  around two native kernels (CRC-32C, ``validate_records_v2``); per-record Python decoding only happens when
-  it is needed: compacted topics (null-key check), a finite ``timestamp_difference_max_ms``, or offset
-  deltas that are not 0..n-1 (the batch is then rebuilt with sequential deltas, as Kafka's LogValidator does).
+  LogAppendTime.  Per-record work is native, never a Python loop over decoded records: structure
+  (``validate_records_v2`` / ``validate_records_region``), the compacted-topic null-key rule and the timestamp
+  difference check (``record_facts``: first null key, smallest and largest timestamp), and offset deltas that are
+  not 0..n-1, which Kafka's LogValidator rewrites instead of rejecting ("some older clients do not implement the
+  inner offsets correctly"): ``renumber_records`` rewrites them, the batch keeps its header fields and codec and
+  is recompressed (gzip at level 1).  A rebuilt batch above ``max_message_bytes`` is MESSAGE_TOO_LARGE, as in
+  Kafka.  Rebuilding is bounded to ``REBUILD_MAX_BYTES`` (8 MiB) of records: an 11 KiB gzip batch of 1.2 M
+  records all at offset delta 0 (8.4 MB inflated) cost 5.1 s and 523 MB when rebuilt in Python; natively it is
+  ~15 ms plus ~50 ms of recompression, and then refused as MESSAGE_TOO_LARGE (1.7 MB rebuilt).
 * v0/v1 message sets (Produce v0-v2) are checked message by message (CRC32 of every message, inner ones of
   compressed wrappers too) and UP-CONVERTED into one v2 batch with the producer's codec (the codec of the last
   compressed wrapper, as Kafka picks its source codec), keys/values/timestamps kept.  Magic 0 has no timestamp:
-  its records get -1 (NO_TIMESTAMP), Kafka's choice, not the broker time.
+  its records get -1 (NO_TIMESTAMP), Kafka's choice, not the broker time.  This path is Python per message
+  (~6 us), so one partition entry may hold at most ``LEGACY_MAX_MESSAGES`` (16,384, ~0.1 s) messages, inner ones
+  included; 0.10-era clients send 16 KiB batches (a few hundred messages).
 
 Error codes (the first failing check wins; Kafka's order: produce-version rules, size, CRC, records):
 * empty/truncated data: INVALID_RECORD(87) for Produce v3+, else CORRUPT_MESSAGE(2);
 * Produce v3+ with more or less than one batch, or magic != 2: INVALID_RECORD;
 * zstd with Produce < v7 (or in a v0/v1 message), codec id 5-7: UNSUPPORTED_COMPRESSION_TYPE(76);
-* an entry (12-byte log overhead included) above ``max_message_bytes``, or an up-converted batch above it:
-  MESSAGE_TOO_LARGE(10);
+* an entry (12-byte log overhead included) above ``max_message_bytes``, or an up-converted or rebuilt batch
+  above it: MESSAGE_TOO_LARGE(10);
 * bad CRC (CRC-32C for v2, CRC32 for v0/v1), malformed v0/v1 message, undecompressable payload or one that
-  inflates beyond ``decompress_bound(cfg)``: CORRUPT_MESSAGE;
+  inflates beyond what the entry may inflate (below): CORRUPT_MESSAGE;
+* a payload that inflates beyond what is LEFT of the request's shared budget, after other entries of the same
+  request used part of it: MESSAGE_TOO_LARGE (it may fit in a smaller request; the Java producer splits the
+  batch and retries);
+* a batch with non-sequential offset deltas above ``REBUILD_MAX_BYTES`` inflated: MESSAGE_TOO_LARGE;
+* a message set entry of more than ``LEGACY_MAX_MESSAGES`` messages: RECORD_LIST_TOO_LARGE(18);
 * v2: recordsCount != lastOffsetDelta + 1, no records, malformed record, control batch from a client:
   INVALID_RECORD;
 * null key on a compacted topic: INVALID_RECORD for v2 (Kafka >= 2.x), CORRUPT_MESSAGE for v0/v1 (what Kafka 0.10
   answered; clients that speak only Produce v0-v2 do not know code 87);
 * CreateTime timestamp (other than -1) further than ``timestamp_difference_max_ms`` from now: INVALID_TIMESTAMP(32).
 
-Decompression bound: ``max(max_message_bytes * 64, 64 MiB)`` output bytes per request.  Kafka itself has no
-bound; 64x covers the ratios real data reaches (text/JSON ~5-20x) with room to spare, while a compression bomb is
-refused after a bounded amount of work and memory.
+Decompression bounds.  Kafka itself has none.  Here a partition entry may inflate to ``decompress_bound(cfg)`` =
+``max(max_message_bytes * 64, 64 MiB)`` bytes (64x covers the ratios real data reaches, text/JSON ~5-20x), AND
+all entries of one Produce request share a ``RequestBudget`` (the broker key max.request.decompressed.bytes,
+32 MiB by default): ``max.message.bytes`` is a topic config any client may raise to 2^31-1 (through CreateTopics or
+AlterConfigs), which made the per-entry bound 2^37 and let one request of 64 entries inflate 64 x 64 MiB (25 s of
+the event loop).  The produce handler opens the budget (``request_budget(limit)``, a context variable, so
+``Partition.append`` passes it on without knowing); ``validate_for_append(..., budget=)`` takes one explicitly.
+Inflated bytes count against it whether the entry is accepted or not (the work was done).  gzip inflates at
+~3 ms per MiB, so the default bounds one request to ~0.1 s of the event loop.  Internal writers (no budget) only
+have the per-entry bound.
+
+Records per batch need no separate cap: a v2 record is at least 7 bytes, so a batch holds at most
+(inflated bytes) / 7 records, bounded by the budget above (32 MiB: 4.8 M records, ~50 ms of native walks).
 
 AppendInfo.offset_of_max_timestamp is the LAST offset of the (first) batch carrying max_timestamp -- Kafka's
 "shallow" offset for v2, which is what the time index needs, and knowable without decoding records.  For an
@@ -39,29 +61,39 @@ append of several v2 batches (only accepted without a Produce v3+ version) the p
 batch's and last_sequence the last batch's.
 """
 
+import contextvars
 import struct
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from kbroker._native import validate_records_region, validate_records_v2
 from kbroker._native.batch_py import OFFSET_DELTA_REASON
-from kbroker.errors import (CorruptMessage, InvalidRecord, InvalidTimestamp, MessageTooLarge,
+from kbroker.errors import (CorruptMessage, InvalidRecord, InvalidTimestamp, MessageTooLarge, RecordListTooLarge,
                             UnsupportedCompressionType)
 
 from . import batch as _batch
 from . import compression, legacy
 from .batch import (HEADER_SIZE, LOG_OVERHEAD, BatchHeader, Record, batch_header, batch_records, build_batch,
                     iter_batches)
-from .compression import CODEC_NAMES, compress, decompress
+from .compression import CODEC_NAMES, OutputLimitExceeded, compress, decompress
 
 __all__ = [
     "RecordConfig", "AppendInfo", "validate_for_append", "down_convert", "iter_records", "batch_header",
     "BatchHeader", "Record", "build_batch", "batch_records", "iter_batches", "decompress_bound", "compress",
-    "decompress", "CODEC_NAMES", "compression", "legacy", "HEADER_SIZE", "LOG_OVERHEAD",
+    "decompress", "CODEC_NAMES", "compression", "legacy", "HEADER_SIZE", "LOG_OVERHEAD", "RequestBudget",
+    "request_budget", "DEFAULT_REQUEST_DECOMPRESSED_BYTES",
 ]
 
 MAX_LONG = (1 << 63) - 1
 DECOMPRESS_FACTOR = 64
 DECOMPRESS_MIN = 64 << 20
+# max.request.decompressed.bytes default: gzip inflates ~3 ms per MiB, so ~0.1 s of the event loop per request.
+DEFAULT_REQUEST_DECOMPRESSED_BYTES = 32 << 20
+# Records of a batch with non-sequential offset deltas that are renumbered and recompressed (~8 ms per MiB with
+# gzip level 1); Kafka clients writing v2 never need it.
+REBUILD_MAX_BYTES = 8 << 20
+# Messages (inner ones included) one v0/v1 message-set entry may hold: up-conversion is ~6 us per message.
+LEGACY_MAX_MESSAGES = 16384
 
 _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
@@ -102,6 +134,62 @@ class AppendInfo:
     size: int                  # len(buffer)
 
 
+class RequestBudget:
+    """Bytes the partition entries of one Produce request may still inflate, shared by all of them."""
+
+    __slots__ = ("limit", "remaining")
+
+    def __init__(self, limit):
+        self.limit = self.remaining = max(0, int(limit))
+
+    def take(self, n):
+        self.remaining = max(0, self.remaining - n)
+
+
+_REQUEST_BUDGET = contextvars.ContextVar("kbroker_record_request_budget", default=None)
+
+
+@contextmanager
+def request_budget(limit):
+    """Open a shared RequestBudget of ``limit`` bytes for every ``validate_for_append`` in this block (this greenlet
+    or thread only: a context variable). Yields the budget."""
+    budget = RequestBudget(limit)
+    token = _REQUEST_BUDGET.set(budget)
+    try:
+        yield budget
+    finally:
+        _REQUEST_BUDGET.reset(token)
+
+
+class _Inflation:
+    """What one partition entry may inflate: its own bound (``decompress_bound``) and the request's budget."""
+
+    __slots__ = ("own", "budget")
+
+    def __init__(self, own, budget):
+        self.own, self.budget = own, budget
+
+    def allowed(self):
+        return self.own if self.budget is None else min(self.own, self.budget.remaining)
+
+    def used(self, n):
+        self.own -= n
+        if self.budget is not None:
+            self.budget.take(n)
+
+    def failed(self, exc, allowed):
+        """The exception for a payload that inflated beyond ``allowed`` (those bytes were inflated: they count).
+        CORRUPT_MESSAGE when nothing more was ever possible for it; MESSAGE_TOO_LARGE when only the share other
+        entries of the request had taken stood in the way."""
+        budget = self.budget
+        self.used(allowed)
+        if budget is not None and allowed < min(self.own + allowed, budget.limit):
+            return MessageTooLarge(
+                "the request's record batches inflate beyond max.request.decompressed.bytes=%d (%d bytes were left "
+                "for this one); send fewer or smaller batches per request" % (budget.limit, allowed))
+        return exc
+
+
 def decompress_bound(cfg):
     """Most bytes a request's compressed payloads may inflate to (see the module docstring)."""
     return max(cfg.max_message_bytes * DECOMPRESS_FACTOR, DECOMPRESS_MIN)
@@ -111,24 +199,28 @@ def _v3(produce_version):
     return produce_version is not None and produce_version >= 3
 
 
-def validate_for_append(data, base_offset, now_ms, cfg=None, produce_version=None):
+def validate_for_append(data, base_offset, now_ms, cfg=None, produce_version=None, budget=None):
     """Validate a produced partition payload and return its v2 form with offsets from ``base_offset``.
 
     ``produce_version`` None means an internal writer (no Produce-version rules, control batches allowed).
+    ``budget``: the request's shared RequestBudget; default the one ``request_budget`` opened, if any.
     """
     cfg = cfg or DEFAULT_CONFIG
+    if budget is None:
+        budget = _REQUEST_BUDGET.get()
+    inflation = _Inflation(decompress_bound(cfg), budget)
     mv = memoryview(data).cast("B") if not isinstance(data, (bytes, bytearray)) else data
     if len(mv) < 17:
         err = InvalidRecord if _v3(produce_version) else CorruptMessage
         raise err("record data of %d bytes holds no complete entry" % len(mv))
     magic = mv[16]
     if magic == 2:
-        return _append_v2(mv, base_offset, now_ms, cfg, produce_version)
+        return _append_v2(mv, base_offset, now_ms, cfg, produce_version, inflation)
     if _v3(produce_version):
         raise InvalidRecord("Produce v%d requires record batches with magic 2, got magic %d"
                             % (produce_version, magic))
     if magic in (0, 1):
-        return _append_legacy(mv, base_offset, now_ms, cfg, produce_version)
+        return _append_legacy(mv, base_offset, now_ms, cfg, produce_version, inflation)
     raise CorruptMessage("unknown magic %d" % magic)
 
 
@@ -164,8 +256,8 @@ def _frame_v2(buf, produce_version):
     return out
 
 
-def _check_batch(buf, pos, h, now_ms, cfg, produce_version, budget):
-    """Validate one v2 batch; returns (decompressed bytes used, rebuilt batch bytes or None)."""
+def _check_batch(buf, pos, h, now_ms, cfg, produce_version, inflation):
+    """Validate one v2 batch; returns the rebuilt batch bytes (offset deltas renumbered) or None."""
     _check_codec(h.codec, produce_version)
     if h.size > cfg.max_message_bytes:
         raise MessageTooLarge("record batch of %d bytes exceeds max.message.bytes %d" % (h.size,
@@ -180,37 +272,53 @@ def _check_batch(buf, pos, h, now_ms, cfg, produce_version, budget):
         raise InvalidRecord("recordsCount %d != lastOffsetDelta %d + 1" % (h.records_count, h.last_offset_delta))
     if h.is_transactional and h.producer_id < 0:
         raise InvalidRecord("transactional batch without a producer id")
-    used = 0
     if h.codec == compression.NONE:
-        region = None
+        region = memoryview(buf)[pos + HEADER_SIZE:pos + h.size]
         reason = validate_records_v2(buf, pos, h.size)
     else:
-        region = _batch.records_region(buf, pos, h, budget)
-        used = len(region)
+        allowed = inflation.allowed()
+        try:
+            region = _batch.records_region(buf, pos, h, allowed)
+        except OutputLimitExceeded as e:
+            raise inflation.failed(e, allowed) from None
+        inflation.used(len(region))
         reason = validate_records_region(region, h.records_count)
     if reason is not None and reason != OFFSET_DELTA_REASON:
         raise InvalidRecord("malformed records in the batch at %d: %s" % (pos, reason))
     check_ts = not cfg.log_append_time and cfg.timestamp_difference_max_ms < MAX_LONG
-    if not (cfg.compacted or check_ts or reason is not None):
-        return used, None
-    if region is None:
-        region = memoryview(buf)[pos + HEADER_SIZE:pos + h.size]
-    records = _batch.decode_records(region, h.records_count, 0, h.base_timestamp)
-    if cfg.compacted:
-        for rec in records:
-            if rec[2] is None:
-                raise InvalidRecord("compacted topic cannot accept a record without a key")
-    if check_ts:
-        _check_timestamps((rec[1] for rec in records), now_ms, cfg)
+    if cfg.compacted or check_ts:
+        null_key, min_ts, max_ts = _batch.record_facts(region, h.records_count, h.base_timestamp)
+        if cfg.compacted and null_key >= 0:
+            raise InvalidRecord("compacted topic cannot accept a record without a key (record %d of the batch "
+                                "at %d)" % (null_key, pos))
+        if check_ts and min_ts != -1:
+            _check_timestamps((min_ts, max_ts), now_ms, cfg)
     if reason is None:
-        return used, None
-    # Offset deltas not 0..n-1: rebuild with sequential deltas, same codec and producer fields.
-    rebuilt = build_batch(
-        [Record(i, rec[1], rec[2], rec[3], rec[4]) for i, rec in enumerate(records)],
-        base_offset=h.base_offset, codec=h.codec, producer_id=h.producer_id, producer_epoch=h.producer_epoch,
-        base_sequence=h.base_sequence, timestamp_type=h.timestamp_type, is_transactional=h.is_transactional,
-        is_control=h.is_control, partition_leader_epoch=h.partition_leader_epoch, max_timestamp=h.max_timestamp)
-    return used, rebuilt
+        return None
+    return _rebuild(h, region, cfg)
+
+
+def _rebuild(h, region, cfg):
+    """The batch ``h`` with offset deltas 0..n-1 (Kafka rewrites, never rejects, such batches): same header
+    fields and codec, records renumbered natively, recompressed fast. Bounded by REBUILD_MAX_BYTES."""
+    if len(region) > REBUILD_MAX_BYTES:
+        raise MessageTooLarge("offset deltas not 0..n-1 in a batch of %d records inflating to %d bytes: such "
+                              "batches are rewritten only up to %d bytes" % (h.records_count, len(region),
+                                                                             REBUILD_MAX_BYTES))
+    records = _batch.renumber_records(region, h.records_count)
+    if h.codec != compression.NONE:
+        records = compress(h.codec, records, fast=True)
+    size = HEADER_SIZE + len(records)
+    if size > cfg.max_message_bytes:
+        raise MessageTooLarge("record batch rewritten with sequential offset deltas is %d bytes, above "
+                              "max.message.bytes %d" % (size, cfg.max_message_bytes))
+    out = bytearray(size)
+    _batch.HEADER.pack_into(out, 0, h.base_offset, size - LOG_OVERHEAD, h.partition_leader_epoch, 2, 0,
+                            h.attributes, h.last_offset_delta, h.base_timestamp, h.max_timestamp, h.producer_id,
+                            h.producer_epoch, h.base_sequence, h.records_count)
+    out[HEADER_SIZE:] = records
+    _batch.write_crc(out, 0, size)
+    return out
 
 
 def _check_timestamps(timestamps, now_ms, cfg):
@@ -220,14 +328,12 @@ def _check_timestamps(timestamps, now_ms, cfg):
             raise InvalidTimestamp("timestamp %d is more than %d ms away from broker time %d" % (ts, limit, now_ms))
 
 
-def _append_v2(data, base_offset, now_ms, cfg, produce_version):
+def _append_v2(data, base_offset, now_ms, cfg, produce_version, inflation):
     batches = _frame_v2(data, produce_version)
-    budget = decompress_bound(cfg)
     rebuilt_any = False
     pieces = []
     for pos, h in batches:
-        used, rebuilt = _check_batch(data, pos, h, now_ms, cfg, produce_version, budget)
-        budget -= used
+        rebuilt = _check_batch(data, pos, h, now_ms, cfg, produce_version, inflation)
         if rebuilt is not None:
             rebuilt_any = True
             pieces.append(rebuilt)
@@ -277,8 +383,7 @@ def _assign(buf, batches, base_offset, now_ms, cfg):
 
 
 # ---------------------------------------------------------------------------------------- v0 / v1
-def _append_legacy(data, base_offset, now_ms, cfg, produce_version):
-    budget = decompress_bound(cfg)
+def _append_legacy(data, base_offset, now_ms, cfg, produce_version, inflation):
     records = []
     codec = compression.NONE
     check_ts = not cfg.log_append_time and cfg.timestamp_difference_max_ms < MAX_LONG
@@ -288,16 +393,23 @@ def _append_legacy(data, base_offset, now_ms, cfg, produce_version):
                                                                                        cfg.max_message_bytes))
         if m.codec == compression.NONE:
             records.append((m.timestamp, m.key, m.value))
-            continue
-        if m.codec == compression.ZSTD:
-            raise UnsupportedCompressionType("zstd is not allowed in magic %d messages" % m.magic)
-        inner = legacy.inner_messages(m, budget)
-        budget -= sum(i.size for i in inner)
-        codec = m.codec
-        if m.log_append_time:
-            records.extend((m.timestamp, i.key, i.value) for i in inner)
         else:
-            records.extend((i.timestamp, i.key, i.value) for i in inner)
+            if m.codec == compression.ZSTD:
+                raise UnsupportedCompressionType("zstd is not allowed in magic %d messages" % m.magic)
+            allowed = inflation.allowed()
+            try:
+                inner = legacy.inner_messages(m, allowed, LEGACY_MAX_MESSAGES - len(records))
+            except OutputLimitExceeded as e:
+                raise inflation.failed(e, allowed) from None
+            inflation.used(sum(i.size for i in inner))
+            codec = m.codec
+            if m.log_append_time:
+                records.extend((m.timestamp, i.key, i.value) for i in inner)
+            else:
+                records.extend((i.timestamp, i.key, i.value) for i in inner)
+        if len(records) > LEGACY_MAX_MESSAGES:
+            raise RecordListTooLarge("message set holds more than %d messages; send smaller batches"
+                                     % LEGACY_MAX_MESSAGES)
     if cfg.compacted:
         for _ts, key, _value in records:
             if key is None:

