@@ -82,13 +82,17 @@ def assert_idempotent_batches(broker, topic, partition, count):
 
 def test_producer_defaults_are_idempotent_acks_all_and_exact(jbroker, java_driver):
     topic = "java-defaults"
-    recs = sample_records("jv", partitions=3, per_partition=6)
+    t0 = now_ms() - 60_000
+    recs = sample_records("jv", partitions=3, per_partition=6, t0=t0)   # record j of partition p: t0 + 1000j + p
     # A Java header value may be null: the first record of each partition ends with one, after its other headers.
     recs = [r._replace(headers=r.headers + (("nil", None),)) if i < 3 else r for i, r in enumerate(recs)]
-    create, produce, consume = java_driver(jbroker.bootstrap, [
+    create, produce, consume, earliest, latest, by_time = java_driver(jbroker.bootstrap, [
         {"op": "create_topics", "topics": [{"name": topic, "partitions": 3}]},
         {"op": "produce", "topic": topic, "records": java_records(recs)},   # no config: the Java defaults
         {"op": "consume", "topic": topic, "count": len(recs)},
+        {"op": "list_offsets", "topic": topic, "partitions": [0, 1, 2], "spec": "earliest"},
+        {"op": "list_offsets", "topic": topic, "partitions": [0, 1, 2], "spec": "latest"},
+        {"op": "list_offsets", "topic": topic, "partitions": [0, 1, 2], "spec": t0 + 2500},
     ])
     assert ok(create)["results"][topic]["numPartitions"] == 3
     assert ok(produce)["effective"]["enable.idempotence"] is True and produce["effective"]["acks"] == "-1"
@@ -102,6 +106,10 @@ def test_producer_defaults_are_idempotent_acks_all_and_exact(jbroker, java_drive
     assert got_of(ok(consume)) == want and consume["timedOut"] is False
     assert consume["endOffsets"] == {"0": 6, "1": 6, "2": 6} and consume["beginningOffsets"] == {"0": 0, "1": 0,
                                                                                                    "2": 0}
+    assert {p: o["offset"] for p, o in ok(earliest)["offsets"].items()} == {"0": 0, "1": 0, "2": 0}
+    assert {p: o["offset"] for p, o in ok(latest)["offsets"].items()} == {"0": 6, "1": 6, "2": 6}
+    # offsetsForTimes: the first record at or after t0 + 2500 is j = 3 (t0 + 3000 + p), inside its batch.
+    assert ok(by_time)["offsets"] == {str(p): {"offset": 3, "timestamp": t0 + 3000 + p} for p in range(3)}
     assert confluent_consume(jbroker.bootstrap, topic, len(recs), partitions=(0, 1, 2)) == want
     pids = {assert_idempotent_batches(jbroker, topic, p, 6)[0].producer_id for p in range(3)}
     assert len(pids) == 1, f"one producer, one producer id: {pids}"
@@ -144,6 +152,7 @@ def test_consumer_group_commit_resume_describe_delete(jbroker, java_driver, admi
         {"op": "group_consume", "topics": [ta, tb], "groupId": group, "count": total, "whileMember": [
             {"op": "describe_groups", "groups": [group]},
             {"op": "list_groups"},
+            {"op": "list_groups", "states": ["Empty"]},
             {"op": "delete_groups", "groups": [group]},
             {"op": "list_group_offsets", "group": group},
         ]},
@@ -153,11 +162,12 @@ def test_consumer_group_commit_resume_describe_delete(jbroker, java_driver, admi
     assert run["assignment"] == all_tps and run["generationId"] >= 1
     committed = {(c["topic"], c["partition"]): c["offset"] for c in run["committed"]}
     assert committed == ends
-    describe, listing, delete, offsets = run["whileMember"]
+    describe, listing, empty_ones, delete, offsets = run["whileMember"]
     g = ok(describe)["results"][group]
     assert (g["state"], g["simple"], g["assignor"], g["type"]) == ("Stable", False, "range", "Classic")
     assert [(m["memberId"], m["assignment"]) for m in g["members"]] == [(run["memberId"], all_tps)]
     assert {"groupId": group, "state": "Stable", "type": None, "simple": False} in ok(listing)["groups"]
+    assert group not in [x["groupId"] for x in ok(empty_ones)["groups"]]     # the state filter (ListGroups v4)
     assert error_type(ok(delete)["results"][group]) == "GroupNotEmptyException"
     assert {(o["topic"], o["partition"]): o["offset"] for o in ok(offsets)["offsets"]} == ends
 
@@ -173,9 +183,10 @@ def test_consumer_group_commit_resume_describe_delete(jbroker, java_driver, admi
     # New records only: the group resumes at its commits. Then the empty group is described, deleted and gone.
     more = sample_records("gmore", partitions=3, per_partition=2)
     confluent_produce(jbroker.bootstrap, ta, more)
-    resume, describe, delete, delete_again, listing = java_driver(jbroker.bootstrap, [
+    resume, describe, empty_ones, delete, delete_again, listing = java_driver(jbroker.bootstrap, [
         {"op": "group_consume", "topics": [ta, tb], "groupId": group, "count": len(more)},
         {"op": "describe_groups", "groups": [group]},
+        {"op": "list_groups", "states": ["Empty"]},
         {"op": "delete_groups", "groups": [group]},
         {"op": "delete_groups", "groups": [group]},
         {"op": "list_groups"},
@@ -185,6 +196,7 @@ def test_consumer_group_commit_resume_describe_delete(jbroker, java_driver, admi
                                                                                        (ta, 1): 6, (ta, 2): 6}
     g = ok(describe)["results"][group]
     assert (g["state"], g["members"]) == ("Empty", [])
+    assert {"groupId": group, "state": "Empty", "type": None, "simple": False} in ok(empty_ones)["groups"]
     assert ok(delete)["results"] == {group: None}
     assert error_type(ok(delete_again)["results"][group]) == "GroupIdNotFoundException"
     assert group not in [x["groupId"] for x in ok(listing)["groups"]]

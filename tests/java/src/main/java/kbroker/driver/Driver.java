@@ -32,6 +32,7 @@ import org.apache.kafka.clients.admin.ConsumerGroupListing;
 import org.apache.kafka.clients.admin.CreateTopicsOptions;
 import org.apache.kafka.clients.admin.CreateTopicsResult;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
+import org.apache.kafka.clients.admin.ListConsumerGroupsOptions;
 import org.apache.kafka.clients.admin.ListOffsetsResult;
 import org.apache.kafka.clients.admin.ListTopicsOptions;
 import org.apache.kafka.clients.admin.MemberDescription;
@@ -49,6 +50,7 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.GroupState;
 import org.apache.kafka.common.KafkaFuture;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.PartitionInfo;
@@ -98,7 +100,8 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * alter_configs    {resources: [{type, name, ops: [{name, value, op: "SET"|"DELETE"|"APPEND"|"SUBTRACT"}]}]}
  *                  (Admin.incrementalAlterConfigs: the only config-altering call left in 4.x)
  *                  -> {results: {name: null | {error}}}
- * list_groups      {} -> {groups: [{groupId, state, type, simple}] sorted by groupId}   (listConsumerGroups)
+ * list_groups      {states?: ["Stable", ...]} -> {groups: [{groupId, state, type, simple}] sorted by groupId}
+ *                  (listConsumerGroups, optionally inGroupStates)
  * describe_groups  {groups} -> {results: {g: {state, simple, assignor, coordinator, type,
  *                   members: [{memberId, clientId, host, assignment: [[t, p]]}]} | {error}}}
  * list_group_offsets {group} -> {offsets: [{topic, partition, offset, metadata}]} | {error}
@@ -106,7 +109,8 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * alter_group_offsets {group, offsets: [{topic, partition, offset, metadata?}]}   (a group without members)
  *                  -> {results: {"topic-p": null | {error}}}
  * describe_cluster {} -> {clusterId, controller, nodes: [{id, host, port}]}
- * list_offsets     {topic, partitions, spec: "earliest"|"latest"} -> {offsets: {"p": offset}}
+ * list_offsets     {topic, partitions, spec: "earliest"|"latest"|"maxTimestamp"|<timestamp ms>}
+ *                  -> {offsets: {"p": {offset, timestamp}}}
  * rec = {partition, offset, key, value, headers: [[name, b64|null]], timestamp, timestampType}
  * </pre>
  */
@@ -175,7 +179,7 @@ public final class Driver {
                 case "create_partitions": createPartitions(step, r); break;
                 case "describe_configs": describeConfigs(step, r); break;
                 case "alter_configs": alterConfigs(step, r); break;
-                case "list_groups": listGroups(r); break;
+                case "list_groups": listGroups(step, r); break;
                 case "describe_groups": describeGroups(step, r); break;
                 case "list_group_offsets": listGroupOffsets(step, r); break;
                 case "delete_groups": deleteGroups(step, r); break;
@@ -551,8 +555,16 @@ public final class Driver {
     }
 
     @SuppressWarnings("deprecation")
-    private void listGroups(Map<String, Object> r) throws Exception {
-        Collection<ConsumerGroupListing> listings = await(admin().listConsumerGroups().all());
+    private void listGroups(Map<String, Object> step, Map<String, Object> r) throws Exception {
+        ListConsumerGroupsOptions opts = new ListConsumerGroupsOptions();
+        if (step.get("states") != null) {
+            Set<GroupState> states = new HashSet<>();
+            for (String st : strings(step.get("states"))) {
+                states.add(GroupState.parse(st));
+            }
+            opts.inGroupStates(states);
+        }
+        Collection<ConsumerGroupListing> listings = await(admin().listConsumerGroups(opts).all());
         Map<String, Object> byId = new TreeMap<>();
         for (ConsumerGroupListing l : listings) {
             Map<String, Object> g = new LinkedHashMap<>();
@@ -667,14 +679,25 @@ public final class Driver {
 
     private void listOffsets(Map<String, Object> step, Map<String, Object> r) throws Exception {
         String topic = (String) require(step, "topic");
-        OffsetSpec which = "earliest".equals(step.get("spec")) ? OffsetSpec.earliest() : OffsetSpec.latest();
+        Object spec = step.getOrDefault("spec", "latest");
+        OffsetSpec which;
+        if (spec instanceof Number) {
+            which = OffsetSpec.forTimestamp(num(spec));
+        } else if ("earliest".equals(spec)) {
+            which = OffsetSpec.earliest();
+        } else if ("maxTimestamp".equals(spec)) {
+            which = OffsetSpec.maxTimestamp();
+        } else {
+            which = OffsetSpec.latest();
+        }
         Map<TopicPartition, OffsetSpec> req = new LinkedHashMap<>();
         for (Object p : list(require(step, "partitions"))) {
             req.put(new TopicPartition(topic, (int) num(p)), which);
         }
         Map<TopicPartition, ListOffsetsResult.ListOffsetsResultInfo> got = await(admin().listOffsets(req).all());
         Map<String, Object> out = new TreeMap<>();
-        got.forEach((tp, info) -> out.put(String.valueOf(tp.partition()), info.offset()));
+        got.forEach((tp, info) -> out.put(String.valueOf(tp.partition()),
+                Map.of("offset", info.offset(), "timestamp", info.timestamp())));
         r.put("offsets", out);
     }
 
