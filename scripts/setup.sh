@@ -165,7 +165,7 @@ fi
 impl="$(cd / && env -u KBROKER_PURE "$PY" -c 'import kbroker._native as n; print(n.IMPL)')" \
     || die "kbroker._native does not import with $PY"
 [[ "$impl" == cython ]] || die "kbroker._native.IMPL is '$impl': the Cython kernels did not build"
-log "python: $("$PY" -V 2>&1) in $VENV ($(grep -c '^[A-Za-z]' "$LOCK") pins in $LOCK$([[ $BENCH == 0 ]] || echo " + $BENCH_LOCK")), kbroker._native.IMPL=$impl"
+log "python: $("$PY" -V 2>&1) in $VENV, exactly $LOCK$([[ $BENCH == 0 ]] || echo " + $BENCH_LOCK"), kbroker._native.IMPL=$impl"
 
 # ------------------------------------------------------------------------------------------------ 3. npm
 if [[ $MODE == full ]]; then
