@@ -8,15 +8,15 @@ keeps both from two data watches, so a check costs no coordination round trip.
 ``controller_id`` is -1 while ``/controller`` is absent (no controller elected), ``epoch`` -1 while
 ``/controller_epoch`` is absent; unreadable content counts as absent.
 
-``is_current(controller_id, epoch, timeout)``: True when the pair matches. A request whose epoch is *higher* than
-the one seen here may come from a controller elected a moment ago: its write of ``/controller_epoch`` reached the
-ensemble before its request reached us, and our watch (served by our own ZooKeeper server, possibly a follower a few
-milliseconds behind) has not fired yet. Such a request waits, at most ``timeout`` seconds, for the view to change
-before it is judged; a lower epoch, or the current epoch with another broker id, is refused at once. The wait holds
-only the asking request's greenlet (the watch callbacks run elsewhere), never the event loop.
-
-Election order (controller.py): the winner creates ``/controller`` first, then increments ``/controller_epoch``;
-watch events arrive in zxid order, so the view passes through (new id, old epoch) to (new id, new epoch).
+``is_current(controller_id, epoch, timeout)``: True when the pair matches. A lower epoch is refused at once (an
+earlier controller). Any other mismatch may be our view lagging: a controller elected a moment ago wrote
+``/controller`` and ``/controller_epoch`` before its request reached us, and our watches (served by our own
+ZooKeeper server, possibly a follower a few milliseconds behind) have not fired yet -- or this broker's session
+just expired and the two watches are re-reading their nodes in the new session, in no particular order, so the
+view can briefly pair the new epoch with the old id (seen in test_cluster_failover: a resumed ex-controller refused
+its successor's first LeaderAndIsr and never got another). Such a request waits, at most ``timeout`` seconds, for
+the view to change to the request's pair before it is refused. The wait holds only the asking request's greenlet
+(the watch callbacks run elsewhere), never the event loop; a forged request just waits for its refusal.
 """
 import logging
 import time
@@ -76,13 +76,13 @@ class ControllerView:
         return self.controller_id, self.epoch
 
     def is_current(self, controller_id, epoch, timeout=0.0):
-        """True when (controller_id, epoch) is the current controller; waits up to ``timeout`` s while ``epoch`` is
-        ahead of the view (see the module docstring)."""
+        """True when (controller_id, epoch) is the current controller; False at once for an epoch below the view's,
+        else after waiting up to ``timeout`` s for the view to match (see the module docstring)."""
         deadline = time.monotonic() + timeout
         while True:
             if epoch == self.epoch and controller_id == self.controller_id and epoch >= 0 and controller_id >= 0:
                 return True
-            if epoch <= self.epoch:
+            if epoch < self.epoch or epoch < 0 or controller_id < 0:
                 return False
             remaining = deadline - time.monotonic()
             if remaining <= 0:

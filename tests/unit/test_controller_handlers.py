@@ -170,6 +170,11 @@ def test_request_ahead_of_the_view_waits_for_it(broker, backend):
     assert broker.metadata_cache.controller_epoch == EPOCH + 1
     # The old controller is fenced from now on.
     assert d(6, 6, um_body()) == {"error_code": 11}
+    # After a session expiry the two watches re-read in any order: the view may pair the new epoch with the old id.
+    backend.set(ControllerEpochZNode.path(), ControllerEpochZNode.encode(EPOCH + 2))
+    assert broker.controller_view.current() == (2, EPOCH + 2)
+    gevent.spawn_later(0.1, backend.set, ControllerZNode.path(), ControllerZNode.encode(3))
+    assert d(6, 6, um_body(epoch=EPOCH + 2, cid=3)) == {"error_code": 0}
 
 
 def test_request_during_registration_waits_for_the_new_epoch(broker):
