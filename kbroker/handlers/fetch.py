@@ -1,32 +1,59 @@
 """Fetch (1), served v0-v12: consumers, and follower replicas (replica_id >= 0; v15+ would carry it in
 replica_state).
 
-Consumers: for each requested partition, return record batches from ``fetch_offset`` up to the high watermark, at
-most ``partition_max_bytes`` per partition and ``max_bytes`` (v3+) per response -- except that the first partition
-with data always gets at least one whole batch even if it is larger (KIP-74), so a consumer can never get stuck on a
-big batch. If fewer than ``min_bytes`` are ready the request waits up to ``max_wait_ms`` and returns the moment the
-high watermark of a requested partition advances (each Partition wakes its waiters; no polling), or at once with
-what it has when the broker shuts down (the connection is then closing).
+Consumers: for each requested partition, return record batches from ``fetch_offset`` up to the high watermark.
+If fewer than ``min_bytes`` are ready the request waits up to ``max_wait_ms`` and returns the moment the high
+watermark of a requested partition advances (each Partition wakes its waiters; no polling), or at once with what
+it has when the broker shuts down (the connection is then closing).
 Followers: the same long poll, but they read up to the leader's LEO and are woken by every append; the first pass
 of the request reports the follower's LEO (= its fetch_offset) to the leader Partition (caught-up time, ISR
-expansion, HW advance -- which completes delayed produces). Only the leader answers (NOT_LEADER_OR_FOLLOWER 6).
-current_leader_epoch (v9+, -1 = unknown) is checked for everybody: older than the partition's ->
-FENCED_LEADER_EPOCH (74), newer -> UNKNOWN_LEADER_EPOCH (75).
+expansion, HW advance -- which completes delayed produces), for every partition, whatever the size budget left.
+Only the leader answers (NOT_LEADER_OR_FOLLOWER 6). current_leader_epoch (v9+, -1 = unknown) is checked for
+everybody: older than the partition's -> FENCED_LEADER_EPOCH (74), newer -> UNKNOWN_LEADER_EPOCH (75).
+
+Sizes (Kafka's ReplicaManager.readFromLog, KIP-74). The response budget is ``min(max_bytes, fetch.max.bytes)``
+(the broker key, Kafka >= 2.5; v0-v2 carry no max_bytes, so only the broker key bounds them) and ``min_bytes`` is
+capped by it. Partitions are read in request order; each gets at most ``min(partition_max_bytes, what is left of
+the budget)`` and every byte sent -- stored or down-converted -- is taken from the budget.
+* v3+: the first partition with data gets at least its whole first batch, however large (the progress
+  guarantee); every later partition whose first batch does not fit what it may have gets NO records (empty,
+  error NONE, high watermark set), never a cut batch (kafka-python: "no complete records were found", aiokafka:
+  RecordTooLargeError). A whole first batch may be followed by a cut one, as in Kafka; clients drop it.
+* v0-v2 (Kafka's ``hardMaxBytesLimit``): no progress guarantee and the limits cut anywhere -- a first message
+  larger than the limit arrives cut, which is how 0.10-era clients learn to raise RecordTooLargeException or to
+  grow their fetch size. The cut is taken from the down-converted form of the whole first batch.
+A request naming one partition several times is served like Kafka's LinkedHashMap of partitions: once, at the
+position of its first mention, with the values of its last (so the budget bounds the response whatever it names).
+
 Stored bytes leave through ``sendfile`` for v4+; v0-v3 clients can't read v2 batches, so the batches are
-down-converted (magic 0 for v0/v1, magic 1 for v2/v3; headers are dropped, as in Kafka).
+down-converted (magic 0 for v0/v1, magic 1 for v2/v3; headers are dropped, as in Kafka) batch by batch in a
+worker thread (``workers.py``: a big batch can take seconds), stopping as soon as the budget is spent. The
+converted form is usually larger than the stored one (a magic 1 message has 34 bytes of overhead, a v2 record
+~8), so the cut follows converted sizes: v3 keeps whole converted batches only (the first partition with data
+still gets its first one whole), v0-v2 are cut at the byte.
 Errors per partition: OFFSET_OUT_OF_RANGE (1), UNKNOWN_TOPIC_OR_PARTITION (3), NOT_LEADER_OR_FOLLOWER (6),
-FENCED_LEADER_EPOCH (74), UNKNOWN_LEADER_EPOCH (75).
+FENCED_LEADER_EPOCH (74), UNKNOWN_LEADER_EPOCH (75); for v0-v3 clients, when the batch first in line cannot be
+down-converted (a later one just ends that partition's data): UNSUPPORTED_COMPRESSION_TYPE (76) for zstd,
+UNSUPPORTED_VERSION (35, Kafka's answer when it will not down-convert) for a batch of more than
+``workers.DECODE_MAX_RECORDS`` (100 000) records.
 Fetch sessions (v7+) are answered sessionless (session_id 0): clients then send full requests every time.
-Deviation: zstd batches are not withheld from v4-v9 fetchers (Kafka answers UNSUPPORTED_COMPRESSION_TYPE); clients
+Deviations: a batch of more than 100 000 records is not down-converted (above; Kafka converts anything, at
+~360 bytes of memory per record here). zstd batches are not withheld from v4-v9 fetchers (Kafka answers UNSUPPORTED_COMPRESSION_TYPE); clients
 that cannot read zstd do not produce it either.
 """
 import time
 
 from gevent.event import Event
 
+from kbroker.errors import UnsupportedCompressionType, UnsupportedVersion
 from kbroker.handlers.common import error_code
-from kbroker.record import down_convert
+from kbroker.handlers.workers import DECODE_MAX_RECORDS, gc_paused, run_in_worker
+from kbroker.record import down_convert, iter_batches
 from kbroker.server.router import handler
+
+INT32_MAX = 0x7FFFFFFF
+FETCH_MAX_BYTES = "fetch.max.bytes"
+DEFAULT_FETCH_MAX_BYTES = 57671680  # Kafka's default for the broker key (55 MiB)
 
 
 def replica_id_of(req):
@@ -36,6 +63,25 @@ def replica_id_of(req):
     return req.get("replica_id", -1)
 
 
+def unique_partitions(req):
+    """``[(topic, partition request)]`` in request order, one per (topic, partition): a repeated partition keeps
+    the position of its first mention and the fields of its last (Java's LinkedHashMap.put)."""
+    seen = {}
+    for t in req["topics"]:
+        topic = t["topic"]
+        for p in t["partitions"]:
+            seen[(topic, p["partition"])] = (topic, p)  # a dict re-put keeps the first position, like Java's
+    return list(seen.values())
+
+
+def response_budget(broker, version, req):
+    """``min(request max_bytes (v3+), fetch.max.bytes)``, never negative."""
+    config = getattr(broker, "config", None)
+    ceiling = config.get(FETCH_MAX_BYTES, DEFAULT_FETCH_MAX_BYTES) if config is not None else DEFAULT_FETCH_MAX_BYTES
+    asked = req["max_bytes"] if version >= 3 else INT32_MAX
+    return max(0, min(asked, ceiling))
+
+
 @handler(1, (0, 12))
 def fetch(ctx, req):
     broker = ctx.broker
@@ -43,12 +89,13 @@ def fetch(ctx, req):
     replica_id = replica_id_of(req)
     follower = replica_id >= 0
     max_wait = max(0, req["max_wait_ms"]) / 1000.0
-    min_bytes = req["min_bytes"]
+    budget = response_budget(broker, version, req)
+    min_bytes = min(req["min_bytes"], budget)
     deadline = time.monotonic() + max_wait
-    wanted = [(t["topic"], p) for t in req["topics"] for p in t["partitions"]]
+    wanted = unique_partitions(req)
     first = True
     while True:
-        responses, total, had_error = _read_all(broker, version, req, wanted, replica_id, first)
+        responses, total, had_error = _read_all(broker, version, wanted, replica_id, first, budget)
         first = False
         remaining = deadline - time.monotonic()
         if total >= min_bytes or had_error or remaining <= 0 or not wanted or ctx.connection.closing:
@@ -66,14 +113,16 @@ def fetch(ctx, req):
             for p in parts:
                 p.remove_waiter(ev, follower)
         if not ev.is_set():
-            responses, total, had_error = _read_all(broker, version, req, wanted, replica_id, False)
+            responses, total, had_error = _read_all(broker, version, wanted, replica_id, False, budget)
             break
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
 
 
-def _read_all(broker, version, req, wanted, replica_id, first):
-    budget = req["max_bytes"] if version >= 3 else 0x7FFFFFFF
+def _read_all(broker, version, wanted, replica_id, first, budget):
+    """One pass over ``wanted`` in order -> (responses by topic, bytes in them, whether a partition failed)."""
     follower = replica_id >= 0
+    hard = version <= 2          # Kafka's hardMaxBytesLimit: no progress guarantee, limits cut anywhere
+    min_one = not hard           # until a partition returns data
     total = 0
     had_error = False
     out = []
@@ -81,37 +130,26 @@ def _read_all(broker, version, req, wanted, replica_id, first):
     for topic, p in wanted:
         r = {"partition_index": p["partition"], "error_code": 0, "high_watermark": -1, "last_stable_offset": -1,
              "log_start_offset": -1, "aborted_transactions": None if version >= 4 else [],
-             "preferred_read_replica": -1, "records": None}
+             "preferred_read_replica": -1, "records": b""}
         try:
             part = broker.leader_partition(topic, p["partition"])
             part.check_leader_epoch(p.get("current_leader_epoch", -1))
-            hw = part.high_watermark
-            r["high_watermark"] = r["last_stable_offset"] = hw
+            r["high_watermark"] = r["last_stable_offset"] = part.high_watermark
             r["log_start_offset"] = part.log_start_offset
-            limit = min(p["partition_max_bytes"], budget)
-            sl = None
-            if limit > 0 or total == 0:
-                if follower:
-                    sl = part.read_for_follower(replica_id, p["fetch_offset"], max(limit, 1), min_one=(total == 0),
-                                                record=first)
-                    r["high_watermark"] = r["last_stable_offset"] = part.high_watermark
-                else:
-                    sl = part.read(p["fetch_offset"], max(limit, 1), min_one=(total == 0))
-            if sl is not None and sl.region.size > 0:
-                if version < 4:
-                    data = down_convert(sl.region.read_bytes(), 0 if version < 2 else 1)
-                    r["records"] = data
-                    size = len(data)
-                else:
-                    r["records"] = sl.region
-                    size = sl.region.size
-                total += size
-                budget -= size
+            limit = max(0, min(p["partition_max_bytes"], budget - total))
+            if follower:
+                sl = part.read_for_follower(replica_id, p["fetch_offset"], limit, min_one=min_one, record=first)
+                r["high_watermark"] = r["last_stable_offset"] = part.high_watermark
             else:
-                r["records"] = b""
+                sl = part.read(p["fetch_offset"], limit, min_one=min_one)
+            records = _records(sl, version, limit, min_one, hard)
+            size = len(records)
+            if size:
+                r["records"] = records
+                total += size
+                min_one = False
         except Exception as e:  # noqa: BLE001
             r["error_code"] = error_code(e, version >= 4)
-            r["records"] = b""
             had_error = True
         lst = by_topic.get(topic)
         if lst is None:
@@ -119,3 +157,61 @@ def _read_all(broker, version, req, wanted, replica_id, first):
             out.append({"topic": topic, "partitions": lst})
         lst.append(r)
     return out, total, had_error
+
+
+def _records(sl, version, limit, min_one, hard):
+    """What one partition sends: a FileRegion (v4+), converted bytes (v0-v3) or b"" (nothing that may go)."""
+    if sl.size == 0:
+        return b""
+    if sl.first_entry_incomplete and not hard:
+        return b""  # KIP-74: a cut first batch is never sent to v3+ clients
+    if version >= 4:
+        return sl.region
+    region = sl.first_batch_region() if sl.first_entry_incomplete else sl.region
+    return run_in_worker(_convert_region, region, 0 if version < 2 else 1, limit, min_one, hard)
+
+
+def _convert_region(region, to_magic, limit, min_one, hard):
+    """(Worker thread) read a stored region and down-convert it within ``limit``; see ``convert_within``."""
+    return convert_within(region.read_bytes(), to_magic, limit, min_one, hard)
+
+
+def convert_within(data, to_magic, limit, min_one, hard):
+    """Down-convert the whole v2 batches of ``data`` (which starts at a batch) to a magic 0/1 message set whose
+    size obeys ``limit`` as Fetch does for stored bytes (module docstring), converting no batch past the one
+    that reaches the limit.
+
+    Per batch, in order: a converted batch that fits is taken whole; the first one that does not is taken whole
+    when nothing was taken yet and ``min_one`` (the v3 progress guarantee), cut to the limit when ``hard``
+    (v0-v2), else dropped -- and conversion stops. A batch that cannot be converted -- zstd
+    (UnsupportedCompressionType) or more than ``DECODE_MAX_RECORDS`` records (UnsupportedVersion) -- raises when
+    it is first in line and otherwise ends the data (the client gets the error when it fetches from there).
+    """
+    out = []
+    used = 0
+    view = memoryview(data)
+    for pos, h in iter_batches(view):
+        if used >= limit and not (min_one and not out):
+            break
+        try:
+            if h.records_count > DECODE_MAX_RECORDS:
+                raise UnsupportedVersion("batch at offset %d holds %d records, more than the %d a down-conversion "
+                                         "may decode" % (h.base_offset, h.records_count, DECODE_MAX_RECORDS))
+            with gc_paused():
+                chunk = down_convert(view[pos:pos + h.size], to_magic)
+        except (UnsupportedCompressionType, UnsupportedVersion):
+            if out:
+                break
+            raise
+        if not chunk:
+            continue
+        if used + len(chunk) <= limit:
+            out.append(chunk)
+            used += len(chunk)
+            continue
+        if min_one and not out:
+            out.append(chunk)
+        elif hard:
+            out.append(chunk[:limit - used])
+        break
+    return b"".join(out)

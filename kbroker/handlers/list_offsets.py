@@ -1,17 +1,54 @@
 """ListOffsets (2), served v0-v6.
 
-Behaviour: timestamp -1 = latest (the high watermark for consumers), -2 = earliest (log start offset); any other
-timestamp = the first offset whose batch timestamp is >= it, or offset -1 / timestamp -1 when there is none (v1+).
+Behaviour: timestamp -1 = latest (the high watermark for consumers, with the current leader epoch), -2 = earliest
+(log start offset, with the epoch of the leader-epoch cache's first entry when it starts at or before it, else
+-1). Any other timestamp = the first *record* whose timestamp is >= it, answered with that record's offset and
+timestamp and its batch's partition leader epoch (Kafka's FileRecords.searchForTimestamp: the time index narrows
+the walk to batches whose max timestamp is >= the target, then the records inside are looked at, so a batch
+written by a lingering producer answers the exact record, not its base offset and max timestamp), or offset -1 /
+timestamp -1 when there is none below the high watermark (v1+). Looking inside a batch decodes it (decompressing
+when needed), which a worker thread does (``workers.py``): one stored batch may hold 10^5+ records.
 v0 answers ``old_style_offsets`` with one offset (max_num_offsets is honoured only as "at most"), like kafka-python
 and librdkafka expect. Errors per partition: UNKNOWN_TOPIC_OR_PARTITION (3), NOT_LEADER_OR_FOLLOWER (6).
-Deviation: v0 with an arbitrary timestamp uses the exact time index lookup instead of Kafka 0.10's
+Deviations: a batch of more than 100 000 records (``workers.DECODE_MAX_RECORDS``) is answered by its base offset
+and max timestamp, without decoding it. v0 with an arbitrary timestamp uses the exact record lookup instead of Kafka 0.10's
 segment-modification-time approximation (a better answer to the same question).
 """
 from kbroker.handlers.common import error_code
+from kbroker.handlers.workers import DECODE_MAX_RECORDS, gc_paused, run_in_worker
+from kbroker.record import batch_header, batch_records
 from kbroker.server.router import handler
 
 LATEST = -1
 EARLIEST = -2
+
+
+def first_record_at_or_after(batch, timestamp):
+    """``(offset, timestamp, partition leader epoch)`` of the first record of the stored v2 ``batch`` whose
+    timestamp is >= ``timestamp`` (LogAppendTime batches: every record has the batch's max timestamp), or None.
+    A batch of more than ``DECODE_MAX_RECORDS`` records is not decoded: its base offset and max timestamp answer
+    (at or before the exact record, so a consumer seeking by time skips nothing)."""
+    h = batch_header(batch, 0)
+    if h.records_count > DECODE_MAX_RECORDS:
+        return h.base_offset, h.max_timestamp, h.partition_leader_epoch if h.partition_leader_epoch >= 0 else -1
+    with gc_paused():
+        for offset, ts, _key, _value, _headers in batch_records(batch, 0, h):
+            if ts >= timestamp:
+                return offset, ts, h.partition_leader_epoch if h.partition_leader_epoch >= 0 else -1
+    return None
+
+
+def _resolve_in_worker(batch, timestamp):
+    return run_in_worker(first_record_at_or_after, batch, timestamp)
+
+
+def _earliest_epoch(part):
+    """Kafka's: the first cached epoch if it starts at or before the log start offset, else -1."""
+    cache = getattr(part, "epoch_cache", None)
+    entries = cache.entries() if cache is not None else []
+    if entries and entries[0][1] <= part.log_start_offset:
+        return entries[0][0]
+    return -1
 
 
 @handler(2, (0, 6))
@@ -28,16 +65,15 @@ def list_offsets(ctx, req):
                 part = broker.leader_partition(t["name"], p["partition_index"])
                 ts = p["timestamp"]
                 if ts == LATEST:
-                    off, found_ts = part.high_watermark, -1
+                    off, found_ts, epoch = part.high_watermark, -1, part.leader_epoch
                 elif ts == EARLIEST:
-                    off, found_ts = part.log_start_offset, -1
+                    off, found_ts, epoch = part.log_start_offset, -1, _earliest_epoch(part)
                 else:
-                    hit = part.log.offset_for_timestamp(ts)
-                    off, found_ts = hit if hit is not None else (-1, -1)
+                    hit = part.log.offset_for_timestamp(ts, resolver=_resolve_in_worker)
+                    off, found_ts, epoch = hit if hit is not None else (-1, -1, -1)
                     if hit is not None and off >= part.high_watermark:
-                        off, found_ts = -1, -1
-                r["offset"], r["timestamp"] = off, found_ts
-                r["leader_epoch"] = part.leader_epoch
+                        off, found_ts, epoch = -1, -1, -1
+                r["offset"], r["timestamp"], r["leader_epoch"] = off, found_ts, epoch
                 if version == 0:
                     r["old_style_offsets"] = [off] if (off >= 0 and p["max_num_offsets"] > 0) else []
             except Exception as e:  # noqa: BLE001
