@@ -1,8 +1,9 @@
 """Apache Kafka's Java client (kafka-clients 4.x) for the integration tests: tests/java's driver, run as a JVM.
 
-``java_driver`` (a session fixture; import it into a test module) is ``run(bootstrap, steps, timeout=90,
-**spec) -> list of step results``: one JVM runs every step in order (a JVM start costs ~0.5-1 s on 2 cores, so
-tests batch their steps). The step vocabulary and result shapes are documented in
+``java_driver`` (a session fixture; import it into a test module) is a ``JavaDriver``: ``java_driver(bootstrap,
+steps, timeout=90, **spec) -> list of step results`` runs one JVM that runs every step in order (a JVM start costs
+~0.5-1 s on 2 cores, so tests batch their steps); ``java_driver.start(bootstrap, steps)`` runs one in the
+background (``.result(timeout)`` collects it), for clients that must overlap. The step vocabulary and result shapes are documented in
 tests/java/src/main/java/kbroker/driver/Driver.java; bytes travel as base64 (``b64``/``unb64`` from harness).
 A failed step is data (its result has ``"error": {"type": <Java exception class>, "message": ...}``); the run
 itself fails (HarnessError with the JVM's stderr) only when the JVM dies, exceeds ``timeout`` or prints no result.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import tempfile
 
 import pytest
 
@@ -50,33 +52,91 @@ def build_driver() -> str:
     return f"{JAR}:{CLASSPATH_FILE.read_text().strip()}"
 
 
-def run_java(classpath: str, bootstrap: str, steps: list, timeout: float = 90.0, **spec) -> list[dict]:
-    """One JVM running `steps` against `bootstrap`; returns the step results (same order)."""
-    full = {"bootstrap": bootstrap, "steps": steps, **spec}
-    try:
-        done = subprocess.run(["java", *JVM_FLAGS, "-cp", classpath, MAIN], input=json.dumps(full).encode(),
-                              capture_output=True, timeout=timeout, cwd=str(JAVA_DIR))
-    except subprocess.TimeoutExpired as exc:
-        raise HarnessError(f"java driver timed out after {timeout:g}s running {[s['op'] for s in steps]}\n"
-                           f"stderr:\n{(exc.stderr or b'').decode(errors='replace')[-4000:]}") from None
-    out = done.stdout.decode(errors="replace")
-    err = done.stderr.decode(errors="replace")
+def _command(classpath: str) -> list[str]:
+    return ["java", *JVM_FLAGS, "-cp", classpath, MAIN]
+
+
+def _parse(returncode, out: bytes, err: bytes, what) -> list[dict]:
+    out, err = out.decode(errors="replace"), err.decode(errors="replace")
     lines = [line for line in out.splitlines() if line.strip()]
-    if done.returncode != 0 or not lines:
-        raise HarnessError(f"java driver exited {done.returncode}\nstdout:\n{out[-4000:]}\nstderr:\n{err[-4000:]}")
+    if returncode != 0 or not lines:
+        raise HarnessError(f"java driver ({what}) exited {returncode}\nstdout:\n{out[-4000:]}\n"
+                           f"stderr:\n{err[-4000:]}")
     result = json.loads(lines[-1])
     assert result["clientVersion"].startswith("4."), result["clientVersion"]
     return result["steps"]
 
 
+def run_java(classpath: str, bootstrap: str, steps: list, timeout: float = 90.0, **spec) -> list[dict]:
+    """One JVM running `steps` against `bootstrap`; returns the step results (same order)."""
+    full = {"bootstrap": bootstrap, "steps": steps, **spec}
+    ops = [s["op"] for s in steps]
+    try:
+        done = subprocess.run(_command(classpath), input=json.dumps(full).encode(), capture_output=True,
+                              timeout=timeout, cwd=str(JAVA_DIR))
+    except subprocess.TimeoutExpired as exc:
+        raise HarnessError(f"java driver timed out after {timeout:g}s running {ops}\n"
+                           f"stderr:\n{(exc.stderr or b'').decode(errors='replace')[-4000:]}") from None
+    return _parse(done.returncode, done.stdout, done.stderr, ops)
+
+
+class RunningJava:
+    """A driver JVM started in the background (``JavaDriver.start``); ``result(timeout)`` waits for its steps."""
+
+    def __init__(self, classpath: str, bootstrap: str, steps: list, spec: dict):
+        self.ops = [s["op"] for s in steps]
+        self.out = tempfile.TemporaryFile()
+        self.err = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(_command(classpath), stdin=subprocess.PIPE, stdout=self.out, stderr=self.err,
+                                     cwd=str(JAVA_DIR))
+        self.proc.stdin.write(json.dumps({"bootstrap": bootstrap, "steps": steps, **spec}).encode())
+        self.proc.stdin.close()
+
+    def _read(self, f) -> bytes:
+        f.seek(0)
+        return f.read()
+
+    def result(self, timeout: float = 90.0) -> list[dict]:
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise HarnessError(f"java driver timed out after {timeout:g}s running {self.ops}\n"
+                               f"stderr:\n{self._read(self.err).decode(errors='replace')[-4000:]}") from None
+        return _parse(self.proc.returncode, self._read(self.out), self._read(self.err), self.ops)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+class JavaDriver:
+    """``driver(bootstrap, steps, timeout=90, **spec)`` runs one JVM to completion; ``driver.start(...)`` starts
+    one in the background (a ``RunningJava``; killed at the end of the session if still running)."""
+
+    def __init__(self, classpath: str):
+        self.classpath = classpath
+        self.started: list[RunningJava] = []
+
+    def __call__(self, bootstrap: str, steps: list, timeout: float = 90.0, **spec) -> list[dict]:
+        return run_java(self.classpath, bootstrap, steps, timeout=timeout, **spec)
+
+    def start(self, bootstrap: str, steps: list, **spec) -> RunningJava:
+        running = RunningJava(self.classpath, bootstrap, steps, spec)
+        self.started.append(running)
+        return running
+
+    def close(self) -> None:
+        for running in self.started:
+            running.kill()
+
+
 @pytest.fixture(scope="session")
 def java_driver():
-    classpath = build_driver()
-
-    def run(bootstrap: str, steps: list, timeout: float = 90.0, **spec) -> list[dict]:
-        return run_java(classpath, bootstrap, steps, timeout=timeout, **spec)
-
-    return run
+    driver = JavaDriver(build_driver())
+    yield driver
+    driver.close()
 
 
 # ------------------------------------------------------------------------------------------------- conversions

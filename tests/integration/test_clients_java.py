@@ -203,6 +203,66 @@ def test_consumer_group_commit_resume_describe_delete(jbroker, java_driver, admi
     assert group not in [x.group_id for x in admin.list_groups()] and admin.list_group_offsets(group) == {}
 
 
+@pytest.mark.parametrize("protocol", ["eager", "cooperative"])
+def test_second_member_shares_partitions_and_commits_hand_over(jbroker, java_driver, admin, tmp_path, protocol):
+    """Two Java consumers in one group: the default assignors (range first: eager rebalances) or
+    cooperative-sticky alone (incremental rebalances, KIP-429). A reads and commits everything; B joins, gets half
+    the partitions, finds nothing uncommitted and leaves; A takes them back and reads the next records: every
+    record read exactly once, by A."""
+    topic, group = f"java-rebalance-{protocol}", f"java-rebalance-{protocol}"
+    admin.create_topics([NewTopic(topic, 4, 1)])
+    first = sample_records("rb1", partitions=4, per_partition=5)
+    second = sample_records("rb2", partitions=4, per_partition=5)
+    confluent_produce(jbroker.bootstrap, topic, first)
+    stop = tmp_path / "stop-member-a"
+    fast = {"heartbeat.interval.ms": 300}   # members notice a rebalance within 0.3 s, not Java's default 3 s
+    if protocol == "cooperative":
+        fast["partition.assignment.strategy"] = "org.apache.kafka.clients.consumer.CooperativeStickyAssignor"
+    a = java_driver.start(jbroker.bootstrap, [
+        {"op": "group_consume", "topics": [topic], "groupId": group, "count": len(first) + len(second),
+         "stopFile": str(stop), "commitEachPoll": True, "config": fast, "timeoutMs": 90_000}])
+    try:
+        committed = {(topic, p): 5 for p in range(4)}
+        harness.wait_until(lambda: admin.list_group_offsets(group) == committed, 60, 0.2,
+                           "member A to read and commit the first 20 records")
+        (b,) = java_driver(jbroker.bootstrap, [
+            {"op": "group_consume", "topics": [topic], "groupId": group, "count": 0, "untilAssigned": 2,
+             "config": fast, "timeoutMs": 60_000}])
+        assert ok(b)["timedOut"] is False and len(b["assignment"]) == 2 and b["records"] == []
+
+        def a_owns_all():
+            (g,) = admin.describe_groups([group]).values()
+            return g.state == "Stable" and len(g.members) == 1 and len(g.members[0].assignment) == 4
+        harness.wait_until(a_owns_all, 60, 0.2, "member A to own all 4 partitions again")
+        confluent_produce(jbroker.bootstrap, topic, second)
+        committed = {(topic, p): 10 for p in range(4)}
+        harness.wait_until(lambda: admin.list_group_offsets(group) == committed, 60, 0.2,
+                           "member A to read and commit the next 20 records")
+        stop.touch()
+        (a_result,) = a.result(60)
+    finally:
+        a.kill()
+    assert ok(a_result)["timedOut"] is False
+    assert got_of(a_result) == sorted(expected(first) + expected(second, base=5),
+                                      key=lambda g: (g.partition, g.offset))
+    events = [(h["event"], tuple(p for _, p in h["partitions"])) for h in a_result["history"]]
+    b_parts = tuple(p for _, p in b["assignment"])
+    a_half = tuple(sorted(set(range(4)) - set(b_parts)))
+    if protocol == "eager":
+        # Everything is revoked before each rejoin and assigned afresh after it; close() revokes last.
+        assert events == [("assigned", (0, 1, 2, 3)), ("revoked", (0, 1, 2, 3)), ("assigned", a_half),
+                          ("revoked", a_half), ("assigned", (0, 1, 2, 3)), ("revoked", (0, 1, 2, 3))], events
+    else:
+        # Only the partitions that move are revoked (B's half, once); A keeps its half throughout.
+        assert [parts for what, parts in events if what != "assigned"] == [b_parts, (0, 1, 2, 3)], events
+        owned, trajectory = set(), []
+        for what, parts in events:
+            owned = owned | set(parts) if what == "assigned" else owned - set(parts)
+            if not trajectory or trajectory[-1] != tuple(sorted(owned)):
+                trajectory.append(tuple(sorted(owned)))
+        assert trajectory == [(0, 1, 2, 3), a_half, (0, 1, 2, 3), ()], events
+
+
 # ------------------------------------------------------------------------------------------------------- admin
 
 def test_admin_topics_configs_partitions_cluster(jbroker, java_driver, admin):

@@ -43,6 +43,7 @@ import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.admin.TopicListing;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
+import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
@@ -84,11 +85,15 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * consume          {topic, partitions?: [ints] (default: all), count, offsets?: {"p": offset} (default: from the
  *                   beginning), config} -- assign() + poll(), no group
  *                  -> {records: [rec], timedOut, endOffsets: {"p": n}, beginningOffsets: {"p": n}}
- * group_consume    {topics: [..], groupId, count, config, commit: true (commitSync of the consumed positions),
- *                   whileMember: [step, ...] (run after the commit, before the consumer leaves)}
+ * group_consume    {topics: [..], groupId, count, config, commit: true (commitSync of the consumed positions at
+ *                   the end, and of the revoked partitions' positions in onPartitionsRevoked), commitEachPoll: false,
+ *                   untilAssigned: 0 (also poll until this many partitions are assigned), stopFile: path (also
+ *                   poll until it exists), timeoutMs, whileMember: [step, ...] (run after the commit, before the
+ *                   consumer leaves)}
  *                  -> {records, timedOut, assignment: [[topic, p]], generationId, memberId, whileMember: [result],
- *                      committed: [{topic, partition, offset, metadata}]}; the consumer then closes (leaves the
- *                      group)
+ *                      committed: [{topic, partition, offset, metadata}], history: [{event: "assigned"|"revoked"|
+ *                      "lost", partitions: [[topic, p]]}] (the rebalance listener's calls, in order)};
+ *                      the consumer then closes (leaves the group)
  * create_topics    {topics: [{name, partitions, replicationFactor, configs: {}}], validateOnly}
  *                  -> {results: {name: {numPartitions, replicationFactor, configs: {k: v}} | {error}}}
  * list_topics      {internal: false} -> {topics: [{name, internal}] sorted by name}
@@ -309,22 +314,65 @@ public final class Driver {
     private void groupConsume(Map<String, Object> step, Map<String, Object> r) {
         List<String> topics = strings(require(step, "topics"));
         long count = num(require(step, "count"));
+        long untilAssigned = num(step.getOrDefault("untilAssigned", 0L));
+        java.io.File stopFile = step.get("stopFile") == null ? null : new java.io.File((String) step.get("stopFile"));
+        boolean commit = !Boolean.FALSE.equals(step.get("commit"));
+        boolean commitEachPoll = Boolean.TRUE.equals(step.get("commitEachPoll"));
         Properties props = consumerProps(null);
         props.put(ConsumerConfig.GROUP_ID_CONFIG, (String) require(step, "groupId"));
         props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
         props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
         putAll(props, step.get("config"));
         long deadline = System.currentTimeMillis() + num(step.getOrDefault("timeoutMs", stepTimeoutMs));
+        List<Object> history = new ArrayList<>();
+        r.put("history", history);
         try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props)) {
-            consumer.subscribe(topics);
+            consumer.subscribe(topics, new ConsumerRebalanceListener() {
+                private void event(String what, Collection<TopicPartition> tps) {
+                    List<Object> parts = new ArrayList<>();
+                    for (TopicPartition tp : sorted(tps)) {
+                        parts.add(List.of(tp.topic(), tp.partition()));
+                    }
+                    history.add(Map.of("event", what, "partitions", parts));
+                }
+
+                @Override
+                public void onPartitionsRevoked(Collection<TopicPartition> revoked) {
+                    event("revoked", revoked);
+                    // Hand over what was read: the next owner starts where this member stopped.
+                    if (commit && !revoked.isEmpty()) {
+                        Map<TopicPartition, OffsetAndMetadata> positions = new LinkedHashMap<>();
+                        for (TopicPartition tp : revoked) {
+                            positions.put(tp, new OffsetAndMetadata(consumer.position(tp)));
+                        }
+                        consumer.commitSync(positions);
+                    }
+                }
+
+                @Override
+                public void onPartitionsAssigned(Collection<TopicPartition> assigned) {
+                    event("assigned", assigned);
+                }
+
+                @Override
+                public void onPartitionsLost(Collection<TopicPartition> lost) {
+                    event("lost", lost);
+                }
+            });
             List<Map<String, Object>> records = new ArrayList<>();
-            while (records.size() < count && System.currentTimeMillis() < deadline) {
+            while (System.currentTimeMillis() < deadline
+                    && (records.size() < count || consumer.assignment().size() < untilAssigned
+                        || (stopFile != null && !stopFile.exists()))) {
+                int before = records.size();
                 for (ConsumerRecord<byte[], byte[]> rec : consumer.poll(Duration.ofMillis(200))) {
                     records.add(recordOf(rec));
                 }
+                if (commit && commitEachPoll && records.size() > before) {
+                    consumer.commitSync(Duration.ofMillis(stepTimeoutMs));
+                }
             }
             r.put("records", sortRecords(records));
-            r.put("timedOut", records.size() < count);
+            r.put("timedOut", records.size() < count || consumer.assignment().size() < untilAssigned);
             Set<TopicPartition> assignment = new HashSet<>(consumer.assignment());
             List<Object> assigned = new ArrayList<>();
             for (TopicPartition tp : sorted(assignment)) {
@@ -334,7 +382,7 @@ public final class Driver {
             ConsumerGroupMetadata gm = consumer.groupMetadata();
             r.put("generationId", gm.generationId());
             r.put("memberId", gm.memberId());
-            if (!Boolean.FALSE.equals(step.get("commit"))) {
+            if (commit) {
                 consumer.commitSync(Duration.ofMillis(stepTimeoutMs));
             }
             // Steps run while this consumer is still a member (e.g. describe or delete the live group).
