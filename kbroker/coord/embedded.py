@@ -1,25 +1,67 @@
-"""Single-node coordination backend: an in-memory znode tree persisted to one JSON snapshot.
+"""Single-node coordination backend: an in-memory znode tree, persisted as a snapshot plus an append-only journal.
 
-Layout: ``<data_dir>/__kbroker_meta/tree.json`` (plus ``.lock``, held with ``flock`` while started, so two
-brokers cannot share one tree). ``data_dir`` is the broker's first log dir. Snapshot format (compact JSON)::
+Files, in ``<data_dir>/__kbroker_meta/`` (``data_dir`` is the broker's first log dir)::
 
-    {"format":1,"zxid":7,"nodes":[{"path":"/","version":0,"cversion":3,"ctime":0,"mtime":0,"czxid":0,"data":""},
-     ...]}
+    .lock                             flock'd while started: two brokers cannot share one tree
+    tree.json                         the snapshot: every persistent node as of journal record ``seq``
+    journal.00000000000000000042      journal records with seq >= 42 (the name is the first seq, 20 digits)
 
-``zxid`` is the last creation id handed out; every create (ephemeral ones too) takes the next, so a node's
-``czxid`` is unique and increasing over the tree's whole life, as ZooKeeper's is (snapshots without these
-fields load with 0 for both).
+Snapshot (one JSON object, one node per line so that it can be written and read in small steps)::
 
-Nodes are listed in path order (parents first). ``data`` holds the bytes as text when they are valid UTF-8
-(Kafka's JSON, readable with ``jq``), otherwise ``data_b64`` holds them base64-encoded.
+    {"format":1,"seq":41,"zxid":7,"nodes":[
+    {"path":"/","version":0,"cversion":3,"ctime":0,"mtime":0,"czxid":0,"data":""},
+    ...
+    ]}
 
-Durability: the snapshot is rewritten atomically (write ``tree.json.tmp``, fsync, rename over ``tree.json``,
-fsync the directory) after every mutation that changes persistent state -- creating or deleting any node (a
-parent's cversion changes, which keeps sequence numbers unique across restarts) or setting a persistent node.
-Setting an ephemeral node writes nothing. Ephemeral nodes are never persisted: a restart is a new session.
+Nodes are listed in path order (parents first). ``data`` holds the bytes as text when they are valid UTF-8 (Kafka's
+JSON, readable with ``jq``), otherwise ``data_b64`` holds them base64-encoded. ``seq`` is the last journal record
+the snapshot includes; ``zxid`` the last creation id handed out: every create (ephemeral ones too) takes the next,
+so a node's ``czxid`` is unique and increasing over the tree's whole life, as ZooKeeper's is (snapshots without
+these fields, written before the journal existed, load with 0).
 
-Thread-safety: one re-entrant lock guards the tree (cooperative once gevent has patched ``threading``). Watch
-callbacks run after the lock is released, in the mutating caller's thread/greenlet, in mutation order.
+Journal: one line per mutation of persistent state, appended and fsync'd before the mutation is acknowledged::
+
+    <CRC-32 (zlib, IEEE) of the payload: 8 lowercase hex digits> <payload: compact JSON, ASCII>\\n
+    payload {"seq":N, ["zxid":Z,] ["put":{node entry as in the snapshot},] ["del":"/path",] ["cv":["/parent",C]]}
+
+``put`` creates or overwrites a node's fields (never its children), ``del`` removes a node, ``cv`` sets a node's
+cversion, ``zxid`` the creation counter. A persistent create is ``zxid + put + cv`` (its parent's cversion), an
+ephemeral create ``zxid + cv`` (ephemeral nodes are never persisted: a restart is a new session, but the parent's
+cversion -- which keeps sequence numbers unique -- and the zxid are), a set of a persistent node ``put``, a delete
+``del + cv`` (``cv`` only for an ephemeral node). Setting an ephemeral node writes nothing. ``seq`` increases by
+exactly 1 per record over the tree's life.
+
+Acknowledgement and group commit (ZooKeeper's rule: a change is acknowledged after its transaction log record is
+fsync'd). ``create``/``set``/``delete`` change the in-memory tree under the lock, queue their records, and return
+after those records are durable. One caller at a time flushes: it takes every record queued so far, writes them
+with one ``os.write`` and one ``fsync``, and wakes the others, so a burst of N concurrent changes costs a few fsyncs,
+not N. ``create_many`` (the controller's new partition states) applies its items in chunks of ``CHUNK`` with one
+flush each. Watches fire after the change is durable, in the mutating caller's thread/greenlet, in mutation order
+per caller. Reads (``get``, ``exists``, ``get_children``) first wait until every change made so far is durable, so
+nothing that could still be lost in a crash is ever seen.
+
+Off the event loop: when gevent has patched ``threading`` (the broker), the write + fsync and the compaction run in
+a gevent ThreadPool of two native threads; the calling greenlet waits cooperatively and the loop keeps serving. The
+native threads only do file I/O and JSON; the tree and its lock stay on the loop. Without gevent (tools, unit
+tests) they run inline. An fsync that fails leaves the store read-only: every later change raises
+CoordinationError (the in-memory tree may hold changes the disk does not).
+
+Compaction: when the journal since the snapshot holds more than max(``COMPACT_MIN_BYTES``, snapshot size) bytes,
+the flushing caller starts a new journal file at the next seq and a native thread rebuilds the snapshot from
+``tree.json`` plus the older journal files (never from the live tree): write ``tree.json.tmp``, fsync, rename over
+``tree.json``, fsync the directory, then delete the journal files it covered. Each record is thus written about
+twice over its life; nothing is rewritten per change (the previous store rewrote and fsync'd the whole tree twice
+per change: 1,000 partition states took 5.1 s, 3,000 took 64 s).
+
+Recovery (``start``): load ``tree.json`` (a leftover ``tree.json.tmp`` is deleted: it never reached its rename),
+replay the journal records after its ``seq`` in order, then write a fresh snapshot and start an empty journal.
+Journal files wholly covered by the snapshot (a compaction that stopped before deleting them) are deleted. In the
+last journal file, the first record that is incomplete (no newline: a torn write), fails its CRC, does not parse
+or breaks the seq sequence ends the journal: it and everything after it is cut off with a warning -- only the
+last write can be torn, and it was never acknowledged. The same in an older file, or a gap between files, means
+acknowledged changes are damaged: start refuses with CoordinationError.
+
+Thread-safety: one re-entrant lock guards the tree (cooperative once gevent has patched ``threading``).
 """
 
 import base64
@@ -31,6 +73,7 @@ import os
 import random
 import threading
 import time
+import zlib
 
 from .backend import CoordinationBackend, Watch, ZnodeStat, parent_of, validate_path
 from .errors import (
@@ -42,6 +85,12 @@ log = logging.getLogger("kbroker.coord.embedded")
 META_DIR = "__kbroker_meta"
 SNAPSHOT = "tree.json"
 SNAPSHOT_FORMAT = 1
+_SNAPSHOT_HEAD = '{"format":%d,"seq":%d,"zxid":%d,"nodes":[\n'
+JOURNAL_PREFIX = "journal."
+# The journal since the snapshot may grow to max(this, the snapshot's size) before it is compacted.
+COMPACT_MIN_BYTES = 4 << 20
+# Items of one create_many applied and flushed together: 5-20 ms of tree work on the loop per chunk.
+CHUNK = 500
 
 
 def _now_ms():
@@ -64,18 +113,326 @@ class _Node:
     def stat(self):
         return ZnodeStat(self.version, self.ctime, self.mtime, self.owner, self.czxid)
 
+    def entry(self, path):
+        """This node's fields as a tuple (immutable: safe to hand to the writer thread)."""
+        return (path, self.version, self.cversion, self.ctime, self.mtime, self.czxid, self.data)
+
+
+# -- file formats (pure functions: they run in the writer/compaction threads too) ---------------------------------
+
+def _entry_json(entry):
+    path, version, cversion, ctime, mtime, czxid, data = entry
+    out = {"path": path, "version": version, "cversion": cversion, "ctime": ctime, "mtime": mtime, "czxid": czxid}
+    try:
+        out["data"] = data.decode("utf-8")
+    except UnicodeDecodeError:
+        out["data_b64"] = base64.b64encode(data).decode("ascii")
+    return out
+
+
+def _entry_data(entry):
+    if "data_b64" in entry:
+        return base64.b64decode(entry["data_b64"])
+    return entry["data"].encode("utf-8")
+
+
+def _encode_record(rec):
+    """One journal line from a queued record ``(seq, zxid|None, entry|None, deleted path|None, (path, cv)|None)``."""
+    seq, zxid, put, deleted, cv = rec
+    doc = {"seq": seq}
+    if zxid is not None:
+        doc["zxid"] = zxid
+    if put is not None:
+        doc["put"] = _entry_json(put)
+    if deleted is not None:
+        doc["del"] = deleted
+    if cv is not None:
+        doc["cv"] = list(cv)
+    payload = json.dumps(doc, separators=(",", ":"), sort_keys=True).encode("ascii")
+    return b"%08x %s\n" % (zlib.crc32(payload), payload)
+
+
+def _decode_line(line):
+    """The payload dict of one journal line (without its newline), or None when it is damaged."""
+    if len(line) < 10 or line[8:9] != b" ":
+        return None
+    payload = line[9:]
+    try:
+        if int(line[:8], 16) != zlib.crc32(payload):
+            return None
+        doc = json.loads(payload)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict) or not isinstance(doc.get("seq"), int):
+        return None
+    return doc
+
+
+class _Tree:
+    """A persistent-state tree being rebuilt from a snapshot and journal records (recovery and compaction)."""
+
+    def __init__(self):
+        self.root = _Node(b"", 0)
+        self.zxid = 0
+        self.seq = 0
+
+    def find(self, path):
+        node = self.root
+        if path == "/":
+            return node
+        for part in path[1:].split("/"):
+            node = node.children.get(part)
+            if node is None:
+                return None
+        return node
+
+    def put(self, entry):
+        path = validate_path(entry["path"])
+        node = self.find(path)
+        if node is None:
+            parent = self.find(parent_of(path))
+            if parent is None:
+                raise KeyError("parent of %s missing" % path)
+            node = parent.children[path.rsplit("/", 1)[1]] = _Node(b"", 0)
+        node.data = _entry_data(entry)
+        node.version = entry["version"]
+        node.cversion = entry["cversion"]
+        node.ctime = entry["ctime"]
+        node.mtime = entry["mtime"]
+        node.czxid = int(entry.get("czxid", 0))
+
+    def apply(self, doc):
+        if "zxid" in doc:
+            self.zxid = max(self.zxid, int(doc["zxid"]))
+        if "put" in doc:
+            self.put(doc["put"])
+        if "del" in doc:
+            path = validate_path(doc["del"])
+            parent = self.find(parent_of(path))
+            if parent is not None:
+                parent.children.pop(path.rsplit("/", 1)[1], None)
+        if "cv" in doc:
+            path, cversion = doc["cv"]
+            node = self.find(validate_path(path))
+            if node is not None:
+                node.cversion = cversion
+        self.seq = doc["seq"]
+
+    def dump(self):
+        """The snapshot bytes: one JSON document, written one node per line (module docstring)."""
+        entries = []
+        stack = [("/", self.root)]
+        while stack:
+            path, node = stack.pop()
+            entries.append(node.entry(path))
+            for name, child in node.children.items():
+                if not child.owner:
+                    stack.append((path.rstrip("/") + "/" + name, child))
+        entries.sort(key=lambda e: e[0])
+        # One small json.dumps per node, not one for the document: the C encoder holds the GIL for a whole call
+        # (~0.2 s for 20,000 nodes), which would stall the event loop while a native thread compacts.
+        lines = [_SNAPSHOT_HEAD % (SNAPSHOT_FORMAT, self.seq, self.zxid)]
+        lines.append(",\n".join(json.dumps(_entry_json(e), separators=(",", ":"), sort_keys=True) for e in entries))
+        lines.append("\n]}\n")
+        return "".join(lines).encode("utf-8")
+
+
+def _fsync_dir(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _snapshot_nodes(raw):
+    """(header dict, iterator of node entries) of a snapshot. Files written one node per line are parsed line by
+    line (see ``_Tree.dump`` on the GIL); anything else as one document."""
+    head_end = raw.find(b"\n")
+    head = raw[:head_end]
+    if head.startswith(b'{"format":') and head.endswith(b'"nodes":['):
+        header = json.loads(head[:-len(b'"nodes":[')].rstrip(b",") + b"}")
+        lines = raw[head_end + 1:].rstrip().split(b"\n")
+        if lines[-1] != b"]}":
+            raise ValueError("snapshot does not end with ]}")
+        return header, (json.loads(line.rstrip(b",")) for line in lines[:-1])
+    doc = json.loads(raw.decode("utf-8"))
+    return doc, iter(doc["nodes"])
+
+
+def _read_snapshot(meta_dir):
+    tree = _Tree()
+    path = os.path.join(meta_dir, SNAPSHOT)
+    if not os.path.exists(path):
+        return tree
+    try:
+        with open(path, "rb") as f:
+            header, entries = _snapshot_nodes(f.read())
+        if header.get("format") != SNAPSHOT_FORMAT:
+            raise ValueError("unsupported snapshot format %r" % header.get("format"))
+        tree.zxid = int(header.get("zxid", 0))
+        tree.seq = int(header.get("seq", 0))
+        for entry in entries:
+            if entry["path"] == "/":
+                node = tree.root
+                node.data = _entry_data(entry)
+                node.version, node.cversion = entry["version"], entry["cversion"]
+                node.ctime, node.mtime, node.czxid = entry["ctime"], entry["mtime"], int(entry.get("czxid", 0))
+            else:
+                tree.put(entry)
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise CoordinationError("corrupt coordination snapshot %s: %s" % (path, e)) from None
+    return tree
+
+
+def _journal_files(meta_dir):
+    """[(first seq, path)] of the journal files, in seq order."""
+    out = []
+    for name in os.listdir(meta_dir):
+        if name.startswith(JOURNAL_PREFIX) and name[len(JOURNAL_PREFIX):].isdigit():
+            out.append((int(name[len(JOURNAL_PREFIX):]), os.path.join(meta_dir, name)))
+    return sorted(out)
+
+
+def _journal_name(meta_dir, first_seq):
+    return os.path.join(meta_dir, "%s%020d" % (JOURNAL_PREFIX, first_seq))
+
+
+def _replay(tree, files, repair):
+    """Apply the records of ``files`` after ``tree.seq``. With ``repair`` (recovery) a damaged tail of the last file
+    is cut off; anything else damaged raises CoordinationError."""
+    for i, (first, path) in enumerate(files):
+        last_file = i == len(files) - 1
+        with open(path, "rb") as f:
+            data = f.read()
+        pos = 0
+        last_seq = first - 1
+        while pos < len(data):
+            nl = data.find(b"\n", pos)
+            doc = _decode_line(data[pos:nl]) if nl >= 0 else None
+            if doc is not None and doc["seq"] != last_seq + 1:
+                doc = None
+            if doc is None:
+                if not (repair and last_file):
+                    raise CoordinationError("coordination journal %s is damaged at byte %d (after seq %d)"
+                                            % (path, pos, last_seq))
+                log.warning("coordination journal %s: cutting off %d bytes after seq %d at byte %d (a write the "
+                            "crash interrupted; it was never acknowledged)", path, len(data) - pos, last_seq, pos)
+                with open(path, "r+b") as f:
+                    f.truncate(pos)
+                    f.flush()
+                    os.fsync(f.fileno())
+                break
+            last_seq = doc["seq"]
+            if last_seq > tree.seq:
+                if last_seq != tree.seq + 1:
+                    raise CoordinationError("coordination journal %s starts at seq %d, the snapshot ends at %d: "
+                                            "records are missing" % (path, last_seq, tree.seq))
+                try:
+                    tree.apply(doc)
+                except (ValueError, KeyError, TypeError) as e:
+                    raise CoordinationError("coordination journal %s: record %d cannot be applied: %s"
+                                            % (path, last_seq, e)) from None
+            pos = nl + 1
+
+
+def _write_snapshot(meta_dir, body):
+    path = os.path.join(meta_dir, SNAPSHOT)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(body)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(meta_dir)
+
+
+def _compact(meta_dir, upto):
+    """Rebuild tree.json from itself plus the journal files holding only records <= ``upto``, then delete those
+    files. Runs in a native thread: reads and writes files only. Returns the new snapshot's size."""
+    tree = _read_snapshot(meta_dir)
+    files = [(first, path) for first, path in _journal_files(meta_dir) if first <= upto]
+    _replay(tree, files, repair=False)
+    body = tree.dump()
+    _write_snapshot(meta_dir, body)
+    for _first, path in files:
+        os.unlink(path)
+    _fsync_dir(meta_dir)
+    return len(body)
+
+
+class _Journal:
+    """The journal file being appended to. One writer at a time (the flushing caller), never the event loop."""
+
+    def __init__(self, meta_dir, first_seq):
+        self.meta_dir = meta_dir
+        self.fd = None
+        self.open(first_seq)
+
+    def open(self, first_seq):
+        self.fd = os.open(_journal_name(self.meta_dir, first_seq), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        _fsync_dir(self.meta_dir)
+
+    def append(self, records):
+        """Encode, write and fsync ``records``; returns the bytes written."""
+        data = b"".join(_encode_record(r) for r in records)
+        view = memoryview(data)
+        while view:
+            n = os.write(self.fd, view)
+            view = view[n:]
+        os.fsync(self.fd)
+        return len(data)
+
+    def rotate(self, first_seq):
+        """Continue in a new file starting at ``first_seq`` (the old one is complete and fsync'd)."""
+        os.close(self.fd)
+        self.open(first_seq)
+
+    def close(self):
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def _gevent_offloader():
+    """Run-in-a-native-thread functions when gevent has patched threading (the broker), else None (inline)."""
+    try:
+        from gevent import monkey
+    except ImportError:
+        return None
+    if not monkey.is_module_patched("threading"):
+        return None
+    from gevent.threadpool import ThreadPool
+    return ThreadPool(2)
+
 
 class EmbeddedBackend(CoordinationBackend):
-    def __init__(self, data_dir):
+    def __init__(self, data_dir, pool=None):
+        """``pool``: anything with gevent ThreadPool's ``apply(fn, args)`` and ``spawn(fn, *args)`` (returning an object
+        with ``ready()`` and ``wait()``) to run file I/O on; default: a 2-thread gevent pool when gevent has patched
+        threading, else inline."""
         self.meta_dir = os.path.join(data_dir, META_DIR)
         self.snapshot_path = os.path.join(self.meta_dir, SNAPSHOT)
         self._lock = threading.RLock()
+        self._flushed = threading.Condition(self._lock)
         self._root = None
         self._session_id = 0
         self._lock_fd = None
         self._zxid = 0
         self._data_watches = {}
         self._child_watches = {}
+        self._pool_arg = pool
+        self._pool = None
+        self._own_pool = False
+        self._journal = None
+        self._queued = []          # records not yet handed to a flush
+        self._last_seq = 0         # seq of the newest record queued
+        self._durable_seq = 0      # every record up to this one is fsync'd
+        self._flushing = False
+        self._failed = None        # the exception that made the journal unwritable
+        self._journal_bytes = 0    # written since the last compaction started
+        self._snapshot_bytes = 0
+        self._compaction = None    # the running compaction (a gevent AsyncResult), if any
 
     # -- lifecycle ------------------------------------------------------------------------------------------------
 
@@ -98,13 +455,38 @@ class EmbeddedBackend(CoordinationBackend):
                 raise
             self._lock_fd = fd
             try:
-                self._root = self._load()
+                self._recover()
             except BaseException:
                 self._release_lock()
                 raise
+            self._pool = self._pool_arg if self._pool_arg is not None else _gevent_offloader()
+            self._own_pool = self._pool_arg is None and self._pool is not None
             # ZooKeeper session ids are positive 64-bit numbers; 0 means "not an ephemeral".
             self._session_id = random.getrandbits(63) or 1
         return self
+
+    def _recover(self):
+        """Snapshot + journal -> the tree; then a fresh snapshot and an empty journal (module docstring)."""
+        tmp = self.snapshot_path + ".tmp"
+        if os.path.exists(tmp):
+            os.unlink(tmp)  # a write that never reached its rename; tree.json is still the last good state
+        tree = _read_snapshot(self.meta_dir)
+        snapshot_seq = tree.seq
+        files = _journal_files(self.meta_dir)
+        _replay(tree, files, repair=True)
+        if files or tree.seq != snapshot_seq or not os.path.exists(self.snapshot_path):
+            body = tree.dump()
+            _write_snapshot(self.meta_dir, body)
+            for _first, path in files:
+                os.unlink(path)
+            _fsync_dir(self.meta_dir)
+        else:
+            body = b""
+        self._snapshot_bytes = len(body) or os.path.getsize(self.snapshot_path)
+        self._root, self._zxid = tree.root, tree.zxid
+        self._last_seq = self._durable_seq = tree.seq
+        self._queued, self._journal_bytes, self._failed = [], 0, None
+        self._journal = _Journal(self.meta_dir, tree.seq + 1)
 
     def stop(self):
         if self._root is None:
@@ -115,15 +497,26 @@ class EmbeddedBackend(CoordinationBackend):
             self._collect_ephemerals(self._root, "/", owned)
             for path in owned:
                 self._delete_locked(path, -1, False, pending)
-            if owned:
-                self._persist()
+            seq = self._last_seq
+        try:
+            self._commit(seq)
+        except CoordinationError:
+            log.exception("coordination journal: the ephemeral nodes' removal could not be written")
         self._fire(pending)
+        compaction = self._compaction
+        if compaction is not None:
+            compaction.wait()
         with self._lock:
             self._root = None
             self._session_id = 0
             self._data_watches.clear()
             self._child_watches.clear()
+            self._journal.close()
+            self._journal = None
             self._release_lock()
+            if self._own_pool:
+                self._pool.kill()
+            self._pool = None
 
     def _release_lock(self):
         if self._lock_fd is not None:
@@ -133,6 +526,7 @@ class EmbeddedBackend(CoordinationBackend):
     # -- reads ----------------------------------------------------------------------------------------------------
 
     def get(self, path):
+        self._settle()
         with self._lock:
             node = self._find(path)
             if node is None:
@@ -140,48 +534,82 @@ class EmbeddedBackend(CoordinationBackend):
             return node.data, node.stat()
 
     def exists(self, path):
+        self._settle()
         with self._lock:
             node = self._find(path)
             return None if node is None else node.stat()
 
     def get_children(self, path):
+        self._settle()
         with self._lock:
             node = self._find(path)
             if node is None:
                 raise NoNodeError(path=path)
             return sorted(node.children)
 
+    def _settle(self):
+        """Wait until every change made so far is durable (a read never sees what a crash could still undo)."""
+        if self._durable_seq < self._last_seq and self._failed is None:
+            try:
+                self._commit(self._last_seq)
+            except CoordinationError:
+                pass  # the store is read-only now; reads go on
+
     # -- writes ---------------------------------------------------------------------------------------------------
 
     def create(self, path, data=b"", ephemeral=False, sequence=False, makepath=False):
+        pending = []
+        with self._lock:
+            path = self._create_locked(path, data, ephemeral, sequence, makepath, pending)
+            seq = self._last_seq
+        self._commit(seq)
+        self._fire(pending)
+        return path
+
+    def create_many(self, items):
+        """Like the base class (one result per item, nothing rolled back), applied ``CHUNK`` items at a time with
+        one flush each: 10,000 partition states are ~20 fsyncs, not 10,000."""
+        out = []
+        items = list(items)
+        for start in range(0, len(items), CHUNK):
+            pending = []
+            with self._lock:
+                for path, data, makepath in items[start:start + CHUNK]:
+                    try:
+                        out.append(self._create_locked(path, data, False, False, makepath, pending))
+                    except CoordinationError as e:
+                        out.append(e)
+                seq = self._last_seq
+            self._commit(seq)
+            self._fire(pending)
+        return out
+
+    def _create_locked(self, path, data, ephemeral, sequence, makepath, pending):
         validate_path(path)
         if path == "/":
             raise NodeExistsError(path="/")
         data = bytes(data)
-        pending = []
-        with self._lock:
-            self._check_started()
-            parent_path = parent_of(path)
-            parent = self._find(parent_path)
-            if parent is None:
-                if not makepath:
-                    raise NoNodeError("parent of %s does not exist" % path, path=parent_path)
-                parent = self._make_parents(parent_path, pending)
-            if parent.owner:
-                raise NoChildrenForEphemeralsError(path=parent_path)
-            name = path.rsplit("/", 1)[1]
-            if sequence:
-                name = "%s%010d" % (name, parent.cversion)
-                path = (parent_path.rstrip("/") + "/" + name)
-            if name in parent.children:
-                raise NodeExistsError(path=path)
-            self._zxid += 1
-            node = _Node(data, _now_ms(), self._session_id if ephemeral else 0, self._zxid)
-            parent.children[name] = node
-            parent.cversion += 1
-            self._queue_create(path, node, parent_path, parent, pending)
-            self._persist()
-        self._fire(pending)
+        self._check_writable()
+        parent_path = parent_of(path)
+        parent = self._find(parent_path)
+        if parent is None:
+            if not makepath:
+                raise NoNodeError("parent of %s does not exist" % path, path=parent_path)
+            parent = self._make_parents(parent_path, pending)
+        if parent.owner:
+            raise NoChildrenForEphemeralsError(path=parent_path)
+        name = path.rsplit("/", 1)[1]
+        if sequence:
+            name = "%s%010d" % (name, parent.cversion)
+            path = (parent_path.rstrip("/") + "/" + name)
+        if name in parent.children:
+            raise NodeExistsError(path=path)
+        self._zxid += 1
+        node = _Node(data, _now_ms(), self._session_id if ephemeral else 0, self._zxid)
+        parent.children[name] = node
+        parent.cversion += 1
+        self._record(self._zxid, None if ephemeral else node.entry(path), None, (parent_path, parent.cversion))
+        self._queue_create(path, node, parent_path, parent, pending)
         return path
 
     def set(self, path, data, version=-1):
@@ -189,7 +617,7 @@ class EmbeddedBackend(CoordinationBackend):
         data = bytes(data)
         pending = []
         with self._lock:
-            self._check_started()
+            self._check_writable()
             node = self._find(path)
             if node is None:
                 raise NoNodeError(path=path)
@@ -201,7 +629,9 @@ class EmbeddedBackend(CoordinationBackend):
             stat = node.stat()
             self._queue_data(path, node, pending)
             if not node.owner:
-                self._persist()
+                self._record(None, node.entry(path), None, None)
+            seq = self._last_seq
+        self._commit(seq)
         self._fire(pending)
         return stat
 
@@ -211,15 +641,121 @@ class EmbeddedBackend(CoordinationBackend):
             raise ValueError("the root node cannot be deleted")
         pending = []
         with self._lock:
-            self._check_started()
+            self._check_writable()
             self._delete_locked(path, version, recursive, pending)
-            self._persist()
+            seq = self._last_seq
+        self._commit(seq)
         self._fire(pending)
+
+    # -- journal --------------------------------------------------------------------------------------------------
+
+    def _check_writable(self):
+        self._check_started()
+        if self._failed is not None:
+            raise CoordinationError("the coordination journal in %s could not be written (%s); the store is "
+                                    "read-only until restarted" % (self.meta_dir, self._failed))
+
+    def _record(self, zxid, put, deleted, cv):
+        """Queue one journal record (under the lock)."""
+        self._last_seq += 1
+        self._queued.append((self._last_seq, zxid, put, deleted, cv))
+
+    def _run(self, fn, *args):
+        return fn(*args) if self._pool is None else self._pool.apply(fn, args)
+
+    def _commit(self, seq):
+        """Return once record ``seq`` (and so every earlier one) is durable, flushing when nobody else is."""
+        while True:
+            with self._lock:
+                if self._durable_seq >= seq:
+                    return
+                if self._failed is not None:
+                    raise CoordinationError("the coordination journal could not be written: %s" % self._failed)
+                if self._flushing:
+                    self._flushed.wait()
+                    continue
+                batch, upto = self._queued, self._last_seq
+                self._queued = []
+                self._flushing = True
+                journal = self._journal
+            error = None
+            try:
+                written = self._run(journal.append, batch)
+            except BaseException as e:  # noqa: BLE001 - recorded, then re-raised to this caller
+                error = e
+            with self._lock:
+                self._flushing = False
+                if error is None:
+                    self._durable_seq = upto
+                    self._journal_bytes += written
+                else:
+                    self._failed = error
+                    log.error("coordination journal write failed; the store is read-only now: %s", error)
+                self._flushed.notify_all()
+                compact = error is None and self._compaction_due()
+                if compact:
+                    self._flushing = True  # keeps other flushes out while the journal file is switched
+            if error is not None:
+                if isinstance(error, CoordinationError):
+                    raise error
+                raise CoordinationError("the coordination journal could not be written: %s" % error) from error
+            if compact:
+                self._start_compaction(upto)
+
+    def _compaction_due(self):
+        if self._journal_bytes <= max(COMPACT_MIN_BYTES, self._snapshot_bytes):
+            return False
+        return self._compaction is None or self._compaction.ready()
+
+    def _start_compaction(self, upto):
+        """Switch to a new journal file at ``upto + 1`` and rebuild the snapshot from the older files (in the
+        background when there is a pool). Called by the flusher, with ``_flushing`` still set."""
+        try:
+            self._run(self._journal.rotate, upto + 1)
+            self._journal_bytes = 0
+            if self._pool is None:
+                self._compaction_done(_compact, self.meta_dir, upto)
+            else:
+                self._compaction = self._pool.spawn(self._compaction_done, _compact, self.meta_dir, upto)
+        except OSError as e:
+            log.error("coordination journal: could not start a new file for compaction: %s", e)
+        finally:
+            with self._lock:
+                self._flushing = False
+                self._flushed.notify_all()
+
+    def _compaction_done(self, fn, *args):
+        # Runs in the pool's native thread: it only sets an int the loop reads.
+        try:
+            self._snapshot_bytes = fn(*args)
+        except Exception:  # noqa: BLE001 - the journal still holds everything; the next compaction retries
+            log.exception("coordination snapshot compaction failed")
+
+    def compact(self):
+        """Compact now (flush, switch journal files, rebuild tree.json) and wait for it; for tools and tests."""
+        with self._lock:
+            self._check_started()
+            seq = self._last_seq
+        self._commit(seq)
+        compaction = self._compaction
+        if compaction is not None:
+            compaction.wait()
+        while True:
+            with self._lock:
+                if not self._flushing:
+                    self._flushing = True
+                    upto = self._durable_seq
+                    break
+                self._flushed.wait()
+        self._start_compaction(upto)
+        if self._compaction is not None:
+            self._compaction.wait()
 
     # -- watches --------------------------------------------------------------------------------------------------
 
     def watch_data(self, path, fn):
         validate_path(path)
+        self._settle()
         w = Watch(path, fn, "data")
         with self._lock:
             self._check_started()
@@ -231,6 +767,7 @@ class EmbeddedBackend(CoordinationBackend):
 
     def watch_children(self, path, fn):
         validate_path(path)
+        self._settle()
         w = Watch(path, fn, "children")
         with self._lock:
             self._check_started()
@@ -271,6 +808,7 @@ class EmbeddedBackend(CoordinationBackend):
                 child = _Node(b"", _now_ms(), 0, self._zxid)
                 node.children[part] = child
                 node.cversion += 1
+                self._record(self._zxid, child.entry(cur), None, (parent_of(cur), node.cversion))
                 self._queue_create(cur, child, parent_of(cur), node, pending)
             node = child
         return node
@@ -290,6 +828,7 @@ class EmbeddedBackend(CoordinationBackend):
             self._delete_locked(path.rstrip("/") + "/" + child, -1, True, pending)
         del parent.children[name]
         parent.cversion += 1
+        self._record(None, None, None if node.owner else path, (parent_path, parent.cversion))
         self._queue_data(path, None, pending)
         for w in self._child_watches.get(path, ()):
             pending.append((w, ([],)))
@@ -308,9 +847,11 @@ class EmbeddedBackend(CoordinationBackend):
         self._queue_children(parent_path, parent, pending)
 
     def _queue_data(self, path, node, pending):
-        args = (node.data, node.stat()) if node is not None else (None, None)
-        for w in self._data_watches.get(path, ()):
-            pending.append((w, args))
+        watches = self._data_watches.get(path)
+        if watches:
+            args = (node.data, node.stat()) if node is not None else (None, None)
+            for w in watches:
+                pending.append((w, args))
 
     def _queue_children(self, path, node, pending):
         watches = self._child_watches.get(path)
@@ -339,72 +880,3 @@ class EmbeddedBackend(CoordinationBackend):
                             table[path] = live
                         else:
                             table.pop(path, None)
-
-    # -- persistence ----------------------------------------------------------------------------------------------
-
-    def _persist(self):
-        nodes = []
-        self._dump(self._root, "/", nodes)
-        nodes.sort(key=lambda n: n["path"])
-        body = json.dumps({"format": SNAPSHOT_FORMAT, "zxid": self._zxid, "nodes": nodes}, separators=(",", ":"), sort_keys=True)
-        tmp = self.snapshot_path + ".tmp"
-        with open(tmp, "wb") as f:
-            f.write(body.encode("utf-8"))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.snapshot_path)
-        dfd = os.open(self.meta_dir, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-
-    def _dump(self, node, path, out):
-        entry = {"path": path, "version": node.version, "cversion": node.cversion, "ctime": node.ctime,
-                 "mtime": node.mtime, "czxid": node.czxid}
-        try:
-            entry["data"] = node.data.decode("utf-8")
-        except UnicodeDecodeError:
-            entry["data_b64"] = base64.b64encode(node.data).decode("ascii")
-        out.append(entry)
-        for name, child in node.children.items():
-            if not child.owner:
-                self._dump(child, path.rstrip("/") + "/" + name, out)
-
-    def _load(self):
-        tmp = self.snapshot_path + ".tmp"
-        if os.path.exists(tmp):
-            os.unlink(tmp)  # a write that never reached its rename; tree.json is still the last good state
-        root = _Node(b"", 0)
-        self._zxid = 0
-        if not os.path.exists(self.snapshot_path):
-            return root
-        try:
-            with open(self.snapshot_path, "rb") as f:
-                doc = json.loads(f.read().decode("utf-8"))
-            if doc.get("format") != SNAPSHOT_FORMAT:
-                raise ValueError("unsupported snapshot format %r" % doc.get("format"))
-            self._zxid = int(doc.get("zxid", 0))
-            for entry in doc["nodes"]:
-                path = validate_path(entry["path"])
-                if "data_b64" in entry:
-                    data = base64.b64decode(entry["data_b64"])
-                else:
-                    data = entry["data"].encode("utf-8")
-                if path == "/":
-                    node = root
-                else:
-                    parent = root
-                    for part in path[1:].split("/")[:-1]:
-                        parent = parent.children[part]
-                    node = _Node(data, entry["ctime"])
-                    parent.children[path.rsplit("/", 1)[1]] = node
-                node.data = data
-                node.version = entry["version"]
-                node.cversion = entry["cversion"]
-                node.ctime = entry["ctime"]
-                node.mtime = entry["mtime"]
-                node.czxid = int(entry.get("czxid", 0))
-        except (ValueError, KeyError, TypeError) as e:
-            raise CoordinationError("corrupt coordination snapshot %s: %s" % (self.snapshot_path, e)) from None
-        return root
