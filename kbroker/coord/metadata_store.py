@@ -39,6 +39,14 @@ def validate_topic_name(name):
     return name
 
 
+def _legal(name):
+    try:
+        validate_topic_name(name)
+    except errors.InvalidTopicException:
+        return False
+    return True
+
+
 def collision_key(name):
     """Names equal under this key collide ('.' and '_' map to the same metric name)."""
     return name.replace(".", "_")
@@ -74,6 +82,10 @@ class TopicStore:
             return []
 
     def exists(self, name):
+        """False for an illegal name: it names no topic, and must not become a path into another znode (a
+        DeleteTopics of 't/partitions' used to find topic t's partitions znode and delete topic t)."""
+        if not _legal(name):
+            return False
         return self.backend.exists(TopicZNode.path(name)) is not None
 
     def create_topic(self, name, assignment, configs=None):
@@ -95,8 +107,10 @@ class TopicStore:
             raise errors.TopicAlreadyExists("Topic '%s' already exists." % name) from None
 
     def assignment(self, name):
-        """{partition: [replicas]}; UnknownTopicOrPartition (3) if the topic does not exist."""
+        """{partition: [replicas]}; UnknownTopicOrPartition (3) if the topic does not exist (or the name is illegal)."""
         try:
+            if not _legal(name):
+                raise NoNodeError(name)
             data, _ = self.backend.get(TopicZNode.path(name))
         except NoNodeError:
             raise errors.UnknownTopicOrPartition("Topic '%s' does not exist" % name) from None

@@ -4,9 +4,11 @@ Resource types: 2 = topic, 4 = broker. Topic configs report every topic-level ke
 source (TOPIC_CONFIG 1, STATIC_BROKER_CONFIG 4, DEFAULT_CONFIG 5); ``configuration_keys`` filters. Broker configs are
 read-only here (static, from server.properties): AlterConfigs on a broker answers INVALID_REQUEST (42). AlterConfigs
 on a topic *replaces* its whole override set (Kafka's non-incremental semantics); values are validated first and a
-bad one answers INVALID_CONFIG (40) naming the key. New values take effect on the live partitions at once.
+bad one answers INVALID_CONFIG (40) naming the key. New values take effect on the live partitions at once. An
+illegal topic name (empty, with '/', ...) answers INVALID_TOPIC_EXCEPTION (17), as Kafka's Topic.validate does.
 """
 from kbroker import errors
+from kbroker.coord.metadata_store import validate_topic_name
 from kbroker.handlers.common import record_failure
 from kbroker.server.router import handler
 
@@ -29,6 +31,7 @@ def describe_configs(ctx, req):
              "resource_name": res["resource_name"], "configs": []}
         try:
             if res["resource_type"] == TOPIC:
+                validate_topic_name(res["resource_name"])  # Kafka's Topic.validate: 17 before existence
                 entries = broker.describe_topic_config(res["resource_name"])
             elif res["resource_type"] == BROKER:
                 if res["resource_name"] not in ("", str(broker.broker_id)):
@@ -57,6 +60,7 @@ def alter_configs(ctx, req):
         try:
             if res["resource_type"] != TOPIC:
                 raise errors.InvalidRequest("only topic configs can be altered; broker configs are static")
+            validate_topic_name(res["resource_name"])
             broker.alter_topic_config(res["resource_name"], {c["name"]: c["value"] for c in res["configs"]},
                                       validate_only=req["validate_only"])
         except Exception as e:  # noqa: BLE001

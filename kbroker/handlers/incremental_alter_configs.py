@@ -9,8 +9,9 @@ Per resource, checked in Kafka's order (``ConfigAdminManager.preprocess``), firs
 * the same config key twice in one resource -> INVALID_REQUEST;
 * a null ``value`` with an operation other than DELETE -> INVALID_REQUEST naming the keys;
 * an operation id other than 0-3 -> INVALID_REQUEST;
-* resource type 2 (topic): a missing topic -> UNKNOWN_TOPIC_OR_PARTITION (3); APPEND/SUBTRACT on a key that is not
-  list-typed (only ``cleanup.policy`` and the two ``*.replication.throttled.replicas`` are) or on an unknown key ->
+* resource type 2 (topic): an illegal topic name (empty, with '/', ...) -> INVALID_TOPIC_EXCEPTION (17); a
+  missing topic -> UNKNOWN_TOPIC_OR_PARTITION (3); APPEND/SUBTRACT on a key that is not list-typed (only
+  ``cleanup.policy`` and the two ``*.replication.throttled.replicas`` are) or on an unknown key ->
   INVALID_CONFIG (40); the resulting override set is validated like AlterConfigs' (an unknown key or bad value ->
   INVALID_CONFIG naming it) and, unless ``validate_only``, replaces the topic's overrides (live partitions switch at
   once; other brokers follow through /config/changes);
@@ -33,6 +34,7 @@ from collections import Counter
 
 from kbroker import errors
 from kbroker.config import TOPIC_CONFIGS
+from kbroker.coord.metadata_store import validate_topic_name
 from kbroker.handlers.common import record_failure
 from kbroker.server.router import handler
 
@@ -93,6 +95,7 @@ def apply_ops(overrides, effective, ops):
 
 
 def _alter_topic(broker, name, ops, validate_only):
+    validate_topic_name(name)  # Kafka's Topic.validate: INVALID_TOPIC_EXCEPTION (17) before existence
     entries = broker.describe_topic_config(name)  # UnknownTopicOrPartition for a missing topic
     overrides = {e.name: e.value for e in entries if e.source_id == _TOPIC_OVERRIDE_SOURCE}
     effective = {e.name: e.value for e in entries}

@@ -298,12 +298,19 @@ def test_admin_topics_configs_partitions_cluster(jbroker, java_driver, admin):
         {"op": "produce", "topic": t2, "records": java_records([Rec(0, b"k", b"s" * 1000, (), None)])},
         {"op": "produce", "topic": t2, "records": java_records([Rec(0, b"k", b"L" * 4000, (), None)])},
         {"op": "describe_cluster"},
+        # A name with '/' is no topic and no path into t2's znodes (DeleteTopics used to delete t2 here).
+        {"op": "delete_topics", "topics": [t2 + "/partitions"]},
+        {"op": "create_partitions", "topics": {t2 + "/partitions/0": 4}},
+        {"op": "describe_configs", "resources": [{"type": "topic", "name": t2 + "/partitions"}]},
+        {"op": "alter_configs", "resources": [{"type": "topic", "name": t2 + "/partitions", "ops": [
+            {"name": "retention.ms", "value": "5"}]}]},
         {"op": "delete_topics", "topics": [t1, t3]},
         {"op": "list_topics"},
     ]
     results = dict(zip(range(len(steps)), java_driver(jbroker.bootstrap, steps), strict=True))
     (created, exists, bad_config, validate, listed, described, grow, shrink, configs, alter1, configs1, alter2,
-     configs2, unknown_key, set_max, small, large, cluster, deleted, listed_after) = results.values()
+     configs2, unknown_key, set_max, small, large, cluster, slash_delete, slash_grow, slash_describe, slash_alter,
+     deleted, listed_after) = results.values()
 
     assert ok(created)["results"][t1]["numPartitions"] == 2 and created["results"][t2]["replicationFactor"] == 1
     assert created["results"][t1]["configs"]["retention.ms"] == "3600000"
@@ -346,9 +353,14 @@ def test_admin_topics_configs_partitions_cluster(jbroker, java_driver, admin):
 
     assert ok(cluster)["controller"] == 0 and cluster["clusterId"]
     assert cluster["nodes"] == [{"id": 0, "host": jbroker.host, "port": jbroker.port}]
+    assert error_type(ok(slash_delete)["results"][t2 + "/partitions"]) == "UnknownTopicOrPartitionException"
+    assert error_type(ok(slash_grow)["results"][t2 + "/partitions/0"]) == "UnknownTopicOrPartitionException"
+    assert error_type(ok(slash_describe)["results"][t2 + "/partitions"]) == "InvalidTopicException"
+    assert error_type(ok(slash_alter)["results"][t2 + "/partitions"]) == "InvalidTopicException"
     assert ok(deleted)["results"][t1] is None
     assert error_type(deleted["results"][t3]) == "UnknownTopicOrPartitionException"
-    assert t1 not in [t["name"] for t in ok(listed_after)["topics"]]
+    assert t1 not in [t["name"] for t in ok(listed_after)["topics"]] and t2 in [t["name"] for t in
+                                                                              listed_after["topics"]]
 
     # What the Java admin changed, as kbroker's own admin client reads it.
     cfg = {e.name: (e.value, e.source) for e in admin.topic_configs(t2)}

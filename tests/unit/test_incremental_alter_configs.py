@@ -232,3 +232,11 @@ def test_handler_refuses_broker_and_other_resources():
     assert "Unexpected broker id, expected 0, but received 7" == msgs[2]
     assert "Node id must be an integer" in msgs[3]
     assert "Unsupported resource type 8" in msgs[4]
+
+
+@pytest.mark.parametrize("name", ["", "t/partitions", "..", "a b"])
+def test_handler_illegal_topic_name_is_invalid_topic(name):
+    broker = _Broker({"t": {}})
+    resp = incremental_alter_configs(_Ctx(broker), {"validate_only": False, "resources": [
+        _res(2, name, ("retention.ms", SET, "1"))]})
+    assert _codes(resp) == [(name, errors.INVALID_TOPIC_EXCEPTION)] and broker.altered == []
