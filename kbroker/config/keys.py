@@ -129,7 +129,7 @@ _KEYS = [
     _k("socket.request.receive.timeout.ms", "long", 30000, Range(1), M,
        "kbroker: a request must arrive completely within this long of its first byte, or the connection is closed "
        "(slow-loris clients)"),
-    _k("request.max.elements", "int", 200000, Range(1), M,
+    _k("request.max.elements", "int", 100000, Range(1), M,
        "kbroker: most values one request decodes into (array entries, their fields, tagged fields); a request "
        "with more closes the connection"),
     _k("metadata.request.max.topics", "int", 10000, Range(1), M,

@@ -21,7 +21,7 @@ key                                    default     effect (what the client sees)
                                                    connections stop being read (TCP backpressure) until memory is
                                                    released. <= 0 means max(256 MiB, socket.request.max.bytes).
 ``socket.request.max.bytes``           104857600   a larger size prefix closes the connection (``FrameReader``).
-``request.max.elements``               200000      kbroker's: values one request decodes into (``schema.py``); more
+``request.max.elements``               100000      kbroker's: values one request decodes into (``schema.py``); more
                                                    closes the connection, like any request that fails to parse.
 =====================================  ==========  ==================================================================
 
@@ -48,7 +48,7 @@ class ServerLimits:
 
     def __init__(self, max_request_size=104857600, max_connections=INT_MAX, max_connections_per_ip=INT_MAX,
                  ip_overrides=None, idle_ms=600000, receive_timeout_ms=30000, request_memory=None,
-                 max_elements=200000):
+                 max_elements=100000):
         self.max_request_size = max_request_size
         self.max_connections = max_connections
         self.max_connections_per_ip = max_connections_per_ip
