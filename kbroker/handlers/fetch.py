@@ -19,9 +19,12 @@ the budget)`` and every byte sent -- stored or down-converted -- is taken from t
   guarantee); every later partition whose first batch does not fit what it may have gets NO records (empty,
   error NONE, high watermark set), never a cut batch (kafka-python: "no complete records were found", aiokafka:
   RecordTooLargeError). A whole first batch may be followed by a cut one, as in Kafka; clients drop it.
-* v0-v2 (Kafka's ``hardMaxBytesLimit``): no progress guarantee and the limits cut anywhere -- a first message
-  larger than the limit arrives cut, which is how 0.10-era clients learn to raise RecordTooLargeException or to
-  grow their fetch size. The cut is taken from the down-converted form of the whole first batch.
+* v0-v2 (Kafka's ``hardMaxBytesLimit``): no progress guarantee. A first message larger than the partition's
+  ``partition_max_bytes`` arrives cut at that limit, which is how 0.10-era clients learn to raise
+  RecordTooLargeException or to grow their fetch size (the cut is taken from the down-converted form of the
+  whole first batch). When it is the response budget (fetch.max.bytes) that leaves too little room, the
+  partition gets no records instead: growing the client's fetch size would not help (Kafka 0.10 had no
+  response budget for these versions; Kafka >= 2.5 sends the cut and the old client fails).
 A request naming one partition several times is served like Kafka's LinkedHashMap of partitions: once, at the
 position of its first mention, with the values of its last (so the budget bounds the response whatever it names).
 
@@ -121,7 +124,7 @@ def fetch(ctx, req):
 def _read_all(broker, version, wanted, replica_id, first, budget):
     """One pass over ``wanted`` in order -> (responses by topic, bytes in them, whether a partition failed)."""
     follower = replica_id >= 0
-    hard = version <= 2          # Kafka's hardMaxBytesLimit: no progress guarantee, limits cut anywhere
+    hard = version <= 2          # Kafka's hardMaxBytesLimit: no progress guarantee
     min_one = not hard           # until a partition returns data
     total = 0
     had_error = False
@@ -136,13 +139,16 @@ def _read_all(broker, version, wanted, replica_id, first, budget):
             part.check_leader_epoch(p.get("current_leader_epoch", -1))
             r["high_watermark"] = r["last_stable_offset"] = part.high_watermark
             r["log_start_offset"] = part.log_start_offset
-            limit = max(0, min(p["partition_max_bytes"], budget - total))
+            left = budget - total
+            limit = max(0, min(p["partition_max_bytes"], left))
+            # v0-v2 may send a cut first message only when the client's own partition limit is what cuts it.
+            cut_first = hard and p["partition_max_bytes"] <= left
             if follower:
                 sl = part.read_for_follower(replica_id, p["fetch_offset"], limit, min_one=min_one, record=first)
                 r["high_watermark"] = r["last_stable_offset"] = part.high_watermark
             else:
                 sl = part.read(p["fetch_offset"], limit, min_one=min_one)
-            records = _records(sl, version, limit, min_one, hard)
+            records = _records(sl, version, limit, min_one, cut_first)
             size = len(records)
             if size:
                 r["records"] = records
@@ -159,39 +165,40 @@ def _read_all(broker, version, wanted, replica_id, first, budget):
     return out, total, had_error
 
 
-def _records(sl, version, limit, min_one, hard):
+def _records(sl, version, limit, min_one, cut_first):
     """What one partition sends: a FileRegion (v4+), converted bytes (v0-v3) or b"" (nothing that may go)."""
     if sl.size == 0:
         return b""
-    if sl.first_entry_incomplete and not hard:
-        return b""  # KIP-74: a cut first batch is never sent to v3+ clients
+    if sl.first_entry_incomplete and not cut_first:
+        return b""  # KIP-74: a cut first batch is never sent to v3+ clients (nor to v0-v2 when the budget cut it)
     if version >= 4:
         return sl.region
     region = sl.first_batch_region() if sl.first_entry_incomplete else sl.region
-    return run_in_worker(_convert_region, region, 0 if version < 2 else 1, limit, min_one, hard)
+    return run_in_worker(_convert_region, region, 0 if version < 2 else 1, limit, min_one, cut_first)
 
 
-def _convert_region(region, to_magic, limit, min_one, hard):
+def _convert_region(region, to_magic, limit, min_one, cut_first):
     """(Worker thread) read a stored region and down-convert it within ``limit``; see ``convert_within``."""
-    return convert_within(region.read_bytes(), to_magic, limit, min_one, hard)
+    return convert_within(region.read_bytes(), to_magic, limit, min_one, cut_first)
 
 
-def convert_within(data, to_magic, limit, min_one, hard):
-    """Down-convert the whole v2 batches of ``data`` (which starts at a batch) to a magic 0/1 message set whose
-    size obeys ``limit`` as Fetch does for stored bytes (module docstring), converting no batch past the one
-    that reaches the limit.
+def convert_within(data, to_magic, limit, min_one, cut_first):
+    """Down-convert the whole v2 batches of ``data`` (which starts at a batch) to a magic 0/1 message set of at
+    most ``limit`` bytes, with Fetch's rules for the first batch (module docstring), converting no batch past the
+    one that reaches the limit.
 
-    Per batch, in order: a converted batch that fits is taken whole; the first one that does not is taken whole
-    when nothing was taken yet and ``min_one`` (the v3 progress guarantee), cut to the limit when ``hard``
-    (v0-v2), else dropped -- and conversion stops. A batch that cannot be converted -- zstd
-    (UnsupportedCompressionType) or more than ``DECODE_MAX_RECORDS`` records (UnsupportedVersion) -- raises when
-    it is first in line and otherwise ends the data (the client gets the error when it fetches from there).
+    Per batch, in order: a converted batch that fits is taken whole, and conversion stops at the first one that
+    does not. That one is still taken when it is the first: whole with ``min_one`` (the v3 progress guarantee),
+    cut to ``limit`` bytes with ``cut_first`` (v0-v2, the partition's own limit), else the result is empty. A
+    batch that cannot be converted -- zstd (UnsupportedCompressionType) or more than ``DECODE_MAX_RECORDS``
+    records (UnsupportedVersion) -- raises when it is first in line and otherwise ends the data (the client gets
+    the error when it fetches from there). Trailing partial batches of ``data`` are ignored.
     """
     out = []
     used = 0
     view = memoryview(data)
     for pos, h in iter_batches(view):
-        if used >= limit and not (min_one and not out):
+        if out and used >= limit:
             break
         try:
             if h.records_count > DECODE_MAX_RECORDS:
@@ -209,9 +216,10 @@ def convert_within(data, to_magic, limit, min_one, hard):
             out.append(chunk)
             used += len(chunk)
             continue
-        if min_one and not out:
-            out.append(chunk)
-        elif hard:
-            out.append(chunk[:limit - used])
+        if not out:
+            if min_one:
+                out.append(chunk)
+            elif cut_first:
+                out.append(chunk[:limit])
         break
     return b"".join(out)

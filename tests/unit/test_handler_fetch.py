@@ -157,6 +157,19 @@ def test_broker_fetch_max_bytes_caps_the_request(tmp_path):
     assert legacy_offsets(got[("c", 0)][2]) == [0] and len(got[("c", 0)][2]) == one
 
 
+def test_v0_v2_partition_cut_by_the_response_budget_gets_nothing(tmp_path):
+    b = Broker(tmp_path, [("v", 0), ("v", 1)], config={"fetch.max.bytes": 1500})
+    b.append("v", 0, recs(1, 1000))
+    b.append("v", 1, recs(1, 1000))
+    got, _ = answers(fetch_handler(Ctx(b, 2), req([("v", 0, 0, 4000), ("v", 1, 0, 4000)])))
+    assert legacy_offsets(got[("v", 0)][2]) == [0]
+    # 1500 - 1034 bytes are left for v-1, whose 1034-byte message fits its own 4000: no cut (the client would
+    # raise RecordTooLarge and grow a fetch size that is not the problem) -- nothing, until the next fetch.
+    assert len(got[("v", 0)][2]) == 1034 and got[("v", 1)] == (0, 1, b"")
+    got, _ = answers(fetch_handler(Ctx(b, 2), req([("v", 0, 1, 4000), ("v", 1, 0, 4000)])))
+    assert legacy_offsets(got[("v", 1)][2]) == [0]
+
+
 def test_min_bytes_is_capped_by_the_response_budget(tmp_path):
     b = Broker(tmp_path, [("w", 0)], config={"fetch.max.bytes": 1024})
     for _ in range(10):
@@ -235,7 +248,8 @@ def test_convert_within_rules():
     one = len(convert_within(b0, 1, 1 << 30, False, False))
     assert convert_within(b0 + b1, 1, 2 * one, False, False) == convert_within(b0 + b1, 1, 1 << 30, False, False)
     assert len(convert_within(b0 + b1, 1, 2 * one - 1, False, False)) == one
-    assert len(convert_within(b0 + b1, 1, 2 * one - 1, False, True)) == 2 * one - 1   # v0-v2: cut at the byte
+    assert len(convert_within(b0 + b1, 1, 2 * one - 1, False, True)) == one  # only a first message is ever cut
+    assert convert_within(b0 + b1, 1, one - 1, False, True) == convert_within(b0, 1, one, False, False)[:one - 1]
     assert convert_within(b0, 1, 1, False, False) == b""
     assert len(convert_within(b0, 1, 0, True, False)) == one                          # min_one
     assert convert_within(b0 + b1[:40], 1, 1 << 30, False, False) == convert_within(b0, 1, 1 << 30, False, False)
