@@ -9,6 +9,12 @@ the controller (``kbroker/topic_admin.py``); the
 response waits (up to ``timeout_ms``; <= 0 = no wait) until this broker's metadata shows the change, else
 REQUEST_TIMED_OUT (7) -- the change itself still completes, as in Kafka. TOPIC_DELETION_DISABLED (73) when
 ``delete.topic.enable=false``.
+
+Partition ceilings (kbroker/topic_admin.py): ``max.topic.partitions`` and ``max.request.partitions`` are
+INVALID_PARTITIONS (37), ``max.broker.partitions`` POLICY_VIOLATION (44), each with a message naming the key. The
+request's allowance is checked on the count a topic asks for (``num_partitions``, the number of explicit
+assignments, or CreatePartitions' ``count`` minus the current count) before anything else is built from it, and
+every topic that passes it counts against it, whether or not it is created in the end (the work was done).
 """
 from kbroker import errors
 from kbroker.handlers.common import record_failure
@@ -25,6 +31,8 @@ def _dupes(names):
 @handler(19, (0, 5))
 def create_topics(ctx, req):
     broker = ctx.broker
+    admin = broker.topic_admin
+    allowance = admin.request_allowance()
     dup = _dupes(t["name"] for t in req["topics"])
     results = []
     for t in req["topics"]:
@@ -33,6 +41,9 @@ def create_topics(ctx, req):
         try:
             if t["name"] in dup:
                 raise errors.InvalidRequest("Create topics request contains duplicate topic %s" % t["name"])
+            wanted = admin.requested_partitions(t["num_partitions"], t["assignments"])
+            admin.check_topic_partitions(t["name"], wanted)
+            allowance.take(t["name"], wanted)
             assignment = {a["partition_index"]: list(a["broker_ids"]) for a in t["assignments"]} or None
             configs = {c["name"]: c["value"] for c in t["configs"]}
             plan = broker.create_topic(t["name"], t["num_partitions"], t["replication_factor"], assignment,
@@ -66,6 +77,8 @@ def delete_topics(ctx, req):
 @handler(37, (0, 3))
 def create_partitions(ctx, req):
     broker = ctx.broker
+    admin = broker.topic_admin
+    allowance = admin.request_allowance()
     dup = _dupes(t["name"] for t in req["topics"])
     out = []
     for t in req["topics"]:
@@ -73,6 +86,8 @@ def create_partitions(ctx, req):
         try:
             if t["name"] in dup:
                 raise errors.InvalidRequest("duplicate topic %s" % t["name"])
+            admin.check_topic_partitions(t["name"], t["count"])
+            allowance.take(t["name"], max(0, t["count"] - admin.current_partitions(t["name"])))
             assignment = [a["broker_ids"] for a in t["assignments"]] if t["assignments"] else None
             broker.create_partitions(t["name"], t["count"], assignment, validate_only=req["validate_only"],
                                      timeout_ms=req["timeout_ms"])
