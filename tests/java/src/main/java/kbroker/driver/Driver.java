@@ -116,10 +116,35 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * describe_cluster {} -> {clusterId, controller, nodes: [{id, host, port}]}
  * list_offsets     {topic, partitions, spec: "earliest"|"latest"|"maxTimestamp"|<timestamp ms>}
  *                  -> {offsets: {"p": {offset, timestamp}}}
- * rec = {partition, offset, key, value, headers: [[name, b64|null]], timestamp, timestampType}
+ * rec = {topic, partition, offset, key, value, headers: [[name, b64|null]], timestamp, timestampType}
  * </pre>
  */
 public final class Driver {
+    /** One step kind: reads its fields from {@code step}, puts its results into {@code r}. */
+    @FunctionalInterface
+    private interface Op {
+        void run(Driver d, Map<String, Object> step, Map<String, Object> r) throws Exception;
+    }
+
+    private static final Map<String, Op> OPS = Map.ofEntries(
+            Map.entry("produce", Driver::produce),
+            Map.entry("consume", Driver::consume),
+            Map.entry("group_consume", Driver::groupConsume),
+            Map.entry("create_topics", Driver::createTopics),
+            Map.entry("list_topics", Driver::listTopics),
+            Map.entry("describe_topics", Driver::describeTopics),
+            Map.entry("delete_topics", Driver::deleteTopics),
+            Map.entry("create_partitions", Driver::createPartitions),
+            Map.entry("describe_configs", Driver::describeConfigs),
+            Map.entry("alter_configs", Driver::alterConfigs),
+            Map.entry("list_groups", Driver::listGroups),
+            Map.entry("describe_groups", Driver::describeGroups),
+            Map.entry("list_group_offsets", Driver::listGroupOffsets),
+            Map.entry("delete_groups", Driver::deleteGroups),
+            Map.entry("alter_group_offsets", Driver::alterGroupOffsets),
+            Map.entry("describe_cluster", Driver::describeCluster),
+            Map.entry("list_offsets", Driver::listOffsets));
+
     private final Map<String, Object> spec;
     private final String bootstrap;
     private final long stepTimeoutMs;
@@ -136,26 +161,27 @@ public final class Driver {
         // Keep stdout for the one JSON line: anything a library prints there would corrupt it.
         PrintStream out = System.out;
         System.setOut(System.err);
-        Map<String, Object> spec;
+        Driver d;
         try {
-            spec = map(Json.parse(text));
+            Map<String, Object> spec = map(Json.parse(text));
             String level = String.valueOf(spec.getOrDefault("logLevel", "warn"));
             System.setProperty("org.slf4j.simpleLogger.defaultLogLevel", level);
             System.setProperty("org.slf4j.simpleLogger.logFile", "System.err");
             System.setProperty("org.slf4j.simpleLogger.showDateTime", "true");
+            d = new Driver(spec);
+            list(spec.get("steps"));
         } catch (RuntimeException e) {
             out.println(Json.write(Map.of("error", describe(e))));
             out.flush();
             System.exit(1);
             return;
         }
-        Driver d = new Driver(spec);
         Map<String, Object> result = new LinkedHashMap<>();
         result.put("clientVersion", clientVersion());
         List<Object> steps = new ArrayList<>();
         result.put("steps", steps);
         try {
-            for (Object s : list(spec.get("steps"))) {
+            for (Object s : list(d.spec.get("steps"))) {
                 steps.add(d.runStep(map(s)));
             }
         } finally {
@@ -173,26 +199,11 @@ public final class Driver {
         r.put("op", op);
         long t0 = System.nanoTime();
         try {
-            switch (op) {
-                case "produce": produce(step, r); break;
-                case "consume": consume(step, r); break;
-                case "group_consume": groupConsume(step, r); break;
-                case "create_topics": createTopics(step, r); break;
-                case "list_topics": listTopics(step, r); break;
-                case "describe_topics": describeTopics(step, r); break;
-                case "delete_topics": deleteTopics(step, r); break;
-                case "create_partitions": createPartitions(step, r); break;
-                case "describe_configs": describeConfigs(step, r); break;
-                case "alter_configs": alterConfigs(step, r); break;
-                case "list_groups": listGroups(step, r); break;
-                case "describe_groups": describeGroups(step, r); break;
-                case "list_group_offsets": listGroupOffsets(step, r); break;
-                case "delete_groups": deleteGroups(step, r); break;
-                case "alter_group_offsets": alterGroupOffsets(step, r); break;
-                case "describe_cluster": describeCluster(r); break;
-                case "list_offsets": listOffsets(step, r); break;
-                default: throw new IllegalArgumentException("unknown op " + op);
+            Op fn = OPS.get(op);
+            if (fn == null) {
+                throw new IllegalArgumentException("unknown op " + op + "; known: " + new TreeSet<>(OPS.keySet()));
             }
+            fn.run(this, step, r);
         } catch (Exception e) {
             System.err.println("[kbroker-java-driver] step " + op + " failed:");
             e.printStackTrace(System.err);
@@ -713,7 +724,7 @@ public final class Driver {
         r.put("results", out);
     }
 
-    private void describeCluster(Map<String, Object> r) throws Exception {
+    private void describeCluster(Map<String, Object> step, Map<String, Object> r) throws Exception {
         DescribeClusterResult res = admin().describeCluster();
         r.put("clusterId", await(res.clusterId()));
         Node controller = await(res.controller());
