@@ -1,4 +1,4 @@
-"""ListOffsets (2), served v0-v6.
+"""ListOffsets (2), served v0-v7.
 
 Behaviour: timestamp -1 = latest (the high watermark for consumers, with the current leader epoch), -2 = earliest
 (log start offset, with the epoch of the leader-epoch cache's first entry when it starts at or before it, else
@@ -6,8 +6,11 @@ Behaviour: timestamp -1 = latest (the high watermark for consumers, with the cur
 timestamp and its batch's partition leader epoch (Kafka's FileRecords.searchForTimestamp: the time index narrows
 the walk to batches whose max timestamp is >= the target, then the records inside are looked at, so a batch
 written by a lingering producer answers the exact record, not its base offset and max timestamp), or offset -1 /
-timestamp -1 when there is none below the high watermark (v1+). Looking inside a batch decodes it (decompressing
-when needed), which a worker thread does (``workers.py``): one stored batch may hold 10^5+ records.
+timestamp -1 when there is none below the high watermark (v1+). -3 (v7, KIP-734: Kafka's Java admin
+``OffsetSpec.maxTimestamp()``) = the first record carrying the log's largest timestamp (the segments' max
+timestamps, then the same record lookup), -1/-1 when it is not below the high watermark or no record has a
+timestamp. Looking inside a batch decodes it (decompressing when needed), which a worker thread does
+(``workers.py``): one stored batch may hold 10^5+ records.
 v0 answers ``old_style_offsets`` with one offset (max_num_offsets is honoured only as "at most"), like kafka-python
 and librdkafka expect. Errors per partition: UNKNOWN_TOPIC_OR_PARTITION (3), NOT_LEADER_OR_FOLLOWER (6).
 Deviations: a batch of more than 100 000 records (``workers.DECODE_MAX_RECORDS``) is answered by its base offset
@@ -21,6 +24,7 @@ from kbroker.server.router import handler
 
 LATEST = -1
 EARLIEST = -2
+MAX_TIMESTAMP = -3
 
 
 def first_record_at_or_after(batch, timestamp):
@@ -51,7 +55,12 @@ def _earliest_epoch(part):
     return -1
 
 
-@handler(2, (0, 6))
+def _max_timestamp(log):
+    """The largest record timestamp in the log, or -1 when no batch carries one."""
+    return max((s.max_timestamp_so_far for s in log.segments), default=-1)
+
+
+@handler(2, (0, 7))
 def list_offsets(ctx, req):
     broker = ctx.broker
     version = ctx.api_version
@@ -69,7 +78,11 @@ def list_offsets(ctx, req):
                 elif ts == EARLIEST:
                     off, found_ts, epoch = part.log_start_offset, -1, _earliest_epoch(part)
                 else:
-                    hit = part.log.offset_for_timestamp(ts, resolver=_resolve_in_worker)
+                    if ts == MAX_TIMESTAMP:
+                        ts = _max_timestamp(part.log)
+                        hit = part.log.offset_for_timestamp(ts, resolver=_resolve_in_worker) if ts >= 0 else None
+                    else:
+                        hit = part.log.offset_for_timestamp(ts, resolver=_resolve_in_worker)
                     off, found_ts, epoch = hit if hit is not None else (-1, -1, -1)
                     if hit is not None and off >= part.high_watermark:
                         off, found_ts, epoch = -1, -1, -1

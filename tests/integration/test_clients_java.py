@@ -86,13 +86,14 @@ def test_producer_defaults_are_idempotent_acks_all_and_exact(jbroker, java_drive
     recs = sample_records("jv", partitions=3, per_partition=6, t0=t0)   # record j of partition p: t0 + 1000j + p
     # A Java header value may be null: the first record of each partition ends with one, after its other headers.
     recs = [r._replace(headers=r.headers + (("nil", None),)) if i < 3 else r for i, r in enumerate(recs)]
-    create, produce, consume, earliest, latest, by_time = java_driver(jbroker.bootstrap, [
+    create, produce, consume, earliest, latest, by_time, max_time = java_driver(jbroker.bootstrap, [
         {"op": "create_topics", "topics": [{"name": topic, "partitions": 3}]},
         {"op": "produce", "topic": topic, "records": java_records(recs)},   # no config: the Java defaults
         {"op": "consume", "topic": topic, "count": len(recs)},
         {"op": "list_offsets", "topic": topic, "partitions": [0, 1, 2], "spec": "earliest"},
         {"op": "list_offsets", "topic": topic, "partitions": [0, 1, 2], "spec": "latest"},
         {"op": "list_offsets", "topic": topic, "partitions": [0, 1, 2], "spec": t0 + 2500},
+        {"op": "list_offsets", "topic": topic, "partitions": [0, 1, 2], "spec": "maxTimestamp"},
     ])
     assert ok(create)["results"][topic]["numPartitions"] == 3
     assert ok(produce)["effective"]["enable.idempotence"] is True and produce["effective"]["acks"] == "-1"
@@ -110,6 +111,8 @@ def test_producer_defaults_are_idempotent_acks_all_and_exact(jbroker, java_drive
     assert {p: o["offset"] for p, o in ok(latest)["offsets"].items()} == {"0": 6, "1": 6, "2": 6}
     # offsetsForTimes: the first record at or after t0 + 2500 is j = 3 (t0 + 3000 + p), inside its batch.
     assert ok(by_time)["offsets"] == {str(p): {"offset": 3, "timestamp": t0 + 3000 + p} for p in range(3)}
+    # OffsetSpec.maxTimestamp() (ListOffsets v7): the last record (j = 5) carries each partition's largest.
+    assert ok(max_time)["offsets"] == {str(p): {"offset": 5, "timestamp": t0 + 5000 + p} for p in range(3)}
     assert confluent_consume(jbroker.bootstrap, topic, len(recs), partitions=(0, 1, 2)) == want
     pids = {assert_idempotent_batches(jbroker, topic, p, 6)[0].producer_id for p in range(3)}
     assert len(pids) == 1, f"one producer, one producer id: {pids}"
