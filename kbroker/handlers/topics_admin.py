@@ -17,6 +17,7 @@ assignments, or CreatePartitions' ``count`` minus the current count) before anyt
 every topic that passes it counts against it, whether or not it is created in the end (the work was done).
 """
 from kbroker import errors
+from kbroker.config import CONFIG_SOURCE_CODES, effective_topic_config, format_value
 from kbroker.handlers.common import record_failure
 from kbroker.server.router import handler
 
@@ -26,6 +27,18 @@ def _dupes(names):
     for n in names:
         (dup if n in seen else seen).add(n)
     return dup
+
+
+def _created_configs(broker, name, configs, validate_only):
+    """CreateTopics v5's per-topic configs: the new topic's, or with ``validate_only`` the ones it would get
+    (Kafka fills them in before its validate-only branch, so Java's ``CreateTopicsResult.config`` has them)."""
+    if validate_only:
+        entries = effective_topic_config(broker.config, {k: v for k, v in configs.items() if v is not None})
+        return [{"name": e.name, "value": format_value(e.value), "read_only": False,
+                 "config_source": CONFIG_SOURCE_CODES[e.source], "is_sensitive": False}
+                for _, e in sorted(entries.items())]
+    return [{"name": e.name, "value": e.value, "read_only": False, "config_source": e.source_id,
+             "is_sensitive": e.sensitive} for e in broker.describe_topic_config(name)]
 
 
 @handler(19, (0, 5))
@@ -50,10 +63,8 @@ def create_topics(ctx, req):
                                        configs, validate_only=req["validate_only"], timeout_ms=req["timeout_ms"])
             r["num_partitions"] = len(plan)
             r["replication_factor"] = len(next(iter(plan.values())))
-            if ctx.api_version >= 5 and not req["validate_only"]:
-                r["configs"] = [{"name": e.name, "value": e.value, "read_only": False,
-                                 "config_source": e.source_id, "is_sensitive": e.sensitive}
-                                for e in broker.describe_topic_config(t["name"])]
+            if ctx.api_version >= 5:
+                r["configs"] = _created_configs(broker, t["name"], configs, req["validate_only"])
         except Exception as e:  # noqa: BLE001
             record_failure(r, e)
         results.append(r)

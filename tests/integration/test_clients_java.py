@@ -276,7 +276,8 @@ def test_admin_topics_configs_partitions_cluster(jbroker, java_driver, admin):
             {"name": t2, "partitions": 1}]},
         {"op": "create_topics", "topics": [{"name": t1, "partitions": 1}]},
         {"op": "create_topics", "topics": [{"name": t3, "partitions": 1, "configs": {"retention.ms": "soon"}}]},
-        {"op": "create_topics", "topics": [{"name": t3, "partitions": 4}], "validateOnly": True},
+        {"op": "create_topics", "topics": [{"name": t3, "partitions": 4, "configs": {"retention.ms": 1234}}],
+         "validateOnly": True},
         {"op": "list_topics"},
         {"op": "describe_topics", "topics": [t1, t3]},
         {"op": "create_partitions", "topics": {t2: 3}},
@@ -321,6 +322,9 @@ def test_admin_topics_configs_partitions_cluster(jbroker, java_driver, admin):
     assert error_type(ok(exists)["results"][t1]) == "TopicExistsException"
     assert error_type(ok(bad_config)["results"][t3]) == "InvalidConfigurationException"
     assert ok(validate)["results"][t3]["numPartitions"] == 4
+    # validateOnly still reports the configs the topic would get (CreateTopics v5), every key as for a real one.
+    would = validate["results"][t3]["configs"]
+    assert would["retention.ms"] == "1234" and would.keys() == created["results"][t1]["configs"].keys()
     names = [t["name"] for t in ok(listed)["topics"]]
     assert t1 in names and t2 in names and t3 not in names    # neither the bad nor the validate-only one exists
     assert all(t["internal"] is False for t in listed["topics"])
