@@ -35,7 +35,7 @@ import socket as _socket
 
 import gevent
 from gevent.event import Event
-from gevent.socket import wait_read, wait_write
+from gevent.socket import wait_write
 
 from kbroker.errors import UNSUPPORTED_VERSION
 from kbroker.protocol.apis import APIS
@@ -51,6 +51,8 @@ RECV_CHUNK = 64 * 1024
 # has arrived and grows with it: a 1 MB produce request that arrives in one go is one allocation, no copies.
 LARGE_FRAME = 64 * 1024
 _FIONREAD_ARG = bytes(4)
+# A full PartialFrame waits for more with a recv of at most this much, then grows for it and what else is readable.
+GROW_PROBE = 4096
 # Queued response bytes (file regions excluded: they are not in memory) above which the reader waits for the writer.
 MAX_QUEUED_BYTES = 4 * 1024 * 1024
 
@@ -223,20 +225,24 @@ class Connection:
             recv_into = self.sock.recv_into
             while frame.filled < size:
                 if frame.filled == frame.capacity:
-                    # grow only for bytes that are here: a peer that stops sending holds what it sent, no more
-                    readable = self._readable()
-                    if not readable:
-                        wait_read(self.sock.fileno())
-                        readable = self._readable()
-                        if not readable:  # readable with nothing to read: the peer closed
-                            return None, 0
-                    grown = frame.next_capacity(readable)
+                    # Grow only for bytes that are here: a peer that stops sending holds what it sent, no more.
+                    # Waiting is a small recv through the socket itself, so a close by the sweeper wakes it.
+                    early = b""
+                    if not self._readable():
+                        early = self.sock.recv(min(GROW_PROBE, size - frame.filled))  # never past this frame
+                    if self._readable() == 0 and not early:
+                        return None, 0           # the peer closed
+                    grown = frame.next_capacity(len(early) + self._readable())
                     if not self._reserve(grown, size):
                         return None, 0
                     charge += grown
                     frame.grow(grown)
                     self.memory.release(charge - grown)  # the old buffer is gone
                     charge = grown
+                    if early:
+                        frame.room()[:len(early)] = early
+                        frame.filled += len(early)
+                        continue
                 n = recv_into(frame.room())
                 if not n:
                     return None, 0

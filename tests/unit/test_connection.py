@@ -346,3 +346,24 @@ def test_request_over_max_elements_closes_the_connection():
         assert t < 1.0
     finally:
         srv.stop(grace_seconds=1)
+
+
+def test_frame_stalled_at_a_full_buffer_is_closed_and_released():
+    """A large frame whose buffer is exactly full waits for more bytes; the receive timeout must still reach it
+    (the wait goes through the socket, so the sweeper's close wakes it) and its memory must come back."""
+    srv, port = _serve_with(receive_timeout_ms=400)
+
+    def run():
+        s = _connect(port)
+        s.sendall(struct.pack(">i", 1 << 20) + b"\x00\x12\x00\x00" + b"x" * 1000)
+        time.sleep(0.1)                                # the broker takes it: a 64 KiB buffer, 1004 bytes in it
+        s.sendall(b"y" * (64 * 1024 - 1004))           # ... now exactly full
+        return _seconds_until_closed(s)
+    try:
+        assert _in_thread(run) <= 1.5
+        deadline = time.monotonic() + 2
+        while srv.memory.used and time.monotonic() < deadline:
+            gevent.sleep(0.02)
+        assert srv.memory.used == 0 and srv.memory.peak == 64 * 1024
+    finally:
+        srv.stop(grace_seconds=1)
