@@ -263,6 +263,20 @@ class StreamProducer:
         return base + count - 1
 
 
+def start_served(broker, topic_partitions, timeout: float = 60.0) -> None:
+    """Start the broker and wait until it leads ``topic_partitions`` ([(topic, partition)]) again. The listener answers
+    ApiVersions (the harness's "ready") before the controller has re-elected the leaders, and the raw requests of
+    these tests do not retry the UNKNOWN_TOPIC_OR_PARTITION (3) a client gets meanwhile."""
+    broker.start(timeout=timeout)
+
+    def led():
+        with RawClient(broker) as c:
+            resp = c.call(LIST_OFFSETS, 1, {"replica_id": -1, "topics": [
+                {"name": t, "partitions": [{"partition_index": p, "timestamp": -1}]} for t, p in topic_partitions]})
+        return all(p["error_code"] == 0 for t in resp["topics"] for p in t["partitions"])
+    wait_until(led, timeout=timeout, message=f"broker to lead {topic_partitions} again", ignore=(OSError,))
+
+
 def _check_stream_after_restart(broker, stream: StreamProducer) -> int:
     """Every acked record is at its offset; anything after it is intact and contiguous; new data lands at the LEO.
     Returns the log end offset found after the restart."""
@@ -293,7 +307,7 @@ def test_sigkill_during_produce_stream_keeps_every_acknowledged_record(broker_fa
     assert stream.run_until(1500, broker.kill9) == -signal.SIGKILL
     assert not (broker.log_dir / CLEAN_SHUTDOWN).exists()
 
-    broker.start(timeout=60)  # no manual repair: the same command on the same log dir
+    start_served(broker, [(topic, 0)])  # no manual repair: the same command on the same log dir
     assert "clean shutdown: False" in broker.log_text().rsplit("=== harness:", 1)[1]
     _check_stream_after_restart(broker, stream)
     assert len(list(partition_dir(broker, topic).glob("*.log"))) >= 5
@@ -327,7 +341,7 @@ def test_sigterm_during_produce_stream_and_long_poll_is_prompt_and_clean(broker)
     assert (p["error_code"], p["high_watermark"], bytes(p["records"] or b"")) == (0, 0, b"")
     assert (broker.log_dir / CLEAN_SHUTDOWN).exists()
 
-    broker.start(timeout=60)
+    start_served(broker, [(stream.topic, 0)])
     assert "clean shutdown: True" in broker.log_text().rsplit("=== harness:", 1)[1]
     leo = _check_stream_after_restart(broker, stream)
     assert broker.stop() == 0
@@ -409,7 +423,7 @@ def test_damaged_segment_tails_are_cut_back_on_restart(broker):
     assert marker.exists()
     marker.unlink()
 
-    broker.start(timeout=60)   # no manual repair
+    start_served(broker, [(f"tail-{name}", 0) for name in DAMAGE])   # no manual repair
     with RawClient(broker) as c:
         for name, (_, leo) in DAMAGE.items():
             topic = f"tail-{name}"
@@ -468,7 +482,7 @@ def test_sigterm_is_clean_and_disk_layout_is_kafkas(broker):
         positions = _batch_positions(pdir / f"{SEGMENT_NAME}.log")
         assert [base for _, _, base in positions] == list(range(0, n, 4))
 
-    broker.start(timeout=60)
+    start_served(broker, [(topic, p) for p in counts])
     # The marker is consumed at load (a crash from here on must not look clean).
     assert not (d / CLEAN_SHUTDOWN).exists()
     with RawClient(broker) as c:
@@ -521,7 +535,7 @@ def test_log_dir_guards(broker, broker_factory):
     broker.broker_id = 0
     (broker.log_dir / CHECKPOINT).write_text("0\n7\nnot a checkpoint\n")
     (broker.log_dir / CLEAN_SHUTDOWN).unlink()
-    broker.start(timeout=60)
+    start_served(broker, [(topic, 0)])
     assert "corrupt checkpoint" in broker.log_text().rsplit("=== harness:", 1)[1]
     with RawClient(broker) as c:
         assert read_all(c, topic) == [(o, b"k%d" % o, value_of(o)) for o in range(6)]
@@ -550,7 +564,7 @@ def test_idempotent_producer_state_survives_sigkill(broker):
             assert c.produce(topic, 0, batch(pid, epoch, seq, 4)) == (0, seq)
     assert broker.kill9() == -signal.SIGKILL
 
-    broker.start(timeout=60)
+    start_served(broker, [(topic, 0)])
     with RawClient(broker) as c:
         assert c.produce(topic, 0, batch(pid, epoch, 8, 4)) == (0, 8)    # the retried last batch: a duplicate
         assert c.produce(topic, 0, batch(pid, epoch, 4, 4)) == (0, 4)    # an older one, still remembered
