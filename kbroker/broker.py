@@ -393,6 +393,7 @@ class Broker:
 
     # ------------------------------------------------------------- controller requests (LeaderAndIsr, ...)
     def apply_leader_and_isr(self, controller_id, controller_epoch, partition_states, live_leaders):
+        """``partition_states``: [kbroker.cluster_state.PartitionLeadership] as the cluster handler decoded them."""
         return self.replica_manager.apply_leader_and_isr(controller_id, controller_epoch, partition_states,
                                                          live_leaders)
 

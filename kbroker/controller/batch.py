@@ -30,15 +30,10 @@ class RequestBatch:
     def is_empty(self):
         return not (self.leader_and_isr or self.stop_replica or self.update_metadata)
 
-    def add_leader_and_isr(self, brokers, tp, leadership, replicas, controller_epoch, is_new=False,
-                           adding=(), removing=()):
-        """``leadership``: a LeaderIsr (leader, leader_epoch, isr, controller_epoch, zk_version)."""
-        state = {"partition_index": tp[1], "controller_epoch": leadership.controller_epoch, "leader": leadership.leader,
-                 "leader_epoch": leadership.leader_epoch, "isr": list(leadership.isr),
-                 "partition_epoch": leadership.zk_version, "replicas": list(replicas),
-                 "adding_replicas": list(adding), "removing_replicas": list(removing), "is_new": bool(is_new)}
+    def add_leader_and_isr(self, brokers, state):
+        """``state``: a ``kbroker.cluster_state.PartitionLeadership`` (encoded with ``to_wire`` at send time)."""
         for b in brokers:
-            self.leader_and_isr.setdefault(b, {})[tp] = state
+            self.leader_and_isr.setdefault(b, {})[state.tp] = state
 
     def add_stop_replica(self, brokers, tp, delete, leader_epoch=-1, callback=None):
         """``callback(broker_id, response)`` runs when that broker answers (used by topic deletion)."""
@@ -61,14 +56,15 @@ class RequestBatch:
         """Queue everything on ``controller.channel``; the batch is empty afterwards."""
         cid, epoch = controller.broker_id, controller.epoch
         for b, states in sorted(self.leader_and_isr.items()):
-            leaders = sorted({s["leader"] for s in states.values() if s["leader"] >= 0})
+            leaders = sorted({s.leader_and_isr.leader for s in states.values() if s.leader_and_isr.leader >= 0})
             live_leaders = []
             for lid in leaders:
                 ep = controller.inter_broker_endpoint(lid)
                 if ep is not None:
                     live_leaders.append({"broker_id": lid, "host_name": ep[0], "port": ep[1]})
             body = {"controller_id": cid, "controller_epoch": epoch, "broker_epoch": controller.broker_epoch(b),
-                    "topic_states": _group(states), "live_leaders": live_leaders}
+                    "topic_states": _group({tp: s.to_wire() for tp, s in states.items()}),
+                    "live_leaders": live_leaders}
             controller.channel.send(b, LEADER_AND_ISR, body, controller.response_callback(LEADER_AND_ISR, b))
         if self.update_metadata:
             live = controller.update_metadata_brokers()

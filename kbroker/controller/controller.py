@@ -13,7 +13,7 @@ public entry points (``controlled_shutdown``, session hooks, channel callbacks) 
 ZooKeeper where it is the source of truth, so duplicated or coalesced events are harmless.
 
 State kept while active (rebuilt from ZooKeeper on every election): live brokers (registrations), shutting-down
-brokers, assignments ``{(t, p): [replicas]}``, leadership ``{(t, p): LeaderIsr}`` (the state znode + its data
+brokers, assignments ``{(t, p): [replicas]}``, leadership ``{(t, p): LeaderAndIsr}`` (the state znode + its data
 version), partition states (NonExistent/New/Online/Offline) and replica states (New/Online/Offline/
 ReplicaDeletionStarted/Successful/Ineligible/NonExistent), topics queued for deletion, reassignments in progress.
 
@@ -67,8 +67,9 @@ from .topics import create_topic
 from .admin_znodes import PreferredReplicaElectionZNode, ReassignPartitionsZNode
 from .state import (
     ControllerMoved, NEW, NON_EXISTENT, OFFLINE, ONLINE, R_DELETION_INELIGIBLE, R_DELETION_SUCCESSFUL, R_NEW, R_OFFLINE, R_ONLINE,
-    ControllerContext, LeaderIsr,
+    ControllerContext,
 )
+from kbroker.cluster_state import LeaderAndIsr, PartitionLeadership
 from .deletion import TopicDeletion
 from .leader_balance import PreferredLeaders
 from .reassignment import Reassignment
@@ -358,7 +359,7 @@ class Controller(TopicDeletion, PreferredLeaders, Reassignment, ControlledShutdo
             if st is not None:
                 targets = [r for r in replicas if r in ctx.live_brokers]
                 if targets:
-                    batch.add_leader_and_isr(targets, tp, st, replicas, self.epoch)
+                    batch.add_leader_and_isr(targets, PartitionLeadership(tp[0], tp[1], st, replicas))
         self._trigger_online_partitions(batch)
         # A leader that died while no controller was active (typically the previous controller itself) is still
         # named in its partition's state: record it as gone (leader -1, last ISR member kept), as the failure
@@ -447,7 +448,7 @@ class Controller(TopicDeletion, PreferredLeaders, Reassignment, ControlledShutdo
         st = TopicPartitionStateZNode.decode(data, stat.version)
         if st.controller_epoch > self.epoch:
             raise ControllerMoved("%s-%d state written by controller epoch %d" % (tp[0], tp[1], st.controller_epoch))
-        return LeaderIsr(st.leader, st.leader_epoch, list(st.isr), st.controller_epoch, st.zk_version)
+        return LeaderAndIsr.of(st)
 
     def _load_topic(self, topic):
         try:
@@ -517,7 +518,7 @@ class Controller(TopicDeletion, PreferredLeaders, Reassignment, ControlledShutdo
                     "leader_epoch": -1, "isr": [], "zk_version": -1, "replicas": list(replicas or []),
                     "offline_replicas": []}
         if st is None:
-            st = LeaderIsr(-1, -1, [], self.epoch, -1)
+            st = LeaderAndIsr(-1, -1, (), self.epoch, -1)
         return {"partition_index": tp[1], "controller_epoch": st.controller_epoch, "leader": st.leader,
                 "leader_epoch": st.leader_epoch, "isr": list(st.isr), "zk_version": st.zk_version,
                 "replicas": list(replicas), "offline_replicas": [r for r in replicas if r not in ctx.live_brokers]}
@@ -536,9 +537,9 @@ class Controller(TopicDeletion, PreferredLeaders, Reassignment, ControlledShutdo
         return set(self.ctx.live_brokers) - self.ctx.shutting_down
 
     def _write_leadership(self, tp, choose):
-        """Conditionally rewrite the state znode with ``choose(current LeaderIsr) -> (leader, isr) | None``.
+        """Conditionally rewrite the state znode with ``choose(current LeaderAndIsr) -> (leader, isr) | None``.
 
-        leader_epoch + 1, controller_epoch = ours. Returns the new LeaderIsr, or None when ``choose`` declined or
+        leader_epoch + 1, controller_epoch = ours. Returns the new LeaderAndIsr, or None when ``choose`` declined or
         the partition vanished. Re-reads and retries on a concurrent change; ControllerMoved when a newer
         controller wrote it.
         """
@@ -556,11 +557,11 @@ class Controller(TopicDeletion, PreferredLeaders, Reassignment, ControlledShutdo
                     return None
                 ctx.leadership[tp] = fresh
                 continue
-            leader, isr = res
-            new = LeaderIsr(leader, cur.leader_epoch + 1, list(isr), self.epoch, cur.zk_version + 1)
+            leader, isr = res[0], tuple(res[1])
+            leader_epoch = cur.leader_epoch + 1
             try:
                 stat = self.backend.set(TopicPartitionStateZNode.path(*tp),
-                                        TopicPartitionStateZNode.encode(leader, new.leader_epoch, new.isr, self.epoch),
+                                        TopicPartitionStateZNode.encode(leader, leader_epoch, isr, self.epoch),
                                         version=cur.zk_version)
             except BadVersionError:
                 fresh = self._read_state(tp)
@@ -572,7 +573,7 @@ class Controller(TopicDeletion, PreferredLeaders, Reassignment, ControlledShutdo
             except NoNodeError:
                 ctx.leadership.pop(tp, None)
                 return None
-            new = new._replace(zk_version=stat.version)
+            new = LeaderAndIsr(leader, leader_epoch, isr, self.epoch, stat.version)
             ctx.leadership[tp] = new
             return new
         log.error("could not update the state of %s-%d after %d attempts", tp[0], tp[1], WRITE_RETRIES)
@@ -588,8 +589,7 @@ class Controller(TopicDeletion, PreferredLeaders, Reassignment, ControlledShutdo
         adding = [r for r in reassign.target if r not in reassign.original] if reassign else ()
         removing = [r for r in reassign.original if r not in reassign.target] if reassign else ()
         if targets:
-            batch.add_leader_and_isr(targets, tp, st, replicas, self.epoch, is_new=is_new, adding=adding,
-                                     removing=removing)
+            batch.add_leader_and_isr(targets, PartitionLeadership(tp[0], tp[1], st, replicas, adding, removing, is_new))
         batch.add_update_metadata(sorted(ctx.live_brokers), [tp])
 
     def _unclean_allowed(self, topic):
@@ -652,7 +652,7 @@ class Controller(TopicDeletion, PreferredLeaders, Reassignment, ControlledShutdo
             return
         if isinstance(outcome, Exception):
             raise outcome
-        ctx.leadership[tp] = LeaderIsr(leader, 0, list(isr), self.epoch, 0)
+        ctx.leadership[tp] = LeaderAndIsr(leader, 0, isr, self.epoch, 0)
         ctx.partition_states[tp] = ONLINE
         for r in ctx.assignments[tp]:
             if r in ctx.live_brokers:
@@ -782,7 +782,7 @@ class Controller(TopicDeletion, PreferredLeaders, Reassignment, ControlledShutdo
                 ctx.replica_states[(tp, r)] = R_ONLINE
             st = ctx.leadership.get(tp)
             if st is not None:
-                batch.add_leader_and_isr(here, tp, st, replicas, self.epoch)
+                batch.add_leader_and_isr(here, PartitionLeadership(tp[0], tp[1], st, replicas))
         self._trigger_online_partitions(batch)
         batch.send(self)
         for tp in list(ctx.reassignments):

@@ -7,15 +7,13 @@ OfflineReplica (broker gone or shut down; out of the ISR), ReplicaDeletionStarte
 ReplicaDeletionSuccessful, ReplicaDeletionIneligible (broker down or delete failed; retried when it returns),
 NonExistentReplica (dropped from the context).
 """
-from collections import namedtuple
+from kbroker.cluster_state import LeaderAndIsr  # noqa: F401 -- the value ``leadership`` holds
 
 NON_EXISTENT, NEW, ONLINE, OFFLINE = "NonExistentPartition", "NewPartition", "OnlinePartition", "OfflinePartition"
 R_NEW, R_ONLINE, R_OFFLINE = "NewReplica", "OnlineReplica", "OfflineReplica"
 R_DELETION_STARTED, R_DELETION_SUCCESSFUL, R_DELETION_INELIGIBLE = (
     "ReplicaDeletionStarted", "ReplicaDeletionSuccessful", "ReplicaDeletionIneligible")
 
-LeaderIsr = namedtuple("LeaderIsr", "leader leader_epoch isr controller_epoch zk_version")
-LeaderIsr.__doc__ = "A partition state znode as the controller last read/wrote it (zk_version = its data version)."
 
 
 class Reassignment:
@@ -32,7 +30,7 @@ class ControllerContext:
         self.broker_epochs = {}      # id -> broker epoch (czxid of /brokers/ids/<id>) of the live registration
         self.shutting_down = set()   # ids in controlled shutdown (still live, may not lead)
         self.assignments = {}        # (topic, p) -> [replica ids] (first = preferred leader)
-        self.leadership = {}         # (topic, p) -> LeaderIsr
+        self.leadership = {}         # (topic, p) -> LeaderAndIsr: the state znode as last read/written
         self.partition_states = {}   # (topic, p) -> NEW/ONLINE/OFFLINE
         self.replica_states = {}     # ((topic, p), broker id) -> R_*
         self.topics_to_delete = set()

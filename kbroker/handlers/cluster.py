@@ -37,9 +37,8 @@ Applied requests are handed to the broker-side interface (docs/architecture.md, 
 * ``broker.metadata_cache.update(request, version) -> [(topic, p) deleted]`` and, when the broker has it,
   ``broker.metadata_updated(deleted)``;
 * ``broker.apply_leader_and_isr(controller_id, controller_epoch, partition_states, live_leaders)
-  -> {(topic, p): error_code}``, partition states normalised to dicts ``{topic, partition, controller_epoch,
-  leader, leader_epoch, isr, zk_version, replicas, adding_replicas, removing_replicas, is_new}`` and live leaders
-  to ``[(broker_id, host, port)]``;
+  -> {(topic, p): error_code}``, partition states decoded into frozen ``kbroker.cluster_state.PartitionLeadership``
+  values (``from_wire``, any version) and live leaders into ``[(broker_id, host, port)]``;
 * ``broker.stop_replicas(controller_epoch, [(topic, p, delete)]) -> {(topic, p): error_code}``;
 * ``broker.controller`` -- the local Controller (ControlledShutdown is answered only by the active controller,
   else NOT_CONTROLLER 41).
@@ -54,6 +53,7 @@ request goes through the codec (encode + decode) so it has exactly the shape a n
 import logging
 
 from kbroker import errors
+from kbroker.cluster_state import PartitionLeadership
 from kbroker.handlers.common import error_code
 from kbroker.protocol.apis import APIS
 from kbroker.server.router import _REGISTRY, handler
@@ -118,21 +118,11 @@ def _refusal(ctx, req, api_key):
 # ------------------------------------------------------------------------------------------------ LeaderAndIsr
 
 def leader_and_isr_states(req, version):
-    out = []
+    """[PartitionLeadership] of a decoded LeaderAndIsr request, in request order (flat in v0-1, by topic in v2+)."""
     if version <= 1:
-        groups = [(ps["topic_name"], [ps]) for ps in req["ungrouped_partition_states"]]
-    else:
-        groups = [(ts["topic_name"], ts["partition_states"]) for ts in req["topic_states"]]
-    for topic, states in groups:
-        for ps in states:
-            out.append({"topic": topic, "partition": ps["partition_index"],
-                        "controller_epoch": ps["controller_epoch"], "leader": ps["leader"],
-                        "leader_epoch": ps["leader_epoch"], "isr": list(ps["isr"]),
-                        "zk_version": ps["partition_epoch"], "replicas": list(ps["replicas"]),
-                        "adding_replicas": list(ps.get("adding_replicas") or ()),
-                        "removing_replicas": list(ps.get("removing_replicas") or ()),
-                        "is_new": bool(ps.get("is_new"))})
-    return out
+        return [PartitionLeadership.from_wire(ps["topic_name"], ps) for ps in req["ungrouped_partition_states"]]
+    return [PartitionLeadership.from_wire(ts["topic_name"], ps)
+            for ts in req["topic_states"] for ps in ts["partition_states"]]
 
 
 @handler(4, (0, 4))
@@ -142,8 +132,8 @@ def leader_and_isr(ctx, req):
 
     def answer(top, per=None):
         return {"error_code": top, "partition_errors": [
-            {"topic_name": s["topic"], "partition_index": s["partition"],
-             "error_code": top if per is None else per.get((s["topic"], s["partition"]), 0)} for s in states]}
+            {"topic_name": s.topic, "partition_index": s.partition,
+             "error_code": top if per is None else per.get(s.tp, 0)} for s in states]}
     refused = _refusal(ctx, req, 4)
     if refused:
         return answer(refused)

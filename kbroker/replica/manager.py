@@ -6,7 +6,8 @@ Ownership: ``_partitions`` ({(topic, p): Partition}) changes only in ``apply_lea
 Logs belong to the LogManager (created here through ``get_or_create_log`` when a LeaderAndIsr names a partition
 whose log is missing).
 
-LeaderAndIsr rules (Kafka's ReplicaManager.becomeLeaderOrFollower): a state for a partition whose replicas do not
+LeaderAndIsr rules (Kafka's ReplicaManager.becomeLeaderOrFollower; states are frozen ``PartitionLeadership`` values,
+``kbroker/cluster_state.py``, decoded by the cluster handler): a state for a partition whose replicas do not
 include this broker -> UNKNOWN_TOPIC_OR_PARTITION (3); a leader_epoch <= the one the partition has ->
 STALE_CONTROLLER_EPOCH (11), nothing changes; otherwise leader == this broker -> ``Partition.make_leader`` (follower
 state reset, the epoch's start offset = LEO recorded) and the partition leaves its fetcher; else
@@ -48,14 +49,6 @@ _DEFAULTS = {
 
 def _wall_ms():
     return int(time.time() * 1000)
-
-
-def _state_fields(st):
-    """Accept both the cluster handler's normalised keys and Kafka's LeaderAndIsr field names."""
-    topic = st["topic"] if "topic" in st else st["topic_name"]
-    p = st["partition"] if "partition" in st else st["partition_index"]
-    zk = st.get("zk_version", st.get("partition_epoch", 0))
-    return topic, p, zk
 
 
 class ReplicaManager:
@@ -139,17 +132,20 @@ class ReplicaManager:
 
     # ----------------------------------------------------------------------------------------- LeaderAndIsr
     def apply_leader_and_isr(self, controller_id, controller_epoch, partition_states, live_leaders=()):
+        """Apply ``partition_states`` ([``kbroker.cluster_state.PartitionLeadership``]) from controller
+        ``controller_id``; ``live_leaders``: [(broker id, host, port)]. Returns {(topic, p): error code} (module
+        docstring). ``controller_epoch`` is the request's; each state carries the epoch of its znode's writer."""
         result = {}
         endpoints = {b: (h, port) for b, h, port in (live_leaders or ())}
         for st in partition_states:
-            topic, p, zk_version = _state_fields(st)
-            tp = (topic, p)
-            replicas = list(st["replicas"])
+            topic, p = tp = st.tp
+            la = st.leader_and_isr
+            replicas = st.replicas
             if self.broker_id not in replicas:
                 result[tp] = errors.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             part = self._partitions.get(tp)
-            epoch = st["leader_epoch"]
+            epoch = la.leader_epoch
             if part is not None and epoch <= part.leader_epoch:
                 log.info("%s-%d: ignoring LeaderAndIsr from controller %d with leader epoch %d (have %d)",
                          topic, p, controller_id, epoch, part.leader_epoch)
@@ -158,15 +154,14 @@ class ReplicaManager:
             try:
                 if part is None:
                     part = self._host(topic, p)
-                leader = st["leader"]
+                leader = la.leader
                 was_leader = part.is_leader
-                st_ctrl = st.get("controller_epoch", controller_epoch)
                 self._remove_from_fetchers(tp)
                 if leader == self.broker_id:
-                    part.make_leader(epoch, st["isr"], replicas, zk_version, st_ctrl)
+                    part.make_leader(epoch, la.isr, replicas, la.zk_version, la.controller_epoch)
                     log.info("%s-%d: leader, epoch %d, ISR %s", topic, p, epoch, part.isr)
                 else:
-                    part.make_follower(leader, epoch, st["isr"], replicas, zk_version, st_ctrl)
+                    part.make_follower(leader, epoch, la.isr, replicas, la.zk_version, la.controller_epoch)
                     if leader >= 0:
                         self._add_to_fetcher(tp, part, leader, epoch, endpoints.get(leader))
                     log.info("%s-%d: follower of %d, epoch %d", topic, p, leader, epoch)

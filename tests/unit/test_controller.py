@@ -402,7 +402,7 @@ def test_isr_change_notification(cluster, backend):
     assert sorted(b for b, k, _ in sent if k == UM) == [1, 2, 3]
     u = um_states(sent[0][2])[("t", 0)]
     assert (u["leader"], u["isr"], u["zk_version"]) == (1, [1, 3], 1)
-    assert cluster.active().ctx.leadership[("t", 0)].isr == [1, 3]
+    assert cluster.active().ctx.leadership[("t", 0)].isr == (1, 3)
 
 
 # -- reassignment -----------------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ import pytest
 from gevent.event import Event
 
 from kbroker import errors
+from kbroker.cluster_state import LeaderAndIsr, PartitionLeadership
 from kbroker.controller.channel import VERSIONS
 from kbroker.coord import EmbeddedBackend
 from kbroker.coord.controller_view import ControllerView
@@ -115,9 +116,9 @@ def test_leader_and_isr_from_the_current_controller_is_applied(broker):
     assert [(e["partition_index"], e["error_code"]) for e in resp["partition_errors"]] == [(0, 0), (1, 6)]
     _, cid, epoch, states, leaders = broker.calls[0]
     assert (cid, epoch, leaders) == (1, 5, [(1, "h", 9091)])
-    assert states[0] == {"topic": "t", "partition": 0, "controller_epoch": 5, "leader": 1, "leader_epoch": 2,
-                         "isr": [1, 2], "zk_version": 3, "replicas": [1, 2], "adding_replicas": [],
-                         "removing_replicas": [], "is_new": True}
+    assert states == [PartitionLeadership("t", p, LeaderAndIsr(leader=1, leader_epoch=2, isr=(1, 2), controller_epoch=5,
+                                                                zk_version=3), replicas=(1, 2), adding_replicas=(),
+                                          removing_replicas=(), is_new=p == 0) for p in (0, 1)]
     assert broker.metadata_cache.controller_epoch == EPOCH
 
 

@@ -7,6 +7,7 @@ import gevent
 import pytest
 
 from kbroker import errors
+from kbroker.cluster_state import LeaderAndIsr, PartitionLeadership
 from kbroker.handlers.produce import await_replication
 from kbroker.log.config import LogConfig
 from kbroker.log.manager import LogManager
@@ -81,8 +82,7 @@ class Cluster:
 
     def lair(self, ids, leader, epoch, isr, replicas, topic="t", p=0):
         self.store.versions[(topic, p)] = epoch * 100      # each controller write changes the znode version
-        state = {"topic": topic, "partition": p, "controller_epoch": 1, "leader": leader, "leader_epoch": epoch,
-                 "isr": list(isr), "zk_version": epoch * 100, "replicas": list(replicas)}
+        state = PartitionLeadership(topic, p, LeaderAndIsr(leader, epoch, isr, 1, epoch * 100), replicas)
         return {i: self.nodes[i].rm.apply_leader_and_isr(0, 1, [state], []) for i in ids}
 
     def stop(self):
