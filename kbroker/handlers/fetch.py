@@ -30,10 +30,10 @@ position of its first mention, with the values of its last (so the budget bounds
 
 Stored bytes leave through ``sendfile`` for v4+; v0-v3 clients can't read v2 batches, so the batches are
 down-converted (magic 0 for v0/v1, magic 1 for v2/v3; headers are dropped, as in Kafka) batch by batch in a
-worker thread (``workers.py``: a big batch can take seconds), stopping as soon as the budget is spent. The
-converted form is usually larger than the stored one (a magic 1 message has 34 bytes of overhead, a v2 record
-~8), so the cut follows converted sizes: v3 keeps whole converted batches only (the first partition with data
-still gets its first one whole), v0-v2 are cut at the byte.
+worker thread, stopping as soon as the budget is spent, with what does not fit 1 MiB of memory per response
+spilled to a temporary file and a broker-wide bound on spilled bytes (``down_conversion.py``). The converted form
+is usually larger than the stored one (a magic 1 message has 34 bytes of overhead, a v2 record ~8), so the limits
+apply to converted sizes, in whole converted batches (the first one excepted, as above).
 Errors per partition: OFFSET_OUT_OF_RANGE (1), UNKNOWN_TOPIC_OR_PARTITION (3), NOT_LEADER_OR_FOLLOWER (6),
 FENCED_LEADER_EPOCH (74), UNKNOWN_LEADER_EPOCH (75); for v0-v3 clients, when the batch first in line cannot be
 down-converted (a later one just ends that partition's data): UNSUPPORTED_COMPRESSION_TYPE (76) for zstd,
@@ -48,10 +48,8 @@ import time
 
 from gevent.event import Event
 
-from kbroker.errors import UnsupportedCompressionType, UnsupportedVersion
 from kbroker.handlers.common import error_code
-from kbroker.handlers.workers import DECODE_MAX_RECORDS, gc_paused, run_in_worker
-from kbroker.record import down_convert, iter_batches
+from kbroker.handlers.down_conversion import FetchConversion
 from kbroker.server.router import handler
 
 INT32_MAX = 0x7FFFFFFF
@@ -123,6 +121,16 @@ def fetch(ctx, req):
 
 def _read_all(broker, version, wanted, replica_id, first, budget):
     """One pass over ``wanted`` in order -> (responses by topic, bytes in them, whether a partition failed)."""
+    conversion = FetchConversion(budget) if version < 4 else None
+    try:
+        return _read_pass(broker, version, wanted, replica_id, first,
+                          budget if conversion is None else conversion.budget, conversion)
+    finally:
+        if conversion is not None:
+            conversion.finish()
+
+
+def _read_pass(broker, version, wanted, replica_id, first, budget, conversion):
     follower = replica_id >= 0
     hard = version <= 2          # Kafka's hardMaxBytesLimit: no progress guarantee
     min_one = not hard           # until a partition returns data
@@ -148,7 +156,7 @@ def _read_all(broker, version, wanted, replica_id, first, budget):
                 r["high_watermark"] = r["last_stable_offset"] = part.high_watermark
             else:
                 sl = part.read(p["fetch_offset"], limit, min_one=min_one)
-            records = _records(sl, version, limit, min_one, cut_first)
+            records = _records(sl, version, limit, min_one, cut_first, conversion)
             size = len(records)
             if size:
                 r["records"] = records
@@ -165,61 +173,12 @@ def _read_all(broker, version, wanted, replica_id, first, budget):
     return out, total, had_error
 
 
-def _records(sl, version, limit, min_one, cut_first):
-    """What one partition sends: a FileRegion (v4+), converted bytes (v0-v3) or b"" (nothing that may go)."""
+def _records(sl, version, limit, min_one, cut_first, conversion):
+    """What one partition sends: a FileRegion (v4+, or spilled converted records), bytes, or b"" (nothing)."""
     if sl.size == 0:
         return b""
     if sl.first_entry_incomplete and not cut_first:
         return b""  # KIP-74: a cut first batch is never sent to v3+ clients (nor to v0-v2 when the budget cut it)
     if version >= 4:
         return sl.region
-    region = sl.first_batch_region() if sl.first_entry_incomplete else sl.region
-    return run_in_worker(_convert_region, region, 0 if version < 2 else 1, limit, min_one, cut_first)
-
-
-def _convert_region(region, to_magic, limit, min_one, cut_first):
-    """(Worker thread) read a stored region and down-convert it within ``limit``; see ``convert_within``."""
-    return convert_within(region.read_bytes(), to_magic, limit, min_one, cut_first)
-
-
-def convert_within(data, to_magic, limit, min_one, cut_first):
-    """Down-convert the whole v2 batches of ``data`` (which starts at a batch) to a magic 0/1 message set of at
-    most ``limit`` bytes, with Fetch's rules for the first batch (module docstring), converting no batch past the
-    one that reaches the limit.
-
-    Per batch, in order: a converted batch that fits is taken whole, and conversion stops at the first one that
-    does not. That one is still taken when it is the first: whole with ``min_one`` (the v3 progress guarantee),
-    cut to ``limit`` bytes with ``cut_first`` (v0-v2, the partition's own limit), else the result is empty. A
-    batch that cannot be converted -- zstd (UnsupportedCompressionType) or more than ``DECODE_MAX_RECORDS``
-    records (UnsupportedVersion) -- raises when it is first in line and otherwise ends the data (the client gets
-    the error when it fetches from there). Trailing partial batches of ``data`` are ignored.
-    """
-    out = []
-    used = 0
-    view = memoryview(data)
-    for pos, h in iter_batches(view):
-        if out and used >= limit:
-            break
-        try:
-            if h.records_count > DECODE_MAX_RECORDS:
-                raise UnsupportedVersion("batch at offset %d holds %d records, more than the %d a down-conversion "
-                                         "may decode" % (h.base_offset, h.records_count, DECODE_MAX_RECORDS))
-            with gc_paused():
-                chunk = down_convert(view[pos:pos + h.size], to_magic)
-        except (UnsupportedCompressionType, UnsupportedVersion):
-            if out:
-                break
-            raise
-        if not chunk:
-            continue
-        if used + len(chunk) <= limit:
-            out.append(chunk)
-            used += len(chunk)
-            continue
-        if not out:
-            if min_one:
-                out.append(chunk)
-            elif cut_first:
-                out.append(chunk[:limit])
-        break
-    return b"".join(out)
+    return conversion.convert(sl, 0 if version < 2 else 1, limit, min_one, cut_first)

@@ -1,6 +1,7 @@
 """Fetch size rules (KIP-74 for v3+, Kafka's hardMaxBytesLimit for v0-v2, fetch.max.bytes), repeated partitions,
 budgeted down-conversion off the event loop, and ListOffsets' record-level timestamp lookup -- in process, on real
 Logs and Partitions (see kbroker/handlers/fetch.py and list_offsets.py for the rules)."""
+import os
 import struct
 import time
 
@@ -8,7 +9,7 @@ import gevent
 import pytest
 
 from kbroker import errors
-from kbroker.handlers.fetch import convert_within
+from kbroker.handlers.down_conversion import convert_within
 from kbroker.handlers.fetch import fetch as fetch_handler
 from kbroker.handlers.list_offsets import first_record_at_or_after
 from kbroker.handlers.list_offsets import list_offsets as list_offsets_handler
@@ -302,9 +303,9 @@ def test_down_conversion_does_not_hold_the_event_loop(tmp_path):
 
 
 def test_a_batch_too_big_to_decode_is_unsupported_version_for_old_clients(tmp_path, monkeypatch):
-    import kbroker.handlers.fetch as fetch_mod
+    import kbroker.handlers.down_conversion as dc_mod
     import kbroker.handlers.list_offsets as lo_mod
-    monkeypatch.setattr(fetch_mod, "DECODE_MAX_RECORDS", 1000)
+    monkeypatch.setattr(dc_mod, "DECODE_MAX_RECORDS", 1000)
     monkeypatch.setattr(lo_mod, "DECODE_MAX_RECORDS", 1000)
     b = Broker(tmp_path, [("u", 0)])
     b.append("u", 0, recs(5, 10))
@@ -376,3 +377,71 @@ def test_list_offsets_by_time_answers_the_record_not_the_batch(tmp_path):
     assert _lo(list_offsets_handler(Ctx(b, 4), lo_req(-1))) == (0, 10, -1, 3)
     resp = list_offsets_handler(Ctx(b, 0), lo_req(TS + 25))
     assert resp["topics"][0]["partitions"][0]["old_style_offsets"] == [3]
+
+
+# ----------------------------------------------------------------------------------- spilled conversions
+
+def test_large_converted_results_spill_to_a_budgeted_temporary_file(tmp_path, monkeypatch):
+    import gc
+
+    import kbroker.handlers.down_conversion as dc
+    from kbroker.log.file_region import FileRegion
+
+    spill = dc.SpillBudget(3 << 20)
+    monkeypatch.setattr(dc, "SPILL", spill)
+    b = Broker(tmp_path, [("s", 0), ("s", 1)])
+    for p in (0, 1):
+        for i in range(4):
+            b.append("s", p, [Record(0, TS + i, None, bytes([i]) * 600_000)])
+    before = set(os.listdir(tmp_path / "s-0"))
+    resp = fetch_handler(Ctx(b, 2), req([("s", 0, 0, 8 << 20), ("s", 1, 0, 8 << 20)]))
+    parts = resp["responses"][0]["partitions"]
+    recs0, recs1 = parts[0]["records"], parts[1]["records"]
+    # Response budget: 1 MiB of memory + 3 MiB granted = 4 MiB. s-0: 4 x 600 KB converted = 2.4 MB > 1 MiB of
+    # memory: spilled; s-1: the 1.6 MB left hold 2 whole messages, spilled as well.
+    assert isinstance(recs0, FileRegion) and isinstance(recs1, FileRegion)
+    assert [m.offset for m in legacy.iter_messages(recs0.read_bytes())] == [0, 1, 2, 3]
+    assert [m.offset for m in legacy.iter_messages(recs1.read_bytes())] == [0, 1]
+    assert recs0.size + recs1.size <= 4 << 20
+    assert spill.used == recs0.size + recs1.size  # held by the regions until they are sent
+    assert set(os.listdir(tmp_path / "s-0")) == before  # an unlinked file: nothing for the loader to find
+    fd = recs0.fileno()
+    os.fstat(fd)
+    del resp, parts, recs0, recs1
+    gc.collect()
+    assert spill.used == 0
+    with pytest.raises(OSError):
+        os.fstat(fd)  # closed with the region
+    # With the budget spent by someone else, a response gets the 1 MiB of memory only -- and no cut message.
+    spill.force(3 << 20)
+    got, _ = answers(fetch_handler(Ctx(b, 2), req([("s", 0, 0, 8 << 20), ("s", 1, 0, 8 << 20)])))
+    assert legacy_offsets(got[("s", 0)][2]) == [0] and got[("s", 1)][2] == b""
+    assert len(got[("s", 0)][2]) < 1 << 20
+    spill.give_back(3 << 20)
+    assert spill.used == 0
+
+
+def test_stored_batches_are_read_a_window_at_a_time(tmp_path, monkeypatch):
+    import kbroker.handlers.down_conversion as dc
+
+    monkeypatch.setattr(dc, "READ_WINDOW", 1000)
+    b = Broker(tmp_path, [("r", 0)])
+    sizes = [100, 3000, 10, 900, 5000]  # batches smaller and larger than the window
+    for i, n in enumerate(sizes):
+        b.append("r", 0, [Record(0, TS + i, None, b"x" * n)])
+    sl = b.parts[("r", 0)].read(0, 1 << 20)
+    data = sl.region.read_bytes()
+    got = [bytes(x) for x in dc._stored_batches(sl.region)]
+    assert b"".join(got) == data and len(got) == 5
+    cut = type(sl.region)(sl.region.file, sl.region.position, len(data) - 1)  # a partial last batch
+    assert [bytes(x) for x in dc._stored_batches(cut)] == got[:4]
+
+
+def test_records_per_conversion_job_are_bounded(monkeypatch):
+    import kbroker.handlers.down_conversion as dc
+
+    monkeypatch.setattr(dc, "MAX_RECORDS_PER_JOB", 25)
+    batches = b"".join(build_batch(recs(10, 5), base_offset=10 * i) for i in range(5))
+    assert legacy_offsets(convert_within(batches, 1, 1 << 30, False, False)) == list(range(20))
+    big = build_batch(recs(40, 5), base_offset=0)
+    assert len(legacy_offsets(convert_within(big + batches, 1, 1 << 30, False, False))) == 40  # first: whole
