@@ -34,10 +34,13 @@ Errors: ``Error while executing topic command : <message>`` (``config command`` 
 (Kafka 3.x prints this line on stdout; the project puts all diagnostics on stderr so stdout stays parseable). Usage
 errors print the problem and the usage on stderr and exit 1, like Kafka's CommandLineUtils.
 ``--output json`` (kbroker extension) prints one JSON document on stdout instead of the text.
+
+Layout: this module is the dispatcher (``main``) and the topics and configs commands. What the tools share
+(errors, argument parser, output, JSON files, ZooKeeper session) is in common.py, what both topics modes share in
+topics_common.py; every other command is a module of its own, imported on use. Nothing imports this module but
+the ``kbroker-admin`` entry point (and tests).
 """
 import argparse
-import base64
-import json
 import re
 import sys
 
@@ -45,98 +48,16 @@ from kbroker.client.admin import (DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG, RESOURCE
                                   SOURCE_NAMES, AdminClient, NewTopic)
 from kbroker.errors import KafkaError
 
-ZERO_UUID = b"\x00" * 16
+from .common import ArgParser, CommandError, UsageError, emit, usage_error
+from .topics_common import (NAME_COLLISION_WARNING, ZERO_UUID, ensure_topics_exist, format_partition_line,
+                            format_topic_line, parse_replica_assignment, parse_topic_configs, topic_filter, uuid_str)
 
 
-class UsageError(Exception):
-    pass
-
-
-class CommandError(Exception):
-    """A failure reported as 'Error while executing ... command : <message>'."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        raise UsageError(message)
-
-
-# ---------------------------------------------------------------------------------------------- shared helpers
-
-def uuid_str(b):
-    """Kafka's Uuid.toString(): URL-safe base64 of the 16 bytes without padding."""
-    return base64.urlsafe_b64encode(bytes(b)).decode("ascii").rstrip("=")
-
-
-def topic_filter(pattern):
-    """Kafka's IncludeList: trims, drops spaces and surrounding quotes, ',' means '|'; full-match regex."""
-    p = pattern.strip().replace(",", "|").replace(" ", "")
-    p = re.sub(r"^[\"']+", "", p)
-    p = re.sub(r"[\"']+$", "", p)
-    try:
-        rx = re.compile(p)
-    except re.error as e:
-        raise CommandError("Invalid topic regex %r: %s" % (pattern, e))
-    return lambda name: rx.fullmatch(name) is not None
-
-
-def parse_replica_assignment(s):
-    """'0:1,1:2' -> {0: [0, 1], 1: [1, 2]}: comma per partition, colon per replica (Kafka's format)."""
-    out = {}
-    for i, part in enumerate(s.split(",")):
-        try:
-            brokers = [int(x.strip()) for x in part.split(":")]
-        except ValueError:
-            raise UsageError("Invalid replica assignment %r" % s)
-        dup = sorted({b for b in brokers if brokers.count(b) > 1})
-        if dup:
-            raise CommandError("Partition replica lists may not contain duplicate entries: %s"
-                               % ",".join(map(str, dup)))
-        if out and len(brokers) != len(out[0]):
-            raise CommandError("Partition %d has different replication factor: [%s]"
-                               % (i, ", ".join(map(str, brokers))))
-        out[i] = brokers
-    return out
-
-
-def parse_topic_configs(items):
-    """['k=v', ...] -> {k: v}; Kafka splits on '=' with optional spaces and needs exactly two parts."""
-    out = {}
-    for item in items or ():
-        parts = re.split(r"\s*=\s*", item)
-        if len(parts) != 2:
-            raise CommandError('requirement failed: Invalid topic config: all configs to be added must be in the '
-                               'format "key=val".')
-        out[parts[0].strip()] = parts[1].strip()
-    return out
-
-
-# Split on commas that are not inside [...] (Kafka's "(?=[^\]]*(?:\[|$))" lookahead), so k=[a,b] stays one item.
-_OUTSIDE_BRACKETS = r"(?=[^\]]*(?:\[|$))"
-
-
-def parse_add_config(s):
-    """kafka-configs --add-config 'k=v,k2=[a,b]' -> {'k': 'v', 'k2': 'a,b'}."""
-    out = {}
-    if not s:
-        return out
-    for item in re.split("," + _OUTSIDE_BRACKETS, s):
-        parts = re.split(r"\s*=\s*" + _OUTSIDE_BRACKETS, item)
-        if len(parts) != 2:
-            raise CommandError('requirement failed: Invalid entity config: all configs to be added must be in the '
-                               'format "key=val".')
-        out[parts[0].strip()] = re.sub(r"[\[\]]", "", parts[1]).strip()
-    return out
-
-
-def parse_delete_config(items):
-    out = []
-    for s in items or ():
-        out += [k.strip() for k in s.split(",") if k.strip()]
-    return out
-
+# ---------------------------------------------------------------------------------------------- errors
 
 def _run(fn, args, what):
+    """``fn(args)``'s exit status; a failure prints ``Error while executing <what> command : <message>`` on stderr
+    and gives 1."""
     try:
         return fn(args)
     except (CommandError, KafkaError, OSError, ValueError) as e:
@@ -148,8 +69,8 @@ def _run(fn, args, what):
 # ---------------------------------------------------------------------------------------------- topics
 
 def topics_parser():
-    p = _Parser(prog="kbroker-admin topics", description="Create, delete, describe, or change a topic.",
-                add_help=True)
+    p = ArgParser(prog="kbroker-admin topics", description="Create, delete, describe, or change a topic.",
+                  add_help=True)
     p.add_argument("--bootstrap-server", metavar="HOST:PORT", help="the broker(s) to connect to (required)")
     p.add_argument("--zookeeper", metavar="H:P[/CHROOT]", help="edit ZooKeeper's znodes directly (Kafka 0.10 mode)")
     actions = p.add_argument_group("actions (exactly one)")
@@ -214,41 +135,12 @@ def parse_topics_args(argv):
     return args
 
 
-def format_topic_line(name, topic_id, partition_count, replication_factor, configs):
-    """The per-topic describe line. ``configs``: [(key, value)] already filtered to the non-default ones."""
-    out = "Topic: %s" % name
-    if topic_id and bytes(topic_id) != ZERO_UUID:
-        out += "\tTopicId: %s" % uuid_str(topic_id)
-    out += "\tPartitionCount: %d\tReplicationFactor: %d\tConfigs: %s" % (
-        partition_count, replication_factor, ",".join("%s=%s" % (k, v) for k, v in configs))
-    return out
-
-
-def format_partition_line(name, partition, leader, replicas, isr):
-    return "\tTopic: %s\tPartition: %d\tLeader: %s\tReplicas: %s\tIsr: %s" % (
-        name, partition, "none" if leader is None or leader < 0 else leader,
-        ",".join(map(str, replicas)), ",".join(map(str, isr)))
-
-
 def _matching_topics(admin, args):
     names = admin.list_topics(include_internal=not args.exclude_internal)
     if args.topic:
         match = topic_filter(args.topic)
         names = [n for n in names if match(n)]
     return names
-
-
-def _ensure_exists(names, args):
-    if args.topic and not names and not args.if_exists:
-        raise CommandError("Topic '%s' does not exist as expected" % args.topic)
-
-
-def _emit(args, text_lines, doc):
-    if args.output == "json":
-        print(json.dumps(doc, indent=None, sort_keys=False))
-    else:
-        for line in text_lines:
-            print(line)
 
 
 def topics_create(admin, args):
@@ -260,8 +152,7 @@ def topics_create(admin, args):
     configs = parse_topic_configs(args.config)
     lines = []
     if "." in args.topic or "_" in args.topic:
-        lines.append("WARNING: Due to limitations in metric names, topics with a period ('.') or underscore ('_') "
-                     "could collide. To avoid issues it is best to use either, but not both.")
+        lines.append(NAME_COLLISION_WARNING)
     topic = NewTopic(args.topic,
                      -1 if args.partitions is None else args.partitions,
                      -1 if args.replication_factor is None else args.replication_factor,
@@ -270,19 +161,19 @@ def topics_create(admin, args):
         res = admin.create_topics([topic])[args.topic]
     except KafkaError as e:
         if e.code == 36 and args.if_not_exists:  # TOPIC_ALREADY_EXISTS
-            _emit(args, [], {"topic": args.topic, "created": False})
+            emit(args, [], {"topic": args.topic, "created": False})
             return 0
         raise
     lines.append("Created topic %s." % args.topic)
-    _emit(args, lines, {"topic": args.topic, "created": True, "partitions": res.get("num_partitions", -1),
-                        "replication_factor": res.get("replication_factor", -1)})
+    emit(args, lines, {"topic": args.topic, "created": True, "partitions": res.get("num_partitions", -1),
+                       "replication_factor": res.get("replication_factor", -1)})
     return 0
 
 
 def topics_list(admin, args):
     names = _matching_topics(admin, args)
     if args.output == "json":
-        _emit(args, [], names)
+        emit(args, [], names)
     else:
         print("\n".join(names))
     return 0
@@ -309,7 +200,7 @@ def describe_topics(admin, names):
 
 def topics_describe(admin, args):
     names = _matching_topics(admin, args)
-    _ensure_exists(names, args)
+    ensure_topics_exist(names, args)
     report_partitions_only = args.under_replicated_partitions or args.unavailable_partitions
     lines, doc = [], []
     for d in describe_topics(admin, names):
@@ -337,15 +228,15 @@ def topics_describe(admin, args):
                                         "replicas": list(p["replica_nodes"]), "isr": list(p["isr_nodes"])})
         if show_topic or entry["partitions"]:
             doc.append(entry)
-    _emit(args, lines, doc)
+    emit(args, lines, doc)
     return 0
 
 
 def topics_alter(admin, args):
     names = _matching_topics(admin, args)
-    _ensure_exists(names, args)
+    ensure_topics_exist(names, args)
     if not names:
-        _emit(args, [], [])
+        emit(args, [], [])
         return 0
     assignment = parse_replica_assignment(args.replica_assignment) if args.replica_assignment else None
     spec = {}
@@ -356,16 +247,16 @@ def topics_alter(admin, args):
             current = len(admin.cluster.partitions_for(n, refresh=True))
             spec[n] = (args.partitions, [assignment[p] for p in sorted(assignment) if p >= current])
     admin.create_partitions(spec)
-    _emit(args, [], [{"topic": n, "partition_count": args.partitions} for n in names])
+    emit(args, [], [{"topic": n, "partition_count": args.partitions} for n in names])
     return 0
 
 
 def topics_delete(admin, args):
     names = _matching_topics(admin, args)
-    _ensure_exists(names, args)
+    ensure_topics_exist(names, args)
     if names:
         admin.delete_topics(names)
-    _emit(args, [], [{"topic": n, "deleted": True} for n in names])
+    emit(args, [], [{"topic": n, "deleted": True} for n in names])
     return 0
 
 
@@ -377,7 +268,7 @@ def topics_main(argv):
     try:
         args = parse_topics_args(argv)
     except UsageError as e:
-        _usage_error(topics_parser(), e)
+        usage_error(topics_parser(), e)
         return 1
 
     def run(a):
@@ -397,8 +288,33 @@ _ENTITY_WORD = {RESOURCE_TOPIC: "topic", RESOURCE_BROKER: "broker"}
 _DYNAMIC_SOURCE = {RESOURCE_TOPIC: DYNAMIC_TOPIC_CONFIG, RESOURCE_BROKER: 2}
 
 
+# Split on commas that are not inside [...] (Kafka's "(?=[^\]]*(?:\[|$))" lookahead), so k=[a,b] stays one item.
+_OUTSIDE_BRACKETS = r"(?=[^\]]*(?:\[|$))"
+
+
+def parse_add_config(s):
+    """kafka-configs --add-config 'k=v,k2=[a,b]' -> {'k': 'v', 'k2': 'a,b'}."""
+    out = {}
+    if not s:
+        return out
+    for item in re.split("," + _OUTSIDE_BRACKETS, s):
+        parts = re.split(r"\s*=\s*" + _OUTSIDE_BRACKETS, item)
+        if len(parts) != 2:
+            raise CommandError('requirement failed: Invalid entity config: all configs to be added must be in the '
+                               'format "key=val".')
+        out[parts[0].strip()] = re.sub(r"[\[\]]", "", parts[1]).strip()
+    return out
+
+
+def parse_delete_config(items):
+    out = []
+    for s in items or ():
+        out += [k.strip() for k in s.split(",") if k.strip()]
+    return out
+
+
 def configs_parser():
-    p = _Parser(prog="kbroker-admin configs", description="Add/remove entity config for a topic or broker.")
+    p = ArgParser(prog="kbroker-admin configs", description="Add/remove entity config for a topic or broker.")
     p.add_argument("--bootstrap-server", metavar="HOST:PORT")
     p.add_argument("--zookeeper", help=argparse.SUPPRESS)
     p.add_argument("--describe", action="store_true")
@@ -469,7 +385,7 @@ def configs_describe(admin, args):
                     "configs": [{"name": e.name, "value": None if e.is_sensitive else e.value,
                                  "source": SOURCE_NAMES.get(e.source, "UNKNOWN_CONFIG"),
                                  "sensitive": e.is_sensitive} for e in entries]})
-    _emit(args, lines, doc)
+    emit(args, lines, doc)
     return 0
 
 
@@ -485,8 +401,8 @@ def configs_alter(admin, args):
     new = {k: v for k, v in current.items() if k not in to_delete}
     new.update(to_add)
     admin.alter_configs({(rtype, name): new})
-    _emit(args, ["Completed updating config for %s %s." % (_ENTITY_WORD[rtype], name)],
-          {"entity_type": args.entity_type, "entity_name": name, "configs": new})
+    emit(args, ["Completed updating config for %s %s." % (_ENTITY_WORD[rtype], name)],
+         {"entity_type": args.entity_type, "entity_name": name, "configs": new})
     return 0
 
 
@@ -494,7 +410,7 @@ def configs_main(argv):
     try:
         args = parse_configs_args(argv)
     except UsageError as e:
-        _usage_error(configs_parser(), e)
+        usage_error(configs_parser(), e)
         return 1
 
     def run(a):
@@ -505,13 +421,9 @@ def configs_main(argv):
 
 # ---------------------------------------------------------------------------------------------- entry point
 
-def _usage_error(parser, e):
-    print(str(e), file=sys.stderr)
-    parser.print_usage(sys.stderr)
-
-
 def consumer_groups_main(argv):
-    # Imported on use: kbroker.cli.consumer_groups builds on this module's helpers.
+    # The tools are imported on use: each command loads only its own dependencies (the ZooKeeper tools load
+    # kbroker.coord and kbroker.controller, which topics --bootstrap-server never needs).
     from kbroker.cli.consumer_groups import main as cg_main
     return cg_main(argv)
 

@@ -50,9 +50,10 @@ import json
 import re
 import sys
 
-from kbroker.cli.admin import CommandError, UsageError, _Parser, _usage_error
 from kbroker.client.admin import EARLIEST, LATEST, AdminClient
 from kbroker.errors import KafkaError
+
+from .common import ArgParser, CommandError, UsageError, usage_error
 
 MISSING = "-"
 ACTIONS = ("list", "describe", "delete", "reset_offsets")
@@ -77,9 +78,9 @@ def _opt(name):
 # ---------------------------------------------------------------------------------------------- arguments
 
 def parser():
-    p = _Parser(prog="kbroker-admin consumer-groups",
-                description="List all consumer groups, describe a consumer group, delete consumer group info, or "
-                            "reset consumer group offsets.")
+    p = ArgParser(prog="kbroker-admin consumer-groups",
+                  description="List all consumer groups, describe a consumer group, delete consumer group info, or "
+                              "reset consumer group offsets.")
     p.add_argument("--bootstrap-server", metavar="HOST:PORT", help="the broker(s) to connect to (required)")
     actions = p.add_argument_group("actions (exactly one)")
     actions.add_argument("--list", action="store_true", help="list all consumer groups")
@@ -539,7 +540,7 @@ def run(admin, args):
     try:
         _ACTIONS[args.action](admin, args, out)
     except UsageError as e:
-        _usage_error(parser(), e)
+        usage_error(parser(), e)
         return 1
     except (CommandError, KafkaError, OSError, ValueError) as e:
         print("\nError: Executing consumer group command failed due to %s" % _error_text(e), file=sys.stderr)
@@ -554,7 +555,7 @@ def main(argv=None):
     try:
         args = parse_args(argv)
     except UsageError as e:
-        _usage_error(parser(), e)
+        usage_error(parser(), e)
         return 1
     try:
         admin = AdminClient(args.bootstrap_server, group_retry_s=max(args.timeout, 0) / 1000.0)

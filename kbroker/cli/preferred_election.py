@@ -31,8 +31,8 @@ from kbroker.controller.admin_znodes import PreferredReplicaElectionZNode
 from kbroker.coord.errors import CoordinationError, NodeExistsError
 from kbroker.coord.metadata_store import TopicStore
 
-from .admin import CommandError, UsageError, _Parser
-from .reassign import _duplicates, _int, _load_json, _read_file, tp_str, zookeeper
+from .common import (ArgParser, CommandError, UsageError, duplicates, json_int, load_json, read_file, tp_str,
+                     usage_error, zookeeper)
 
 EMPTY = "Preferred replica election data is empty"
 
@@ -43,7 +43,7 @@ def scala_set(tps):
 
 def parse_election_data(text):
     """The JSON file -> sorted [(topic, partition)]; raises CommandError with Kafka's messages."""
-    doc = _load_json(text, "preferred replica election file")
+    doc = load_json(text, "preferred replica election file")
     entries = doc.get("partitions") if isinstance(doc, dict) else None
     if not isinstance(entries, list):
         raise CommandError(EMPTY)
@@ -51,8 +51,8 @@ def parse_election_data(text):
     for e in entries:
         if not isinstance(e, dict) or not isinstance(e.get("topic"), str) or "partition" not in e:
             raise CommandError('each partition must be {"topic":"<name>","partition":<int>}, got %s' % json.dumps(e))
-        tps.append((e["topic"], _int(e["partition"], "partition")))
-    dup = _duplicates(tps)
+        tps.append((e["topic"], json_int(e["partition"], "partition")))
+    dup = duplicates(tps)
     if dup:
         raise CommandError("Preferred replica election data contains duplicate partitions: %s"
                            % ",".join(tp_str(tp) for tp in dup))
@@ -86,9 +86,9 @@ def start_election(backend, tps, out):
 
 
 def parser():
-    p = _Parser(prog="kbroker-admin preferred-replica-election",
-                description="Move partition leadership to the preferred replicas "
-                            "(like kafka-preferred-replica-election.sh).")
+    p = ArgParser(prog="kbroker-admin preferred-replica-election",
+                  description="Move partition leadership to the preferred replicas "
+                              "(like kafka-preferred-replica-election.sh).")
     p.add_argument("--zookeeper", metavar="H:P[,H:P][/CHROOT]",
                    help="REQUIRED: the ZooKeeper connect string of the cluster (zookeeper.connect)")
     p.add_argument("--path-to-json-file", metavar="FILE",
@@ -105,11 +105,10 @@ def main(argv=None, backend=None, out=None, err=None):
         if not args.zookeeper:
             raise UsageError('Missing required argument "[zookeeper]"')
     except UsageError as e:
-        print(str(e), file=err)
-        parser().print_usage(err)
+        usage_error(parser(), e, err)
         return 1
     try:
-        given = parse_election_data(_read_file(args.path_to_json_file)) if args.path_to_json_file else None
+        given = parse_election_data(read_file(args.path_to_json_file)) if args.path_to_json_file else None
         with zookeeper(args.zookeeper, backend) as b:
             tps = given if given is not None else all_partitions(TopicStore(b))
             start_election(b, tps, out)

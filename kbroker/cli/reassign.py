@@ -61,7 +61,6 @@ on stdout and exited 0). Usage errors: the problem and the usage on stderr, exit
 kbroker does not throttle replication. ZooKeeper sessions use Kafka's tool timeouts (30 s session and connect).
 """
 import argparse
-import contextlib
 import json
 import sys
 
@@ -71,8 +70,8 @@ from kbroker.controller.assignment import assign_replicas_to_brokers
 from kbroker.coord.errors import CoordinationError, NodeExistsError
 from kbroker.coord.metadata_store import TopicStore
 
-from .admin import CommandError, UsageError, _Parser
-from .topics_zk import TIMEOUT_MS, live_brokers
+from .common import (ArgParser, CommandError, UsageError, duplicates, json_int, live_brokers, load_json, read_file,
+                     tp_str, usage_error, zookeeper)
 
 ACTIONS = ("generate", "execute", "verify")
 
@@ -87,11 +86,6 @@ COMPLETED, IN_PROGRESS, FAILED = "completed successfully", "is still in progress
 
 # ---------------------------------------------------------------------------------------------- formatting
 
-def tp_str(tp):
-    """Kafka 0.10.1's TopicAndPartition.toString: ``[topic,partition]``."""
-    return "[%s,%d]" % tp
-
-
 def format_reassignment_json(assignment):
     """{(topic, partition): [replicas]} -> the one-line reassignment JSON, partitions in (topic, partition) order."""
     return ReassignPartitionsZNode.encode(assignment).decode("utf-8")
@@ -104,22 +98,9 @@ def scala_list(items):
 
 # ---------------------------------------------------------------------------------------------- JSON files
 
-def _load_json(text, what):
-    try:
-        return json.loads(text)
-    except ValueError as e:
-        raise CommandError("%s is not valid JSON: %s" % (what, e)) from None
-
-
-def _int(value, what):
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise CommandError("%s must be an integer, got %s" % (what, json.dumps(value)))
-    return value
-
-
 def parse_topics_to_move(text):
     """``{"topics":[{"topic":"a"}],"version":1}`` -> ["a", ...] in file order; a topic twice is an error."""
-    doc = _load_json(text, "topics-to-move file")
+    doc = load_json(text, "topics-to-move file")
     entries = doc.get("topics", []) if isinstance(doc, dict) else None
     if not isinstance(entries, list):
         raise CommandError('topics-to-move file must be {"topics":[{"topic":"..."}],"version":1}')
@@ -128,7 +109,7 @@ def parse_topics_to_move(text):
         if not isinstance(e, dict) or not isinstance(e.get("topic"), str):
             raise CommandError('each entry of "topics" must be {"topic":"<name>"}, got %s' % json.dumps(e))
         topics.append(e["topic"])
-    dup = _duplicates(topics)
+    dup = duplicates(topics)
     if dup:
         raise CommandError("List of topics to reassign contains duplicate entries: %s" % ",".join(dup))
     return topics
@@ -137,7 +118,7 @@ def parse_topics_to_move(text):
 def parse_reassignment(text):
     """The reassignment file -> [((topic, partition), [replicas])] in file order, duplicates kept (Kafka's
     parsePartitionReassignmentDataWithoutDedup); a document without "partitions" gives []."""
-    doc = _load_json(text, "reassignment file")
+    doc = load_json(text, "reassignment file")
     if not isinstance(doc, dict):
         raise CommandError('reassignment file must be {"version":1,"partitions":[...]}')
     entries = doc.get("partitions", [])
@@ -149,18 +130,9 @@ def parse_reassignment(text):
                 or not isinstance(e.get("replicas"), list):
             raise CommandError('each partition must be {"topic":"<name>","partition":<int>,"replicas":[<int>...]}, '
                                'got %s' % json.dumps(e))
-        tp = (e["topic"], _int(e["partition"], "partition"))
-        out.append((tp, [_int(r, "replica of %s" % tp_str(tp)) for r in e["replicas"]]))
+        tp = (e["topic"], json_int(e["partition"], "partition"))
+        out.append((tp, [json_int(r, "replica of %s" % tp_str(tp)) for r in e["replicas"]]))
     return out
-
-
-def _duplicates(items):
-    seen, dup = set(), []
-    for x in items:
-        if x in seen and x not in dup:
-            dup.append(x)
-        seen.add(x)
-    return dup
 
 
 # ---------------------------------------------------------------------------------------------- ZooKeeper reads
@@ -182,11 +154,11 @@ def validate_reassignment(store, entries):
     """Kafka's parseAndValidate (+ 0.10.2's broker check) -> {(topic, partition): [replicas]} in file order."""
     if not entries:
         raise CommandError("Partition reassignment data file is empty")
-    dup_tps = _duplicates([tp for tp, _ in entries])
+    dup_tps = duplicates([tp for tp, _ in entries])
     if dup_tps:
         raise CommandError("Partition reassignment contains duplicate topic partitions: %s"
                            % ",".join(tp_str(tp) for tp in dup_tps))
-    dup_replicas = [(tp, _duplicates(r)) for tp, r in entries if _duplicates(r)]
+    dup_replicas = [(tp, duplicates(r)) for tp, r in entries if duplicates(r)]
     if dup_replicas:
         raise CommandError("Partition replica lists may not contain duplicate entries: %s" % ". ".join(
             "%s contains multiple entries for %s" % (tp_str(tp), ",".join(map(str, d))) for tp, d in dup_replicas))
@@ -221,7 +193,7 @@ def parse_broker_list(s):
         ids = [int(x.strip()) for x in s.split(",")]
     except ValueError:
         raise CommandError("Invalid broker list %r: expected comma-separated broker ids" % s) from None
-    dup = _duplicates(ids)
+    dup = duplicates(ids)
     if dup:
         raise CommandError("Broker list contains duplicate entries: %s" % ",".join(map(str, dup)))
     return ids
@@ -260,7 +232,7 @@ def generate_assignment(store, broker_list, topics, disable_rack_aware=False, st
 
 
 def action_generate(backend, args, out, err):
-    topics = parse_topics_to_move(_read_file(args.topics_to_move_json_file))
+    topics = parse_topics_to_move(read_file(args.topics_to_move_json_file))
     brokers = parse_broker_list(args.broker_list)
     proposed, current = generate_assignment(TopicStore(backend), brokers, topics, args.disable_rack_aware,
                                             warn=lambda m: print(m, file=err))
@@ -271,7 +243,7 @@ def action_generate(backend, args, out, err):
 
 def action_execute(backend, args, out, err):
     store = TopicStore(backend)
-    wanted = validate_reassignment(store, parse_reassignment(_read_file(args.reassignment_json_file)))
+    wanted = validate_reassignment(store, parse_reassignment(read_file(args.reassignment_json_file)))
     if backend.exists(ReassignPartitionsZNode.path()) is not None:
         print(RUNNING, file=err)
         return 1
@@ -305,7 +277,7 @@ def verify_statuses(store, wanted):
 
 def action_verify(backend, args, out, err):
     # Kafka's parsePartitionReassignmentData: duplicates collapse (the last entry wins), nothing else is checked.
-    wanted = dict(parse_reassignment(_read_file(args.reassignment_json_file)))
+    wanted = dict(parse_reassignment(read_file(args.reassignment_json_file)))
     print(STATUS_HEADING, file=out)
     statuses = verify_statuses(TopicStore(backend), wanted)
     for tp, status, assigned in statuses:
@@ -324,8 +296,8 @@ _ACTIONS = {"generate": action_generate, "execute": action_execute, "verify": ac
 # ---------------------------------------------------------------------------------------------- arguments
 
 def parser():
-    p = _Parser(prog="kbroker-admin reassign-partitions",
-                description="Move topic partitions between brokers (like kafka-reassign-partitions.sh).")
+    p = ArgParser(prog="kbroker-admin reassign-partitions",
+                  description="Move topic partitions between brokers (like kafka-reassign-partitions.sh).")
     p.add_argument("--zookeeper", metavar="H:P[,H:P][/CHROOT]",
                    help="REQUIRED: the ZooKeeper connect string of the cluster (zookeeper.connect)")
     p.add_argument("--generate", action="store_true", help="propose a reassignment (writes nothing)")
@@ -381,32 +353,6 @@ def parse_args(argv):
 
 # ---------------------------------------------------------------------------------------------- entry point
 
-def _read_file(path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except OSError as e:
-        raise CommandError("cannot read %s: %s" % (path, e.strerror or e)) from None
-
-
-@contextlib.contextmanager
-def zookeeper(connect, backend=None):
-    """A started ZooKeeperBackend on ``connect`` (stopped afterwards), or ``backend`` as given (tests)."""
-    if backend is not None:
-        yield backend
-        return
-    from kbroker.coord.zk import ZooKeeperBackend
-
-    try:
-        zk = ZooKeeperBackend(connect, TIMEOUT_MS, TIMEOUT_MS).start()
-    except CoordinationError as e:
-        raise CommandError(str(e)) from None
-    try:
-        yield zk
-    finally:
-        zk.stop()
-
-
 def main(argv=None, backend=None, out=None, err=None):
     """Exit status. ``backend``: an already started CoordinationBackend to use instead of ``--zookeeper``."""
     out, err = out or sys.stdout, err or sys.stderr
@@ -414,8 +360,7 @@ def main(argv=None, backend=None, out=None, err=None):
     try:
         args = parse_args(argv)
     except UsageError as e:
-        print(str(e), file=err)
-        parser().print_usage(err)
+        usage_error(parser(), e, err)
         return 1
     try:
         with zookeeper(args.zookeeper, backend) as b:

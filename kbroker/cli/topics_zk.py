@@ -19,22 +19,23 @@ tree acts on it:
   ``/config/topics/<t>``; ``Configs:`` shows the topic's overrides (ZooKeeper knows nothing of broker defaults).
   A partition without a state znode (no controller has acted yet) shows ``Leader: none`` and an empty ``Isr:``.
 
-Output is the same text (and ``--output json`` documents) as the --bootstrap-server mode (admin.py). Errors:
-``Error while executing topic command : <message>`` on stderr, exit 1; a ZooKeeper that cannot be reached within
-30 s (the tool's session and connection timeout, Kafka's too) is such an error.
+Output is the same text (and ``--output json`` documents) as the --bootstrap-server mode (admin.py; the shared
+parsing and lines are in topics_common.py). Errors: ``Error while executing topic command : <message>`` on
+stderr, exit 1; a ZooKeeper that cannot be reached within 30 s (the tool's session and connection timeout,
+Kafka's too; common.zookeeper) is such an error.
 """
 
 from kbroker import errors
 from kbroker.config import ConfigError, validate_topic_config
 from kbroker.controller.assignment import assign_replicas_to_brokers, start_index_for_new_partitions
-from kbroker.coord.errors import CoordinationError, NodeExistsError, NoNodeError
+from kbroker.coord.errors import CoordinationError, NodeExistsError
 from kbroker.coord.metadata_store import TopicStore
-from kbroker.coord.znodes import BrokerIdsZNode, BrokerIdZNode, DeleteTopicsZNode
+from kbroker.coord.znodes import DeleteTopicsZNode
 
-from .admin import (CommandError, UsageError, _emit, _ensure_exists, format_partition_line, format_topic_line,
-                    parse_replica_assignment, parse_topic_configs, topic_filter)
+from .common import TIMEOUT_MS, CommandError, UsageError, emit, live_brokers, zookeeper
+from .topics_common import (NAME_COLLISION_WARNING, ensure_topics_exist, format_partition_line, format_topic_line,
+                            parse_replica_assignment, parse_topic_configs, topic_filter)
 
-TIMEOUT_MS = 30000
 INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 
 
@@ -45,20 +46,6 @@ def check_args(args):
             raise UsageError('Missing required argument "[partitions]"')
         if args.replication_factor is None:
             raise UsageError('Missing required argument "[replication-factor]"')
-
-
-def live_brokers(backend):
-    """{broker id: rack or None} of the registered brokers."""
-    out = {}
-    try:
-        ids = backend.get_children(BrokerIdsZNode.path())
-    except NoNodeError:
-        return out
-    for name in ids:
-        data, _ = backend.get_or_none(BrokerIdZNode.path(int(name)))
-        if data is not None:
-            out[int(name)] = BrokerIdZNode.decode(data).rack
-    return out
 
 
 def _matching(store, args):
@@ -74,8 +61,7 @@ def _matching(store, args):
 def zk_create(store, args):
     lines = []
     if "." in args.topic or "_" in args.topic:
-        lines.append("WARNING: Due to limitations in metric names, topics with a period ('.') or underscore ('_') "
-                     "could collide. To avoid issues it is best to use either, but not both.")
+        lines.append(NAME_COLLISION_WARNING)
     configs = parse_topic_configs(args.config)
     try:
         validate_topic_config(configs)
@@ -94,19 +80,19 @@ def zk_create(store, args):
         store.create_topic(args.topic, assignment, configs)
     except errors.TopicAlreadyExists:
         if args.if_not_exists:
-            _emit(args, [], {"topic": args.topic, "created": False})
+            emit(args, [], {"topic": args.topic, "created": False})
             return 0
         raise
     lines.append("Created topic %s." % args.topic)
-    _emit(args, lines, {"topic": args.topic, "created": True, "partitions": len(assignment),
-                        "replication_factor": len(assignment[0])})
+    emit(args, lines, {"topic": args.topic, "created": True, "partitions": len(assignment),
+                       "replication_factor": len(assignment[0])})
     return 0
 
 
 def zk_list(store, args):
     names = _matching(store, args)
     if args.output == "json":
-        _emit(args, [], names)
+        emit(args, [], names)
     else:
         print("\n".join(names))
     return 0
@@ -114,7 +100,7 @@ def zk_list(store, args):
 
 def zk_describe(store, args):
     names = _matching(store, args)
-    _ensure_exists(names, args)
+    ensure_topics_exist(names, args)
     live = set(live_brokers(store.backend))
     report_partitions_only = args.under_replicated_partitions or args.unavailable_partitions
     lines, doc = [], []
@@ -145,13 +131,13 @@ def zk_describe(store, args):
                                         "replicas": list(replicas), "isr": isr})
         if show_topic or entry["partitions"]:
             doc.append(entry)
-    _emit(args, lines, doc)
+    emit(args, lines, doc)
     return 0
 
 
 def zk_alter(store, args):
     names = _matching(store, args)
-    _ensure_exists(names, args)
+    ensure_topics_exist(names, args)
     given = parse_replica_assignment(args.replica_assignment) if args.replica_assignment else None
     brokers = None
     for name in names:
@@ -174,13 +160,13 @@ def zk_alter(store, args):
                                              start_index=start_index_for_new_partitions(current, brokers),
                                              start_partition_id=len(current))
         store.add_partitions(name, new)
-    _emit(args, [], [{"topic": n, "partition_count": args.partitions} for n in names])
+    emit(args, [], [{"topic": n, "partition_count": args.partitions} for n in names])
     return 0
 
 
 def zk_delete(store, args):
     names = _matching(store, args)
-    _ensure_exists(names, args)
+    ensure_topics_exist(names, args)
     for name in names:
         if name in INTERNAL_TOPICS:
             raise CommandError("Topic %s is a kafka internal topic and is not allowed to be marked for deletion."
@@ -189,7 +175,7 @@ def zk_delete(store, args):
             store.backend.create(DeleteTopicsZNode.path(name), DeleteTopicsZNode.encode(), makepath=True)
         except NodeExistsError:
             pass  # already marked: the controller is on it
-    _emit(args, [], [{"topic": n, "deleted": True} for n in names])
+    emit(args, [], [{"topic": n, "deleted": True} for n in names])
     return 0
 
 
@@ -198,15 +184,9 @@ ACTIONS = {"create": zk_create, "list": zk_list, "describe": zk_describe, "alter
 
 def run_zk(args):
     """Run one parsed topics command against ``args.zookeeper``; returns the exit status (errors raise)."""
-    from kbroker.coord.zk import ZooKeeperBackend
-
-    try:
-        backend = ZooKeeperBackend(args.zookeeper, TIMEOUT_MS, TIMEOUT_MS).start()
-    except CoordinationError as e:
-        raise CommandError(str(e)) from None
-    try:
-        return ACTIONS[args.action](TopicStore(backend), args)
-    except CoordinationError as e:
-        raise CommandError("ZooKeeper: %s" % e) from None
-    finally:
-        backend.stop()
+    # This module's TIMEOUT_MS, read per call, so a test can lower it here.
+    with zookeeper(args.zookeeper, timeout_ms=TIMEOUT_MS) as backend:
+        try:
+            return ACTIONS[args.action](TopicStore(backend), args)
+        except CoordinationError as e:
+            raise CommandError("ZooKeeper: %s" % e) from None

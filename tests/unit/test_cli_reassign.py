@@ -12,7 +12,7 @@ import pytest
 from kbroker.cli import admin as admin_cli
 from kbroker.cli import preferred_election as pe
 from kbroker.cli import reassign as ra
-from kbroker.cli.admin import CommandError
+from kbroker.cli.common import CommandError
 from kbroker.controller import assignment as assignment_mod
 from kbroker.coord import EmbeddedBackend, TopicStore
 from kbroker.coord.znodes import BrokerIdZNode
