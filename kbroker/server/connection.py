@@ -17,8 +17,9 @@ long-poll Fetch, an acks=all wait -- the writer runs and flushes what is ready. 
 (``MAX_QUEUED_BYTES``): a client that pipelines without reading stops being read.
 
 Receiving (hostile peers, issue 8): a frame of at most ``LARGE_FRAME`` bytes is read in ``RECV_CHUNK`` pieces into
-the ``FrameReader`` (under 128 KiB per connection). A larger one goes into a ``PartialFrame`` sized by what has
-arrived -- the buffered bytes plus what the socket holds (FIONREAD) -- and grown as more arrives, every byte of it
+the ``FrameReader`` (under 128 KiB per connection). A larger one goes into a ``PartialFrame``: whole up to
+``EAGER_FRAME`` (1 MiB), else sized by what has arrived -- the buffered bytes plus what the socket holds (FIONREAD)
+-- and grown as more arrives, every byte of it
 reserved in the server's ``RequestMemory`` (``queued.max.request.bytes``) until the request has been handled; when
 the budget is spent the connection stops reading until another request releases memory. A request must arrive whole
 within ``socket.request.receive.timeout.ms`` of its first byte, and a connection with nothing happening for
@@ -47,9 +48,12 @@ from kbroker.server.limits import RequestMemory, ServerLimits
 log = logging.getLogger(__name__)
 
 RECV_CHUNK = 64 * 1024
-# Frames needing more than this are received straight into their own buffer (a PartialFrame), which starts at what
-# has arrived and grows with it: a 1 MB produce request that arrives in one go is one allocation, no copies.
+# Frames needing more than this are received straight into their own buffer (a PartialFrame)...
 LARGE_FRAME = 64 * 1024
+# ... allocated whole when at most this big (producers' default max.request.size is 1 MiB: the common large request,
+# received with no copies -- growing those from 64 KiB cost 2x the receive path's CPU), else at this size or what
+# is already readable, then doubled as bytes arrive. So a frame that stalls holds at most 1 MiB (+ what it sent).
+EAGER_FRAME = 1024 * 1024
 _FIONREAD_ARG = bytes(4)
 # A full PartialFrame waits for more with a recv of at most this much, then grows for it and what else is readable.
 GROW_PROBE = 4096
@@ -215,7 +219,7 @@ class Connection:
         """Receive the frame whose size prefix is buffered into a PartialFrame grown as bytes arrive.
         Returns (payload memoryview, bytes of request memory to release after handling), or (None, 0)."""
         size = reader.frame_size()
-        want = min(size, max(RECV_CHUNK, reader.pending() - 4 + self._readable()))
+        want = min(size, max(EAGER_FRAME, reader.pending() - 4 + self._readable()))
         if not self._reserve(want, size):
             return None, 0
         charge = want
@@ -233,12 +237,10 @@ class Connection:
                     if self._readable() == 0 and not early:
                         return None, 0           # the peer closed
                     grown = frame.next_capacity(len(early) + self._readable())
-                    if not self._reserve(grown, size):
+                    if not self._reserve(grown - frame.capacity, size):
                         return None, 0
-                    charge += grown
+                    charge = grown  # the buffer grows in place: it is all the request holds
                     frame.grow(grown)
-                    self.memory.release(charge - grown)  # the old buffer is gone
-                    charge = grown
                     if early:
                         frame.room()[:len(early)] = early
                         frame.filled += len(early)

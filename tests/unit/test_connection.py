@@ -350,20 +350,41 @@ def test_request_over_max_elements_closes_the_connection():
 
 def test_frame_stalled_at_a_full_buffer_is_closed_and_released():
     """A large frame whose buffer is exactly full waits for more bytes; the receive timeout must still reach it
-    (the wait goes through the socket, so the sweeper's close wakes it) and its memory must come back."""
-    srv, port = _serve_with(receive_timeout_ms=400)
+    (the wait goes through the socket, so the sweeper's close wakes it) and its memory must come back. An 8 MiB
+    frame starts with a 1 MiB buffer (EAGER_FRAME) when little of it is readable."""
+    srv, port = _serve_with(receive_timeout_ms=400, max_request_size=16 << 20)
 
     def run():
         s = _connect(port)
-        s.sendall(struct.pack(">i", 1 << 20) + b"\x00\x12\x00\x00" + b"x" * 1000)
-        time.sleep(0.1)                                # the broker takes it: a 64 KiB buffer, 1004 bytes in it
-        s.sendall(b"y" * (64 * 1024 - 1004))           # ... now exactly full
+        s.sendall(struct.pack(">i", 8 << 20) + b"\x00\x12\x00\x00" + b"x" * 1000)
+        time.sleep(0.1)                                # the broker takes it: a 1 MiB buffer, 1004 bytes in it
+        s.sendall(b"y" * ((1 << 20) - 1004))           # ... now exactly full
         return _seconds_until_closed(s)
     try:
         assert _in_thread(run) <= 1.5
         deadline = time.monotonic() + 2
         while srv.memory.used and time.monotonic() < deadline:
             gevent.sleep(0.02)
-        assert srv.memory.used == 0 and srv.memory.peak == 64 * 1024
+        assert srv.memory.used == 0 and srv.memory.peak == 1 << 20
+    finally:
+        srv.stop(grace_seconds=1)
+
+
+def test_large_frame_arriving_in_pieces_is_grown_and_assembled_exactly():
+    """A 5 MiB request sent in 100 KB pieces: its buffer starts at 1 MiB and grows in place as the pieces come;
+    every byte lands where it belongs (the request decodes and is answered), and the budget is returned."""
+    srv, port = _serve_with(max_request_size=16 << 20)
+    frame = _api_versions_v3(42, tags=1, tag_bytes=5 << 20)
+
+    def run():
+        s = _connect(port)
+        for i in range(0, len(frame), 100_000):
+            s.sendall(frame[i:i + 100_000])
+            time.sleep(0.002)
+        return _read_frame(s)
+    try:
+        got = _in_thread(run)
+        assert got is not None and struct.unpack_from(">i", got)[0] == 42
+        assert srv.memory.used == 0 and (1 << 20) <= srv.memory.peak <= len(frame)
     finally:
         srv.stop(grace_seconds=1)
