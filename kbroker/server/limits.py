@@ -23,6 +23,9 @@ key                                    default     effect (what the client sees)
 ``socket.request.max.bytes``           104857600   a larger size prefix closes the connection (``FrameReader``).
 ``request.max.elements``               100000      kbroker's: values one request decodes into (``schema.py``); more
                                                    closes the connection, like any request that fails to parse.
+``metadata.request.max.topics``        10000       kbroker's: distinct topics one Metadata request may name (a null
+                                                   list is not limited); more closes the connection
+                                                   (``kbroker/handlers/metadata.py``).
 =====================================  ==========  ==================================================================
 
 Requests of at most 64 KiB never wait for ``RequestMemory``: they are read into the connection's own buffer (at most
