@@ -10,9 +10,9 @@ data is a job for the worker thread (``workers.py``), with four bounds:
   worker), and no batch of more than ``workers.DECODE_MAX_RECORDS`` is decoded at all;
 * memory: stored bytes are read a window at a time, and at most ``SPILL_THRESHOLD`` (1 MiB) of one response's
   converted records are held in memory (where the connection's queue bound limits what one client can hold,
-  kbroker/server/connection.py); a partition's result that does not fit what is left of that is written to an
-  unlinked temporary file in the partition's directory as it is produced, and handed to the connection as a
-  ``SpilledRegion`` (sent with ``sendfile``, like stored bytes);
+  kbroker/server/connection.py); a partition's result that does not fit what is left of that is written, as it is
+  produced, to an unlinked temporary file in the partition's directory (one per response), and handed to the
+  connection as a ``SpilledRegion`` (sent with ``sendfile``, like stored bytes);
 * disk: spilled bytes not yet sent count against ``SPILL_BUDGET`` (256 MiB, broker-wide). A request's response
   budget above 1 MiB is granted from what is left of it (``FetchConversion``); a region gives its share back when
   the connection has sent it or dropped it (its last reference goes). When little is left the response is
@@ -69,20 +69,31 @@ class SpillBudget:
 SPILL = SpillBudget(SPILL_BUDGET)
 
 
-class SpilledRegion(FileRegion):
-    """A FileRegion over an unlinked temporary file holding converted records; owns the file and a share of a
-    SpillBudget, both released when the region is garbage (after the connection's writer sent it)."""
+class _SpillFile:
+    """An unlinked temporary file shared by the spilled partitions of one Fetch pass (one descriptor per
+    response, however many partitions spill). ``share[0]`` bytes of it are held against the SpillBudget; the
+    file is closed and they are given back when the last SpilledRegion over it (and the pass) let go of it."""
 
-    def __init__(self, file, size, budget, share):
-        super().__init__(file, 0, size)
-        weakref.finalize(self, _release, file, budget, share)
+    def __init__(self, directory, budget):
+        self.file = tempfile.TemporaryFile(dir=directory, buffering=0)  # O_TMPFILE: no name, gone on close
+        self.size = 0
+        self.share = [0]
+        weakref.finalize(self, _release, self.file, budget, self.share)
 
 
 def _release(file, budget, share):
     try:
         file.close()
     finally:
-        budget.give_back(share)
+        budget.give_back(share[0])
+
+
+class SpilledRegion(FileRegion):
+    """Converted records in a _SpillFile, sent by the connection with ``sendfile`` like stored bytes."""
+
+    def __init__(self, spill_file, position, size):
+        super().__init__(spill_file.file, position, size)
+        self.owner = spill_file  # keeps the file (and its budget share) until the region is gone
 
 
 class FetchConversion:
@@ -100,34 +111,39 @@ class FetchConversion:
         self.pool = spill.take(wanted)
         self.budget = min(budget, SPILL_THRESHOLD + self.pool)
         self.memory_room = SPILL_THRESHOLD
+        self.spill_file = None
 
     def convert(self, sl, to_magic, limit, min_one, cut_first):
         """The records one partition sends from the FetchSlice ``sl`` (non-empty; its first batch cut only when
         ``cut_first``): bytes or a SpilledRegion, within ``limit`` (``convert_within``'s rules). Blocks the calling
         greenlet while the worker converts; the loop runs on."""
         region = sl.first_batch_region() if sl.first_entry_incomplete else sl.region
-        kind, value, size = run_in_worker(_convert_job, region, to_magic, limit, min_one, cut_first,
-                                          self.memory_room)
-        if kind == "bytes":
-            self.memory_room = max(0, self.memory_room - size)
-            return value
+        sink = _Sink(_spill_dir(region), self.memory_room, self.spill, self.spill_file)
+        run_in_worker(_convert_job, region, to_magic, limit, min_one, cut_first, sink)
+        if sink.spilled is None:
+            data = b"".join(sink.chunks)
+            self.memory_room = max(0, self.memory_room - len(data))
+            return data
+        spill_file, position = sink.spilled, sink.position
+        self.spill_file = spill_file
+        size = sink.size
         share = min(size, self.pool)
         self.pool -= share
         if size > share:
             self.spill.force(size - share)  # a first batch larger than what was granted
-        return SpilledRegion(value, size, self.spill, size)
+        spill_file.share[0] += size
+        return SpilledRegion(spill_file, position, size)
 
     def finish(self):
         self.spill.give_back(self.pool)
         self.pool = 0
+        self.spill_file = None
 
 
-def _convert_job(region, to_magic, limit, min_one, cut_first, memory_room):
-    """(Worker thread) -> ("bytes", data, len) or ("file", unlinked temporary file, size)."""
-    sink = _Sink(_spill_dir(region), memory_room)
+def _convert_job(region, to_magic, limit, min_one, cut_first, sink):
+    """(Worker thread) convert ``region`` into ``sink``; a failed job leaves nothing in the spill file."""
     try:
         _convert(_stored_batches(region), to_magic, limit, min_one, cut_first, sink)
-        return sink.result()
     except BaseException:
         sink.discard()
         raise
@@ -144,11 +160,11 @@ def convert_within(data, to_magic, limit, min_one, cut_first):
     (UnsupportedVersion) -- raises when it is first in line and otherwise ends the data (the client gets the
     error when it fetches from there). A trailing partial batch is ignored; control batches give nothing.
     """
-    sink = _Sink(None, spill_over=None)
+    sink = _Sink(None, None)
     view = memoryview(data)
     _convert((view[pos:pos + h.size] for pos, h in iter_batches(view, include_control=True)), to_magic, limit,
              min_one, cut_first, sink)
-    return sink.result()[1]
+    return sink.result()
 
 
 def _convert(batches, to_magic, limit, min_one, cut_first, sink):
@@ -218,39 +234,53 @@ def _spill_dir(region):
 
 
 class _Sink:
-    """Collects converted chunks in memory up to ``SPILL_THRESHOLD``, then in an unlinked temporary file."""
+    """Collects one partition's converted chunks in memory up to ``memory_room`` bytes, then appends them all to a
+    _SpillFile (the pass's, or a new one in ``directory``): ``spilled`` is that file and ``position`` where this
+    partition's bytes start. With ``memory_room`` None everything stays in memory."""
 
-    def __init__(self, directory, spill_over=SPILL_THRESHOLD):
+    def __init__(self, directory, memory_room, budget=None, spill_file=None):
         self.directory = directory
-        self.spill_over = spill_over
+        self.memory_room = memory_room
+        self.budget = budget
+        self.spill_file = spill_file
         self.chunks = []
-        self.file = None
+        self.spilled = None
+        self.position = 0
         self.size = 0
 
     def write(self, chunk):
         self.size += len(chunk)
-        if self.file is None:
-            self.chunks.append(chunk)
-            if self.spill_over is None or self.size <= self.spill_over:
-                return
-            try:
-                self.file = tempfile.TemporaryFile(dir=self.directory)
-            except OSError:
-                self.spill_over = None  # no room on disk: keep it in memory (bounded by the limit all the same)
-                return
-            chunks, self.chunks = self.chunks, []
-            for c in chunks:
-                self.file.write(c)
+        if self.spilled is not None:
+            self._append(chunk)
             return
-        self.file.write(chunk)
+        self.chunks.append(chunk)
+        if self.memory_room is None or self.size <= self.memory_room:
+            return
+        spill = self.spill_file
+        if spill is None:
+            try:
+                spill = _SpillFile(self.directory, self.budget)
+            except OSError:
+                self.memory_room = None  # no room on disk: keep it in memory (bounded by the limit all the same)
+                return
+        self.spilled, self.position = spill, spill.size
+        chunks, self.chunks = self.chunks, []
+        for c in chunks:
+            self._append(c)
+
+    def _append(self, chunk):
+        view = memoryview(chunk)
+        while view:
+            view = view[self.spilled.file.write(view):]
+        self.spilled.size += len(chunk)
 
     def result(self):
-        if self.file is None:
-            data = b"".join(self.chunks)
-            return "bytes", data, len(data)
-        self.file.flush()
-        return "file", self.file, self.size
+        return b"".join(self.chunks)
 
     def discard(self):
-        if self.file is not None:
-            self.file.close()
+        spill = self.spilled
+        if spill is not None:
+            spill.size = self.position
+            os.ftruncate(spill.file.fileno(), self.position)
+            spill.file.seek(self.position)
+        self.chunks = []

@@ -404,6 +404,7 @@ def test_large_converted_results_spill_to_a_budgeted_temporary_file(tmp_path, mo
     assert [m.offset for m in legacy.iter_messages(recs1.read_bytes())] == [0, 1]
     assert recs0.size + recs1.size <= 4 << 20
     assert spill.used == recs0.size + recs1.size  # held by the regions until they are sent
+    assert recs0.fileno() == recs1.fileno() and recs1.position == recs0.size  # one file per response
     assert set(os.listdir(tmp_path / "s-0")) == before  # an unlinked file: nothing for the loader to find
     fd = recs0.fileno()
     os.fstat(fd)
