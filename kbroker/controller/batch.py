@@ -3,11 +3,19 @@
 Kafka's ControllerBrokerRequestBatch: state changes during an event add LeaderAndIsr partition states, StopReplica
 partitions and UpdateMetadata partitions per destination broker; ``send(controller)`` builds the bodies (versions
 in ``channel.VERSIONS``) and queues them, per broker in the order LeaderAndIsr, UpdateMetadata, StopReplica. Each
-carries the controller's id and epoch and the destination's broker epoch (``controller.broker_epoch(b)``, KIP-380).
-UpdateMetadata partition states are read from the controller at send time, so they carry the final state of the
-event (a partition deleted meanwhile is sent with leader -2, LeaderDuringDelete).
+carries the controller's id and epoch and the destination's broker epoch (``controller.brokers.broker_epoch(b)``,
+KIP-380). LeaderAndIsr states are frozen ``PartitionLeadership`` values until ``send`` encodes them (``to_wire``).
+UpdateMetadata partition states are read from the controller at send time
+(``controller.partitions.update_metadata_state``), so they carry the final state of the event (a partition deleted
+meanwhile is sent with leader -2, LeaderDuringDelete).
 """
+import logging
+
+from kbroker import errors
+
 from .channel import LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA
+
+log = logging.getLogger("kbroker.controller")
 
 ALL = object()  # UpdateMetadata for every partition
 
@@ -18,6 +26,15 @@ def _group(tps_to_state):
     for (topic, _p), st in sorted(tps_to_state.items()):
         out.setdefault(topic, []).append(st)
     return [{"topic_name": t, "partition_states": states} for t, states in out.items()]
+
+
+def _log_errors(api_key, bid):
+    """The callback of a request nobody waits for: a broker's error is logged (the next event re-sends state)."""
+    def cb(resp):
+        if resp.get("error_code"):
+            log.warning("broker %d answered controller request %d with error %s", bid, api_key,
+                        errors.error_name(resp["error_code"]))
+    return cb
 
 
 class RequestBatch:
@@ -55,35 +72,36 @@ class RequestBatch:
     def send(self, controller):
         """Queue everything on ``controller.channel``; the batch is empty afterwards."""
         cid, epoch = controller.broker_id, controller.epoch
+        brokers, partitions = controller.brokers, controller.partitions
         for b, states in sorted(self.leader_and_isr.items()):
             leaders = sorted({s.leader_and_isr.leader for s in states.values() if s.leader_and_isr.leader >= 0})
             live_leaders = []
             for lid in leaders:
-                ep = controller.inter_broker_endpoint(lid)
+                ep = brokers.inter_broker_endpoint(lid)
                 if ep is not None:
                     live_leaders.append({"broker_id": lid, "host_name": ep[0], "port": ep[1]})
-            body = {"controller_id": cid, "controller_epoch": epoch, "broker_epoch": controller.broker_epoch(b),
+            body = {"controller_id": cid, "controller_epoch": epoch, "broker_epoch": brokers.broker_epoch(b),
                     "topic_states": _group({tp: s.to_wire() for tp, s in states.items()}),
                     "live_leaders": live_leaders}
-            controller.channel.send(b, LEADER_AND_ISR, body, controller.response_callback(LEADER_AND_ISR, b))
+            controller.channel.send(b, LEADER_AND_ISR, body, _log_errors(LEADER_AND_ISR, b))
         if self.update_metadata:
-            live = controller.update_metadata_brokers()
+            live = brokers.update_metadata_brokers()
             for b, tps in sorted(self.update_metadata.items()):
                 if tps is ALL:
-                    tps = controller.all_partitions()
+                    tps = partitions.all_partitions()
                 states = {}
                 for tp in tps:
-                    states[tp] = controller.update_metadata_state(tp)
-                body = {"controller_id": cid, "controller_epoch": epoch, "broker_epoch": controller.broker_epoch(b),
+                    states[tp] = partitions.update_metadata_state(tp)
+                body = {"controller_id": cid, "controller_epoch": epoch, "broker_epoch": brokers.broker_epoch(b),
                         "topic_states": _group(states), "live_brokers": live}
-                controller.channel.send(b, UPDATE_METADATA, body, controller.response_callback(UPDATE_METADATA, b))
+                controller.channel.send(b, UPDATE_METADATA, body, _log_errors(UPDATE_METADATA, b))
         for b, parts in sorted(self.stop_replica.items()):
             states = {tp: {"partition_index": tp[1], "leader_epoch": le, "delete_partition": d}
                       for tp, (d, le) in parts.items()}
-            body = {"controller_id": cid, "controller_epoch": epoch, "broker_epoch": controller.broker_epoch(b),
+            body = {"controller_id": cid, "controller_epoch": epoch, "broker_epoch": brokers.broker_epoch(b),
                     "topic_states": _group(states)}
             cb = self.stop_callbacks.get(b)
             controller.channel.send(b, STOP_REPLICA, body,
                                     (lambda resp, b=b, cb=cb: cb(b, resp)) if cb is not None
-                                    else controller.response_callback(STOP_REPLICA, b))
+                                    else _log_errors(STOP_REPLICA, b))
         self.__init__()

@@ -1,7 +1,13 @@
-"""Controller duty: topic deletion: /admin/delete_topics -> UpdateMetadata(leader -2) + StopReplica(delete) -> znodes removed.
+"""Controller duty: topic deletion -- ``/admin/delete_topics/<t>`` -> UpdateMetadata (leader -2) + StopReplica
+(delete) to every replica -> the topic's znodes removed once every replica answered 0.
 
-A mixin of ``Controller`` (controller.py): its methods run in the controller's event-loop greenlet and use
-the state and helpers documented there.
+State: ``ctx.topics_to_delete`` (added here; dropped when the topic is forgotten) and the replicas' deletion states
+in ``ctx.replica_states`` (ReplicaDeletionStarted / Successful / Ineligible). A deletion waits while a replica's
+broker is down (Ineligible, retried when a broker starts) or a partition of the topic is being reassigned; a
+failed StopReplica makes the replica Ineligible, retried on the next broker startup.
+
+A collaborator of the controller core (controller.py): runs in its event greenlet and uses the core's narrow
+surface.
 """
 import logging
 
@@ -9,6 +15,7 @@ from kbroker import errors
 from kbroker.coord.errors import NoNodeError
 from kbroker.coord.znodes import DeleteTopicsZNode
 
+from . import events as ev
 from .batch import RequestBatch
 from .state import NON_EXISTENT, OFFLINE, R_DELETION_INELIGIBLE, R_DELETION_STARTED, R_DELETION_SUCCESSFUL
 
@@ -16,39 +23,44 @@ log = logging.getLogger("kbroker.controller")
 
 
 class TopicDeletion:
-    # ------------------------------------------------------------------------------------------------ deletion
+    def __init__(self, core):
+        self.core = core
 
-    def _ev_delete_topics(self):
-        ctx = self.ctx
+    def on_marked(self, _event):
+        """``/admin/delete_topics`` children changed: queue the marked topics (or drop markers that cannot be
+        honoured: unknown topic, ``delete.topic.enable=false``) and resume."""
+        core = self.core
+        ctx = core.ctx
         try:
-            marked = self.backend.get_children(DeleteTopicsZNode.path())
+            marked = core.backend.get_children(DeleteTopicsZNode.path())
         except NoNodeError:
             return
         for topic in marked:
-            if not self._cfg("delete.topic.enable") or topic not in ctx.topics():
-                if self._cfg("delete.topic.enable"):
+            if not core.cfg("delete.topic.enable") or topic not in ctx.topics():
+                if core.cfg("delete.topic.enable"):
                     log.info("deletion marker for unknown topic %s removed", topic)
                 else:
                     log.warning("delete.topic.enable=false: deletion of %s ignored", topic)
                 try:
-                    self.backend.delete(DeleteTopicsZNode.path(topic))
+                    core.backend.delete(DeleteTopicsZNode.path(topic))
                 except NoNodeError:
                     pass
                 continue
             ctx.topics_to_delete.add(topic)
-        self._resume_deletions()
+        self.resume()
 
     def _topic_tps(self, topic):
-        return sorted(tp for tp in self.ctx.assignments if tp[0] == topic)
+        return sorted(tp for tp in self.core.ctx.assignments if tp[0] == topic)
 
-    def _resume_deletions(self, retry_ineligible=False):
-        ctx = self.ctx
+    def resume(self, retry_ineligible=False):
+        """Advance every queued deletion that can advance (complete, start, or keep waiting)."""
+        ctx = self.core.ctx
         for topic in sorted(ctx.topics_to_delete):
             tps = self._topic_tps(topic)
             replicas = [(tp, r) for tp in tps for r in ctx.assignments[tp]]
             states = [ctx.replica_states.get(k) for k in replicas]
             if all(s == R_DELETION_SUCCESSFUL for s in states):
-                self._complete_deletion(topic)
+                self._complete(topic)
                 continue
             if any(s == R_DELETION_STARTED for s in states):
                 continue
@@ -63,10 +75,10 @@ class TopicDeletion:
                         ctx.replica_states[(tp, r)] = R_DELETION_INELIGIBLE
                 log.info("deletion of %s waits: a replica broker is down", topic)
                 continue
-            self._start_deletion(topic, tps)
+            self._start(topic, tps)
 
-    def _start_deletion(self, topic, tps):
-        ctx = self.ctx
+    def _start(self, topic, tps):
+        ctx = self.core.ctx
         batch = RequestBatch()
         # Brokers drop the partitions from their metadata first (leader -2), so clients stop using them.
         batch.add_update_metadata(sorted(ctx.live_brokers), tps)
@@ -77,13 +89,15 @@ class TopicDeletion:
                     continue
                 ctx.replica_states[(tp, r)] = R_DELETION_STARTED
                 batch.add_stop_replica([r], tp, True, callback=self._stop_replica_done)
-        batch.send(self)
+        self.core.send(batch)
 
     def _stop_replica_done(self, bid, resp):
-        self._enqueue("stop_replica_response", bid, resp)
+        # A channel sender greenlet: only enqueue.
+        self.core.enqueue(ev.StopReplicaResponse(bid, resp))
 
-    def _ev_stop_replica_response(self, bid, resp):
-        ctx = self.ctx
+    def on_stop_replica_response(self, event):
+        ctx = self.core.ctx
+        bid, resp = event.broker_id, event.response
         top = resp.get("error_code", 0)
         for pe in resp.get("partition_errors") or ():
             tp = (pe["topic_name"], pe["partition_index"])
@@ -93,19 +107,18 @@ class TopicDeletion:
             ctx.replica_states[(tp, bid)] = R_DELETION_SUCCESSFUL if err == 0 else R_DELETION_INELIGIBLE
             if err:
                 log.warning("broker %d could not delete %s-%d: %s", bid, tp[0], tp[1], errors.error_name(err))
-        self._resume_deletions()
+        self.resume()
 
-    def _complete_deletion(self, topic):
-        ctx = self.ctx
-        w = self._topic_watches.pop(topic, None)
-        if w is not None:
-            w.cancel()
+    def _complete(self, topic):
+        core = self.core
+        ctx = core.ctx
+        core.topics.unwatch(topic)
         tps = self._topic_tps(topic)
         for tp in tps:
             ctx.partition_states[tp] = NON_EXISTENT
         try:
-            self.topic_store.delete_topic(topic)
+            core.topic_store.delete_topic(topic)
         except errors.UnknownTopicOrPartition:
             pass
-        self._forget_topic(topic)
+        core.topics.forget(topic)
         log.info("topic %s deleted", topic)

@@ -1,7 +1,15 @@
-"""Controller duty: preferred-replica election (/admin/preferred_replica_election) and auto.leader.rebalance.enable.
+"""Controller duty: preferred-replica election (``/admin/preferred_replica_election``) and
+``auto.leader.rebalance.enable``.
 
-A mixin of ``Controller`` (controller.py): its methods run in the controller's event-loop greenlet and use
-the state and helpers documented there.
+A preferred election moves a partition's leadership to its first assigned replica when that one is live, not
+shutting down and in the ISR (``election.preferred_replica_leader``; ISR unchanged, leader epoch + 1); partitions
+of topics being deleted or being reassigned are skipped. The znode is deleted once handled (Kafka's tools wait for
+that). With ``auto.leader.rebalance.enable`` a timer enqueues AutoRebalance every
+``leader.imbalance.check.interval.seconds``: a broker whose preferred partitions are led by others in more than
+``leader.imbalance.per.broker.percentage`` % of cases gets them back.
+
+State: the rebalance timer greenlet of the current term (``_timer``, killed on resign). A collaborator of the
+controller core (controller.py): runs in its event greenlet and uses the core's narrow surface.
 """
 import logging
 
@@ -10,18 +18,44 @@ import gevent
 from kbroker.coord.errors import NoNodeError
 
 from . import election
-from .batch import RequestBatch
+from . import events as ev
 from .admin_znodes import PreferredReplicaElectionZNode
+from .batch import RequestBatch
 from .state import ONLINE
 
 log = logging.getLogger("kbroker.controller")
 
 
 class PreferredLeaders:
-    # ------------------------------------------------------------------------------------------------ preferred
+    def __init__(self, core):
+        self.core = core
+        self._timer = None
 
-    def _ev_preferred_election(self):
-        data, _ = self.backend.get_or_none(PreferredReplicaElectionZNode.path())
+    # ------------------------------------------------------------------------------------------------ term
+
+    def start(self):
+        """New term: the rebalance timer, when ``auto.leader.rebalance.enable``."""
+        if self.core.cfg("auto.leader.rebalance.enable"):
+            self._timer = gevent.spawn(self._run_timer, self.core.generation)
+
+    def on_resign(self):
+        if self._timer is not None:
+            self._timer.kill(block=False)
+            self._timer = None
+
+    def _run_timer(self, gen):
+        core = self.core
+        interval = float(core.cfg("leader.imbalance.check.interval.seconds"))
+        while gen == core.generation:
+            gevent.sleep(interval)
+            if gen == core.generation:
+                core.enqueue(ev.AutoRebalance())
+
+    # ------------------------------------------------------------------------------------------------ events
+
+    def on_request(self, _event):
+        core = self.core
+        data, _ = core.backend.get_or_none(PreferredReplicaElectionZNode.path())
         if data is None:
             return
         try:
@@ -29,45 +63,16 @@ class PreferredLeaders:
         except (ValueError, KeyError, TypeError):
             log.warning("malformed %s ignored", PreferredReplicaElectionZNode.path())
             tps = []
-        self._preferred_elect([tp for tp in tps if tp in self.ctx.assignments])
+        self.elect([tp for tp in tps if tp in core.ctx.assignments])
         try:
-            self.backend.delete(PreferredReplicaElectionZNode.path())
+            core.backend.delete(PreferredReplicaElectionZNode.path())
         except NoNodeError:
             pass
 
-    def _preferred_elect(self, tps):
-        ctx = self.ctx
-        batch = RequestBatch()
-        moved = []
-        allowed = self._leaders_allowed()
-        for tp in sorted(tps):
-            if tp[0] in ctx.topics_to_delete or tp in ctx.reassignments:
-                continue
-            replicas = ctx.assignments[tp]
-            cur = ctx.leadership.get(tp)
-            if cur is None or cur.leader == replicas[0]:
-                continue
-            new = self._write_leadership(tp, lambda c, r=replicas: election.preferred_replica_leader(r, c.isr, allowed))
-            if new is None:
-                log.info("%s-%d: preferred replica %d not live or not in ISR", tp[0], tp[1], replicas[0])
-                continue
-            ctx.partition_states[tp] = ONLINE
-            self._send_leadership(batch, tp)
-            moved.append(tp)
-        batch.send(self)
-        return moved
-
-    def _rebalance_timer(self, gen):
-        interval = float(self._cfg("leader.imbalance.check.interval.seconds"))
-        while gen == self._generation:
-            gevent.sleep(interval)
-            if gen == self._generation:
-                self._enqueue("auto_rebalance")
-
-    def _ev_auto_rebalance(self):
-        ctx = self.ctx
-        pct = float(self._cfg("leader.imbalance.per.broker.percentage"))
-        for bid in sorted(self._leaders_allowed()):
+    def on_timer(self, _event):
+        ctx = self.core.ctx
+        pct = float(self.core.cfg("leader.imbalance.per.broker.percentage"))
+        for bid in sorted(self.core.brokers.leaders_allowed()):
             preferred = [tp for tp, r in ctx.assignments.items()
                          if r and r[0] == bid and tp[0] not in ctx.topics_to_delete and tp in ctx.leadership]
             if not preferred:
@@ -76,4 +81,28 @@ class PreferredLeaders:
             if len(not_led) / len(preferred) > pct / 100.0:
                 log.info("broker %d leads %d of its %d preferred partitions; rebalancing", bid,
                          len(preferred) - len(not_led), len(preferred))
-                self._preferred_elect([tp for tp in not_led if tp not in ctx.reassignments])
+                self.elect([tp for tp in not_led if tp not in ctx.reassignments])
+
+    def elect(self, tps):
+        """Preferred-replica election of ``tps``; returns those whose leader moved."""
+        core = self.core
+        ctx = core.ctx
+        batch = RequestBatch()
+        moved = []
+        allowed = core.brokers.leaders_allowed()
+        for tp in sorted(tps):
+            if tp[0] in ctx.topics_to_delete or tp in ctx.reassignments:
+                continue
+            replicas = ctx.assignments[tp]
+            cur = ctx.leadership.get(tp)
+            if cur is None or cur.leader == replicas[0]:
+                continue
+            new = core.partitions.write(tp, lambda c, r=replicas: election.preferred_replica_leader(r, c.isr, allowed))
+            if new is None:
+                log.info("%s-%d: preferred replica %d not live or not in ISR", tp[0], tp[1], replicas[0])
+                continue
+            ctx.partition_states[tp] = ONLINE
+            core.partitions.send_leadership(batch, tp)
+            moved.append(tp)
+        core.send(batch)
+        return moved

@@ -1,7 +1,19 @@
-"""Controller duty: partition reassignment (/admin/reassign_partitions): start new replicas, wait for the ISR, move leadership, drop old replicas.
+"""Controller duty: partition reassignment (``/admin/reassign_partitions``) -- start the new replicas, wait for
+them in the ISR, move leadership, drop the old replicas.
 
-A mixin of ``Controller`` (controller.py): its methods run in the controller's event-loop greenlet and use
-the state and helpers documented there.
+Per partition (Kafka's two phases; OAR = original replicas, RAR = requested): (1) AR = RAR + (OAR - RAR) written to
+``/brokers/topics/<t>``, a leader-epoch bump tells every replica (LeaderAndIsr names the adding and removing
+replicas), the new ones start following; (2) once RAR is in the ISR: leader = the current one if in RAR, else the
+first of RAR live and in the ISR; ISR and AR cut to RAR; StopReplica(delete) to the dropped replicas; the entry
+leaves the znode (deleted when empty). Invalid entries (unknown partition, topic being deleted, empty or duplicate
+list, unchanged list, a broker not live) are dropped from the znode at once.
+
+State: ``ctx.reassignments`` {(t, p): state.Reassignment} (added and completed here; dropped with a forgotten
+topic through ``drop``) and one data watch per moving partition's state znode (``_watches``, released on resign),
+whose changes (the leader adding a caught-up replica to the ISR) are ReassignedIsrChange events.
+
+A collaborator of the controller core (controller.py): runs in its event greenlet and uses the core's narrow
+surface.
 """
 import logging
 
@@ -9,26 +21,44 @@ from kbroker.coord.errors import NoNodeError
 from kbroker.coord.znodes import TopicPartitionStateZNode, TopicZNode
 
 from . import election
-from .batch import RequestBatch
+from . import events as ev
 from .admin_znodes import ReassignPartitionsZNode
+from .batch import RequestBatch
 from .state import ONLINE, R_NEW, R_ONLINE
 
 log = logging.getLogger("kbroker.controller")
 
 
-class Reassignment:
-    # ------------------------------------------------------------------------------------------------ reassignment
+class Reassignments:
+    def __init__(self, core):
+        self.core = core
+        self._watches = {}   # (topic, p) -> watch handle of its state znode (this term)
 
-    def _ev_reassign(self):
-        ctx = self.ctx
-        data, _ = self.backend.get_or_none(ReassignPartitionsZNode.path())
+    def on_resign(self):
+        for w in self._watches.values():
+            w.cancel()
+        self._watches = {}
+
+    def drop(self, tp):
+        """Forget a partition's reassignment without completing it (its topic is gone)."""
+        self.core.ctx.reassignments.pop(tp, None)
+        w = self._watches.pop(tp, None)
+        if w is not None:
+            w.cancel()
+
+    # ------------------------------------------------------------------------------------------------ events
+
+    def on_request(self, _event):
+        """``/admin/reassign_partitions`` changed: start the valid new entries, drop the invalid ones."""
+        ctx = self.core.ctx
+        data, _ = self.core.backend.get_or_none(ReassignPartitionsZNode.path())
         if data is None:
             return
         try:
             wanted = ReassignPartitionsZNode.decode(data)
         except (ValueError, KeyError, TypeError):
             log.warning("malformed %s removed", ReassignPartitionsZNode.path())
-            self._write_reassign_znode({})
+            self._write_znode({})
             return
         dropped = []
         for tp, target in wanted.items():
@@ -51,39 +81,32 @@ class Reassignment:
                 dropped.append(tp)
                 continue
             ctx.reassignments[tp] = ctx.new_reassignment(list(target), list(replicas))
-            self._watch_reassigned_state(tp)
-            self._on_reassignment(tp)
+            self._watches[tp] = self.core.watch_data(TopicPartitionStateZNode.path(*tp), ev.ReassignedIsrChange(tp))
+            self.on_partition(tp)
         if dropped:
-            self._remove_from_reassign_znode(dropped)
+            self._remove_from_znode(dropped)
 
-    def _watch_reassigned_state(self, tp):
-        gen = self._generation
-
-        def cb(data, stat):
-            if gen != self._generation or not self._running:
-                return False
-            self._enqueue("reassign_isr_change", tp)
-        self._reassign_watches[tp] = self.backend.watch_data(TopicPartitionStateZNode.path(*tp), cb)
-
-    def _ev_reassign_isr_change(self, tp):
-        if tp not in self.ctx.reassignments:
+    def on_isr_change(self, event):
+        """The state znode of a moving partition changed (e.g. the leader added a new replica to the ISR)."""
+        tp = event.tp
+        if tp not in self.core.ctx.reassignments:
             return
-        st = self._read_state(tp)
-        if st is None:
+        if self.core.partitions.reload(tp) is None:
             return
-        cur = self.ctx.leadership.get(tp)
-        if cur is None or cur.zk_version != st.zk_version:
-            self.ctx.leadership[tp] = st
-        self._on_reassignment(tp)
+        self.on_partition(tp)
 
-    def _on_reassignment(self, tp):
-        ctx = self.ctx
+    # ------------------------------------------------------------------------------------------------ phases
+
+    def on_partition(self, tp):
+        """Advance ``tp``'s reassignment: phase 1 once, completion when RAR is in the ISR (module docstring)."""
+        core = self.core
+        ctx = core.ctx
         ra = ctx.reassignments[tp]
         st = ctx.leadership.get(tp)
         if st is None:
             return
         if set(ra.target) <= set(st.isr):
-            self._complete_reassignment(tp)
+            self._complete(tp)
             return
         if ra.started:
             return
@@ -92,20 +115,21 @@ class Reassignment:
         merged = list(ra.target) + [r for r in ra.original if r not in ra.target]
         if merged != ctx.assignments[tp]:
             self._write_assignment(tp, merged)
-        new = self._write_leadership(tp, lambda c: (c.leader, list(c.isr)))
+        new = core.partitions.write(tp, lambda c: (c.leader, list(c.isr)))
         if new is None:
             return
         ra.started = True
         for r in ra.target:
             if r not in ra.original:
                 ctx.replica_states[(tp, r)] = R_NEW
-        self._send_leadership(batch, tp)
-        batch.send(self)
+        core.partitions.send_leadership(batch, tp)
+        core.send(batch)
 
-    def _complete_reassignment(self, tp):
-        ctx = self.ctx
+    def _complete(self, tp):
+        core = self.core
+        ctx = core.ctx
         ra = ctx.reassignments[tp]
-        allowed = self._leaders_allowed()
+        allowed = core.brokers.leaders_allowed()
         removed = [r for r in ctx.assignments[tp] if r not in ra.target]
 
         def choose(cur):
@@ -115,40 +139,39 @@ class Reassignment:
             res = election.reassigned_partition_leader(ra.target, isr, allowed)
             return (res[0], isr) if res is not None else None
         batch = RequestBatch()
-        new = self._write_leadership(tp, choose)
+        new = core.partitions.write(tp, choose)
         if new is None:
             log.warning("%s-%d: no live in-sync replica among %s to lead; reassignment waits",
                         tp[0], tp[1], ra.target)
             return
         self._write_assignment(tp, list(ra.target))
         ctx.partition_states[tp] = ONLINE
-        del ctx.reassignments[tp]
-        w = self._reassign_watches.pop(tp, None)
-        if w is not None:
-            w.cancel()
+        self.drop(tp)
         for r in ra.target:
             ctx.replica_states[(tp, r)] = R_ONLINE
-        self._send_leadership(batch, tp)
+        core.partitions.send_leadership(batch, tp)
         for r in removed:
             ctx.replica_states.pop((tp, r), None)
             if r in ctx.live_brokers:
                 batch.add_stop_replica([r], tp, True)
-        batch.send(self)
-        self._remove_from_reassign_znode([tp])
+        core.send(batch)
+        self._remove_from_znode([tp])
         log.info("%s-%d reassigned to %s", tp[0], tp[1], ra.target)
-        self._resume_deletions()
+        core.deletion.resume()
+
+    # ------------------------------------------------------------------------------------------------ znodes
 
     def _write_assignment(self, tp, replicas):
-        topic = tp[0]
-        path = TopicZNode.path(topic)
-        data, stat = self.backend.get(path)
+        core = self.core
+        path = TopicZNode.path(tp[0])
+        data, stat = core.backend.get(path)
         current = TopicZNode.decode(data)
         current[tp[1]] = list(replicas)
-        self.backend.set(path, TopicZNode.encode(current), version=stat.version)
-        self.ctx.assignments[tp] = list(replicas)
+        core.backend.set(path, TopicZNode.encode(current), version=stat.version)
+        core.ctx.assignments[tp] = list(replicas)
 
-    def _remove_from_reassign_znode(self, tps):
-        data, _ = self.backend.get_or_none(ReassignPartitionsZNode.path())
+    def _remove_from_znode(self, tps):
+        data, _ = self.core.backend.get_or_none(ReassignPartitionsZNode.path())
         if data is None:
             return
         try:
@@ -157,14 +180,14 @@ class Reassignment:
             wanted = {}
         for tp in tps:
             wanted.pop(tp, None)
-        self._write_reassign_znode(wanted)
+        self._write_znode(wanted)
 
-    def _write_reassign_znode(self, wanted):
+    def _write_znode(self, wanted):
         path = ReassignPartitionsZNode.path()
         try:
             if wanted:
-                self.backend.set(path, ReassignPartitionsZNode.encode(wanted))
+                self.core.backend.set(path, ReassignPartitionsZNode.encode(wanted))
             else:
-                self.backend.delete(path)
+                self.core.backend.delete(path)
         except NoNodeError:
             pass

@@ -1,10 +1,16 @@
-"""Controller duty: controlled shutdown: move leadership away from a broker that is stopping.
+"""Controller duty: controlled shutdown -- move leadership away from a broker that is stopping.
 
 Only the broker itself may ask: the request names the broker and carries its broker epoch (the czxid of its
-registration, KIP-380), which must equal the one the controller read; else STALE_BROKER_EPOCH (77) and nothing moves.
+registration, KIP-380), which must equal the one the controller read; else STALE_BROKER_EPOCH (77) and nothing
+moves. Then the broker joins ``ctx.shutting_down`` (it may no longer lead; Brokers drops it when it goes) and, for
+each partition with RF > 1 not being deleted: where it leads, a new leader from the ISR without it
+(``election.controlled_shutdown_leader``), the old leader told too (LeaderAndIsr) so it stops accepting writes at
+once; where it follows, StopReplica(delete=false) and out of the ISR. The answer lists the partitions it still
+leads (no other ISR member could take over); the broker asks again (``controlled.shutdown.max.retries``) while
+that list is not empty.
 
-A mixin of ``Controller`` (controller.py): its methods run in the controller's event-loop greenlet and use
-the state and helpers documented there.
+A collaborator of the controller core (controller.py): runs in its event greenlet (the caller of
+``Controller.controlled_shutdown`` waits on the event's AsyncResult) and uses the core's narrow surface.
 """
 import logging
 
@@ -18,15 +24,18 @@ log = logging.getLogger("kbroker.controller")
 
 
 class ControlledShutdown:
-    # ------------------------------------------------------------------------------------------------ shutdown
+    def __init__(self, core):
+        self.core = core
 
-    def _ev_controlled_shutdown(self, broker_id, broker_epoch, result):
-        if not self.active:
-            result.set_exception(errors.NotController("broker %d is not the controller" % self.broker_id))
+    def on_request(self, event):
+        """Not guarded (events.py): answers NOT_CONTROLLER itself, so the caller never waits for nothing."""
+        core, result = self.core, event.result
+        if not core.active:
+            result.set_exception(errors.NotController("broker %d is not the controller" % core.broker_id))
             return
         try:
-            self._check_still_controller()
-            result.set(self._controlled_shutdown(broker_id, broker_epoch))
+            core.check_still_controller()
+            result.set(self._shut_down(event.broker_id, event.broker_epoch))
         except ControllerMoved:
             result.set_exception(errors.NotController("controller moved"))
             raise
@@ -35,8 +44,9 @@ class ControlledShutdown:
             if not isinstance(e, errors.KafkaError):
                 raise
 
-    def _controlled_shutdown(self, broker_id, broker_epoch):
-        ctx = self.ctx
+    def _shut_down(self, broker_id, broker_epoch):
+        core = self.core
+        ctx = core.ctx
         if broker_id not in ctx.live_brokers:
             raise errors.BrokerNotAvailable("broker %d is not registered" % broker_id)
         current = ctx.broker_epochs.get(broker_id, -1)
@@ -47,7 +57,7 @@ class ControlledShutdown:
                         broker_id, broker_epoch, current)
             raise errors.StaleBrokerEpoch("broker %d has broker epoch %d, not %d" % (broker_id, current, broker_epoch))
         ctx.shutting_down.add(broker_id)
-        allowed = self._leaders_allowed()
+        allowed = core.brokers.leaders_allowed()
         batch = RequestBatch()
         for tp, replicas in sorted(ctx.assignments.items()):
             if broker_id not in replicas or len(replicas) < 2 or tp[0] in ctx.topics_to_delete:
@@ -56,15 +66,15 @@ class ControlledShutdown:
             if cur is None:
                 continue
             if cur.leader == broker_id:
-                new = self._write_leadership(
+                new = core.partitions.write(
                     tp, lambda c, r=replicas: election.controlled_shutdown_leader(r, c.isr, allowed, {broker_id}))
                 if new is not None:
                     # The old leader is told too, so it stops accepting writes right away.
-                    self._send_leadership(batch, tp, extra=[broker_id])
+                    core.partitions.send_leadership(batch, tp, extra=[broker_id])
             else:
                 batch.add_stop_replica([broker_id], tp, False)
-                self._remove_replica_from_isr(batch, tp, broker_id)
-        batch.send(self)
+                core.partitions.remove_replica_from_isr(batch, tp, broker_id)
+        core.send(batch)
         return sorted(tp for tp, replicas in ctx.assignments.items()
                       if len(replicas) > 1 and ctx.leadership.get(tp) is not None
                       and ctx.leadership[tp].leader == broker_id)

@@ -7,13 +7,10 @@ OfflineReplica (broker gone or shut down; out of the ISR), ReplicaDeletionStarte
 ReplicaDeletionSuccessful, ReplicaDeletionIneligible (broker down or delete failed; retried when it returns),
 NonExistentReplica (dropped from the context).
 """
-from kbroker.cluster_state import LeaderAndIsr  # noqa: F401 -- the value ``leadership`` holds
-
 NON_EXISTENT, NEW, ONLINE, OFFLINE = "NonExistentPartition", "NewPartition", "OnlinePartition", "OfflinePartition"
 R_NEW, R_ONLINE, R_OFFLINE = "NewReplica", "OnlineReplica", "OfflineReplica"
 R_DELETION_STARTED, R_DELETION_SUCCESSFUL, R_DELETION_INELIGIBLE = (
     "ReplicaDeletionStarted", "ReplicaDeletionSuccessful", "ReplicaDeletionIneligible")
-
 
 
 class Reassignment:
@@ -25,16 +22,20 @@ class Reassignment:
 
 
 class ControllerContext:
+    """One term's state; the comments name who writes each field (docs/architecture.md, "controller")."""
+
     def __init__(self):
-        self.live_brokers = {}       # id -> BrokerRegistration
-        self.broker_epochs = {}      # id -> broker epoch (czxid of /brokers/ids/<id>) of the live registration
-        self.shutting_down = set()   # ids in controlled shutdown (still live, may not lead)
-        self.assignments = {}        # (topic, p) -> [replica ids] (first = preferred leader)
-        self.leadership = {}         # (topic, p) -> LeaderAndIsr: the state znode as last read/written
-        self.partition_states = {}   # (topic, p) -> NEW/ONLINE/OFFLINE
-        self.replica_states = {}     # ((topic, p), broker id) -> R_*
-        self.topics_to_delete = set()
-        self.reassignments = {}      # (topic, p) -> Reassignment
+        self.live_brokers = {}       # id -> BrokerRegistration                                       (Brokers)
+        self.broker_epochs = {}      # id -> broker epoch (czxid of /brokers/ids/<id>)                (Brokers)
+        self.shutting_down = set()   # ids in controlled shutdown: live, may not lead
+                                     #                 (ControlledShutdown adds, Brokers drops a failed broker)
+        self.assignments = {}        # (topic, p) -> [replica ids], first = preferred  (TopicChanges, Reassignments)
+        self.leadership = {}         # (topic, p) -> cluster_state.LeaderAndIsr, the state znode as last read or
+                                     # written              (PartitionStateMachine; TopicChanges.forget drops)
+        self.partition_states = {}   # (topic, p) -> NEW/ONLINE/OFFLINE      (every collaborator's transitions)
+        self.replica_states = {}     # ((topic, p), broker id) -> R_*        (every collaborator's transitions)
+        self.topics_to_delete = set()  # topics marked and queued                                  (TopicDeletion)
+        self.reassignments = {}      # (topic, p) -> Reassignment                                 (Reassignments)
 
     def topics(self):
         return {tp[0] for tp in self.assignments}

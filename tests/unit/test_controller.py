@@ -4,6 +4,7 @@ import pytest
 
 from kbroker import errors
 from kbroker.controller.admin_znodes import PreferredReplicaElectionZNode, ReassignPartitionsZNode
+from kbroker.controller.events import IsrChange
 from kbroker.coord.znodes import IsrChangeNotificationSequenceZNode, TopicZNode
 
 from .test_controller_support import (  # noqa: F401 -- backend is a fixture
@@ -88,7 +89,7 @@ def test_state_written_by_newer_controller_makes_old_one_resign(cluster, backend
     act = cluster.active()
     # A successor (epoch 2) rewrote the partition state; the old controller's conditional write fails.
     backend.set("/brokers/topics/t/partitions/0/state", st(2, 5, [2], ce=2))
-    act._enqueue("isr_change")  # any event: the controller re-reads and checks
+    act.enqueue(IsrChange())  # any event: the controller re-reads and checks
     backend.set("/controller_epoch", b"2")
     cluster.settle()
     assert not act.active
