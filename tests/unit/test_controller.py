@@ -529,3 +529,42 @@ def test_new_controller_marks_partitions_led_by_dead_brokers_offline(backend):
         assert c.state("two", 0) == st(2, 1, [2], ce=epoch)     # a live ISR member takes over
     finally:
         c.stop()
+
+
+# -- events -----------------------------------------------------------------------------------------------------
+
+def test_every_event_class_has_exactly_one_handler(backend, monkeypatch):
+    import inspect
+
+    from kbroker.controller import events
+    from kbroker.controller.controller import Controller
+    from .test_controller_support import FakeChannel
+    classes = {c for _, c in inspect.getmembers(events, inspect.isclass)
+               if issubclass(c, events.Event) and c is not events.Event}
+    assert classes == set(events.ALL) and len(events.ALL) == 14
+    c = Controller(1, backend, FakeChannel())
+    assert set(c._handlers) == classes
+    # Only the events that change who is active, and the one whose caller waits, run unguarded.
+    assert sorted(cls.__name__ for cls in classes if not cls.guarded) == [
+        "ControlledShutdownRequest", "Elect", "Resign", "Rewatch"]
+
+    class Unhandled(events.Event):
+        pass
+    monkeypatch.setattr(events, "ALL", events.ALL + (Unhandled,))
+    with pytest.raises(TypeError, match="Unhandled"):
+        Controller(1, backend, FakeChannel())
+
+
+def test_guarded_events_are_ignored_by_an_inactive_controller(cluster, backend, caplog):
+    from kbroker.controller.events import BrokerChange
+    cluster.store.create_topic("t", {0: [1, 2]})
+    cluster.settle()
+    idle = cluster.ctrls[2]
+    assert not idle.active
+    caplog.set_level("INFO", logger="kbroker.controller")
+    idle.enqueue(IsrChange())
+    idle.enqueue(BrokerChange())
+    cluster.settle()
+    # Dropped before the still-controller check: no resignation, no failed handler, nothing sent.
+    assert [r.getMessage() for r in caplog.records if r.name == "kbroker.controller"] == []
+    assert idle.ctx is None and not idle.active and cluster.channels[2].sent == []
