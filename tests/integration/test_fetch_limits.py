@@ -19,6 +19,7 @@ from kbroker.record import iter_batches, legacy
 from tests.integration.test_clients_common import (
     Got, Rec, aiokafka_consume, confluent_consume, create_topic, kafka_python_consume,
     kafka_python_produce)
+from tests.integration.harness import wait_until
 from tests.integration.test_durability import RawClient
 
 pytestmark = pytest.mark.timeout(300)
@@ -44,9 +45,19 @@ def essentials(got: list[Got]) -> list[tuple[int, int, bytes]]:
     return [(g.partition, g.offset, g.value) for g in got]
 
 
+def wait_for_controller(broker) -> None:
+    """Until Metadata names the broker as controller. A broker answers requests before its controller election;
+    a librdkafka AdminClient whose first Metadata said controller -1 waits ~35 s before asking again."""
+    from tests.integration.test_cluster_common import metadata
+
+    wait_until(lambda: metadata(broker, [])["controller"] == broker.broker_id, 30, message="controller elected",
+               ignore=(OSError, ConnectionError))
+
+
 @pytest.fixture(scope="module")
 def big(shared_broker):
     """The topic, produced by kafka-python (each 1 MiB record alone in its batch: batch_size 16 KiB)."""
+    wait_for_controller(shared_broker)
     create_topic(shared_broker.bootstrap, TOPIC, len(PARTITIONS), TOPIC_CONFIG)
     recs = [Rec(p, None, value(p, i), (), None) for i in range(PER_PARTITION) for p in PARTITIONS]
     metas = kafka_python_produce(shared_broker.bootstrap, TOPIC, recs, max_request_size=4 * MIB)
@@ -163,6 +174,7 @@ def test_v2_cut_first_message_then_nothing(big):
 
 def test_broker_fetch_max_bytes_bounds_every_version(broker_factory):
     b = broker_factory(overrides={"fetch.max.bytes": 3 * MIB // 2})
+    wait_for_controller(b)
     create_topic(b.bootstrap, TOPIC, len(PARTITIONS), TOPIC_CONFIG)
     recs = [Rec(p, None, value(p, i), (), None) for i in range(PER_PARTITION) for p in PARTITIONS]
     kafka_python_produce(b.bootstrap, TOPIC, recs, max_request_size=4 * MIB)

@@ -15,6 +15,7 @@ import pytest
 from tests.integration.test_clients_common import (
     Rec, confluent_consume, confluent_produce, create_topic, now_ms, segment_batches, segment_path)
 from tests.integration.test_durability import RawClient
+from tests.integration.test_fetch_limits import wait_for_controller
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -41,6 +42,7 @@ def expected(t0: int) -> dict[int, tuple[int, int]]:
 @pytest.fixture(scope="module", params=["none", "gzip"])
 def batch_topic(request, shared_broker):
     topic = f"times-{request.param}"
+    wait_for_controller(shared_broker)
     create_topic(shared_broker.bootstrap, topic, 1)
     t0 = now_ms() - 60_000
     produce_one_batch(shared_broker, topic, t0, request.param)
@@ -122,6 +124,7 @@ def test_log_append_time_names_the_first_record_of_the_batch(shared_broker):
     from kafka import KafkaConsumer, TopicPartition
 
     topic = "times-lat"
+    wait_for_controller(shared_broker)
     create_topic(shared_broker.bootstrap, topic, 1, {"message.timestamp.type": "LogAppendTime"})
     before = now_ms()
     confluent_produce(shared_broker.bootstrap, topic, [Rec(0, None, b"x%d" % i, (), None) for i in range(N)],

@@ -20,6 +20,7 @@ import pytest
 from kbroker.log.manager import delete_dir_name
 from tests.integration.harness import wait_until
 from tests.integration.test_clients_common import Rec, confluent_consume, confluent_produce, create_topic
+from tests.integration.test_fetch_limits import wait_for_controller
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -31,6 +32,11 @@ def topic_dirs(broker) -> list[str]:
     """Every entry of the broker's log dir that belongs to TOPIC (live or being deleted)."""
     prefix = TOPIC[:200]
     return sorted(n for n in os.listdir(broker.log_dir) if n.startswith(prefix))
+
+
+def start(broker) -> None:
+    broker.start()
+    wait_for_controller(broker)
 
 
 def listed(bootstrap: str) -> bool:
@@ -56,6 +62,7 @@ def produce_and_read(bootstrap: str, partitions: int, n: int, tag: bytes) -> Non
 
 
 def test_create_delete_and_create_again(broker):
+    wait_for_controller(broker)
     create_topic(broker.bootstrap, TOPIC, 2)
     assert topic_dirs(broker) == [TOPIC + "-0", TOPIC + "-1"]
     produce_and_read(broker.bootstrap, 2, 3, b"first")
@@ -67,12 +74,14 @@ def test_create_delete_and_create_again(broker):
     create_topic(broker.bootstrap, TOPIC, 2)
     produce_and_read(broker.bootstrap, 2, 1, b"second")
     # ... and it survives a restart.
-    broker.restart()
+    broker.stop()
+    start(broker)
     got = confluent_consume(broker.bootstrap, TOPIC, 2, partitions=(0, 1))
     assert [(g.partition, g.offset, g.value) for g in got] == [(0, 0, b"second-0-0"), (1, 0, b"second-1-0")]
 
 
 def test_kafka_python_admin_deletes_it_too(broker):
+    wait_for_controller(broker)
     from kafka.admin import KafkaAdminClient, NewTopic
 
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
@@ -89,20 +98,21 @@ def test_kafka_python_admin_deletes_it_too(broker):
 def test_interrupted_deletion_is_finished_at_startup(broker):
     """A crash between the rename and the removal leaves ``<topic cut>-<p>.<id>-delete`` with the whole log in it:
     the next start removes it and nothing of the old topic comes back."""
+    wait_for_controller(broker)
     create_topic(broker.bootstrap, TOPIC, 1)
     produce_and_read(broker.bootstrap, 1, 3, b"old")
     broker.stop()
     live = broker.log_dir / (TOPIC + "-0")
     saved = broker.dir / "saved-partition"
     shutil.copytree(live, saved)                  # the log as it was before the deletion began
-    broker.start()
+    start(broker)
     delete_topic(broker.bootstrap)
     wait_until(lambda: not listed(broker.bootstrap), 30, message="topic gone from Metadata")
     broker.stop()
     doomed = broker.log_dir / delete_dir_name(TOPIC, 0)
     shutil.copytree(saved, doomed)                # the state a crash mid-deletion leaves
     assert len(doomed.name) == 255 and any(n.endswith(".log") for n in os.listdir(doomed))
-    broker.start()
+    start(broker)
     assert topic_dirs(broker) == []
     assert not listed(broker.bootstrap)
     create_topic(broker.bootstrap, TOPIC, 1)
