@@ -42,8 +42,9 @@ nothing that could still be lost in a crash is ever seen.
 
 Off the event loop: when gevent has patched ``threading`` (the broker), the write + fsync and the compaction run in
 a gevent ThreadPool of two native threads; the calling greenlet waits cooperatively and the loop keeps serving. The
-native threads only do file I/O and JSON; the tree and its lock stay on the loop. Without gevent (tools, unit
-tests) they run inline. An fsync that fails leaves the store read-only: every later change raises
+native threads only do file I/O and JSON; the tree and its lock stay on the loop. A flush is driven by a greenlet of
+its own, not by a caller: a caller killed while it waits (its connection closed) cannot leave a write
+half-accounted. Without gevent (tools, unit tests) flushes run inline in the caller. An fsync that fails leaves the store read-only: every later change raises
 CoordinationError (the in-memory tree may hold changes the disk does not).
 
 Compaction: when the journal since the snapshot holds more than max(``COMPACT_MIN_BYTES``, snapshot size) bytes,
@@ -395,15 +396,16 @@ class _Journal:
 
 
 def _gevent_offloader():
-    """Run-in-a-native-thread functions when gevent has patched threading (the broker), else None (inline)."""
+    """(native thread pool, greenlet spawner) when gevent has patched threading (the broker), else (None, None)."""
     try:
         from gevent import monkey
     except ImportError:
-        return None
+        return None, None
     if not monkey.is_module_patched("threading"):
-        return None
+        return None, None
+    import gevent
     from gevent.threadpool import ThreadPool
-    return ThreadPool(2)
+    return ThreadPool(2), gevent.spawn
 
 
 class EmbeddedBackend(CoordinationBackend):
@@ -423,6 +425,7 @@ class EmbeddedBackend(CoordinationBackend):
         self._child_watches = {}
         self._pool_arg = pool
         self._pool = None
+        self._spawn = None         # starts a flush in a greenlet of its own (gevent), or None: flush inline
         self._own_pool = False
         self._journal = None
         self._queued = []          # records not yet handed to a flush
@@ -459,7 +462,10 @@ class EmbeddedBackend(CoordinationBackend):
             except BaseException:
                 self._release_lock()
                 raise
-            self._pool = self._pool_arg if self._pool_arg is not None else _gevent_offloader()
+            if self._pool_arg is not None:
+                self._pool, self._spawn = self._pool_arg, getattr(self._pool_arg, "spawn_flusher", None)
+            else:
+                self._pool, self._spawn = _gevent_offloader()
             self._own_pool = self._pool_arg is None and self._pool is not None
             # ZooKeeper session ids are positive 64-bit numbers; 0 means "not an ephemeral".
             self._session_id = random.getrandbits(63) or 1
@@ -507,6 +513,8 @@ class EmbeddedBackend(CoordinationBackend):
         if compaction is not None:
             compaction.wait()
         with self._lock:
+            while self._flushing:
+                self._flushed.wait()
             self._root = None
             self._session_id = 0
             self._data_watches.clear()
@@ -516,7 +524,7 @@ class EmbeddedBackend(CoordinationBackend):
             self._release_lock()
             if self._own_pool:
                 self._pool.kill()
-            self._pool = None
+            self._pool = self._spawn = None
 
     def _release_lock(self):
         if self._lock_fd is not None:
@@ -664,7 +672,9 @@ class EmbeddedBackend(CoordinationBackend):
         return fn(*args) if self._pool is None else self._pool.apply(fn, args)
 
     def _commit(self, seq):
-        """Return once record ``seq`` (and so every earlier one) is durable, flushing when nobody else is."""
+        """Return once record ``seq`` (and so every earlier one) is durable. When no flush is running, start one: in a
+        greenlet of its own under gevent (a caller killed while it waits -- its connection closed -- cannot leave a
+        write half-accounted), else in this thread."""
         while True:
             with self._lock:
                 if self._durable_seq >= seq:
@@ -674,33 +684,44 @@ class EmbeddedBackend(CoordinationBackend):
                 if self._flushing:
                     self._flushed.wait()
                     continue
-                batch, upto = self._queued, self._last_seq
-                self._queued = []
                 self._flushing = True
-                journal = self._journal
-            error = None
-            try:
-                written = self._run(journal.append, batch)
-            except BaseException as e:  # noqa: BLE001 - recorded, then re-raised to this caller
-                error = e
-            with self._lock:
-                self._flushing = False
-                if error is None:
+                if self._spawn is not None:
+                    self._spawn(self._flush)
+                    continue
+            self._flush()
+
+    def _flush(self):
+        """Write every queued record (one write + fsync per round) until none is left; the caller holds the flusher
+        role (``_flushing``), which this gives up at the end."""
+        try:
+            while True:
+                with self._lock:
+                    batch, upto = self._queued, self._last_seq
+                    self._queued = []
+                    journal = self._journal
+                if not batch or self._failed is not None:
+                    return
+                try:
+                    written = self._run(journal.append, batch)
+                except BaseException as e:  # noqa: BLE001 - the store turns read-only; waiters see _failed
+                    # Whether the batch reached the disk is unknown: nothing more may be acknowledged.
+                    log.error("coordination journal write failed; the store is read-only now: %r", e)
+                    with self._lock:
+                        self._failed = e
+                    if isinstance(e, Exception):
+                        return
+                    raise
+                with self._lock:
                     self._durable_seq = upto
                     self._journal_bytes += written
-                else:
-                    self._failed = error
-                    log.error("coordination journal write failed; the store is read-only now: %s", error)
-                self._flushed.notify_all()
-                compact = error is None and self._compaction_due()
+                    self._flushed.notify_all()
+                    compact = self._compaction_due()
                 if compact:
-                    self._flushing = True  # keeps other flushes out while the journal file is switched
-            if error is not None:
-                if isinstance(error, CoordinationError):
-                    raise error
-                raise CoordinationError("the coordination journal could not be written: %s" % error) from error
-            if compact:
-                self._start_compaction(upto)
+                    self._start_compaction(upto)
+        finally:
+            with self._lock:
+                self._flushing = False
+                self._flushed.notify_all()
 
     def _compaction_due(self):
         if self._journal_bytes <= max(COMPACT_MIN_BYTES, self._snapshot_bytes):
@@ -709,7 +730,7 @@ class EmbeddedBackend(CoordinationBackend):
 
     def _start_compaction(self, upto):
         """Switch to a new journal file at ``upto + 1`` and rebuild the snapshot from the older files (in the
-        background when there is a pool). Called by the flusher, with ``_flushing`` still set."""
+        background when there is a pool). Called with the flusher role held: no write runs meanwhile."""
         try:
             self._run(self._journal.rotate, upto + 1)
             self._journal_bytes = 0
@@ -719,10 +740,6 @@ class EmbeddedBackend(CoordinationBackend):
                 self._compaction = self._pool.spawn(self._compaction_done, _compact, self.meta_dir, upto)
         except OSError as e:
             log.error("coordination journal: could not start a new file for compaction: %s", e)
-        finally:
-            with self._lock:
-                self._flushing = False
-                self._flushed.notify_all()
 
     def _compaction_done(self, fn, *args):
         # Runs in the pool's native thread: it only sets an int the loop reads.
@@ -740,14 +757,17 @@ class EmbeddedBackend(CoordinationBackend):
         compaction = self._compaction
         if compaction is not None:
             compaction.wait()
-        while True:
-            with self._lock:
-                if not self._flushing:
-                    self._flushing = True
-                    upto = self._durable_seq
-                    break
+        with self._lock:
+            while self._flushing:
                 self._flushed.wait()
-        self._start_compaction(upto)
+            self._flushing = True
+            upto = self._durable_seq
+        try:
+            self._start_compaction(upto)
+        finally:
+            with self._lock:
+                self._flushing = False
+                self._flushed.notify_all()
         if self._compaction is not None:
             self._compaction.wait()
 
