@@ -41,8 +41,8 @@ UNSUPPORTED_VERSION (35, Kafka's answer when it will not down-convert) for a bat
 ``workers.DECODE_MAX_RECORDS`` (100 000) records.
 Fetch sessions (v7+) are answered sessionless (session_id 0): clients then send full requests every time.
 Deviations: a batch of more than 100 000 records is not down-converted (above; Kafka converts anything, at
-~360 bytes of memory per record here). zstd batches are not withheld from v4-v9 fetchers (Kafka answers UNSUPPORTED_COMPRESSION_TYPE); clients
-that cannot read zstd do not produce it either.
+~360 bytes of memory per record here). zstd batches are not withheld from v4-v9 fetchers (Kafka answers
+UNSUPPORTED_COMPRESSION_TYPE); clients that cannot read zstd do not produce it either.
 """
 import time
 

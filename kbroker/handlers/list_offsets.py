@@ -14,8 +14,8 @@ timestamp. Looking inside a batch decodes it (decompressing when needed), which 
 v0 answers ``old_style_offsets`` with one offset (max_num_offsets is honoured only as "at most"), like kafka-python
 and librdkafka expect. Errors per partition: UNKNOWN_TOPIC_OR_PARTITION (3), NOT_LEADER_OR_FOLLOWER (6).
 Deviations: a batch of more than 100 000 records (``workers.DECODE_MAX_RECORDS``) is answered by its base offset
-and max timestamp, without decoding it. v0 with an arbitrary timestamp uses the exact record lookup instead of Kafka 0.10's
-segment-modification-time approximation (a better answer to the same question).
+and max timestamp, without decoding it. v0 with an arbitrary timestamp uses the exact record lookup instead of
+Kafka 0.10's segment-modification-time approximation (a better answer to the same question).
 """
 from kbroker.handlers.common import error_code
 from kbroker.handlers.workers import DECODE_MAX_RECORDS, gc_paused, run_in_worker
