@@ -44,8 +44,9 @@ Off the event loop: when gevent has patched ``threading`` (the broker), the writ
 a gevent ThreadPool of two native threads; the calling greenlet waits cooperatively and the loop keeps serving. The
 native threads only do file I/O and JSON; the tree and its lock stay on the loop. A flush is driven by a greenlet of
 its own, not by a caller: a caller killed while it waits (its connection closed) cannot leave a write
-half-accounted. Without gevent (tools, unit tests) flushes run inline in the caller. An fsync that fails leaves the store read-only: every later change raises
-CoordinationError (the in-memory tree may hold changes the disk does not).
+half-accounted. Without gevent (tools, unit tests) flushes run inline in the caller. An fsync that fails leaves the
+store read-only: every later change raises CoordinationError (the in-memory tree may hold changes the disk does
+not).
 
 Compaction: when the journal since the snapshot holds more than max(``COMPACT_MIN_BYTES``, snapshot size) bytes,
 the flushing caller starts a new journal file at the next seq and a native thread rebuilds the snapshot from

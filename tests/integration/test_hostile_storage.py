@@ -23,7 +23,6 @@ nothing reached the log (the log end offset is unchanged) and that a good batch 
 """
 from __future__ import annotations
 
-import struct
 import time
 import zlib
 

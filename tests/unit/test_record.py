@@ -568,7 +568,8 @@ def test_compacted_and_timestamp_checks_use_native_facts(monkeypatch):
     # -1 = no timestamp is never out of range; one record far off is
     ok = B.build_batch([B.Record(0, -1, b"k", None), B.Record(1, NOW + 1000, b"k", None)])
     assert R.validate_for_append(ok, 0, NOW, cfg, produce_version=7).record_count == 2
-    late = B.build_batch([B.Record(0, NOW, b"k", None), B.Record(1, -1, b"k", None), B.Record(2, NOW - 1001, b"k", None)])
+    late = B.build_batch([B.Record(0, NOW, b"k", None), B.Record(1, -1, b"k", None),
+                          B.Record(2, NOW - 1001, b"k", None)])
     with pytest.raises(InvalidTimestamp):
         R.validate_for_append(late, 0, NOW, cfg, produce_version=7)
 
