@@ -1,8 +1,15 @@
 import json
 import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import zlib
 
 import pytest
 
+import kbroker.coord.embedded as E
 from kbroker import errors
 from kbroker.coord import (
     BadVersionError, CoordinationError, EmbeddedBackend, NoChildrenForEphemeralsError, NodeExistsError, NoNodeError,
@@ -511,13 +518,6 @@ def test_czxid_unique_increasing_and_survives_restart(tmp_path):
 
 # -- embedded store: journal, snapshot, compaction, recovery (issue 8) -------------------------------------------
 
-import shutil  # noqa: E402
-import threading  # noqa: E402
-import time  # noqa: E402
-import zlib  # noqa: E402
-
-import kbroker.coord.embedded as E  # noqa: E402
-
 
 def _meta(tmp):
     return os.path.join(str(tmp), E.META_DIR)
@@ -897,8 +897,6 @@ def test_under_gevent_fsync_is_off_the_loop_and_a_killed_waiter_breaks_nothing(t
     """The broker's case: gevent patched. A 0.3 s write + fsync runs in a native thread (the loop's longest gap
     stays far below it); a greenlet killed while waiting for its fsync leaves the store working, and its change,
     written by the flushing greenlet, is there after a restart."""
-    import subprocess
-    import sys
     out = subprocess.run([sys.executable, "-c", _GEVENT_SCRIPT, str(tmp_path)], capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 0, out.stderr
