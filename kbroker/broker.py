@@ -18,6 +18,7 @@ import os
 import time
 
 import gevent
+from gevent.event import Event
 from gevent.threadpool import ThreadPool
 
 from kbroker import errors
@@ -82,6 +83,11 @@ class Broker:
         self._pool = ThreadPool(1)
         self.group_coordinator = None
         self.started = False
+        # Set once start() has heard the controller's first UpdateMetadata naming this broker (or given up after
+        # METADATA_WAIT_S). The listener must open earlier -- the controller's LeaderAndIsr/UpdateMetadata reach
+        # this broker through it -- but a client's Metadata answered before then says controller -1 and no
+        # leaders, and librdkafka's AdminClient then waits ~35 s for a controller; Metadata waits for this instead.
+        self.ready = Event()
 
     # -------------------------------------------------------------------------------------------- lifecycle
     def start(self):
@@ -113,6 +119,7 @@ class Broker:
         ConfigWatcher(self).start()
         self._start_controller()
         self._wait_for_metadata()
+        self.ready.set()
         self._tasks += [
             gevent.spawn(self._every, cfg["log.retention.check.interval.ms"], self._check_retention),
             # Every second at most: rolled segments and flush.ms deadlines are fsynced promptly even though
@@ -135,6 +142,10 @@ class Broker:
                                          socket_timeout=cfg["controller.socket.timeout.ms"] / 1000.0)
         self.controller = Controller(self.broker_id, self.backend, self.channel, cfg, self.topic_store)
         self.controller.start()
+
+    def wait_ready(self, timeout=METADATA_WAIT_S):
+        """Block the calling greenlet until start() has the controller's first metadata (at most ``timeout``)."""
+        return self.ready.wait(timeout)
 
     def _wait_for_metadata(self):
         deadline = time.monotonic() + METADATA_WAIT_S

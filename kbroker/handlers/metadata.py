@@ -11,6 +11,11 @@ request naming more than ``metadata.request.max.topics`` distinct topics (kbroke
 connection: each name costs a lookup and an answer entry (~5 us on a 2-core machine, so 10,000 take ~50 ms of the
 event loop), the response has no request-level error code to refuse with, and a 4 MB request can name 2 M topics.
 A null list (all topics) is not limited: its size is the cluster's, not the client's.
+
+A Metadata request that arrives while the broker is still starting (listening, but without the controller's first
+UpdateMetadata) waits for it, at most ``METADATA_WAIT_S`` (30 s): answered earlier it would name no controller and
+no leaders, which librdkafka's AdminClient answers by waiting ~35 s before it asks again. Kafka does not process
+client requests before its startup completes either.
 """
 from kbroker import errors
 from kbroker.server.connection import CloseConnection
@@ -20,6 +25,7 @@ from kbroker.server.router import handler
 @handler(3, (0, 9))
 def metadata(ctx, req):
     broker = ctx.broker
+    broker.wait_ready()
     version = ctx.api_version
     requested = req["topics"]
     if requested is None or (version == 0 and not requested):

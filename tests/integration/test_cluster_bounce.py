@@ -21,11 +21,13 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
+import struct
 import time
 
 import pytest
 
-from tests.integration.harness import ZkEnsemble, wait_until
+from tests.integration.harness import ZkEnsemble, encode_request, read_response, wait_until
 from tests.integration.test_cluster_common import Cluster, create_topics, metadata, require_zookeeper
 
 pytestmark = [pytest.mark.zk, pytest.mark.timeout(300)]
@@ -143,3 +145,47 @@ def test_broker_bounced_while_the_controller_looks_away(cluster):
     md = metadata(victim, [TOPIC])
     assert sorted(md["brokers"]) == [0, 1, 2] and md["controller"] == 0
     assert md["topics"][TOPIC]["error"] == 0 and len(md["topics"][TOPIC]["partitions"]) == PARTITIONS
+
+
+def test_metadata_waits_for_the_controller_while_a_broker_starts(cluster):
+    """A broker listens before the controller has told it anything (the controller's requests come in through
+    that listener), but a client's Metadata answered then said controller -1 and no leaders: librdkafka's
+    AdminClient then waited ~35 s ("Failed while waiting for controller"). Metadata now waits for the
+    controller's first UpdateMetadata. Made deterministic by pausing the controller across the restart."""
+    cluster.ensure_all_running()
+    cluster.wait_converged()
+    controller = cluster.broker(0)
+    victim = cluster.broker(2)
+    path = f"/brokers/ids/{victim.broker_id}"
+    old_epoch = cluster.zk.exists(path).czxid
+    os.kill(controller.pid, signal.SIGSTOP)
+    try:
+        paused = time.monotonic()
+        victim.kill9()
+        victim.start(wait=False)
+        victim.wait_ready(15)  # listening: ApiVersions is answered at once
+        wait_until(lambda: (s := cluster.zk.exists(path)) is not None and s.czxid != old_epoch, 15, 0.05,
+                   "broker 2's new registration")
+        sock = socket.create_connection((victim.host, victim.port), timeout=5)
+        sock.sendall(encode_request(3, 1, 41, struct.pack(">i", -1)))
+        sock.settimeout(1.5)
+        with pytest.raises(socket.timeout):  # no controller has spoken to it yet: Metadata waits
+            read_response(sock)
+        assert time.monotonic() - paused < 14, "the pause must stay well inside the controller's session"
+    finally:
+        os.kill(controller.pid, signal.SIGCONT)
+    sock.settimeout(20)
+    cid, body = read_response(sock)
+    sock.close()
+    assert cid == 41
+    n_brokers = struct.unpack(">i", body[:4])[0]
+    pos = 4
+    for _ in range(n_brokers):
+        pos += 4
+        (hl,) = struct.unpack(">h", body[pos:pos + 2])
+        pos += 2 + hl + 4
+        (rl,) = struct.unpack(">h", body[pos:pos + 2])
+        pos += 2 + max(rl, 0)
+    (controller_id,) = struct.unpack(">i", body[pos:pos + 4])
+    assert controller_id == 0, f"Metadata named controller {controller_id}"
+    assert n_brokers == 3
