@@ -29,6 +29,7 @@ from kbroker.coord.controller_view import ControllerView
 from kbroker.coord.registration import BrokerRegistrar, cluster_id as read_cluster_id, generate_broker_id
 from kbroker.coord.errors import BadVersionError
 from kbroker.coord.znodes import ensure_persistent_paths
+from kbroker.internal_topics import GROUP_METADATA_TOPIC, is_internal
 from kbroker.log.config import LogConfig
 from kbroker.log.log import Log
 from kbroker.log.manager import LogManager, read_properties
@@ -42,7 +43,6 @@ from kbroker.topic_admin import ConfigWatcher, TopicAdmin
 
 log = logging.getLogger(__name__)
 
-INTERNAL_TOPICS = frozenset(["__consumer_offsets", "__transaction_state"])
 # How long start() waits for the controller's first UpdateMetadata naming this broker (then it serves anyway).
 METADATA_WAIT_S = 30.0
 
@@ -299,7 +299,7 @@ class Broker:
         return sorted(self.metadata_cache.topics())
 
     def is_internal(self, name):
-        return name in INTERNAL_TOPICS
+        return is_internal(name)
 
     @staticmethod
     def valid_topic_name(name):
@@ -434,8 +434,7 @@ class Broker:
 
     def _group_leadership_changed(self, tp, was_leader, is_leader):
         from kbroker.coordinator.coordinator import LOADING
-        from kbroker.coordinator.offsets_log import TOPIC
-        if tp[0] != TOPIC or self.group_coordinator is None or was_leader == is_leader:
+        if tp[0] != GROUP_METADATA_TOPIC or self.group_coordinator is None or was_leader == is_leader:
             return
         if is_leader:
             self.group_coordinator.owned[tp[1]] = LOADING  # COORDINATOR_LOAD_IN_PROGRESS until replayed
@@ -458,15 +457,14 @@ class Broker:
     def ensure_offsets_topic(self):
         """Create __consumer_offsets on first use (offsets.topic.* settings, replication factor capped by the
         live brokers, compacted). Its partitions are loaded as LeaderAndIsr makes this broker their leader."""
-        from kbroker.coordinator.offsets_log import TOPIC
-        if self.metadata_cache.contains_topic(TOPIC):
+        if self.metadata_cache.contains_topic(GROUP_METADATA_TOPIC):
             return
         cfg = self.config
         rf = max(1, min(cfg["offsets.topic.replication.factor"], len(self.live_broker_ids())))
         configs = {"cleanup.policy": "compact", "segment.bytes": str(cfg["offsets.topic.segment.bytes"]),
                    "compression.type": "producer"}
         try:
-            self.create_topic(TOPIC, cfg["offsets.topic.num.partitions"], rf, configs=configs)
-            log.info("created %s with %d partitions", TOPIC, cfg["offsets.topic.num.partitions"])
+            self.create_topic(GROUP_METADATA_TOPIC, cfg["offsets.topic.num.partitions"], rf, configs=configs)
+            log.info("created %s with %d partitions", GROUP_METADATA_TOPIC, cfg["offsets.topic.num.partitions"])
         except errors.TopicAlreadyExists:
             pass

@@ -31,12 +31,11 @@ from kbroker.controller.assignment import assign_replicas_to_brokers, start_inde
 from kbroker.coord.errors import CoordinationError, NodeExistsError
 from kbroker.coord.metadata_store import TopicStore
 from kbroker.coord.znodes import DeleteTopicsZNode
+from kbroker.internal_topics import GROUP_METADATA_TOPIC, INTERNAL_TOPICS
 
 from .common import TIMEOUT_MS, CommandError, UsageError, emit, live_brokers, zookeeper
 from .topics_common import (NAME_COLLISION_WARNING, ensure_topics_exist, format_partition_line, format_topic_line,
                             parse_replica_assignment, parse_topic_configs, topic_filter)
-
-INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 
 
 def check_args(args):
@@ -141,7 +140,7 @@ def zk_alter(store, args):
     given = parse_replica_assignment(args.replica_assignment) if args.replica_assignment else None
     brokers = None
     for name in names:
-        if name == "__consumer_offsets":
+        if name == GROUP_METADATA_TOPIC:
             raise CommandError("The number of partitions for the offsets topic cannot be changed.")
         current = store.assignment(name)
         if args.partitions <= len(current):

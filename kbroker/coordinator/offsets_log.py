@@ -9,8 +9,9 @@ decoder -- read them; they are what Kafka 0.10.1 writes):
 
 Deletions are tombstones (null value) with the same key: an expired/deleted offset, a deleted group.
 Every write is one uncompressed v2 batch appended through the leader ``Partition`` as an internal writer
-(``produce_version=None``, acks=-1: with our single in-sync replica the append itself is the commit), so commits
-are on disk (in the page cache) before the client is answered.
+(``produce_version=None``) with acks=-1 (``kbroker.replica.delayed_produce.append_and_wait``, bounded by
+offsets.commit.timeout.ms; with a single in-sync replica the append itself is the commit), so commits are in every
+in-sync replica's log (in the page cache) before the client is answered.
 
 Loading (``OffsetsStore.read``) replays a partition from its log start: for every key the last record wins and a
 tombstone removes the key (``replay``). Records whose key or value cannot be decoded are skipped with a warning:
@@ -21,12 +22,13 @@ import logging
 from kbroker import errors
 from kbroker.coordinator import schemas
 from kbroker.coordinator.group import OffsetAndMetadata
+from kbroker.internal_topics import GROUP_METADATA_TOPIC
 from kbroker.record import iter_records
 from kbroker.record.batch import Record, build_batch, iter_batches
+from kbroker.replica.delayed_produce import append_and_wait
 
 log = logging.getLogger(__name__)
 
-TOPIC = "__consumer_offsets"
 OFFSET_VALUE_VERSION = 1
 GROUP_VALUE_VERSION = 1
 GROUP_VALUE_VERSION_STATIC = 3
@@ -116,26 +118,19 @@ class OffsetsStore:
         self.commit_timeout_ms = commit_timeout_ms
 
     def _partition(self, index):
-        part = self.broker.local_partition(TOPIC, index)
+        part = self.broker.local_partition(GROUP_METADATA_TOPIC, index)
         if part is None:
-            raise errors.NotCoordinator("this broker does not host %s-%d" % (TOPIC, index))
+            raise errors.NotCoordinator("this broker does not host %s-%d" % (GROUP_METADATA_TOPIC, index))
         if not part.is_leader:
-            raise errors.NotCoordinator("this broker does not lead %s-%d" % (TOPIC, index))
+            raise errors.NotCoordinator("this broker does not lead %s-%d" % (GROUP_METADATA_TOPIC, index))
         return part
 
     def append(self, index, records, now):
         """Append and wait until every in-sync replica has it (acks=all, bounded by offsets.commit.timeout.ms):
         a commit acknowledged to a consumer survives the loss of this broker."""
-        part = self._partition(index)
-        term = part.leadership
-        res = part.append(build(records, now), None, -1)
-        if part.ack_status(res.last_offset, term) is None:
-            from kbroker.handlers.produce import await_replication
-            resp = {"error_code": 0}
-            await_replication([(resp, part, res.last_offset, term)], self.commit_timeout_ms)
-            if resp["error_code"]:
-                raise errors.error_for_code(resp["error_code"])("offset commit not replicated in %d ms"
-                                                                  % self.commit_timeout_ms)
+        _res, code = append_and_wait(self._partition(index), build(records, now), None, self.commit_timeout_ms)
+        if code:
+            raise errors.error_for_code(code)("offset commit not replicated in %d ms" % self.commit_timeout_ms)
 
     def read(self, index):
         """Yield ``(key, value)`` of every record of the partition, oldest first."""

@@ -26,7 +26,7 @@ Client host is reported as Kafka does (``InetAddress.toString``: "/127.0.0.1").
 from gevent.event import AsyncResult
 
 from kbroker import errors
-from kbroker.coordinator.offsets_log import TOPIC
+from kbroker.internal_topics import GROUP_METADATA_TOPIC as TOPIC
 from kbroker.server.router import handler
 
 NONE = 0

@@ -10,12 +10,11 @@ INVALID_TOPIC_EXCEPTION (17) for internal topics. A duplicate idempotent batch i
 offset. acks=0 gets no response at all (Kafka's contract); acks=1 is answered after the local append.
 acks=-1 (all): before the append, an ISR smaller than min.insync.replicas (topic, else broker) gets
 NOT_ENOUGH_REPLICAS (19) and nothing is appended. After appending every partition of the request, the request waits
-(delayed produce: one gevent Event registered on each pending Partition, set by its high-watermark advances and
-ISR/role changes) until each partition's HW is past its batch's last offset, at most ``timeout_ms``; partitions
-still short then answer REQUEST_TIMED_OUT (7) (the records stay in the log, as in Kafka). A partition whose HW got
-there while its ISR is below min.insync.replicas answers NOT_ENOUGH_REPLICAS_AFTER_APPEND (20); one whose broker
-stopped leading meanwhile answers NOT_LEADER_OR_FOLLOWER (6). With ISR = [leader] the HW moves in the append itself,
-so acks=-1 costs no Event, timer or greenlet switch.
+(the replica layer's delayed produce, kbroker/replica/delayed_produce.py) until each partition's HW is past its
+batch's last offset, at most ``timeout_ms``; partitions still short then answer REQUEST_TIMED_OUT (7) (the records
+stay in the log, as in Kafka). A partition whose HW got there while its ISR is below min.insync.replicas answers
+NOT_ENOUGH_REPLICAS_AFTER_APPEND (20); one whose broker stopped leading meanwhile answers NOT_LEADER_OR_FOLLOWER (6).
+With ISR = [leader] the HW moves in the append itself, so acks=-1 costs no Event, timer or greenlet switch.
 Deviation: transactional produce is not served (no transaction coordinator APIs are advertised).
 
 Bounded work (issue 8): all partition entries of one request share one decompression budget,
@@ -28,11 +27,11 @@ of appending yields before its next entry, so other connections are served betwe
 import time
 
 import gevent
-from gevent.event import Event
 
 from kbroker import errors
 from kbroker.handlers.common import error_code
 from kbroker.record import DEFAULT_REQUEST_DECOMPRESSED_BYTES, request_budget
+from kbroker.replica.delayed_produce import DelayedProduce
 from kbroker.server.router import handler
 
 # Appending time after which a request lets other greenlets run before its next partition entry.
@@ -44,7 +43,8 @@ def produce(ctx, req):
     version = ctx.api_version
     acks = req["acks"]
     responses = []
-    pending = [] if acks == -1 else None
+    delayed = DelayedProduce() if acks == -1 else None
+    waiting = []                # [(partition response, Ack)] of the acks=-1 appends
     config = getattr(broker, "config", None)
     limit = (config.get("max.request.decompressed.bytes", DEFAULT_REQUEST_DECOMPRESSED_BYTES) if config is not None
              else DEFAULT_REQUEST_DECOMPRESSED_BYTES)
@@ -54,52 +54,24 @@ def produce(ctx, req):
             name = t["name"]
             parts = []
             for pd in t["partition_data"]:
-                parts.append(_append_one(broker, ctx, version, acks, name, pd, pending))
+                parts.append(_append_one(broker, version, acks, name, pd, delayed, waiting))
                 if time.monotonic() - slice_start >= SLICE_S:
                     gevent.sleep(0)
                     slice_start = time.monotonic()
             responses.append({"name": name, "partition_responses": parts})
     if acks == 0:
         return None
-    if pending:
-        await_replication(pending, req["timeout_ms"], ctx.connection)
+    if waiting:
+        conn = ctx.connection
+        delayed.wait(req["timeout_ms"], (lambda: conn.closing) if conn is not None else None)
+        for resp, ack in waiting:
+            if ack.error_code:
+                resp["error_code"] = ack.error_code
     return {"responses": responses, "throttle_time_ms": 0}
 
 
-def await_replication(pending, timeout_ms, connection=None):
-    """Delayed produce: ``pending`` is [(resp, partition, last_offset, leadership)] whose HW was not past
-    last_offset after the append; sets each resp's error_code when it completes or times out."""
-    deadline = time.monotonic() + max(0, timeout_ms) / 1000.0
-    ev = Event()
-    parts = {id(p): p for _, p, _, _ in pending}
-    for p in parts.values():
-        p.add_waiter(ev)
-    try:
-        while True:
-            ev.clear()
-            still = []
-            for item in pending:
-                resp, part, last_offset, term = item
-                status = part.ack_status(last_offset, term)
-                if status is None:
-                    still.append(item)
-                else:
-                    resp["error_code"] = status
-            pending = still
-            if not pending:
-                return
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or (connection is not None and connection.closing):
-                break
-            ev.wait(remaining)
-    finally:
-        for p in parts.values():
-            p.remove_waiter(ev)
-    for resp, _part, _last, _term in pending:
-        resp["error_code"] = errors.REQUEST_TIMED_OUT
-
-
-def _append_one(broker, ctx, version, acks, topic, pd, pending=None):
+def _append_one(broker, version, acks, topic, pd, delayed, waiting):
+    """One partition entry -> its partition response; an acks=-1 append joins ``delayed`` and ``waiting``."""
     resp = {"index": pd["index"], "error_code": 0, "base_offset": -1, "log_append_time_ms": -1,
             "log_start_offset": -1, "record_errors": [], "error_message": None}
     try:
@@ -112,17 +84,15 @@ def _append_one(broker, ctx, version, acks, topic, pd, pending=None):
         part = broker.leader_partition(topic, pd["index"])
         # Null is an empty record set; the record layer answers it like Kafka: INVALID_RECORD (87) for v3+
         # ("exactly one record batch"), CORRUPT_MESSAGE (2) for the message sets of v0-v2.
-        records = pd["records"]
-        res = part.append(b"" if records is None else records, version, acks)
+        records = b"" if pd["records"] is None else pd["records"]
+        if delayed is not None:
+            res, ack = delayed.append(part, records, version)
+            waiting.append((resp, ack))
+        else:
+            res = part.append(records, version, acks)
         resp["base_offset"] = res.base_offset
         resp["log_append_time_ms"] = res.log_append_time
         resp["log_start_offset"] = res.log_start_offset
-        if pending is not None:
-            status = part.ack_status(res.last_offset, part.leadership)
-            if status is None:
-                pending.append((resp, part, res.last_offset, part.leadership))
-            elif status:
-                resp["error_code"] = status
     except Exception as e:  # noqa: BLE001 - every failure becomes this partition's error code
         resp["error_code"] = error_code(e, version >= 4)
         if isinstance(e, errors.KafkaError) and e.message:

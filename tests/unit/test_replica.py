@@ -1,6 +1,7 @@
 """Replication units: leader-epoch cache (file bytes, semantics, rebuild), leader-side Partition (HW, ISR shrink and
 expand on a fake clock, fencing), delayed produce (acks=all), the fetch / OffsetForLeaderEpoch handlers' codes."""
 import os
+import time
 
 import gevent
 import pytest
@@ -8,10 +9,11 @@ import pytest
 from kbroker import errors
 from kbroker.handlers.fetch import fetch as fetch_handler
 from kbroker.handlers.offsets_for_leader_epoch import offset_for_leader_epoch
-from kbroker.handlers.produce import await_replication, produce as produce_handler
+from kbroker.handlers.produce import produce as produce_handler
 from kbroker.log.config import LogConfig
 from kbroker.log.log import Log
 from kbroker.record import Record, build_batch
+from kbroker.replica.delayed_produce import DelayedProduce, append_and_wait
 from kbroker.replica.epoch_cache import FILE_NAME, UNDEFINED, LeaderEpochCache
 from kbroker.replica.partition import Partition
 
@@ -251,9 +253,9 @@ def test_fencing_codes(tmp_path):
 def test_delayed_produce_completes_on_hw_advance(tmp_path):
     part = make_partition(tmp_path, isr=[1, 2], min_isr=2)
     part.followers[2].leo = 0
-    r = part.append(batch(2), None, -1)
-    assert part.ack_status(r.last_offset, part.leadership) is None
-    resp = {"error_code": -99}
+    delayed = DelayedProduce()
+    r, ack = delayed.append(part, batch(2), None)
+    assert ack.error_code is None and part.ack_status(r.last_offset, part.leadership) is None
 
     def follower():
         gevent.sleep(0.05)
@@ -261,44 +263,61 @@ def test_delayed_produce_completes_on_hw_advance(tmp_path):
         gevent.sleep(0.05)
         part.update_follower(2, 2)
     g = gevent.spawn(follower)
-    await_replication([(resp, part, r.last_offset, part.leadership)], 5000)
+    delayed.wait(5000)
     g.join()
-    assert resp["error_code"] == 0 and part.high_watermark == 2
+    assert ack.error_code == 0 and part.high_watermark == 2
+    assert not part.waiters                          # the wait's Event left the partition
+
+
+def test_delayed_produce_single_member_isr_needs_no_wait(tmp_path):
+    part = make_partition(tmp_path, isr=[1])
+    delayed = DelayedProduce()
+    r, ack = delayed.append(part, batch(3), None)
+    assert (r.last_offset, ack.error_code) == (2, 0)  # complete in the append itself
+    t0 = time.monotonic()
+    delayed.wait(5000)
+    assert time.monotonic() - t0 < 0.05 and ack.error_code == 0
 
 
 def test_delayed_produce_times_out(tmp_path):
     part = make_partition(tmp_path, isr=[1, 2])
-    r = part.append(batch(1), None, -1)
-    resp = {"error_code": -99}
-    await_replication([(resp, part, r.last_offset, part.leadership)], 50)
-    assert resp["error_code"] == errors.REQUEST_TIMED_OUT == 7
+    r, code = append_and_wait(part, batch(1), None, 50)
+    assert code == errors.REQUEST_TIMED_OUT == 7
+    assert part.log_end_offset == 1 and part.high_watermark == 0   # the records stay in the log
+
+
+def test_delayed_produce_gives_up_when_nobody_waits(tmp_path):
+    part = make_partition(tmp_path, isr=[1, 2])
+    delayed = DelayedProduce()
+    _r, ack = delayed.append(part, batch(1), None)
+    closing = []
+    gevent.spawn_later(0.02, lambda: (closing.append(1), part._wake()))   # a wake after the connection closed
+    t0 = time.monotonic()
+    delayed.wait(5000, give_up=lambda: bool(closing))
+    assert time.monotonic() - t0 < 1 and ack.error_code == errors.REQUEST_TIMED_OUT
 
 
 def test_not_enough_replicas_after_append_when_isr_shrinks(tmp_path):
     clock = Clock()
     part = make_partition(tmp_path, isr=[1, 2], min_isr=2, clock=clock)
-    r = part.append(batch(1), None, -1)
-    resp = {"error_code": -99}
 
     def shrink():
         gevent.sleep(0.02)
         clock.t += 20000
         part.maybe_shrink_isr()
     g = gevent.spawn(shrink)
-    await_replication([(resp, part, r.last_offset, part.leadership)], 5000)
+    _r, code = append_and_wait(part, batch(1), None, 5000)
     g.join()
     assert part.isr == [1]
-    assert resp["error_code"] == errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND == 20
+    assert code == errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND == 20
 
 
 def test_delayed_produce_loses_leadership(tmp_path):
     part = make_partition(tmp_path, isr=[1, 2])
-    r = part.append(batch(1), None, -1)
-    resp = {"error_code": -99}
     g = gevent.spawn_later(0.02, part.make_follower, 2, 2, [2], [1, 2], 1)
-    await_replication([(resp, part, r.last_offset, part.leadership)], 5000)
+    _r, code = append_and_wait(part, batch(1), None, 5000)
     g.join()
-    assert resp["error_code"] == errors.NOT_LEADER_OR_FOLLOWER
+    assert code == errors.NOT_LEADER_OR_FOLLOWER
 
 
 # ------------------------------------------------------------------------------------------- handlers

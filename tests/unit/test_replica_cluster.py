@@ -8,10 +8,10 @@ import pytest
 
 from kbroker import errors
 from kbroker.cluster_state import LeaderAndIsr, PartitionLeadership
-from kbroker.handlers.produce import await_replication
 from kbroker.log.config import LogConfig
 from kbroker.log.manager import LogManager
 from kbroker.record import Record, build_batch, iter_records
+from kbroker.replica.delayed_produce import append_and_wait
 from kbroker.replica.manager import ReplicaManager
 from kbroker.server.router import Router
 from kbroker.server.server import KafkaServer
@@ -145,10 +145,8 @@ def test_acks_all_waits_for_every_isr_member(cluster3):
     nodes = cluster3.nodes
     leader = nodes[1].rm.get_partition("t", 0)
     for i in range(20):
-        r = leader.append(batch(b"x%d" % i), None, -1)
-        resp = {"error_code": -99}
-        await_replication([(resp, leader, r.last_offset, leader.leadership)], 5000)
-        assert resp["error_code"] == 0
+        r, code = append_and_wait(leader, batch(b"x%d" % i), None, 5000)
+        assert code == 0
         for j in (2, 3):
             assert nodes[j].rm.get_partition("t", 0).log_end_offset >= r.last_offset + 1
     assert leader.high_watermark == 20
