@@ -1,9 +1,11 @@
-"""kbroker-server [server.properties | config.yaml] [--override key=value]...
+"""kbroker-server [server.properties | config.yaml] [--override key=value]... [--check-config]
 
 The only place (with the other cli modules) that monkey-patches: gevent's patch_all must run before anything else
 imports socket/threading, so kbroker modules are imported inside ``main``.
 Exit codes: 0 after a clean shutdown (SIGTERM/SIGINT), 1 for a configuration error (the message names the key),
-2 for usage errors.
+2 for usage errors. ``--check-config`` loads and validates the configuration exactly as startup does, prints every key
+with its effective value and source, and exits (0, or 1 with the same error startup would give); keys set without
+effect in kbroker are logged as WARNING lines in both modes (``effect`` in kbroker/config/keys.py).
 """
 import argparse
 import logging
@@ -45,7 +47,19 @@ def parse_args(argv):
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key (repeatable)")
     p.add_argument("--log-level", default="INFO")
+    p.add_argument("--check-config", action="store_true",
+                   help="validate the configuration, print every key's value and source, and exit")
     return p.parse_args(argv)
+
+
+def print_config(cfg, out=sys.stdout):
+    """--check-config: "key=value  (source)" for every key, then the unknown keys and the keys without effect."""
+    for name, value, source in cfg.describe():
+        print("%s=%s  (%s)" % (name, "" if value is None else value, source), file=out)
+    for name in sorted(cfg.unknown):
+        print("# unknown, ignored: %s" % name, file=out)
+    for name, reason in cfg.no_effect:
+        print("# no effect in kbroker: %s: %s" % (name, reason), file=out)
 
 
 def main(argv=None):
@@ -63,6 +77,9 @@ def main(argv=None):
     except (ConfigError, OSError) as e:
         print("kbroker-server: configuration error: %s" % e, file=sys.stderr)
         return 1
+    if args.check_config:
+        print_config(cfg)
+        return 0
     from kbroker.broker import Broker
     broker = Broker(cfg)
     # Signal handlers go in before start(): the server answers requests while start() still waits for the

@@ -4,8 +4,8 @@ import os
 import socket
 
 from .files import Listener, _ZK_CONNECT, load_file, parse_listeners, parse_override, parse_protocol_map
-from .keys import CONFIG_KEYS, _KEYS
-from .values import ConfigError, Password, _invalid, format_value, parse_value
+from .keys import CONFIG_KEYS, NO_EFFECT, REFUSED_UNLESS_DEFAULT, _KEYS, _SECURITY, effect_of
+from .values import ConfigError, Password, _invalid, format_default, format_value, parse_value
 
 
 log = logging.getLogger("kbroker.config")
@@ -49,7 +49,11 @@ class BrokerConfig:
     """Typed broker config. ``cfg["log.segment.bytes"]``, ``cfg.get(key, default)``, derived helpers below.
 
     ``sources[key]`` is "default", "file" or "override" (for --check-config); ``unknown`` holds unknown keys with
-    their raw values; ``originals`` the explicitly supplied raw values of known keys.
+    their raw values; ``originals`` the explicitly supplied raw values of known keys; ``no_effect`` the
+    [(key, reason)] of keys set explicitly that kbroker accepts without effect (logged once as warnings).
+
+    Construction fails closed: a value out of range, a listener whose security protocol is not PLAINTEXT, or a
+    non-default value of a key kbroker cannot honour (``effect`` in keys.py) raises ConfigError naming the key.
     """
 
     def __init__(self, props=None, sources=None):
@@ -77,6 +81,9 @@ class BrokerConfig:
                 d = key.default
                 self._values[key.name] = list(d) if isinstance(d, list) else d
         self._validate()
+        self.no_effect = self._check_effects()
+        for name, reason in self.no_effect:
+            log.warning("The configuration '%s' has no effect in kbroker: %s", name, reason)
 
     # -- construction ---------------------------------------------------------------------------------------------
 
@@ -232,6 +239,19 @@ class BrokerConfig:
         return cached
 
     @property
+    def socket_buffer_sizes(self):
+        """{"SO_SNDBUF": bytes, "SO_RCVBUF": bytes} for socket.send/receive.buffer.bytes set explicitly to > 0.
+
+        Kafka's default (102400) is deliberately not applied: setting SO_RCVBUF/SO_SNDBUF switches off Linux's buffer
+        autotuning (tcp_rmem/tcp_wmem grow a busy connection's buffers to MiBs), and a fixed 100 KiB buffer caps a
+        connection at ~100 KiB per round trip. -1 (Kafka: OS default) applies nothing either."""
+        out = {}
+        for key, opt in (("socket.send.buffer.bytes", "SO_SNDBUF"), ("socket.receive.buffer.bytes", "SO_RCVBUF")):
+            if self.is_set(key) and self[key] > 0:
+                out[opt] = self[key]
+        return out
+
+    @property
     def request_memory_bytes(self):
         """The bound on bytes of large requests being received or handled (``queued.max.request.bytes``). Kafka's
         default -1 is unbounded; kbroker keeps max(256 MiB, socket.request.max.bytes) then, so a hostile peer can
@@ -251,6 +271,7 @@ class BrokerConfig:
                 raise _invalid("listeners", self["listeners"],
                                "listener name %s is not in listener.security.protocol.map (%s)"
                                % (l.name, ", ".join(sorted(pmap))))
+        self._check_listener_protocols(pmap, listeners)
         names = {l.name for l in listeners}
         if self["advertised.listeners"] is not None and self["advertised.listeners"].strip():
             adv = parse_listeners("advertised.listeners", self["advertised.listeners"])
@@ -296,6 +317,40 @@ class BrokerConfig:
             raise _invalid("queued.max.request.bytes", qb, "must be <= 0 (unbounded in Kafka) or >= "
                            "socket.request.max.bytes (%d), so that one maximal request fits"
                            % self["socket.request.max.bytes"])
+        for key in ("socket.send.buffer.bytes", "socket.receive.buffer.bytes"):
+            if self[key] == 0:
+                raise _invalid(key, self.originals[key], "must be -1 (the OS default) or > 0 bytes")
         if self["group.min.session.timeout.ms"] > self["group.max.session.timeout.ms"]:
             raise _invalid("group.min.session.timeout.ms", self["group.min.session.timeout.ms"],
                            "must be <= group.max.session.timeout.ms (%d)" % self["group.max.session.timeout.ms"])
+
+    def _check_listener_protocols(self, pmap, listeners):
+        """Fail closed: a listener mapped to SSL or SASL_* would otherwise be served as PLAINTEXT. The error names
+        listeners (or listener.security.protocol.map when only the map makes a listener secure) and its value."""
+        for l in listeners:
+            proto = pmap[l.name]
+            if proto == "PLAINTEXT":
+                continue
+            key = "listeners" if self.is_set("listeners") else "listener.security.protocol.map"
+            raise _invalid(key, self[key], "listener %s has security protocol %s (listener.security.protocol.map), "
+                           "but %s; map every listener to PLAINTEXT" % (l.name, proto, _SECURITY))
+
+    def _check_effects(self):
+        """Apply the ``effect`` column of the key table; returns [(key, reason)] of set keys without effect.
+
+        A "refused-unless-default" key whose value differs from its default raises ConfigError naming it (the raw
+        value as given, passwords hidden). A "no-effect" key is reported whenever it is set, whatever its value:
+        its default is no more honoured than any other value."""
+        inert = []
+        for key in _KEYS:
+            if not self.is_set(key.name):
+                continue
+            kind, reason = effect_of(key)
+            value = self._values[key.name]
+            if kind == REFUSED_UNLESS_DEFAULT and value != key.default:
+                shown = value if isinstance(value, Password) else self.originals[key.name]
+                raise _invalid(key.name, shown, "only the default (%s) is accepted: %s"
+                               % (format_default(key.default), reason))
+            if kind == NO_EFFECT:
+                inert.append((key.name, reason))
+        return inert

@@ -1,24 +1,72 @@
-"""The broker config key table: name, type, default (Kafka's), validator, importance, doc."""
+"""The broker config key table: name, type, default (Kafka's), validator, importance, doc, effect.
+
+``effect`` says what kbroker does with the key -- one explicit classification, checked at startup
+(``BrokerConfig._check_effects``) and by tests/unit/test_config.py (every "applied" key is read somewhere in
+kbroker/, so no key can be silently inert):
+
+* ``"applied"`` -- the value takes effect.
+* ``"no-effect: <reason>"`` -- the key names a mechanism kbroker does not have (a Kafka thread pool, the
+  purgatory, the transaction coordinator, ...); any value is accepted, and a key set explicitly gets one WARNING
+  line at startup naming it and the reason. Kafka's own shipped server.properties sets some of these
+  (``num.network.threads``, ``transaction.state.log.replication.factor``...), so refusing them would refuse it.
+* ``"refused-unless-default: <reason>"`` -- the key's meaning applies to kbroker but is not implemented (TLS,
+  SASL, ACLs, quotas, ...): the default value is accepted silently, any other value stops startup with a
+  ConfigError naming the key. Nothing fails open: an operator never believes a setting holds when it does not.
+"""
 from collections import namedtuple
 
-from .values import DOUBLE_MAX, INT_MAX, LONG_MAX, OneOf, Range, _CLASS, _CLEANUP, _COMPRESSION, _PROTOCOLS, _TIMESTAMP_TYPE, _VERSION
+from .values import (DOUBLE_MAX, INT_MAX, LONG_MAX, OneOf, Range, _CLASS, _CLEANUP, _COMPRESSION, _PROTOCOLS,
+                     _TIMESTAMP_TYPE, _VERSION)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# effects
+
+APPLIED = "applied"
+NO_EFFECT = "no-effect"
+REFUSED_UNLESS_DEFAULT = "refused-unless-default"
+
+
+def no_effect(reason):
+    return "%s: %s" % (NO_EFFECT, reason)
+
+
+def refused_unless_default(reason):
+    return "%s: %s" % (REFUSED_UNLESS_DEFAULT, reason)
+
+
+def effect_of(key):
+    """(kind, reason) of a ConfigKey or TopicKey: kind is APPLIED, NO_EFFECT or REFUSED_UNLESS_DEFAULT."""
+    kind, _, reason = key.effect.partition(": ")
+    return kind, reason
+
+
+# Reasons shared by several keys (one line each in the startup warning / the ConfigError).
+_SECURITY = "TLS, SASL and ACLs are not supported yet (issue 10): kbroker serves PLAINTEXT only and authorizes nothing"
+_QUOTAS = "quotas are not enforced yet (issue 12)"
+_TXN = ("transactions are not served (InitProducerId with a transactional id answers COORDINATOR_NOT_AVAILABLE), "
+        "so there is no transaction coordinator and no __transaction_state topic")
+_LOOP = "kbroker serves every connection in a greenlet of one event loop; it has no %s thread pool to size"
+_PURGATORY = ("kbroker has no purgatory to purge: a parked Fetch or acks=all Produce waits on its partition and is "
+              "woken by the append or high-watermark advance that completes it")
 
 
 # --------------------------------------------------------------------------------------------------------------
 # the table
 
-ConfigKey = namedtuple("ConfigKey", "name type default validator importance doc")
+ConfigKey = namedtuple("ConfigKey", "name type default validator importance doc effect")
 
 
-def _k(name, type_, default, validator=None, importance="medium", doc=""):
-    return ConfigKey(name, type_, default, validator, importance, doc)
+def _k(name, type_, default, validator=None, importance="medium", doc="", effect=APPLIED):
+    return ConfigKey(name, type_, default, validator, importance, doc, effect)
 
 
 H, M, L = "high", "medium", "low"
 
 _KEYS = [
     # -- identity and listeners
-    _k("broker.id", "int", -1, Range(-1), H, "Broker id; -1 = generate one from /brokers/seqid (> reserved.broker.max.id)"),
+    _k("broker.id", "int", -1, Range(-1), H,
+       "Broker id; -1 = generate one from /brokers/seqid (> reserved.broker.max.id)"),
     _k("broker.id.generation.enable", "bool", True, None, M, "Allow broker.id=-1 (auto-generated ids)"),
     _k("reserved.broker.max.id", "int", 1000, Range(0), M, "Largest id a user may set; generated ids start above it"),
     _k("broker.rack", "string", None, None, M, "Rack of this broker (rack-aware replica assignment)"),
@@ -35,11 +83,13 @@ _KEYS = [
        "there and brokers accept them and ControlledShutdown only there; bind it to a private address. "
        "Default none: any listener"),
     _k("security.inter.broker.protocol", "string", "PLAINTEXT", OneOf(*_PROTOCOLS), M,
-       "Security protocol between brokers"),
+       "Security protocol between brokers",
+       effect=refused_unless_default(_SECURITY)),
     _k("host.name", "string", "", None, H, "Legacy: host of the default listener when listeners is unset"),
     _k("port", "int", 9092, Range(0, 65535), H, "Legacy: port of the default listener when listeners is unset"),
     _k("advertised.host.name", "string", None, None, H, "Legacy: advertised host when advertised.listeners is unset"),
-    _k("advertised.port", "int", None, Range(0, 65535), H, "Legacy: advertised port when advertised.listeners is unset"),
+    _k("advertised.port", "int", None, Range(0, 65535), H,
+       "Legacy: advertised port when advertised.listeners is unset"),
     # -- log storage
     _k("log.dir", "string", "/tmp/kafka-logs", None, H, "Log directory, used when log.dirs is unset"),
     _k("log.dirs", "string", None, None, H, "Comma list of log directories (overrides log.dir)"),
@@ -76,47 +126,76 @@ _KEYS = [
     _k("log.flush.offset.checkpoint.interval.ms", "int", 60000, Range(0), H,
        "How often recovery-point-offset-checkpoint is written"),
     _k("log.flush.start.offset.checkpoint.interval.ms", "int", 60000, Range(0), H,
-       "How often log-start-offset-checkpoint is written (Kafka >= 0.11)"),
+       "How often log-start-offset-checkpoint is written (Kafka >= 0.11)",
+       effect=no_effect("the log start offset is the first segment's base offset (no DeleteRecords), so there is no "
+                        "log-start-offset-checkpoint to write")),
     _k("log.index.size.max.bytes", "int", 10485760, Range(4), M, "Preallocated size of each offset/time index"),
     _k("log.index.interval.bytes", "int", 4096, Range(0), M, "Bytes between offset index entries"),
     _k("log.segment.delete.delay.ms", "long", 60000, Range(0), H, "Delay before a deleted segment's files go"),
-    _k("log.preallocate", "bool", False, None, M, "Preallocate new segment files"),
+    _k("log.preallocate", "bool", False, None, M, "Preallocate new segment files",
+       effect=refused_unless_default("kbroker does not preallocate segment files")),
     _k("log.cleanup.policy", "list", ["delete"], _CLEANUP, M, "delete and/or compact"),
     _k("log.cleaner.enable", "bool", True, None, M, "Run the log cleaner (needed for compacted topics)"),
-    _k("log.cleaner.threads", "int", 1, Range(0), M, "Cleaner threads"),
+    _k("log.cleaner.threads", "int", 1, Range(0), M, "Cleaner threads",
+       effect=refused_unless_default("kbroker runs exactly one cleaner (to stop cleaning set "
+                                     "log.cleaner.enable=false)")),
     _k("log.cleaner.dedupe.buffer.size", "long", 134217728, Range(0), M, "Memory for the cleaner's key map"),
-    _k("log.cleaner.io.buffer.size", "int", 524288, Range(0), M, "Cleaner I/O buffer size"),
-    _k("log.cleaner.io.buffer.load.factor", "double", 0.9, Range(0.0, 1.0), M, "Key map load factor"),
-    _k("log.cleaner.io.max.bytes.per.second", "double", DOUBLE_MAX, Range(0.0), M, "Cleaner I/O throttle"),
+    _k("log.cleaner.io.buffer.size", "int", 524288, Range(0), M, "Cleaner I/O buffer size",
+       effect=no_effect("the cleaner reads and writes one batch at a time (bounded by max.message.bytes); it has no "
+                        "I/O buffer to size")),
+    _k("log.cleaner.io.buffer.load.factor", "double", 0.9, Range(0.0, 1.0), M, "Key map load factor",
+       effect=refused_unless_default("the cleaner's key map holds log.cleaner.dedupe.buffer.size / 128 keys; its "
+                                     "fill is not configurable")),
+    _k("log.cleaner.io.max.bytes.per.second", "double", DOUBLE_MAX, Range(0.0), M, "Cleaner I/O throttle",
+       effect=refused_unless_default("the cleaner is not throttled")),
     _k("log.cleaner.min.cleanable.ratio", "double", 0.5, Range(0.0, 1.0), M,
        "Clean a log once dirty/total bytes reaches this"),
     _k("log.cleaner.delete.retention.ms", "long", 86400000, Range(0), M, "How long delete markers are kept"),
     _k("log.cleaner.min.compaction.lag.ms", "long", 0, Range(0), M, "Messages younger than this are not compacted"),
     _k("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, Range(1), M,
-       "Messages older than this become eligible regardless of ratio (Kafka >= 2.3)"),
+       "Messages older than this become eligible regardless of ratio (Kafka >= 2.3)",
+       effect=refused_unless_default("the cleaner picks logs by dirty ratio and tombstone horizon only; a maximum "
+                                     "compaction lag is not implemented")),
     _k("log.cleaner.backoff.ms", "long", 15000, Range(0), M, "Sleep when there is nothing to clean"),
     _k("log.message.timestamp.type", "string", "CreateTime", _TIMESTAMP_TYPE, M, "CreateTime or LogAppendTime"),
     _k("log.message.timestamp.difference.max.ms", "long", LONG_MAX, Range(0), M,
        "Max |broker time - message timestamp| for CreateTime"),
     _k("log.message.format.version", "string", "3.0-IV1", _VERSION, M,
-       "Accepted for compatibility; kbroker always stores record batches v2"),
-    _k("inter.broker.protocol.version", "string", "3.0-IV1", _VERSION, M, "Accepted for compatibility"),
-    _k("num.recovery.threads.per.data.dir", "int", 1, Range(1), H, "Log recovery workers per directory"),
+       "Kafka: message format version of stored batches; kbroker always stores record batches v2",
+       effect=no_effect("kbroker stores record batches v2 and down-converts per Fetch version, as Kafka >= 3.0 does "
+                        "(which ignores this key too)")),
+    _k("inter.broker.protocol.version", "string", "3.0-IV1", _VERSION, M,
+       "Kafka: protocol version brokers speak to each other (rolling upgrades)",
+       effect=no_effect("a kbroker cluster runs one broker version; there is no rolling-upgrade protocol switch")),
+    _k("num.recovery.threads.per.data.dir", "int", 1, Range(1), H, "Log recovery workers per directory",
+       effect=no_effect("kbroker recovers the logs of a directory one after another at startup; the value is a "
+                        "parallelism knob only")),
     _k("message.max.bytes", "int", 1048588, Range(0), H,
        "Largest record batch accepted. Modern default 1048588 (1 MiB + 12-byte log overhead); 0.10.1 had 1000012"),
-    _k("compression.type", "string", "producer", _COMPRESSION, H, "Compression of stored batches; producer = keep"),
+    _k("compression.type", "string", "producer", _COMPRESSION, H, "Compression of stored batches; producer = keep",
+       effect=refused_unless_default("kbroker stores batches as the producer compressed them; recompression on "
+                                     "append is not implemented")),
     _k("max.request.decompressed.bytes", "int", 32 << 20, Range(0), M,
        "kbroker: bytes all record batches of one Produce request may inflate to together (max.message.bytes is a "
        "topic config any client may raise); beyond it MESSAGE_TOO_LARGE (10), or CORRUPT_MESSAGE (2) for a batch "
        "that alone inflates beyond it"),
     # -- network
     _k("socket.request.max.bytes", "int", 104857600, Range(1), H, "Largest request accepted"),
-    _k("socket.send.buffer.bytes", "int", 102400, Range(-1), H, "SO_SNDBUF; -1 = OS default"),
-    _k("socket.receive.buffer.bytes", "int", 102400, Range(-1), H, "SO_RCVBUF; -1 = OS default"),
-    _k("num.network.threads", "int", 3, Range(1), H, "Network workers (greenlet pool sizing)"),
-    _k("num.io.threads", "int", 8, Range(1), H, "Request handler workers"),
-    _k("background.threads", "int", 10, Range(1), H, "Background task workers"),
-    _k("queued.max.requests", "int", 500, Range(1), H, "Requests queued before the network layer blocks"),
+    _k("socket.send.buffer.bytes", "int", 102400, Range(-1), H,
+       "SO_SNDBUF of accepted connections, applied only when the key is set explicitly: Kafka's default 102400 is not "
+       "applied, so Linux keeps autotuning the buffer (a fixed 100 KiB caps throughput); -1 = OS default; 0 refused"),
+    _k("socket.receive.buffer.bytes", "int", 102400, Range(-1), H,
+       "SO_RCVBUF of accepted connections, applied only when the key is set explicitly: Kafka's default 102400 is "
+       "not applied, so Linux keeps autotuning the buffer; -1 = OS default; 0 refused"),
+    _k("num.network.threads", "int", 3, Range(1), H, "Kafka: network (selector) threads",
+       effect=no_effect(_LOOP % "network")),
+    _k("num.io.threads", "int", 8, Range(1), H, "Kafka: request handler threads",
+       effect=no_effect(_LOOP % "request handler")),
+    _k("background.threads", "int", 10, Range(1), H, "Kafka: background task threads",
+       effect=no_effect(_LOOP % "background")),
+    _k("queued.max.requests", "int", 500, Range(1), H, "Kafka: requests queued before the network threads stop reading",
+       effect=no_effect("there is no shared request queue: a connection reads its next request after answering the "
+                        "last (TCP backpressure), and queued.max.request.bytes bounds request memory")),
     _k("connections.max.idle.ms", "long", 600000, None, M, "Close connections idle this long"),
     _k("max.connections.per.ip", "int", INT_MAX, Range(0), M, "Connection cap per client address"),
     _k("max.connections.per.ip.overrides", "string", "", None, M, "host:count comma list"),
@@ -144,19 +223,23 @@ _KEYS = [
        "ZooKeeper session timeout (modern default 18000; 0.10.1 had 6000)"),
     _k("zookeeper.connection.timeout.ms", "int", None, Range(1), H,
        "Max wait for a connection; default = zookeeper.session.timeout.ms"),
-    _k("zookeeper.set.acl", "bool", False, None, H, "Create znodes with broker-only write ACLs"),
-    _k("zookeeper.sync.time.ms", "int", 2000, None, L, "Accepted for compatibility"),
+    _k("zookeeper.set.acl", "bool", False, None, H, "Create znodes with broker-only write ACLs",
+       effect=refused_unless_default(_SECURITY)),
+    _k("zookeeper.sync.time.ms", "int", 2000, None, L, "Kafka: how far a ZooKeeper follower may lag its leader",
+       effect=no_effect("it tunes ZooKeeper followers, not a ZooKeeper client")),
     # -- group and transaction coordinators
     _k("offsets.topic.num.partitions", "int", 50, Range(1), H, "Partitions of __consumer_offsets"),
     _k("offsets.topic.replication.factor", "short", 3, Range(1), H,
        "Replication of __consumer_offsets (capped to live brokers on creation)"),
     _k("offsets.topic.segment.bytes", "int", 104857600, Range(1), H, "Segment size of __consumer_offsets"),
-    _k("offsets.topic.compression.codec", "int", 0, Range(0, 4), H, "Compression of offset commits"),
+    _k("offsets.topic.compression.codec", "int", 0, Range(0, 4), H, "Compression of offset commits",
+       effect=refused_unless_default("offset commits are written uncompressed")),
     _k("offsets.retention.minutes", "int", 1440, Range(1), H,
        "Committed offsets of empty groups expire after this (0.10.1 default; Kafka >= 2.0 uses 10080)"),
     _k("offsets.retention.check.interval.ms", "long", 600000, Range(1), H, "Offset expiration check period"),
     _k("offsets.commit.timeout.ms", "int", 5000, Range(1), H, "Wait for offset commit replication"),
-    _k("offsets.commit.required.acks", "short", -1, None, H, "acks for offset commits"),
+    _k("offsets.commit.required.acks", "short", -1, None, H, "acks for offset commits",
+       effect=refused_unless_default("an offset commit always waits for the full ISR, as Kafka recommends")),
     _k("offsets.load.buffer.size", "int", 5242880, Range(1), H, "Read size when loading offsets"),
     _k("offset.metadata.max.bytes", "int", 4096, None, H, "Max offset commit metadata length"),
     _k("group.min.session.timeout.ms", "int", 6000, None, M, "Smallest session timeout a member may ask for"),
@@ -164,13 +247,21 @@ _KEYS = [
        "Largest session timeout a member may ask for (0.10.1 default; Kafka >= 2.0 uses 1800000)"),
     _k("group.initial.rebalance.delay.ms", "int", 3000, Range(0), M,
        "Wait for more members before the first rebalance of an empty group (Kafka >= 0.11)"),
-    _k("transactional.id.expiration.ms", "int", 604800000, Range(1), H, "Idle transactional ids expire"),
-    _k("transaction.max.timeout.ms", "int", 900000, Range(1), H, "Largest transaction timeout allowed"),
-    _k("transaction.state.log.num.partitions", "int", 50, Range(1), H, "Partitions of __transaction_state"),
-    _k("transaction.state.log.replication.factor", "short", 3, Range(1), H, "Replication of __transaction_state"),
-    _k("transaction.state.log.min.isr", "int", 2, Range(1), H, "min.insync.replicas of __transaction_state"),
-    _k("transaction.state.log.segment.bytes", "int", 104857600, Range(1), H, "Segment size of __transaction_state"),
-    _k("producer.id.expiration.ms", "int", 86400000, Range(1), L, "Idle producer ids expire (Kafka >= 2.8)"),
+    _k("transactional.id.expiration.ms", "int", 604800000, Range(1), H, "Idle transactional ids expire",
+       effect=no_effect(_TXN)),
+    _k("transaction.max.timeout.ms", "int", 900000, Range(1), H, "Largest transaction timeout allowed",
+       effect=no_effect(_TXN)),
+    _k("transaction.state.log.num.partitions", "int", 50, Range(1), H, "Partitions of __transaction_state",
+       effect=no_effect(_TXN)),
+    _k("transaction.state.log.replication.factor", "short", 3, Range(1), H, "Replication of __transaction_state",
+       effect=no_effect(_TXN)),
+    _k("transaction.state.log.min.isr", "int", 2, Range(1), H, "min.insync.replicas of __transaction_state",
+       effect=no_effect(_TXN)),
+    _k("transaction.state.log.segment.bytes", "int", 104857600, Range(1), H, "Segment size of __transaction_state",
+       effect=no_effect(_TXN)),
+    _k("producer.id.expiration.ms", "int", 86400000, Range(1), L, "Idle producer ids expire (Kafka >= 2.8)",
+       effect=refused_unless_default("a producer's idempotence state lives as long as the log holds its batches (it "
+                                     "is rebuilt from them); producer ids do not expire by time")),
     # -- replication
     _k("min.insync.replicas", "int", 1, Range(1), H, "ISR size needed for acks=all"),
     _k("unclean.leader.election.enable", "bool", False, None, H,
@@ -185,7 +276,9 @@ _KEYS = [
     _k("replica.socket.receive.buffer.bytes", "int", 65536, None, H, "Follower SO_RCVBUF"),
     _k("replica.high.watermark.checkpoint.interval.ms", "long", 5000, None, H,
        "How often replication-offset-checkpoint is written"),
-    _k("num.replica.fetchers", "int", 1, Range(1), H, "Fetcher workers per source broker"),
+    _k("num.replica.fetchers", "int", 1, Range(1), H, "Fetcher workers per source broker",
+       effect=no_effect("a follower fetches from each leader broker in one greenlet; the value is a parallelism "
+                        "knob only")),
     _k("controlled.shutdown.enable", "bool", True, None, M, "Move leadership away before stopping"),
     _k("controlled.shutdown.max.retries", "int", 3, None, M, "Controlled shutdown attempts"),
     _k("controlled.shutdown.retry.backoff.ms", "long", 5000, None, M, "Wait between attempts"),
@@ -193,39 +286,69 @@ _KEYS = [
     _k("auto.leader.rebalance.enable", "bool", True, None, H, "Move leadership back to preferred replicas"),
     _k("leader.imbalance.check.interval.seconds", "long", 300, None, H, "Rebalance check period"),
     _k("leader.imbalance.per.broker.percentage", "int", 10, None, H, "Imbalance ratio that triggers a rebalance"),
-    _k("fetch.purgatory.purge.interval.requests", "int", 1000, None, M, "Accepted for compatibility"),
-    _k("producer.purgatory.purge.interval.requests", "int", 1000, None, M, "Accepted for compatibility"),
+    _k("fetch.purgatory.purge.interval.requests", "int", 1000, None, M, "Kafka: fetch purgatory purge period",
+       effect=no_effect(_PURGATORY)),
+    _k("producer.purgatory.purge.interval.requests", "int", 1000, None, M, "Kafka: produce purgatory purge period",
+       effect=no_effect(_PURGATORY)),
     # -- quotas
-    _k("quota.producer.default", "long", LONG_MAX, Range(1), H, "Default produce byte rate per client-id"),
-    _k("quota.consumer.default", "long", LONG_MAX, Range(1), H, "Default fetch byte rate per client-id"),
-    _k("quota.window.num", "int", 11, Range(1), L, "Quota sample windows"),
-    _k("quota.window.size.seconds", "int", 1, Range(1), L, "Quota sample window length"),
-    _k("replication.quota.window.num", "int", 11, Range(1), L, "Replication quota windows"),
-    _k("replication.quota.window.size.seconds", "int", 1, Range(1), L, "Replication quota window length"),
+    _k("quota.producer.default", "long", LONG_MAX, Range(1), H, "Default produce byte rate per client-id",
+       effect=refused_unless_default(_QUOTAS)),
+    _k("quota.consumer.default", "long", LONG_MAX, Range(1), H, "Default fetch byte rate per client-id",
+       effect=refused_unless_default(_QUOTAS)),
+    _k("quota.window.num", "int", 11, Range(1), L, "Quota sample windows",
+       effect=refused_unless_default(_QUOTAS)),
+    _k("quota.window.size.seconds", "int", 1, Range(1), L, "Quota sample window length",
+       effect=refused_unless_default(_QUOTAS)),
+    _k("replication.quota.window.num", "int", 11, Range(1), L, "Replication quota windows",
+       effect=refused_unless_default(_QUOTAS)),
+    _k("replication.quota.window.size.seconds", "int", 1, Range(1), L, "Replication quota window length",
+       effect=refused_unless_default(_QUOTAS)),
     # -- security
-    _k("authorizer.class.name", "string", "", None, L, "Authorizer class; empty = no authorization"),
-    _k("super.users", "string", None, None, L, "Semicolon list of principals allowed everything"),
-    _k("allow.everyone.if.no.acl.found", "bool", False, None, L, "Allow access to resources without ACLs"),
-    _k("principal.builder.class", "class", None, _CLASS, M, "Principal builder class"),
-    _k("sasl.enabled.mechanisms", "list", ["GSSAPI"], None, M, "SASL mechanisms offered"),
-    _k("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI", None, M, "SASL mechanism between brokers"),
-    _k("sasl.kerberos.service.name", "string", None, None, M, "Kerberos service name"),
-    _k("ssl.keystore.type", "string", "JKS", None, M, "Keystore format"),
-    _k("ssl.keystore.location", "string", None, None, H, "Keystore path"),
-    _k("ssl.keystore.password", "password", None, None, H, "Keystore password"),
-    _k("ssl.key.password", "password", None, None, H, "Private key password"),
-    _k("ssl.truststore.type", "string", "JKS", None, M, "Truststore format"),
-    _k("ssl.truststore.location", "string", None, None, H, "Truststore path"),
-    _k("ssl.truststore.password", "password", None, None, H, "Truststore password"),
-    _k("ssl.client.auth", "string", "none", OneOf("required", "requested", "none"), M, "Client certificates"),
-    _k("ssl.enabled.protocols", "list", ["TLSv1.2", "TLSv1.3"], None, M, "TLS versions (modern default)"),
-    _k("ssl.protocol", "string", "TLSv1.3", None, M, "TLS protocol (modern default)"),
-    _k("ssl.cipher.suites", "list", [], None, L, "Cipher suites; empty = library default"),
-    _k("ssl.endpoint.identification.algorithm", "string", "https", None, L, "Hostname verification (modern)"),
+    _k("authorizer.class.name", "string", "", None, L, "Authorizer class; empty = no authorization",
+       effect=refused_unless_default(_SECURITY)),
+    _k("super.users", "string", None, None, L, "Semicolon list of principals allowed everything",
+       effect=refused_unless_default(_SECURITY)),
+    _k("allow.everyone.if.no.acl.found", "bool", False, None, L, "Allow access to resources without ACLs",
+       effect=refused_unless_default(_SECURITY)),
+    _k("principal.builder.class", "class", None, _CLASS, M, "Principal builder class",
+       effect=refused_unless_default(_SECURITY)),
+    _k("sasl.enabled.mechanisms", "list", ["GSSAPI"], None, M, "SASL mechanisms offered",
+       effect=refused_unless_default(_SECURITY)),
+    _k("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI", None, M, "SASL mechanism between brokers",
+       effect=refused_unless_default(_SECURITY)),
+    _k("sasl.kerberos.service.name", "string", None, None, M, "Kerberos service name",
+       effect=refused_unless_default(_SECURITY)),
+    _k("ssl.keystore.type", "string", "JKS", None, M, "Keystore format",
+       effect=refused_unless_default(_SECURITY)),
+    _k("ssl.keystore.location", "string", None, None, H, "Keystore path",
+       effect=refused_unless_default(_SECURITY)),
+    _k("ssl.keystore.password", "password", None, None, H, "Keystore password",
+       effect=refused_unless_default(_SECURITY)),
+    _k("ssl.key.password", "password", None, None, H, "Private key password",
+       effect=refused_unless_default(_SECURITY)),
+    _k("ssl.truststore.type", "string", "JKS", None, M, "Truststore format",
+       effect=refused_unless_default(_SECURITY)),
+    _k("ssl.truststore.location", "string", None, None, H, "Truststore path",
+       effect=refused_unless_default(_SECURITY)),
+    _k("ssl.truststore.password", "password", None, None, H, "Truststore password",
+       effect=refused_unless_default(_SECURITY)),
+    _k("ssl.client.auth", "string", "none", OneOf("required", "requested", "none"), M, "Client certificates",
+       effect=refused_unless_default(_SECURITY)),
+    _k("ssl.enabled.protocols", "list", ["TLSv1.2", "TLSv1.3"], None, M, "TLS versions (modern default)",
+       effect=refused_unless_default(_SECURITY)),
+    _k("ssl.protocol", "string", "TLSv1.3", None, M, "TLS protocol (modern default)",
+       effect=refused_unless_default(_SECURITY)),
+    _k("ssl.cipher.suites", "list", [], None, L, "Cipher suites; empty = library default",
+       effect=refused_unless_default(_SECURITY)),
+    _k("ssl.endpoint.identification.algorithm", "string", "https", None, L, "Hostname verification (modern)",
+       effect=refused_unless_default(_SECURITY)),
     # -- metrics
-    _k("metric.reporters", "list", [], None, L, "Metric reporter classes"),
-    _k("metrics.num.samples", "int", 2, Range(1), L, "Metric samples"),
-    _k("metrics.sample.window.ms", "long", 30000, Range(1), L, "Metric sample window"),
+    _k("metric.reporters", "list", [], None, L, "Metric reporter classes",
+       effect=refused_unless_default("kbroker loads no Java metric reporter classes")),
+    _k("metrics.num.samples", "int", 2, Range(1), L, "Metric samples",
+       effect=no_effect("kbroker keeps no sampled metrics")),
+    _k("metrics.sample.window.ms", "long", 30000, Range(1), L, "Metric sample window",
+       effect=no_effect("kbroker keeps no sampled metrics")),
 ]
 
 CONFIG_KEYS = {k.name: k for k in _KEYS}

@@ -1,13 +1,21 @@
 """Topic-level configs: keys, validation, effective values with their source, LogConfig kwargs."""
+import logging
 from collections import namedtuple
 
-from .values import ConfigError, LONG_MAX, Range, _CLEANUP, _COMPRESSION, _TIMESTAMP_TYPE, _VERSION, parse_value
+from .keys import (APPLIED, CONFIG_KEYS, NO_EFFECT, REFUSED_UNLESS_DEFAULT, _QUOTAS, effect_of, no_effect,
+                   refused_unless_default)
+from .values import (ConfigError, LONG_MAX, Range, _CLEANUP, _COMPRESSION, _TIMESTAMP_TYPE, _VERSION, _invalid,
+                     format_default, parse_value)
+
+log = logging.getLogger("kbroker.config")
 
 
 # --------------------------------------------------------------------------------------------------------------
 # topic-level configs
 
-TopicKey = namedtuple("TopicKey", "name type validator broker_key field doc")
+TopicKey = namedtuple("TopicKey", "name type validator broker_key field doc effect")
+"""``effect`` as in the broker key table (keys.py): a refused key's non-default value is INVALID_CONFIG (40) naming
+it; a no-effect key is accepted with a warning in the broker log."""
 
 DEFAULT_CONFIG = "DEFAULT_CONFIG"
 STATIC_BROKER_CONFIG = "STATIC_BROKER_CONFIG"
@@ -16,13 +24,14 @@ TOPIC_CONFIG = "TOPIC_CONFIG"
 CONFIG_SOURCE_CODES = {TOPIC_CONFIG: 1, STATIC_BROKER_CONFIG: 4, DEFAULT_CONFIG: 5}
 
 
-def _t(name, type_, validator, broker_key, doc, field=None):
-    return TopicKey(name, type_, validator, broker_key, field or name.replace(".", "_"), doc)
+def _t(name, type_, validator, broker_key, doc, field=None, effect=APPLIED):
+    return TopicKey(name, type_, validator, broker_key, field or name.replace(".", "_"), doc, effect)
 
 
 _TOPIC_KEYS = [
     _t("cleanup.policy", "list", _CLEANUP, "log.cleanup.policy", "delete and/or compact"),
-    _t("compression.type", "string", _COMPRESSION, "compression.type", "Stored compression; producer = keep"),
+    _t("compression.type", "string", _COMPRESSION, "compression.type", "Stored compression; producer = keep",
+       effect=CONFIG_KEYS["compression.type"].effect),
     _t("delete.retention.ms", "long", Range(0), "log.cleaner.delete.retention.ms", "Delete marker lifetime"),
     _t("file.delete.delay.ms", "long", Range(0), "log.segment.delete.delay.ms", "Delay before segment files go"),
     _t("flush.messages", "long", Range(1), "log.flush.interval.messages", "fsync every N messages",
@@ -31,7 +40,9 @@ _TOPIC_KEYS = [
     _t("index.interval.bytes", "int", Range(0), "log.index.interval.bytes", "Bytes between index entries"),
     _t("max.message.bytes", "int", Range(0), "message.max.bytes", "Largest record batch"),
     _t("message.format.version", "string", _VERSION, "log.message.format.version",
-       "Accepted; batches are always stored as v2"),
+       "Message format of stored batches; kbroker always stores v2",
+       effect=no_effect("kbroker stores record batches v2 and down-converts per Fetch version, as Kafka >= 3.0 does "
+                        "(which ignores this key too)")),
     _t("message.timestamp.type", "string", _TIMESTAMP_TYPE, "log.message.timestamp.type",
        "CreateTime or LogAppendTime"),
     _t("message.timestamp.difference.max.ms", "long", Range(0), "log.message.timestamp.difference.max.ms",
@@ -39,9 +50,11 @@ _TOPIC_KEYS = [
     _t("min.cleanable.dirty.ratio", "double", Range(0.0, 1.0), "log.cleaner.min.cleanable.ratio",
        "Dirty ratio that triggers cleaning"),
     _t("min.compaction.lag.ms", "long", Range(0), "log.cleaner.min.compaction.lag.ms", "Minimum uncompacted age"),
-    _t("max.compaction.lag.ms", "long", Range(1), "log.cleaner.max.compaction.lag.ms", "Maximum uncompacted age"),
+    _t("max.compaction.lag.ms", "long", Range(1), "log.cleaner.max.compaction.lag.ms", "Maximum uncompacted age",
+       effect=CONFIG_KEYS["log.cleaner.max.compaction.lag.ms"].effect),
     _t("min.insync.replicas", "int", Range(1), "min.insync.replicas", "ISR size needed for acks=all"),
-    _t("preallocate", "bool", None, "log.preallocate", "Preallocate segment files"),
+    _t("preallocate", "bool", None, "log.preallocate", "Preallocate segment files",
+       effect=CONFIG_KEYS["log.preallocate"].effect),
     _t("retention.bytes", "long", None, "log.retention.bytes", "Partition size limit; -1 = unlimited"),
     _t("retention.ms", "long", Range(-1), "log.retention.ms", "Retention time; -1 = unlimited"),
     _t("segment.bytes", "int", Range(14), "log.segment.bytes", "Segment file size"),
@@ -49,8 +62,10 @@ _TOPIC_KEYS = [
     _t("segment.jitter.ms", "long", Range(0), "log.roll.jitter.ms", "Roll jitter"),
     _t("segment.ms", "long", Range(1), "log.roll.ms", "Roll segments after this age"),
     _t("unclean.leader.election.enable", "bool", None, "unclean.leader.election.enable", "Allow unclean election"),
-    _t("leader.replication.throttled.replicas", "list", None, None, "partition:broker list throttled as leader"),
-    _t("follower.replication.throttled.replicas", "list", None, None, "partition:broker list throttled as follower"),
+    _t("leader.replication.throttled.replicas", "list", None, None, "partition:broker list throttled as leader",
+       effect=refused_unless_default("replication throttling: " + _QUOTAS)),
+    _t("follower.replication.throttled.replicas", "list", None, None, "partition:broker list throttled as follower",
+       effect=refused_unless_default("replication throttling: " + _QUOTAS)),
 ]
 
 TOPIC_CONFIGS = {k.name: k for k in _TOPIC_KEYS}
@@ -79,8 +94,8 @@ def _broker_default(broker_cfg, tkey):
     return list(v) if isinstance(v, list) else v
 
 
-def validate_topic_config(configs):
-    """Typed copy of a topic config dict; ConfigError (-> INVALID_CONFIG 40) names the offending key."""
+def _parse_topic_config(configs):
+    """Typed copy of a topic config dict (types and ranges only); ConfigError names the offending key."""
     out = {}
     for name, raw in (configs or {}).items():
         tkey = TOPIC_CONFIGS.get(name)
@@ -92,12 +107,34 @@ def validate_topic_config(configs):
     return out
 
 
+def _kafka_default(tkey):
+    """The value a topic key has when nothing sets it (its broker key's default; [] for the throttle lists)."""
+    return CONFIG_KEYS[tkey.broker_key].default if tkey.broker_key else []
+
+
+def validate_topic_config(configs):
+    """Typed copy of a topic config dict being created or altered; ConfigError (-> INVALID_CONFIG 40) names the
+    offending key: an unknown name, a bad value, or a value other than the default of a key kbroker cannot honour
+    (``effect`` "refused-unless-default"). A set no-effect key is accepted and logged as a warning."""
+    out = _parse_topic_config(configs)
+    for name, value in out.items():
+        tkey = TOPIC_CONFIGS[name]
+        kind, reason = effect_of(tkey)
+        if kind == REFUSED_UNLESS_DEFAULT and value != _kafka_default(tkey):
+            raise _invalid(name, configs[name], "only the default (%s) is accepted: %s"
+                           % (format_default(_kafka_default(tkey)), reason))
+        if kind == NO_EFFECT:
+            log.warning("The topic configuration '%s' has no effect in kbroker: %s", name, reason)
+    return out
+
+
 ConfigEntry = namedtuple("ConfigEntry", "name value source")
 
 
 def effective_topic_config(broker_cfg, overrides):
     """{topic key: ConfigEntry(name, typed value, source)} for every topic key (DescribeConfigs)."""
-    typed = validate_topic_config(overrides)
+    # Stored overrides are only parsed, not refused: a topic written before a key was refused keeps loading.
+    typed = _parse_topic_config(overrides)
     out = {}
     for tkey in _TOPIC_KEYS:
         if tkey.name in typed:

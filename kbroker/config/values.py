@@ -205,4 +205,13 @@ def format_value(value):
     return str(value)
 
 
+def format_default(value):
+    """A default value inside a message: "unset" for None, "empty" for "" or [], else Kafka's string form."""
+    if value is None:
+        return "unset"
+    if value == "" or value == []:
+        return "empty"
+    return format_value(value)
+
+
 _TYPE_BOUNDS = {"int": (INT_MIN, INT_MAX), "long": (LONG_MIN, LONG_MAX), "short": (SHORT_MIN, SHORT_MAX)}

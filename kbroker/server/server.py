@@ -9,8 +9,13 @@ Limits (``kbroker/server/limits.py`` has the table): every accepted connection i
 before its greenlet starts; one over its IP's cap is closed at once, and at ``max.connections`` the listeners stop
 accepting (``_Listener.full``) until a connection ends. One sweeper greenlet closes connections whose request is
 arriving too slowly or that have been idle too long (``Connection.timed_out``), every ``sweep_interval``.
+
+Socket buffers: ``socket.send.buffer.bytes`` / ``socket.receive.buffer.bytes`` set explicitly are applied to every
+accepted connection (``apply_socket_buffers``); left at their default, nothing is set and Linux autotunes them
+(``BrokerConfig.socket_buffer_sizes`` says why).
 """
 import logging
+import socket
 import time
 
 import gevent
@@ -20,6 +25,17 @@ from kbroker.server.connection import Connection
 from kbroker.server.limits import ConnectionQuotas, RequestMemory, ServerLimits, client_ip
 
 log = logging.getLogger(__name__)
+
+
+def apply_socket_buffers(sock, sizes):
+    """setsockopt(SOL_SOCKET, SO_SNDBUF / SO_RCVBUF) for each {"SO_SNDBUF": bytes, ...} entry. Linux doubles the
+    value (bookkeeping overhead) and caps it at net.core.wmem_max / rmem_max; a failure is logged, not raised: the
+    connection still works with the OS's buffer."""
+    for opt, size in sizes.items():
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, getattr(socket, opt), size)
+        except OSError as e:
+            log.warning("cannot set %s=%d on an accepted connection: %s", opt, size, e)
 
 
 class _Listener(StreamServer):
@@ -75,6 +91,7 @@ class KafkaServer:
         self.connections = set()
         self.quotas = ConnectionQuotas(limits, protected_listener)
         self.memory = RequestMemory(limits.request_memory)
+        self.socket_buffers = getattr(config, "socket_buffer_sizes", None) or {}
         self._sweeper = None
 
     def start(self):
@@ -92,6 +109,8 @@ class KafkaServer:
 
     def _handler(self, listener_name):
         def handle(sock, address):
+            if self.socket_buffers:
+                apply_socket_buffers(sock, self.socket_buffers)
             conn = Connection(sock, address, self.broker, self.router, listener_name, limits=self.limits,
                               memory=self.memory)
             self.connections.add(conn)

@@ -1,12 +1,13 @@
 import logging
 import os
+import re
 
 import pytest
 
 from kbroker.config import (
     CONFIG_KEYS, CONFIG_SOURCE_CODES, DEFAULT_CONFIG, LONG_MAX, STATIC_BROKER_CONFIG, TOPIC_CONFIG, TOPIC_CONFIGS,
     BrokerConfig, ConfigError, Listener, Password, effective_topic_config, format_value, log_config_for,
-    parse_properties, validate_topic_config,
+    parse_properties, parse_value, validate_topic_config,
 )
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -134,8 +135,8 @@ def test_overrides_win_over_file(tmp_path):
 
 
 def test_override_splits_on_first_equals():
-    c = cfg(**{"sasl.kerberos.service.name": "a=b"})
-    assert c["sasl.kerberos.service.name"] == "a=b"
+    c = cfg(**{"broker.rack": "a=b"})
+    assert c["broker.rack"] == "a=b"
 
 
 def test_override_without_equals_refused():
@@ -274,11 +275,11 @@ def test_log_dirs_fallback():
 def test_listeners_parsing_and_advertised_defaults():
     c = BrokerConfig.from_dict({
         "listeners": "PLAINTEXT://127.0.0.1:9092,INTERNAL://[::1]:9093,EXT://:0",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SSL,EXT:SASL_PLAINTEXT",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT,EXT:PLAINTEXT,SSL:SSL",
     })
     assert c.listeners == [Listener("PLAINTEXT", "127.0.0.1", 9092), Listener("INTERNAL", "::1", 9093),
                            Listener("EXT", "", 0)]
-    assert c.security_protocol_of == {"PLAINTEXT": "PLAINTEXT", "INTERNAL": "SSL", "EXT": "SASL_PLAINTEXT"}
+    assert c.security_protocol_of == {"PLAINTEXT": "PLAINTEXT", "INTERNAL": "PLAINTEXT", "EXT": "PLAINTEXT"}
     adv = c.advertised_listeners
     assert adv[:2] == c.listeners[:2]
     assert adv[2].host != ""  # empty host -> this machine's name
@@ -296,11 +297,15 @@ def test_legacy_host_port():
 
 
 def test_password_hidden():
-    c = BrokerConfig.from_dict({"ssl.keystore.password": "s3cret"})
-    assert isinstance(c["ssl.keystore.password"], Password)
-    assert c["ssl.keystore.password"].value == "s3cret"
-    assert "s3cret" not in repr(c["ssl.keystore.password"])
-    assert ("ssl.keystore.password", "[hidden]", "override") in c.describe()
+    value = parse_value("ssl.keystore.password", "password", " s3cret ")
+    assert isinstance(value, Password) and value.value == "s3cret"
+    assert "s3cret" not in repr(value) and "s3cret" not in str(value)
+    # TLS is refused (issue 10), and the refusal names the key without printing the secret.
+    with pytest.raises(ConfigError) as ei:
+        BrokerConfig.from_dict({"ssl.keystore.password": "s3cret"})
+    assert ei.value.key == "ssl.keystore.password"
+    assert "ssl.keystore.password" in str(ei.value) and "s3cret" not in str(ei.value)
+    assert "[hidden]" in str(ei.value)
 
 
 def test_get_and_contains():
@@ -381,3 +386,364 @@ def test_log_config_for():
         return
     lc = LogConfig(**kw)
     assert lc.segment_ms == 5000 and lc.retention_bytes == 100
+
+
+# -- effects: every accepted key takes effect, warns, or is refused (keys.py `effect`) ---------------------------
+
+from kbroker.config.keys import (  # noqa: E402 - grouped with the tests that need them
+    APPLIED, NO_EFFECT, REFUSED_UNLESS_DEFAULT, _KEYS, effect_of,
+)
+from kbroker.config.topic import _DERIVED_SOURCES  # noqa: E402
+
+KBROKER = os.path.join(REPO, "kbroker")
+# Files that name keys without reading them: the tables themselves. log/config.py's name maps only translate
+# names (LogConfig.from_props), nothing reads a broker key through them.
+TABLES = {"kbroker/config/keys.py", "kbroker/config/topic.py", "kbroker/log/config.py"}
+# LogConfig fields read through one of its properties rather than by name.
+READ_THROUGH = {"cleanup_policy": ("policies", "deletes", "compacts")}
+
+
+def _sources():
+    out = {}
+    for root, _, files in os.walk(KBROKER):
+        for f in files:
+            if f.endswith((".py", ".pyx")):
+                path = os.path.join(root, f)
+                with open(path, encoding="utf-8") as fh:
+                    out[os.path.relpath(path, REPO).replace(os.sep, "/")] = fh.read()
+    return out
+
+
+def _quoted_in(sources, name, skip):
+    """Files that read ``name``: the quoted name right after "[", "(" or "=" -- cfg["k"], cfg.get("k"), a call or
+    tuple argument, a constant holding the name; a dict literal such as a topic's initial configs
+    {"compression.type": ...} is not a read."""
+    pat = re.compile(r"[\[(=]\s*[\"']%s[\"']" % re.escape(name))
+    return sorted(p for p, text in sources.items() if p not in skip and pat.search(text))
+
+
+def _topic_key_applied(sources, tkey):
+    """A topic key takes effect when a LogConfig field of it is read outside the config modules, or its name is
+    read directly (the controller reads unclean.leader.election.enable from the topic's stored config)."""
+    outside = {p: t for p, t in sources.items() if not p.startswith("kbroker/config/") and p not in TABLES}
+    for attr in (tkey.field,) + READ_THROUGH.get(tkey.field, ()):
+        if any(re.search(r"\.%s\b" % attr, t) for t in outside.values()):
+            return True
+    return bool(_quoted_in(outside, tkey.name, ()))
+
+
+def test_every_topic_key_is_applied_or_classified():
+    sources = _sources()
+    inert = [t.name for t in TOPIC_CONFIGS.values()
+             if effect_of(t)[0] == APPLIED and not _topic_key_applied(sources, t)]
+    assert inert == [], "topic keys marked applied that nothing reads: classify them (effect) or apply them"
+    for t in TOPIC_CONFIGS.values():
+        kind, reason = effect_of(t)
+        assert kind in (APPLIED, NO_EFFECT, REFUSED_UNLESS_DEFAULT), t.name
+        assert (kind == APPLIED) == (reason == ""), t.name
+
+
+def test_every_broker_key_is_applied_or_classified():
+    """Fails when a key in _KEYS is accepted but neither read in kbroker/ nor classified, so a future key cannot
+    be silently inert; and when a key classified no-effect has started being read (update its effect)."""
+    sources = _sources()
+    via_topics = set()
+    for t in TOPIC_CONFIGS.values():
+        if effect_of(t)[0] == APPLIED and _topic_key_applied(sources, t):
+            via_topics.update(_DERIVED_SOURCES.get(t.name, (t.broker_key,) if t.broker_key else ()))
+    unread, stale = [], []
+    for key in _KEYS:
+        kind, reason = effect_of(key)
+        assert kind in (APPLIED, NO_EFFECT, REFUSED_UNLESS_DEFAULT), key.name
+        assert (kind == APPLIED) == (reason == ""), key.name
+        readers = _quoted_in(sources, key.name, TABLES)
+        if kind == APPLIED and not readers and key.name not in via_topics:
+            unread.append(key.name)
+        if kind == NO_EFFECT and readers:
+            stale.append((key.name, readers))
+    assert unread == [], "accepted keys nothing reads: apply them or classify them in keys.py"
+    assert stale == [], "keys classified no-effect but read: their effect column is stale"
+
+
+def _non_default(key):
+    """A valid raw value other than the key's default."""
+    d, v = key.default, key.validator
+    if key.type == "bool":
+        return "false" if d else "true"
+    if key.type in ("int", "long", "short"):
+        for cand in ([d + 1, d - 1] if d is not None else [1, 2]):
+            try:
+                parse_value(key.name, key.type, str(cand), v)
+            except ConfigError:
+                continue
+            return str(cand)
+    if key.type == "double":
+        return "0.25" if d != 0.25 else "0.5"
+    if hasattr(v, "choices"):
+        return next(c for c in v.choices if c != d)
+    if key.type == "class":
+        return "com.example.Builder"
+    if key.type == "list":
+        return "X1,X2"
+    return "x-value"
+
+
+REFUSED = [k for k in _KEYS if effect_of(k)[0] == REFUSED_UNLESS_DEFAULT]
+NO_EFFECT_KEYS = [k for k in _KEYS if effect_of(k)[0] == NO_EFFECT]
+
+
+@pytest.mark.parametrize("key", REFUSED, ids=[k.name for k in REFUSED])
+def test_refused_key_with_non_default_value_stops_startup_naming_it(key):
+    raw = _non_default(key)
+    with pytest.raises(ConfigError) as ei:
+        BrokerConfig.from_sources(None, ["%s=%s" % (key.name, raw)])
+    msg = str(ei.value)
+    assert ei.value.key == key.name
+    assert key.name in msg and "only the default" in msg and effect_of(key)[1] in msg
+    if key.type != "password":
+        assert repr(raw) in msg
+
+
+@pytest.mark.parametrize("key", REFUSED, ids=[k.name for k in REFUSED])
+def test_refused_key_at_its_default_is_accepted_silently(key, caplog):
+    raw = "" if key.default is None else format_value(key.default)
+    with caplog.at_level(logging.WARNING, logger="kbroker.config"):
+        c = BrokerConfig.from_sources(None, ["%s=%s" % (key.name, raw)])
+    assert c.is_set(key.name) and c.no_effect == []
+    assert [r for r in caplog.records if r.name == "kbroker.config"] == []
+
+
+SECURITY_KEYS = [k.name for k in REFUSED if k.name.startswith(("ssl.", "sasl."))] + [
+    "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found", "principal.builder.class",
+    "zookeeper.set.acl", "security.inter.broker.protocol"]
+QUOTA_KEYS = ["quota.producer.default", "quota.consumer.default", "quota.window.num", "quota.window.size.seconds",
+              "replication.quota.window.num", "replication.quota.window.size.seconds"]
+
+
+def test_security_and_quota_keys_are_all_refused_with_the_reason():
+    assert len([k for k in SECURITY_KEYS if k.startswith("ssl.")]) == 12
+    assert len([k for k in SECURITY_KEYS if k.startswith("sasl.")]) == 3
+    for name in SECURITY_KEYS + QUOTA_KEYS:
+        assert effect_of(CONFIG_KEYS[name])[0] == REFUSED_UNLESS_DEFAULT, name
+    for name in SECURITY_KEYS:
+        with pytest.raises(ConfigError, match="TLS, SASL and ACLs are not supported yet") as ei:
+            BrokerConfig.from_sources(None, ["%s=%s" % (name, _non_default(CONFIG_KEYS[name]))])
+        assert ei.value.key == name
+    for name in QUOTA_KEYS:
+        with pytest.raises(ConfigError, match=r"quotas are not enforced yet \(issue 12\)"):
+            BrokerConfig.from_sources(None, ["%s=%s" % (name, _non_default(CONFIG_KEYS[name]))])
+
+
+@pytest.mark.parametrize("overrides, key, value, listener, proto", [
+    (["listeners=SSL://127.0.0.1:9093"], "listeners", "SSL://127.0.0.1:9093", "SSL", "SSL"),
+    (["listeners=SASL_PLAINTEXT://:9094"], "listeners", "SASL_PLAINTEXT://:9094", "SASL_PLAINTEXT", "SASL_PLAINTEXT"),
+    (["listeners=PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9095"], "listeners",
+     "PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9095", "SASL_SSL", "SASL_SSL"),
+    (["listeners=PLAINTEXT://127.0.0.1:9092,INTERNAL://127.0.0.1:9093",
+      "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:SSL"], "listeners",
+     "PLAINTEXT://127.0.0.1:9092,INTERNAL://127.0.0.1:9093", "INTERNAL", "SSL"),
+    # listeners unset: the default PLAINTEXT listener made secure by the map alone
+    (["listener.security.protocol.map=PLAINTEXT:SASL_SSL"], "listener.security.protocol.map", "PLAINTEXT:SASL_SSL",
+     "PLAINTEXT", "SASL_SSL"),
+])
+def test_secure_listener_fails_closed(overrides, key, value, listener, proto):
+    with pytest.raises(ConfigError) as ei:
+        BrokerConfig.from_sources(None, overrides)
+    msg = str(ei.value)
+    assert ei.value.key == key
+    assert repr(value) in msg
+    assert "listener %s has security protocol %s" % (listener, proto) in msg
+    assert "TLS, SASL and ACLs are not supported yet" in msg
+
+
+@pytest.mark.parametrize("proto", ["SSL", "SASL_PLAINTEXT", "SASL_SSL"])
+def test_secure_inter_broker_protocol_fails_closed(proto):
+    with pytest.raises(ConfigError) as ei:
+        BrokerConfig.from_sources(None, ["security.inter.broker.protocol=%s" % proto])
+    assert ei.value.key == "security.inter.broker.protocol"
+    assert repr(proto) in str(ei.value) and "not supported yet" in str(ei.value)
+
+
+def test_plaintext_listeners_under_any_name_start():
+    c = BrokerConfig.from_sources(None, [
+        "listeners=CLIENT://127.0.0.1:9092,REPLICATION://127.0.0.1:9093",
+        "listener.security.protocol.map=CLIENT:PLAINTEXT,REPLICATION:PLAINTEXT,SSL:SSL",
+        "inter.broker.listener.name=REPLICATION", "security.inter.broker.protocol=PLAINTEXT"])
+    assert c.security_protocol_of == {"CLIENT": "PLAINTEXT", "REPLICATION": "PLAINTEXT"}
+    assert c.inter_broker_listener == "REPLICATION"
+
+
+def test_no_effect_keys_warn_once_each_naming_the_key(caplog):
+    overrides = ["%s=%s" % (k.name, format_value(k.default)) for k in NO_EFFECT_KEYS]
+    with caplog.at_level(logging.WARNING, logger="kbroker.config"):
+        c = BrokerConfig.from_sources(None, overrides)
+    assert [name for name, _ in c.no_effect] == [k.name for k in NO_EFFECT_KEYS]
+    recs = [r.getMessage() for r in caplog.records if r.name == "kbroker.config"]
+    assert len(recs) == len(NO_EFFECT_KEYS) == 21
+    for k, msg in zip(NO_EFFECT_KEYS, recs):
+        assert msg == "The configuration '%s' has no effect in kbroker: %s" % (k.name, effect_of(k)[1])
+        assert "\n" not in msg
+
+
+def test_no_effect_keys_left_unset_do_not_warn(caplog):
+    with caplog.at_level(logging.WARNING, logger="kbroker.config"):
+        c = BrokerConfig.from_sources(None, ["num.partitions=3"])
+    assert c.no_effect == [] and caplog.records == []
+
+
+def test_no_effect_key_still_validates_its_value():
+    with pytest.raises(ConfigError, match="num.io.threads"):
+        BrokerConfig.from_sources(None, ["num.io.threads=0"])
+
+
+# Kafka 0.10.1's shipped config/server.properties (the keys listed in /work/shared/reference/notes/
+# ecosystem-notes.md §1.1, Kafka's values), comments and all.
+KAFKA_0101_SERVER_PROPERTIES = """\
+# Licensed to the Apache Software Foundation (ASF) under one or more contributor license agreements.
+############################# Server Basics #############################
+broker.id=0
+#delete.topic.enable=true
+############################# Socket Server Settings #############################
+#listeners=PLAINTEXT://:9092
+#advertised.listeners=PLAINTEXT://your.host.name:9092
+num.network.threads=3
+num.io.threads=8
+socket.send.buffer.bytes=102400
+socket.receive.buffer.bytes=102400
+socket.request.max.bytes=104857600
+############################# Log Basics #############################
+log.dirs=/tmp/kafka-logs
+num.partitions=1
+num.recovery.threads.per.data.dir=1
+############################# Log Flush Policy #############################
+#log.flush.interval.messages=10000
+#log.flush.interval.ms=1000
+############################# Log Retention Policy #############################
+log.retention.hours=168
+#log.retention.bytes=1073741824
+log.segment.bytes=1073741824
+log.retention.check.interval.ms=300000
+############################# Zookeeper #############################
+zookeeper.connect=localhost:2181
+zookeeper.connection.timeout.ms=6000
+"""
+
+# Later Kafka releases' shipped file adds the internal topic settings and the rebalance delay (Kafka >= 0.11).
+KAFKA_MODERN_SERVER_PROPERTIES = KAFKA_0101_SERVER_PROPERTIES.replace(
+    "zookeeper.connection.timeout.ms=6000\n", "zookeeper.connection.timeout.ms=18000\n") + """\
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+group.initial.rebalance.delay.ms=0
+"""
+
+# "A Production Server Config" (LinkedIn's), Kafka 0.10.1 docs, ops.html section 6.3.
+KAFKA_0101_PRODUCTION_CONFIG = """\
+num.replica.fetchers=4
+replica.fetch.max.bytes=1048576
+replica.fetch.wait.max.ms=500
+replica.high.watermark.checkpoint.interval.ms=5000
+replica.socket.timeout.ms=30000
+replica.socket.receive.buffer.bytes=65536
+replica.lag.time.max.ms=10000
+controller.socket.timeout.ms=30000
+controller.message.queue.size=10
+num.partitions=8
+message.max.bytes=1000000
+auto.create.topics.enable=true
+log.index.interval.bytes=4096
+log.index.size.max.bytes=10485760
+log.retention.hours=168
+log.flush.interval.ms=10000
+log.flush.interval.messages=20000
+log.flush.scheduler.interval.ms=2000
+log.roll.hours=168
+log.retention.check.interval.ms=300000
+log.segment.bytes=1073741824
+zookeeper.connection.timeout.ms=6000
+zookeeper.sync.time.ms=2000
+num.io.threads=8
+num.network.threads=8
+socket.request.max.bytes=104857600
+socket.receive.buffer.bytes=1048576
+socket.send.buffer.bytes=1048576
+queued.max.requests=16
+fetch.purgatory.purge.interval.requests=100
+producer.purgatory.purge.interval.requests=100
+"""
+
+
+@pytest.mark.parametrize("text, unknown, warned, buffers", [
+    (KAFKA_0101_SERVER_PROPERTIES, [], ["num.network.threads", "num.io.threads", "num.recovery.threads.per.data.dir"],
+     {"SO_SNDBUF": 102400, "SO_RCVBUF": 102400}),
+    (KAFKA_MODERN_SERVER_PROPERTIES, [],
+     ["num.network.threads", "num.io.threads", "num.recovery.threads.per.data.dir",
+      "transaction.state.log.replication.factor", "transaction.state.log.min.isr"],
+     {"SO_SNDBUF": 102400, "SO_RCVBUF": 102400}),
+    (KAFKA_0101_PRODUCTION_CONFIG, ["controller.message.queue.size"],
+     ["num.network.threads", "num.io.threads", "queued.max.requests", "zookeeper.sync.time.ms",
+      "num.replica.fetchers", "fetch.purgatory.purge.interval.requests", "producer.purgatory.purge.interval.requests"],
+     {"SO_SNDBUF": 1048576, "SO_RCVBUF": 1048576}),
+], ids=["0.10.1-shipped", "modern-shipped", "0.10.1-production"])
+def test_kafka_stock_configs_start_with_warnings_for_inert_keys(tmp_path, text, unknown, warned, buffers):
+    c = BrokerConfig.from_sources(write(tmp_path, "server.properties", text))
+    assert sorted(c.unknown) == unknown
+    assert sorted(name for name, _ in c.no_effect) == sorted(warned)
+    assert c.socket_buffer_sizes == buffers
+
+
+# -- socket buffers ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("overrides, expect", [
+    ([], {}),  # Kafka's default 102400 is not applied: Linux autotunes
+    (["socket.send.buffer.bytes=102400"], {"SO_SNDBUF": 102400}),
+    (["socket.receive.buffer.bytes=65536", "socket.send.buffer.bytes=-1"], {"SO_RCVBUF": 65536}),
+    (["socket.receive.buffer.bytes=-1", "socket.send.buffer.bytes=-1"], {}),
+])
+def test_socket_buffer_sizes_only_when_set(overrides, expect):
+    assert BrokerConfig.from_sources(None, overrides).socket_buffer_sizes == expect
+
+
+@pytest.mark.parametrize("key", ["socket.send.buffer.bytes", "socket.receive.buffer.bytes"])
+def test_socket_buffer_zero_refused(key):
+    with pytest.raises(ConfigError) as ei:
+        BrokerConfig.from_sources(None, ["%s=0" % key])
+    assert ei.value.key == key and "'0'" in str(ei.value) and "-1" in str(ei.value)
+
+
+# -- topic keys: refused unless default, or accepted without effect ----------------------------------------------
+
+@pytest.mark.parametrize("key, value, reason", [
+    ("compression.type", "gzip", "recompression on append is not implemented"),
+    ("compression.type", "uncompressed", "recompression on append is not implemented"),
+    ("preallocate", "true", "does not preallocate"),
+    ("max.compaction.lag.ms", "60000", "maximum compaction lag is not implemented"),
+    ("leader.replication.throttled.replicas", "0:1,1:2", "issue 12"),
+    ("follower.replication.throttled.replicas", "*", "issue 12"),
+])
+def test_topic_config_without_effect_is_invalid_config(key, value, reason):
+    with pytest.raises(ConfigError) as ei:
+        validate_topic_config({"retention.ms": "1000", key: value})
+    assert ei.value.key == key
+    assert key in str(ei.value) and repr(value) in str(ei.value) and reason in str(ei.value)
+
+
+def test_topic_config_defaults_of_refused_keys_accepted():
+    assert validate_topic_config({"compression.type": "producer", "preallocate": "false",
+                                  "max.compaction.lag.ms": str(LONG_MAX),
+                                  "leader.replication.throttled.replicas": ""}) == {
+        "compression.type": "producer", "preallocate": False, "max.compaction.lag.ms": LONG_MAX,
+        "leader.replication.throttled.replicas": []}
+
+
+def test_topic_message_format_version_accepted_with_a_warning(caplog):
+    with caplog.at_level(logging.WARNING, logger="kbroker.config"):
+        assert validate_topic_config({"message.format.version": "0.10.1"}) == {"message.format.version": "0.10.1"}
+    msgs = [r.getMessage() for r in caplog.records if r.name == "kbroker.config"]
+    assert len(msgs) == 1 and "message.format.version" in msgs[0] and "no effect" in msgs[0]
+
+
+def test_stored_topic_config_of_a_refused_key_still_describes():
+    # A topic stored before a key was refused keeps loading (DescribeConfigs, the broker's LogConfig).
+    eff = effective_topic_config(BrokerConfig.from_sources(), {"compression.type": "gzip"})
+    assert eff["compression.type"].value == "gzip" and eff["compression.type"].source == TOPIC_CONFIG
