@@ -122,10 +122,6 @@ class LeaderEpochCache:
     def latest_epoch(self):
         return self._epochs[-1] if self._epochs else UNDEFINED_EPOCH
 
-    @property
-    def earliest_epoch(self):
-        return self._epochs[0] if self._epochs else UNDEFINED_EPOCH
-
     def start_offset_of(self, epoch):
         i = bisect.bisect_left(self._epochs, epoch)
         if i < len(self._epochs) and self._epochs[i] == epoch:
@@ -192,9 +188,3 @@ class LeaderEpochCache:
         if not self.persist:
             return
         write_atomically(self.path, format_entries(self.entries()).encode("ascii"))
-
-    def delete_file(self):
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
