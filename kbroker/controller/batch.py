@@ -44,9 +44,6 @@ class RequestBatch:
         self.update_metadata = {}
         self.stop_callbacks = {}
 
-    def is_empty(self):
-        return not (self.leader_and_isr or self.stop_replica or self.update_metadata)
-
     def add_leader_and_isr(self, brokers, state):
         """``state``: a ``kbroker.cluster_state.PartitionLeadership`` (encoded with ``to_wire`` at send time)."""
         for b in brokers:

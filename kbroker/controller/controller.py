@@ -56,7 +56,6 @@ from .reassignment import Reassignments
 from .shutdown import ControlledShutdown
 from .state import ControllerContext, ControllerMoved
 from .topic_changes import TopicChanges
-from .topics import create_topic
 
 log = logging.getLogger("kbroker.controller")
 
@@ -70,8 +69,6 @@ _DEFAULTS = {
     "inter.broker.listener.name": None,
     "control.plane.listener.name": None,
     "security.inter.broker.protocol": "PLAINTEXT",
-    "num.partitions": 1,
-    "default.replication.factor": 1,
 }
 
 
@@ -205,15 +202,6 @@ class Controller:
         if timeout is None:
             timeout = self.cfg("controller.socket.timeout.ms") / 1000.0
         return result.get(timeout=timeout)
-
-    def create_topic(self, name, num_partitions=-1, replication_factor=-1, assignment=None, configs=None,
-                     validate_only=False, validate_configs=None):
-        """CreateTopics/auto-creation in cluster mode (``topics.create_topic``); callable on any broker, any
-        greenlet. The active controller elects the leaders when its /brokers/topics watch fires."""
-        return create_topic(self.topic_store, name, num_partitions, replication_factor, assignment, configs,
-                            validate_only, default_partitions=self.cfg("num.partitions"),
-                            default_replication_factor=self.cfg("default.replication.factor"),
-                            validate_configs=validate_configs)
 
     def broker_epoch(self, bid):
         """The epoch stamped on requests to ``bid`` (-1 for a broker not live)."""

@@ -210,6 +210,3 @@ class Group:
             votes[m.vote(candidates)] += 1
         best = max(votes.values())
         return next(c for c in candidates if votes[c] == best)
-
-    def has_offsets(self):
-        return bool(self.offsets)

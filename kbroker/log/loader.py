@@ -58,12 +58,6 @@ def _unlink(path):
         pass
 
 
-def _remove_segment_files(dir_path, base):
-    prefix = os.path.join(dir_path, filename_prefix(base))
-    for suffix in _SEGMENT_SUFFIXES:
-        _unlink(prefix + suffix)
-
-
 def _delete_leftovers(dir_path):
     swaps = []
     for name in sorted(os.listdir(dir_path)):

@@ -53,10 +53,6 @@ class FetchSlice:
         self.first_batch_size = first_batch_size
 
     @property
-    def file_region(self):
-        return self.region
-
-    @property
     def size(self):
         return self.region.size
 

@@ -67,8 +67,8 @@ import struct
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from kbroker._native import validate_records_region, validate_records_v2
-from kbroker._native.batch_py import OFFSET_DELTA_REASON
+from kbroker._native import (OFFSET_DELTA_REASON, record_facts, renumber_records, validate_records_region,
+                             validate_records_v2)
 from kbroker.errors import (CorruptMessage, InvalidRecord, InvalidTimestamp, MessageTooLarge, RecordListTooLarge,
                             UnsupportedCompressionType)
 
@@ -288,7 +288,7 @@ def _check_batch(buf, pos, h, now_ms, cfg, produce_version, inflation):
         raise InvalidRecord("malformed records in the batch at %d: %s" % (pos, reason))
     check_ts = not cfg.log_append_time and cfg.timestamp_difference_max_ms < MAX_LONG
     if cfg.compacted or check_ts:
-        null_key, min_ts, max_ts = _batch.record_facts(region, h.records_count, h.base_timestamp)
+        null_key, min_ts, max_ts = record_facts(region, h.records_count, h.base_timestamp)
         if cfg.compacted and null_key >= 0:
             raise InvalidRecord("compacted topic cannot accept a record without a key (record %d of the batch "
                                 "at %d)" % (null_key, pos))
@@ -306,7 +306,7 @@ def _rebuild(h, region, cfg):
         raise MessageTooLarge("offset deltas not 0..n-1 in a batch of %d records inflating to %d bytes: such "
                               "batches are rewritten only up to %d bytes" % (h.records_count, len(region),
                                                                              REBUILD_MAX_BYTES))
-    records = _batch.renumber_records(region, h.records_count)
+    records = renumber_records(region, h.records_count)
     if h.codec != compression.NONE:
         records = compress(h.codec, records, fast=True)
     size = HEADER_SIZE + len(records)

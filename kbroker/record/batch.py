@@ -19,33 +19,14 @@ Decoding here is a per-record Python loop: it serves conversion (up/down), compa
 opt-in timestamp checks, tools and tests -- never the plain append path, which uses the native validators.
 """
 
-import os
 import struct
 from collections import namedtuple
 
-from kbroker import _native
 from kbroker._native import crc32c, decode_varint, encode_varint
 from kbroker.errors import CorruptMessage, InvalidRecord
 
 from . import compression
 
-
-def _record_kernels():
-    """``record_facts`` / ``renumber_records`` (kbroker/_native/records.pyx): the compiled ones unless the pure
-    twins are in use (KBROKER_PURE=1, or the compiled set did not load) or this kernel was not built."""
-    if _native.IMPL == "cython" and os.environ.get("KBROKER_PURE", "") in ("", "0"):
-        try:
-            from kbroker._native import records as kernels
-            return kernels
-        except ImportError:
-            pass
-    from kbroker._native import records_py as kernels
-    return kernels
-
-
-_kernels = _record_kernels()
-record_facts = _kernels.record_facts
-renumber_records = _kernels.renumber_records
 
 HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength

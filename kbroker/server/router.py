@@ -12,7 +12,7 @@ from kbroker.protocol.apis import APIS
 
 
 class Handler:
-    __slots__ = ("api", "min_version", "max_version", "fn", "needs_controller")
+    __slots__ = ("api", "min_version", "max_version", "fn")
 
     def __init__(self, api, min_version, max_version, fn):
         if not (api.valid[0] <= min_version <= max_version <= api.valid[1]):

@@ -5,6 +5,7 @@ import pytest
 from kbroker import errors
 from kbroker.controller.admin_znodes import PreferredReplicaElectionZNode, ReassignPartitionsZNode
 from kbroker.controller.events import IsrChange
+from kbroker.controller.topics import create_topic
 from kbroker.coord.znodes import IsrChangeNotificationSequenceZNode, TopicZNode
 
 from .test_controller_support import (  # noqa: F401 -- backend is a fixture
@@ -142,20 +143,22 @@ def test_new_partition_with_dead_replica(cluster):
     assert cluster.state("u", 0) == st(3, 0, [3])
 
 
-def test_create_topic_helper(cluster):
-    act = cluster.active()
+def test_create_topic_written_for_the_controller(cluster):
+    """``controller/topics.create_topic`` (CreateTopics and auto-creation, through topic_admin) validates, writes the
+    znodes, and the active controller elects the leaders from its /brokers/topics watch."""
+    store = cluster.store
     with pytest.raises(errors.InvalidReplicationFactor):
-        act.create_topic("x", 2, 4)
+        create_topic(store, "x", 2, 4)
     with pytest.raises(errors.InvalidReplicaAssignment):
-        act.create_topic("x", assignment={0: [1, 7]})
+        create_topic(store, "x", assignment={0: [1, 7]})
     with pytest.raises(errors.InvalidRequest):
-        act.create_topic("x", 1, 1, assignment={0: [1]})
-    assert act.create_topic("x", 2, 2, validate_only=True)
+        create_topic(store, "x", 1, 1, assignment={0: [1]})
+    assert create_topic(store, "x", 2, 2, validate_only=True)
     assert not cluster.store.exists("x")
-    plan = cluster.ctrls[2].create_topic("x", 6, 2)  # any broker may write it; the controller picks it up
+    plan = create_topic(store, "x", 6, 2)  # written outside the controller; the active one picks it up
     assert sorted(plan) == list(range(6)) and all(len(set(r)) == 2 for r in plan.values())
     with pytest.raises(errors.TopicAlreadyExists):
-        act.create_topic("x", 1, 1)
+        create_topic(store, "x", 1, 1)
     cluster.settle()
     for p, reps in plan.items():
         assert cluster.state("x", p) == st(reps[0], 0, reps)

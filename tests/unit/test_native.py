@@ -3,6 +3,7 @@
 Batches are built here by hand with struct + the pure CRC-32C, following the v2 layout in
 docs/architecture.md, so the kernels are checked against the format rather than against each other.
 """
+import ast
 import mmap
 import os
 import struct
@@ -14,7 +15,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import kbroker._native as native
-from kbroker._native.batch_py import OFFSET_DELTA_REASON
 
 PURE = native.load(pure=True)
 try:
@@ -26,6 +26,11 @@ IMPLS = [pytest.param(PURE, id="python"),
          pytest.param(CY, id="cython", marks=pytest.mark.skipif(CY is None, reason="Cython kernels not built"))]
 needs_cy = pytest.mark.skipif(CY is None, reason="Cython kernels not built")
 HYP = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+EXPORTS = ("crc32c", "encode_varint", "decode_varint", "encode_uvarint", "decode_uvarint", "scan_batches",
+           "validate_records_v2", "validate_records_region", "receive_buffer", "bisect_index", "record_facts",
+           "renumber_records")
+OFFSET_DELTA_REASON = "offset deltas not 0..n-1"
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.fixture(params=IMPLS)
@@ -79,15 +84,71 @@ def simple_records(n, start_delta=0):
 # ---------------------------------------------------------------- loader
 
 def test_loader_exports_and_impl():
-    for name in ("crc32c", "encode_varint", "decode_varint", "encode_uvarint", "decode_uvarint",
-                 "scan_batches", "validate_records_v2", "validate_records_region", "receive_buffer", "bisect_index"):
+    for name in EXPORTS:
         assert callable(getattr(native, name))
+    assert native.OFFSET_DELTA_REASON == PURE.OFFSET_DELTA_REASON == OFFSET_DELTA_REASON
     assert native.IMPL in ("cython", "python")
     assert PURE.IMPL == "python"
     if CY is not None:
-        assert CY.IMPL == "cython"
+        assert CY.IMPL == "cython" and CY.OFFSET_DELTA_REASON == OFFSET_DELTA_REASON
         forced = os.environ.get("KBROKER_PURE", "") not in ("", "0")
         assert native.IMPL == ("python" if forced else "cython")
+
+
+def test_every_export_comes_from_the_set_impl_names():
+    chosen = PURE if native.IMPL == "python" else CY
+    for name in EXPORTS:
+        assert getattr(native, name) is getattr(chosen, name), name
+        assert getattr(PURE, name).__module__.endswith("_py"), name
+        if CY is not None:
+            assert not getattr(CY, name).__module__.endswith("_py"), name
+
+
+def test_one_missing_compiled_kernel_means_all_twins():
+    """A partial build (here: the records kernel unimportable) never mixes: every export is a twin and IMPL says so."""
+    code = ("import sys; sys.modules['kbroker._native.records'] = None\n"
+            "import kbroker._native as n\n"
+            "print(n.IMPL, n.crc32c.__module__, n.scan_batches.__module__, n.record_facts.__module__)")
+    env = dict(os.environ)
+    env.pop("KBROKER_PURE", None)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.split() == ["python", "kbroker._native.crc32c_py", "kbroker._native.batch_py",
+                                  "kbroker._native.records_py"]
+
+
+def _kernel_submodule_imports(path, source):
+    """Imports of a kernel module (``kbroker._native.<x>``) in one file: they would bypass the loader's choice."""
+    found = []
+    for node in ast.walk(ast.parse(source, path)):
+        if isinstance(node, ast.ImportFrom):
+            # ``from kbroker._native import crc32c`` is the exported function (same name as its module): fine
+            names = ([node.module] if node.module else []) + [
+                "%s.%s" % (node.module, a.name) for a in node.names
+                if node.module == "kbroker._native" and a.name not in native.__all__]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        else:
+            continue
+        found += ["%s:%d %s" % (path, node.lineno, n) for n in names if n.startswith("kbroker._native.")
+                  and n.split(".")[2] in {k + s for k in native.KERNELS for s in ("", "_py")}]
+    return found
+
+
+def test_nothing_outside_the_loader_imports_a_kernel_module():
+    bad = []
+    for dirpath, dirnames, filenames in os.walk(os.path.join(ROOT, "kbroker")):
+        dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+        if os.path.basename(dirpath) == "_native":
+            continue   # the twins import each other relatively (records_py uses varint_py)
+        for f in filenames:
+            if f.endswith(".py"):
+                path = os.path.join(dirpath, f)
+                with open(path, encoding="utf-8") as fh:
+                    bad += _kernel_submodule_imports(os.path.relpath(path, ROOT), fh.read())
+    assert bad == []
+    # the check sees both spellings of a bypass
+    assert len(_kernel_submodule_imports("x.py", "from kbroker._native.batch_py import OFFSET_DELTA_REASON\n"
+                                                 "def f():\n    from kbroker._native import records\n")) == 2
 
 
 def test_load_does_not_shadow_exports():
@@ -98,10 +159,9 @@ def test_load_does_not_shadow_exports():
 
 def test_kbroker_pure_env_forces_twins():
     env = dict(os.environ, KBROKER_PURE="1")
-    out = subprocess.run([sys.executable, "-c", "import kbroker._native as n; print(n.IMPL, n.crc32c.__module__)"],
-                         env=env, capture_output=True, text=True, check=True, cwd=os.path.dirname(
-                             os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    assert out.stdout.split() == ["python", "kbroker._native.crc32c_py"]
+    out = subprocess.run([sys.executable, "-c", "import kbroker._native as n; print(n.IMPL, n.crc32c.__module__, "
+                          "n.record_facts.__module__)"], env=env, capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.split() == ["python", "kbroker._native.crc32c_py", "kbroker._native.records_py"]
 
 
 # ---------------------------------------------------------------- CRC-32C
@@ -520,3 +580,108 @@ def test_receive_buffer_is_a_writable_bytearray_of_the_exact_size(k):
         assert bytes(buf) == b"\x5a" * n
     with pytest.raises(ValueError):
         k.receive_buffer(-1)
+
+
+# ---------------------------------------------------------------- per-record kernels (records / records_py)
+
+NOW = 1_700_000_000_000
+
+
+def facts_records():
+    """Four records (value b"v") as (offset delta, timestamp delta, key, headers); delta 300 takes two varint
+    bytes, so renumbering it to 3 shortens that record by one byte."""
+    return [(0, 5, b"a", ()), (7, -3, None, ((b"x", b"y"),)), (1, 1 << 40, b"", ()), (300, -NOW - 1, None, ())]
+
+
+def facts_region(deltas=None):
+    recs = facts_records()
+    return b"".join(record(d if deltas is None else deltas[i], key, b"v", headers, ts_delta=ts)
+                    for i, (d, ts, key, headers) in enumerate(recs))
+
+
+def test_record_facts(k):
+    region = facts_region()
+    # null key first at index 1; timestamps NOW + delta, NOW + (-NOW - 1) = -1 is "no timestamp" and left out
+    assert k.record_facts(region, 4, NOW) == (1, NOW - 3, NOW + (1 << 40))
+    assert k.record_facts(memoryview(region), 4, NOW) == (1, NOW - 3, NOW + (1 << 40))
+    assert k.record_facts(region, 0, NOW) == (-1, -1, -1)
+    assert k.record_facts(region, 1, NOW) == (-1, NOW + 5, NOW + 5)
+    last = record(300, None, b"v", ts_delta=-NOW - 1)
+    assert k.record_facts(last, 1, NOW) == (0, -1, -1)
+    # base + delta wraps like a Java long
+    assert k.record_facts(record(0, b"k", b"v", ts_delta=2), 1, 2**63 - 1) == (-1, -2**63 + 1, -2**63 + 1)
+    for bad in (region[:-3], region[:1], b""):
+        with pytest.raises(ValueError):
+            k.record_facts(bad, 4, NOW)
+    with pytest.raises(ValueError):
+        k.record_facts(record(0, b"k", b"v", raw_length_adjust=-20), 1, NOW)   # length too short for its fields
+
+
+def test_renumber_records_exact_bytes(k):
+    region = facts_region()
+    out = k.renumber_records(region, 4)
+    assert type(out) is bytearray
+    assert bytes(out) == facts_region(deltas=[0, 1, 2, 3])
+    assert len(out) == len(region) - 1      # delta 300 (2 bytes) -> 3 (1 byte), its length prefix adjusted
+    assert bytes(k.renumber_records(memoryview(out), 4)) == bytes(out)
+    assert bytes(k.renumber_records(b"", 0)) == b""
+    for bad in (region[:-1], region + b"\x00"):
+        with pytest.raises(ValueError):
+            k.renumber_records(bad, 4)
+    with pytest.raises(ValueError):
+        k.renumber_records(region, -1)
+    with pytest.raises(ValueError):
+        k.renumber_records(region, 5)
+
+
+def _result(fn, *args):
+    """("ok", value as bytes when a bytearray) or ("ValueError",)."""
+    try:
+        out = fn(*args)
+    except ValueError:
+        return ("ValueError",)
+    return ("ok", bytes(out) if isinstance(out, bytearray) else out)
+
+
+def _walkable(k, region, count):
+    """What the record layer calls the record kernels on: a region the validator accepts, or rejects only for its
+    offset deltas. On anything else the twins may disagree (the twin reads a 6-10 byte varint where the compiled
+    kernel stops at 5), and both must only not crash."""
+    return k.validate_records_region(region, count) in (None, OFFSET_DELTA_REASON)
+
+
+RECORDS = st.lists(st.tuples(st.integers(min_value=0, max_value=2**31 - 1),          # offset delta
+                             st.integers(min_value=-2**63, max_value=2**63 - 1),     # timestamp delta
+                             st.none() | st.binary(max_size=5), st.none() | st.binary(max_size=5),
+                             st.lists(st.tuples(st.binary(min_size=1, max_size=3), st.none() | st.binary(max_size=3)),
+                                      max_size=2)),
+                   max_size=5)
+
+
+@needs_cy
+@given(RECORDS, st.integers(min_value=-2**63, max_value=2**63 - 1))
+@HYP
+def test_record_kernels_random_cython_equals_python(recs, base_ts):
+    region = b"".join(record(d, key, value, headers, ts_delta=ts) for d, ts, key, value, headers in recs)
+    n = len(recs)
+    assert _walkable(PURE, region, n)
+    facts = _result(PURE.record_facts, region, n, base_ts)
+    assert facts[0] == "ok" and _result(CY.record_facts, region, n, base_ts) == facts
+    renumbered = _result(PURE.renumber_records, region, n)
+    assert renumbered[0] == "ok" and _result(CY.renumber_records, region, n) == renumbered
+    assert PURE.validate_records_region(renumbered[1], n) is None
+
+
+@needs_cy
+@given(st.lists(st.tuples(st.integers(min_value=0, max_value=500), st.integers(min_value=0, max_value=255)),
+                min_size=1, max_size=3), st.integers(min_value=0, max_value=5))
+@HYP
+def test_record_kernels_mutations_cython_equals_python(flips, count):
+    recs = bytearray(facts_region())
+    for where, value in flips:
+        recs[where % len(recs)] = value
+    recs = bytes(recs)
+    results = [(_result(k.record_facts, recs, count, NOW), _result(k.renumber_records, recs, count))
+               for k in (CY, PURE)]
+    if _walkable(PURE, recs, count):
+        assert results[0] == results[1]
