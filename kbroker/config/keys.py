@@ -15,6 +15,8 @@ kbroker/, so no key can be silently inert):
 """
 from collections import namedtuple
 
+from kbroker.log.config import LogConfig
+
 from .values import (DOUBLE_MAX, INT_MAX, LONG_MAX, OneOf, Range, _CLASS, _CLEANUP, _COMPRESSION, _PROTOCOLS,
                      _TIMESTAMP_TYPE, _VERSION)
 
@@ -53,6 +55,11 @@ _PURGATORY = ("kbroker has no purgatory to purge: a parked Fetch or acks=all Pro
 
 # --------------------------------------------------------------------------------------------------------------
 # the table
+
+# Per-log defaults have one source, LogConfig's field defaults (kbroker/log/config.py); the keys feeding a topic
+# config take theirs from it. Every other default is written here once.
+_LOG = LogConfig()
+_HOUR_MS = 3600000
 
 ConfigKey = namedtuple("ConfigKey", "name type default validator importance doc effect")
 
@@ -108,18 +115,22 @@ _KEYS = [
     _k("auto.create.topics.enable", "bool", True, None, H, "Create unknown topics on Metadata/Produce"),
     _k("delete.topic.enable", "bool", True, None, H,
        "Allow topic deletion. Default true as Kafka >= 1.0; Kafka 0.10.1 had false (deletes were only marked)"),
-    _k("log.segment.bytes", "int", 1073741824, Range(14), H, "Maximum segment file size"),
+    _k("log.segment.bytes", "int", _LOG.segment_bytes, Range(14), H, "Maximum segment file size"),
     _k("log.roll.ms", "long", None, Range(1), H, "Roll a segment after this age; overrides log.roll.hours"),
-    _k("log.roll.hours", "int", 168, Range(1), H, "Roll a segment after this many hours"),
+    _k("log.roll.hours", "int", _LOG.segment_ms // _HOUR_MS, Range(1), H, "Roll a segment after this many hours"),
     _k("log.roll.jitter.ms", "long", None, Range(0), H, "Random jitter subtracted from the roll time (ms)"),
-    _k("log.roll.jitter.hours", "int", 0, Range(0), H, "Roll jitter in hours, when log.roll.jitter.ms is unset"),
+    _k("log.roll.jitter.hours", "int", _LOG.segment_jitter_ms // _HOUR_MS, Range(0), H,
+       "Roll jitter in hours, when log.roll.jitter.ms is unset"),
     _k("log.retention.ms", "long", None, Range(-1), H,
        "Retention time; precedence ms > minutes > hours; -1 = unlimited"),
     _k("log.retention.minutes", "int", None, Range(-1), H, "Retention time in minutes (see log.retention.ms)"),
-    _k("log.retention.hours", "int", 168, Range(-1), H, "Retention time in hours (see log.retention.ms)"),
-    _k("log.retention.bytes", "long", -1, None, H, "Maximum partition size before old segments go; -1 = unlimited"),
+    _k("log.retention.hours", "int", _LOG.retention_ms // _HOUR_MS, Range(-1), H,
+       "Retention time in hours (see log.retention.ms)"),
+    _k("log.retention.bytes", "long", _LOG.retention_bytes, None, H,
+       "Maximum partition size before old segments go; -1 = unlimited"),
     _k("log.retention.check.interval.ms", "long", 300000, Range(1), M, "How often retention runs"),
-    _k("log.flush.interval.messages", "long", LONG_MAX, Range(1), H, "fsync after this many appended messages"),
+    _k("log.flush.interval.messages", "long", _LOG.flush_interval_messages, Range(1), H,
+       "fsync after this many appended messages"),
     _k("log.flush.interval.ms", "long", None, Range(0), H,
        "fsync when the oldest unflushed data is this old; default = log.flush.scheduler.interval.ms"),
     _k("log.flush.scheduler.interval.ms", "long", LONG_MAX, Range(0), H, "How often the flusher checks logs"),
@@ -129,12 +140,14 @@ _KEYS = [
        "How often log-start-offset-checkpoint is written (Kafka >= 0.11)",
        effect=no_effect("the log start offset is the first segment's base offset (no DeleteRecords), so there is no "
                         "log-start-offset-checkpoint to write")),
-    _k("log.index.size.max.bytes", "int", 10485760, Range(4), M, "Preallocated size of each offset/time index"),
-    _k("log.index.interval.bytes", "int", 4096, Range(0), M, "Bytes between offset index entries"),
-    _k("log.segment.delete.delay.ms", "long", 60000, Range(0), H, "Delay before a deleted segment's files go"),
-    _k("log.preallocate", "bool", False, None, M, "Preallocate new segment files",
+    _k("log.index.size.max.bytes", "int", _LOG.segment_index_bytes, Range(4), M,
+       "Preallocated size of each offset/time index"),
+    _k("log.index.interval.bytes", "int", _LOG.index_interval_bytes, Range(0), M, "Bytes between offset index entries"),
+    _k("log.segment.delete.delay.ms", "long", _LOG.file_delete_delay_ms, Range(0), H,
+       "Delay before a deleted segment's files go"),
+    _k("log.preallocate", "bool", _LOG.preallocate, None, M, "Preallocate new segment files",
        effect=refused_unless_default("kbroker does not preallocate segment files")),
-    _k("log.cleanup.policy", "list", ["delete"], _CLEANUP, M, "delete and/or compact"),
+    _k("log.cleanup.policy", "list", _LOG.cleanup_policy.split(","), _CLEANUP, M, "delete and/or compact"),
     _k("log.cleaner.enable", "bool", True, None, M, "Run the log cleaner (needed for compacted topics)"),
     _k("log.cleaner.threads", "int", 1, Range(0), M, "Cleaner threads",
        effect=refused_unless_default("kbroker runs exactly one cleaner (to stop cleaning set "
@@ -148,17 +161,20 @@ _KEYS = [
                                      "fill is not configurable")),
     _k("log.cleaner.io.max.bytes.per.second", "double", DOUBLE_MAX, Range(0.0), M, "Cleaner I/O throttle",
        effect=refused_unless_default("the cleaner is not throttled")),
-    _k("log.cleaner.min.cleanable.ratio", "double", 0.5, Range(0.0, 1.0), M,
+    _k("log.cleaner.min.cleanable.ratio", "double", _LOG.min_cleanable_dirty_ratio, Range(0.0, 1.0), M,
        "Clean a log once dirty/total bytes reaches this"),
-    _k("log.cleaner.delete.retention.ms", "long", 86400000, Range(0), M, "How long delete markers are kept"),
-    _k("log.cleaner.min.compaction.lag.ms", "long", 0, Range(0), M, "Messages younger than this are not compacted"),
+    _k("log.cleaner.delete.retention.ms", "long", _LOG.delete_retention_ms, Range(0), M,
+       "How long delete markers are kept"),
+    _k("log.cleaner.min.compaction.lag.ms", "long", _LOG.min_compaction_lag_ms, Range(0), M,
+       "Messages younger than this are not compacted"),
     _k("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, Range(1), M,
        "Messages older than this become eligible regardless of ratio (Kafka >= 2.3)",
        effect=refused_unless_default("the cleaner picks logs by dirty ratio and tombstone horizon only; a maximum "
                                      "compaction lag is not implemented")),
     _k("log.cleaner.backoff.ms", "long", 15000, Range(0), M, "Sleep when there is nothing to clean"),
-    _k("log.message.timestamp.type", "string", "CreateTime", _TIMESTAMP_TYPE, M, "CreateTime or LogAppendTime"),
-    _k("log.message.timestamp.difference.max.ms", "long", LONG_MAX, Range(0), M,
+    _k("log.message.timestamp.type", "string", _LOG.message_timestamp_type, _TIMESTAMP_TYPE, M,
+       "CreateTime or LogAppendTime"),
+    _k("log.message.timestamp.difference.max.ms", "long", _LOG.message_timestamp_difference_max_ms, Range(0), M,
        "Max |broker time - message timestamp| for CreateTime"),
     _k("log.message.format.version", "string", "3.0-IV1", _VERSION, M,
        "Kafka: message format version of stored batches; kbroker always stores record batches v2",
@@ -170,9 +186,10 @@ _KEYS = [
     _k("num.recovery.threads.per.data.dir", "int", 1, Range(1), H, "Log recovery workers per directory",
        effect=no_effect("kbroker recovers the logs of a directory one after another at startup; the value is a "
                         "parallelism knob only")),
-    _k("message.max.bytes", "int", 1048588, Range(0), H,
+    _k("message.max.bytes", "int", _LOG.max_message_bytes, Range(0), H,
        "Largest record batch accepted. Modern default 1048588 (1 MiB + 12-byte log overhead); 0.10.1 had 1000012"),
-    _k("compression.type", "string", "producer", _COMPRESSION, H, "Compression of stored batches; producer = keep",
+    _k("compression.type", "string", _LOG.compression_type, _COMPRESSION, H,
+       "Compression of stored batches; producer = keep",
        effect=refused_unless_default("kbroker stores batches as the producer compressed them; recompression on "
                                      "append is not implemented")),
     _k("max.request.decompressed.bytes", "int", 32 << 20, Range(0), M,
@@ -263,8 +280,8 @@ _KEYS = [
        effect=refused_unless_default("a producer's idempotence state lives as long as the log holds its batches (it "
                                      "is rebuilt from them); producer ids do not expire by time")),
     # -- replication
-    _k("min.insync.replicas", "int", 1, Range(1), H, "ISR size needed for acks=all"),
-    _k("unclean.leader.election.enable", "bool", False, None, H,
+    _k("min.insync.replicas", "int", _LOG.min_insync_replicas, Range(1), H, "ISR size needed for acks=all"),
+    _k("unclean.leader.election.enable", "bool", _LOG.unclean_leader_election_enable, None, H,
        "Elect an out-of-sync replica when no ISR member lives. Default false (Kafka >= 0.11); 0.10.1 had true"),
     _k("replica.lag.time.max.ms", "long", 10000, None, H, "Followers not caught up for this long leave the ISR"),
     _k("replica.fetch.min.bytes", "int", 1, None, H, "Follower fetch min_bytes"),

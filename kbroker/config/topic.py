@@ -1,6 +1,9 @@
 """Topic-level configs: keys, validation, effective values with their source, LogConfig kwargs."""
+import dataclasses
 import logging
 from collections import namedtuple
+
+from kbroker.log.config import LogConfig
 
 from .keys import (APPLIED, CONFIG_KEYS, NO_EFFECT, REFUSED_UNLESS_DEFAULT, _QUOTAS, effect_of, no_effect,
                    refused_unless_default)
@@ -69,6 +72,7 @@ _TOPIC_KEYS = [
 ]
 
 TOPIC_CONFIGS = {k.name: k for k in _TOPIC_KEYS}
+_LOG_FIELDS = frozenset(f.name for f in dataclasses.fields(LogConfig))
 
 # Broker keys that feed a topic default through a derived value (all of them count as "set" for the source).
 _DERIVED_SOURCES = {
@@ -150,19 +154,16 @@ def log_config_for(broker_cfg, overrides):
     """Keyword arguments for ``kbroker.log.config.LogConfig`` (snake_case topic keys, typed values).
 
     LogConfig's conventions apply: ``cleanup_policy`` is the comma string ("compact,delete") and
-    ``flush_interval_ms`` of Long.MAX (never flush by time) is None. When LogConfig is importable, only its
-    declared fields are returned, so it may grow or omit fields freely.
+    ``flush_interval_ms`` of Long.MAX (never flush by time) is None. Only LogConfig's fields are returned: the
+    topic keys without one (``message.format.version``, ``max.compaction.lag.ms``, the throttle lists) are not
+    per-log state (their ``effect`` says what kbroker does with them).
     """
     kwargs = {}
     for name, entry in effective_topic_config(broker_cfg, overrides).items():
-        kwargs[TOPIC_CONFIGS[name].field] = entry.value
+        field = TOPIC_CONFIGS[name].field
+        if field in _LOG_FIELDS:
+            kwargs[field] = entry.value
     kwargs["cleanup_policy"] = ",".join(kwargs["cleanup_policy"])
     if kwargs["flush_interval_ms"] == LONG_MAX:
         kwargs["flush_interval_ms"] = None
-    try:
-        import dataclasses
-        from kbroker.log.config import LogConfig
-        names = {f.name for f in dataclasses.fields(LogConfig)}
-    except (ImportError, TypeError):
-        return kwargs
-    return {k: v for k, v in kwargs.items() if k in names}
+    return kwargs

@@ -2,6 +2,8 @@
 import logging
 import re
 
+from kbroker.errors import InvalidConfig
+
 log = logging.getLogger("kbroker.config")
 
 
@@ -14,8 +16,11 @@ SHORT_MIN = -(2**15)
 DOUBLE_MAX = 1.7976931348623157e308
 
 
-class ConfigError(ValueError):
-    """An invalid configuration value (message names the key, the value and what is allowed)."""
+class ConfigError(InvalidConfig, ValueError):
+    """An invalid configuration value (message names the key, the value and what is allowed).
+
+    It is Kafka's INVALID_CONFIG (40) as well: a topic config refused by ``validate_topic_config`` reaches the
+    client with that code and this message, with no wrapping by the caller."""
 
     def __init__(self, message, key=None):
         super().__init__(message)

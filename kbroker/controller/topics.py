@@ -35,10 +35,7 @@ def live_brokers(backend):
 
 def _default_validate(configs):
     from kbroker.config import validate_topic_config
-    try:
-        return validate_topic_config(configs)
-    except Exception as e:  # ConfigError names the key and value
-        raise errors.InvalidConfig(str(e)) from None
+    return validate_topic_config(configs)  # its ConfigError is INVALID_CONFIG (40), naming the key and value
 
 
 def create_topic(topic_store, name, num_partitions=-1, replication_factor=-1, assignment=None, configs=None,

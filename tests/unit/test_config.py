@@ -747,3 +747,24 @@ def test_stored_topic_config_of_a_refused_key_still_describes():
     # A topic stored before a key was refused keeps loading (DescribeConfigs, the broker's LogConfig).
     eff = effective_topic_config(BrokerConfig.from_sources(), {"compression.type": "gzip"})
     assert eff["compression.type"].value == "gzip" and eff["compression.type"].source == TOPIC_CONFIG
+
+
+# -- one source of defaults ----------------------------------------------------------------------------------------
+
+def test_log_config_defaults_are_the_broker_defaults():
+    """Per-log defaults live once, in LogConfig's fields; the broker keys take theirs from there, so the LogConfig a
+    broker with Kafka's defaults builds is exactly LogConfig()."""
+    from kbroker.log.config import LogConfig
+    assert LogConfig(**log_config_for(BrokerConfig.from_sources(), {})) == LogConfig()
+    c = BrokerConfig.from_sources()
+    assert (c["log.roll.hours"], c["log.retention.hours"], c["log.roll.jitter.hours"]) == (168, 168, 0)
+    assert c["log.cleanup.policy"] == ["delete"] and c["unclean.leader.election.enable"] is False
+
+
+def test_config_error_is_invalid_config():
+    from kbroker import errors
+    with pytest.raises(errors.InvalidConfig) as ei:
+        validate_topic_config({"segment.bytes": "1"})
+    assert ei.value.code == 40 and ei.value.key == "segment.bytes"
+    assert str(ei.value) == ei.value.message == "Invalid value '1' for configuration segment.bytes: must be [14,...]"
+    assert isinstance(ei.value, ValueError)
