@@ -10,7 +10,13 @@ Sources, applied in order (later wins): built-in defaults < config file < ``--ov
 * ``.yaml``/``.yml`` holds a flat mapping of Kafka keys, or nested mappings that flatten to dotted keys
   (``log: {retention: {hours: 1}}`` == ``log.retention.hours: 1``). Native YAML ints/bools/lists are accepted.
 * Unknown keys are kept in ``BrokerConfig.unknown`` and logged once as a warning (Kafka does the same).
-* An invalid value raises ``ConfigError`` naming the key, the value and what is allowed.
+* An invalid value raises ``ConfigError`` naming the key, the value and what is allowed (it is also Kafka's
+  INVALID_CONFIG, code 40, for topic configs).
+* Nothing fails open: every key has an ``effect`` in the key table (keys.py). A key kbroker cannot honour (TLS,
+  SASL, ACLs, quotas, ...) stops startup with a ConfigError naming it when set to anything but its default, as does
+  a listener whose security protocol is not PLAINTEXT; a key naming a mechanism kbroker does not have (Kafka's
+  thread pools, the purgatory, the transaction coordinator) is accepted with one WARNING line when set.
+  docs/config-effects.md lists both kinds.
 
 Defaults are Kafka 0.10.1's (``kafka_config.html``) except where this table deliberately follows modern Kafka,
 each noted in the key's doc: ``delete.topic.enable`` (true, Kafka >= 1.0; 0.10.1 had false),
@@ -29,8 +35,8 @@ from .files import (Listener, flatten_mapping, load_file, parse_listeners, parse
 from .keys import CONFIG_KEYS, ConfigKey
 from .topic import (CONFIG_SOURCE_CODES, DEFAULT_CONFIG, STATIC_BROKER_CONFIG, TOPIC_CONFIG, TOPIC_CONFIGS,
                     ConfigEntry, TopicKey, effective_topic_config, log_config_for, validate_topic_config)
-from .values import (DOUBLE_MAX, INT_MAX, INT_MIN, LONG_MAX, LONG_MIN, SHORT_MAX, SHORT_MIN, ConfigError, NonEmptyListOf,
-                     OneOf, Password, Pattern, Range, format_value, parse_value)
+from .values import (DOUBLE_MAX, INT_MAX, INT_MIN, LONG_MAX, LONG_MIN, SHORT_MAX, SHORT_MIN, ConfigError,
+                     NonEmptyListOf, OneOf, Password, Pattern, Range, format_value, parse_value)
 
 __all__ = [
     "BrokerConfig", "ConfigError", "Password", "Range", "OneOf", "NonEmptyListOf", "Pattern", "Listener",

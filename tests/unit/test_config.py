@@ -226,7 +226,8 @@ def test_defaults_match_kafka():
         "log.cleaner.min.cleanable.ratio": 0.5, "log.cleaner.delete.retention.ms": 86400000,
         "log.cleaner.backoff.ms": 15000, "log.flush.interval.messages": LONG_MAX,
         "log.flush.offset.checkpoint.interval.ms": 60000, "log.segment.delete.delay.ms": 60000,
-        "log.message.timestamp.type": "CreateTime", "zookeeper.connect": "", "leader.imbalance.per.broker.percentage": 10,
+        "log.message.timestamp.type": "CreateTime", "zookeeper.connect": "",
+        "leader.imbalance.per.broker.percentage": 10,
     }
     for k, v in expect.items():
         assert c[k] == v, k
@@ -768,3 +769,10 @@ def test_config_error_is_invalid_config():
     assert ei.value.code == 40 and ei.value.key == "segment.bytes"
     assert str(ei.value) == ei.value.message == "Invalid value '1' for configuration segment.bytes: must be [14,...]"
     assert isinstance(ei.value, ValueError)
+
+
+def test_config_effects_doc_is_current():
+    from kbroker.config.keys import effects_markdown
+    with open(os.path.join(REPO, "docs", "config-effects.md"), encoding="utf-8") as f:
+        assert f.read() == effects_markdown(TOPIC_CONFIGS.values()), \
+            "docs/config-effects.md is stale: run python scripts/config_effects.py"
