@@ -26,6 +26,7 @@ import time
 import gevent
 
 from kbroker import errors
+from kbroker.config.keys import CONFIG_KEYS
 from kbroker.log.checkpoint import OffsetCheckpoint
 from kbroker.replica.fetcher import ReplicaFetcher
 from kbroker.replica.partition import Partition
@@ -34,17 +35,11 @@ log = logging.getLogger(__name__)
 
 HW_CHECKPOINT = "replication-offset-checkpoint"
 
-_DEFAULTS = {
-    "replica.lag.time.max.ms": 10000,
-    "replica.fetch.wait.max.ms": 500,
-    "replica.fetch.min.bytes": 1,
-    "replica.fetch.max.bytes": 1048576,
-    "replica.fetch.response.max.bytes": 10485760,
-    "replica.fetch.backoff.ms": 1000,
-    "replica.socket.timeout.ms": 30000,
-    "replica.socket.receive.buffer.bytes": 65536,
-    "replica.high.watermark.checkpoint.interval.ms": 5000,
-}
+# The keys read here; a dict ``config`` may omit them, and their defaults come from the broker key table.
+_SETTINGS = ("replica.lag.time.max.ms", "replica.fetch.wait.max.ms", "replica.fetch.min.bytes",
+             "replica.fetch.max.bytes", "replica.fetch.response.max.bytes", "replica.fetch.backoff.ms",
+             "replica.socket.timeout.ms", "replica.socket.receive.buffer.bytes",
+             "replica.high.watermark.checkpoint.interval.ms")
 
 
 def _wall_ms():
@@ -68,7 +63,7 @@ class ReplicaManager:
         self.partition_exists = partition_exists
         self.clock = clock
         cfg = config or {}
-        self.settings = {k: cfg.get(k, d) for k, d in _DEFAULTS.items()}
+        self.settings = {k: cfg.get(k, CONFIG_KEYS[k].default) for k in _SETTINGS}
         self._partitions = {}
         self._fetchers = {}
         self.leadership_listeners = []   # fn(tp, was_leader, is_leader) after every applied change
