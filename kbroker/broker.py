@@ -1,5 +1,7 @@
-"""The broker: wires configuration, coordination backend, controller, metadata cache, hosted partitions, the group
-coordinator and the network server.
+"""The broker: the composition root and lifecycle owner. It builds configuration, coordination backend, controller,
+metadata cache, hosted partitions, the group coordinator and the network server, hands the handlers their
+collaborators once (``Services``, kbroker/server/context.py: the handlers never see this object), starts them in
+order and stops them in reverse.
 
 One code path for both modes. With ``zookeeper.connect`` the backend is a ZooKeeper ensemble; without it, the
 embedded single-node backend with the same interface. Either way this broker registers ``/brokers/ids/<id>``, joins
@@ -11,7 +13,10 @@ Ownership:
   paths, read and written through ``TopicStore`` (``TopicAdmin`` for client requests, the controller for the rest);
 - what this broker believes about the cluster is ``metadata_cache``, changed only by UpdateMetadata;
 - ``self.partitions`` (the partitions hosted here) changes only in ``apply_leader_and_isr`` / ``stop_replicas``;
-- the logs are owned by ``LogManager``.
+- the logs are owned by ``LogManager``;
+- the topic-config cache (``topic_configs``: each hosted topic's overrides, the LogConfig its partitions run with)
+  is this object's, changed by ``apply_topic_config`` (TopicAdmin's AlterConfigs, ConfigWatcher) and forgotten for
+  deleted topics (a MetadataCache deletion listener).
 """
 import logging
 import os
@@ -24,17 +29,18 @@ from gevent.threadpool import ThreadPool
 from kbroker import errors
 from kbroker.config import log_config_for
 from kbroker.coord import make_backend
-from kbroker.coord.metadata_store import TopicStore, validate_topic_name
+from kbroker.coord.metadata_store import TopicStore
 from kbroker.coord.controller_view import ControllerView
 from kbroker.coord.registration import BrokerRegistrar, cluster_id as read_cluster_id, generate_broker_id
 from kbroker.coord.errors import BadVersionError
 from kbroker.coord.znodes import ensure_persistent_paths
-from kbroker.internal_topics import GROUP_METADATA_TOPIC, is_internal
+from kbroker.internal_topics import GROUP_METADATA_TOPIC
 from kbroker.log.config import LogConfig
 from kbroker.log.log import Log
 from kbroker.log.manager import LogManager, read_properties
 from kbroker.producer_ids import ProducerIdManager
 from kbroker.replica.manager import ReplicaManager
+from kbroker.server.context import READY_WAIT_S, ControlPlane, Services
 from kbroker.server.loopcall import make_owner_call
 from kbroker.server.metadata_cache import MetadataCache
 from kbroker.server.router import Router
@@ -43,15 +49,9 @@ from kbroker.topic_admin import ConfigWatcher, TopicAdmin
 
 log = logging.getLogger(__name__)
 
-# How long start() waits for the controller's first UpdateMetadata naming this broker (then it serves anyway).
-METADATA_WAIT_S = 30.0
-
-
-class PartitionState:
-    __slots__ = ("leader", "replicas", "isr", "leader_epoch")
-
-    def __init__(self, leader, replicas, isr, leader_epoch):
-        self.leader, self.replicas, self.isr, self.leader_epoch = leader, replicas, isr, leader_epoch
+# How long start() waits for the controller's first UpdateMetadata naming this broker (then it serves anyway); a
+# Metadata request waits as long for ``ready``.
+METADATA_WAIT_S = READY_WAIT_S
 
 
 class Broker:
@@ -62,7 +62,8 @@ class Broker:
         self.backend = make_backend(config)
         self.topic_store = TopicStore(self.backend)
         self.metadata_cache = MetadataCache()
-        self.topic_admin = TopicAdmin(self)
+        self.metadata_cache.deletion_listeners.append(self._forget_topic_configs)
+        self.topic_admin = TopicAdmin(self.topic_store, config, self.metadata_cache, self.apply_topic_config)
         self.producer_ids = None
         self.replica_manager = None
         self.topic_configs = {}
@@ -74,9 +75,12 @@ class Broker:
         self.registrar = None
         # Controller requests are accepted only from the controller /controller and /controller_epoch name
         # (controller_view), stamped with this broker's epoch (registrar.epoch), and, when set, only on the
-        # control-plane listener (kbroker/handlers/cluster.py).
+        # control-plane listener: the handlers see these three as ``control_plane`` (kbroker/handlers/cluster.py).
         self.controller_view = None
         self.control_plane_listener = config.control_plane_listener
+        self.control_plane = None
+        # What the handlers get (kbroker/server/context.py), built once in start() before the listeners open.
+        self.services = None
         self.endpoints = []
         self.router = Router()
         self._tasks = []
@@ -91,6 +95,7 @@ class Broker:
 
     # -------------------------------------------------------------------------------------------- lifecycle
     def start(self):
+        from kbroker.handlers.cluster import local_dispatcher
         cfg = self.config
         self.backend.start()
         ensure_persistent_paths(self.backend)
@@ -109,15 +114,24 @@ class Broker:
             connect=self.replica_address, flusher=self._flush_log, config=cfg,
             partition_exists=lambda t, p: self.metadata_cache.partition(t, p) is not None).start()
         self._start_group_coordinator()
-        self.server = KafkaServer(self, self.router, cfg.listeners, cfg["socket.request.max.bytes"])
+        self._build_controller()
+        self.control_plane = ControlPlane(self.controller_view, self.control_plane_listener)
+        self.services = Services(
+            config=cfg, broker_id=self.broker_id, cluster_id=self.cluster_id, metadata=self.metadata_cache,
+            replicas=self.replica_manager, topics=self.topic_admin, producer_ids=self.producer_ids,
+            groups=self.group_coordinator, control_plane=self.control_plane, controller=self.controller,
+            ready=self.ready)
+        self.channel.local_handler = local_dispatcher(self.services)
+        self.server = KafkaServer(self.services, self.router, cfg.listeners, cfg["socket.request.max.bytes"])
         self.server.start()
         self.endpoints = self._endpoints()
-        # Assigned before it registers: a controller request may arrive while it does (the handlers wait for it).
+        # Attached before it registers: a controller request may arrive while it does (the handlers wait for it).
         self.registrar = BrokerRegistrar(self.backend, self.broker_id, self.endpoints,
                                          cfg.listener_security_protocol_map, rack=self.rack)
+        self.control_plane.attach_registrar(self.registrar)
         self.registrar.start()
         ConfigWatcher(self).start()
-        self._start_controller()
+        self.controller.start()  # joins the election
         self._wait_for_metadata()
         self.ready.set()
         self._tasks += [
@@ -133,19 +147,15 @@ class Broker:
         log.info("kbroker %d started (cluster %s, %s backend)", self.broker_id, self.cluster_id,
                  "embedded" if cfg.embedded else "ZooKeeper")
 
-    def _start_controller(self):
+    def _build_controller(self):
+        """The controller and its channel, not started yet (``Services`` names the controller; the channel's
+        in-process path to this broker needs the ``Services``, so it is set once they exist)."""
         from kbroker.controller.channel import ControllerChannel
         from kbroker.controller.controller import Controller
-        from kbroker.handlers.cluster import local_dispatcher
         cfg = self.config
-        self.channel = ControllerChannel(local_broker_id=self.broker_id, local_handler=local_dispatcher(self),
+        self.channel = ControllerChannel(local_broker_id=self.broker_id,
                                          socket_timeout=cfg["controller.socket.timeout.ms"] / 1000.0)
         self.controller = Controller(self.broker_id, self.backend, self.channel, cfg, self.topic_store)
-        self.controller.start()
-
-    def wait_ready(self, timeout=METADATA_WAIT_S):
-        """Block the calling greenlet until start() has the controller's first metadata (at most ``timeout``)."""
-        return self.ready.wait(timeout)
 
     def _wait_for_metadata(self):
         deadline = time.monotonic() + METADATA_WAIT_S
@@ -211,7 +221,7 @@ class Broker:
         epoch = self.registrar.epoch
         if self.controller is not None and self.controller.is_active():
             return list(self.controller.controlled_shutdown(self.broker_id, epoch))
-        cid = self.controller_id()
+        cid = self.metadata_cache.controller_id
         node = None
         for listener in (self.control_plane_listener, self.config.inter_broker_listener):
             if listener and node is None:
@@ -284,44 +294,7 @@ class Broker:
             out.append((name, host, port))
         return out
 
-    # ----------------------------------------------------------------------------------------- cluster view
-    def live_brokers(self, listener=None):
-        return self.metadata_cache.alive_brokers(listener)
-
-    def live_broker_ids(self):
-        return set(self.metadata_cache.alive_broker_ids())
-
-    def controller_id(self):
-        cid = self.metadata_cache.controller_id
-        return -1 if cid is None else cid
-
-    def topic_names(self):
-        return sorted(self.metadata_cache.topics())
-
-    def is_internal(self, name):
-        return is_internal(name)
-
-    @staticmethod
-    def valid_topic_name(name):
-        try:
-            validate_topic_name(name)
-            return True
-        except errors.KafkaError:
-            return False
-
-    def topic_metadata(self, name):
-        """{partition: PartitionState} from the metadata cache, or None for a topic it does not know."""
-        if not self.metadata_cache.contains_topic(name):
-            return None
-        return {p: PartitionState(c.leader, list(c.replicas), list(c.isr), c.leader_epoch)
-                for p, c in self.metadata_cache.partitions(name).items()}
-
-    def local_partition(self, topic, p):
-        return self.replica_manager.get_partition(topic, p)
-
-    def leader_partition(self, topic, p):
-        return self.replica_manager.leader_partition(topic, p)
-
+    # --------------------------------------------------------------------- the replica manager's callbacks
     def replica_address(self, broker_id):
         """(host, port) of another broker on the inter-broker listener, or None while it is unknown/offline."""
         for b in self.metadata_cache.alive_brokers(self.config.inter_broker_listener):
@@ -344,34 +317,6 @@ class Broker:
             return None
         self.topic_store.notify_isr_change(topic, p)
         return version
-
-    # ---------------------------------------------------------------------- topic admin (handler facade)
-    def create_topic(self, name, num_partitions, replication_factor, assignment=None, configs=None,
-                     validate_only=False, timeout_ms=30000):
-        return self.topic_admin.create_topic(name, num_partitions, replication_factor, assignment, configs,
-                                             validate_only, timeout_ms)
-
-    def auto_create_topic(self, name):
-        validate_topic_name(name)
-        self.topic_admin.auto_create_topic(name)
-
-    def delete_topic(self, name, timeout_ms=30000):
-        self.topic_admin.delete_topic(name, timeout_ms)
-
-    def create_partitions(self, name, count, assignment=None, validate_only=False, timeout_ms=30000):
-        return self.topic_admin.create_partitions(name, count, assignment, validate_only, timeout_ms)
-
-    def describe_topic_config(self, name):
-        return self.topic_admin.describe_topic_config(name)
-
-    def describe_broker_config(self):
-        return self.topic_admin.describe_broker_config()
-
-    def alter_topic_config(self, name, configs, validate_only=False):
-        self.topic_admin.alter_topic_config(name, configs, validate_only)
-
-    def next_producer_id(self):
-        return self.producer_ids.next_id()
 
     # ------------------------------------------------------------------------------------- topic configs
     def _default_log_config(self):
@@ -402,17 +347,9 @@ class Broker:
                 log.info("topic %s config changed: %s", topic, current)
                 self.apply_topic_config(topic, current)
 
-    # ------------------------------------------------------------- controller requests (LeaderAndIsr, ...)
-    def apply_leader_and_isr(self, controller_id, controller_epoch, partition_states, live_leaders):
-        """``partition_states``: [kbroker.cluster_state.PartitionLeadership] as the cluster handler decoded them."""
-        return self.replica_manager.apply_leader_and_isr(controller_id, controller_epoch, partition_states,
-                                                         live_leaders)
-
-    def stop_replicas(self, controller_epoch, partitions):
-        return self.replica_manager.stop_replicas(controller_epoch, partitions)
-
-    def metadata_updated(self, deleted):
-        for topic, _p in deleted or ():
+    def _forget_topic_configs(self, deleted):
+        """MetadataCache deletion listener: a deleted topic's overrides are read afresh if it comes back."""
+        for topic, _p in deleted:
             self.topic_configs.pop(topic, None)
 
     # ------------------------------------------------------------------------------------ group coordinator
@@ -425,7 +362,7 @@ class Broker:
         from kbroker.coordinator.timers import GeventScheduler
         cfg = self.config
         self.group_coordinator = GroupCoordinator(cfg, GeventScheduler(),
-                                                  OffsetsStore(self, cfg["offsets.load.buffer.size"],
+                                                  OffsetsStore(self.replica_manager, cfg["offsets.load.buffer.size"],
                                                                cfg["offsets.commit.timeout.ms"]),
                                                   topic_exists=self._group_partition_exists)
         self.replica_manager.leadership_listeners.append(self._group_leadership_changed)
@@ -453,18 +390,3 @@ class Broker:
 
     def _group_partition_exists(self, tp):
         return (tp in self.partitions) or self.metadata_cache.partition(tp[0], tp[1]) is not None
-
-    def ensure_offsets_topic(self):
-        """Create __consumer_offsets on first use (offsets.topic.* settings, replication factor capped by the
-        live brokers, compacted). Its partitions are loaded as LeaderAndIsr makes this broker their leader."""
-        if self.metadata_cache.contains_topic(GROUP_METADATA_TOPIC):
-            return
-        cfg = self.config
-        rf = max(1, min(cfg["offsets.topic.replication.factor"], len(self.live_broker_ids())))
-        configs = {"cleanup.policy": "compact", "segment.bytes": str(cfg["offsets.topic.segment.bytes"]),
-                   "compression.type": "producer"}
-        try:
-            self.create_topic(GROUP_METADATA_TOPIC, cfg["offsets.topic.num.partitions"], rf, configs=configs)
-            log.info("created %s with %d partitions", GROUP_METADATA_TOPIC, cfg["offsets.topic.num.partitions"])
-        except errors.TopicAlreadyExists:
-            pass

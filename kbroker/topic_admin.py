@@ -36,6 +36,8 @@ from kbroker.config import (DEFAULT_CONFIG, STATIC_BROKER_CONFIG, TOPIC_CONFIG, 
 from kbroker.controller.assignment import assign_replicas_to_brokers, start_index_for_new_partitions
 from kbroker.controller.topics import create_topic as write_new_topic, live_brokers
 from kbroker.coord.errors import NoNodeError
+from kbroker.coord.metadata_store import validate_topic_name
+from kbroker.internal_topics import GROUP_METADATA_TOPIC
 
 log = logging.getLogger(__name__)
 
@@ -98,17 +100,19 @@ class PartitionAllowance:
 
 
 class TopicAdmin:
-    def __init__(self, broker):
-        self.broker = broker
-        self.store = broker.topic_store
-        self.config = broker.config
+    """Topic administration over ``store`` (TopicStore), bounded by ``config``'s ceilings, waiting on ``cache``
+    (this broker's MetadataCache) for changes to show. ``apply_topic_config(topic, overrides)`` makes a config
+    change this broker accepted take effect on its live partitions at once (other brokers follow through
+    ``/config/changes``). Owns only the partitions created here that the cache does not show yet (``_pending``)."""
+
+    def __init__(self, store, config, cache, apply_topic_config):
+        self.store = store
+        self.config = config
+        self.cache = cache
+        self._apply_topic_config = apply_topic_config
         # {topic: (monotonic time, {broker id: new replicas}, partition count once done)}: partitions created here
         # that the metadata cache may not show yet
         self._pending = {}
-
-    @property
-    def cache(self):
-        return self.broker.metadata_cache
 
     # ------------------------------------------------------------------------------------- ceilings
     def _limit(self, key, default):
@@ -191,10 +195,27 @@ class TopicAdmin:
 
     def auto_create_topic(self, name, wait_ms=2000):
         """Metadata's auto-creation: create with the broker defaults; wait briefly so the first answer usually
-        has leaders (the caller answers LEADER_NOT_AVAILABLE otherwise, and the client retries)."""
+        has leaders (the caller answers LEADER_NOT_AVAILABLE otherwise, and the client retries). An illegal name
+        raises InvalidTopicException (17)."""
+        validate_topic_name(name)
         try:
             self.create_topic(name, -1, -1, timeout_ms=wait_ms)
         except (errors.TopicAlreadyExists, errors.RequestTimedOut):
+            pass
+
+    def ensure_offsets_topic(self):
+        """Create __consumer_offsets on first use (offsets.topic.* settings, replication factor capped by the
+        live brokers, compacted). Its partitions are loaded as LeaderAndIsr makes this broker their leader."""
+        if self.cache.contains_topic(GROUP_METADATA_TOPIC):
+            return
+        cfg = self.config
+        rf = max(1, min(cfg["offsets.topic.replication.factor"], len(self.cache.alive_broker_ids())))
+        configs = {"cleanup.policy": "compact", "segment.bytes": str(cfg["offsets.topic.segment.bytes"]),
+                   "compression.type": "producer"}
+        try:
+            self.create_topic(GROUP_METADATA_TOPIC, cfg["offsets.topic.num.partitions"], rf, configs=configs)
+            log.info("created %s with %d partitions", GROUP_METADATA_TOPIC, cfg["offsets.topic.num.partitions"])
+        except errors.TopicAlreadyExists:
             pass
 
     # ------------------------------------------------------------------------------------------- delete
@@ -270,7 +291,7 @@ class TopicAdmin:
         if validate_only:
             return
         self.store.set_topic_config(name, configs)  # also writes the /config/changes notification
-        self.broker.apply_topic_config(name, configs)
+        self._apply_topic_config(name, configs)
 
 
 class ConfigWatcher:

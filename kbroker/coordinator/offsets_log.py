@@ -110,15 +110,16 @@ def replay(pairs):
 
 
 class OffsetsStore:
-    """The coordinator's storage over the broker's ``__consumer_offsets`` partitions."""
+    """The coordinator's storage over the broker's ``__consumer_offsets`` partitions; ``replicas``: anything with
+    ``get_partition(topic, p) -> Partition | None`` (the broker's ReplicaManager)."""
 
-    def __init__(self, broker, load_buffer_size=5242880, commit_timeout_ms=5000):
-        self.broker = broker
+    def __init__(self, replicas, load_buffer_size=5242880, commit_timeout_ms=5000):
+        self.replicas = replicas
         self.load_buffer_size = load_buffer_size
         self.commit_timeout_ms = commit_timeout_ms
 
     def _partition(self, index):
-        part = self.broker.local_partition(GROUP_METADATA_TOPIC, index)
+        part = self.replicas.get_partition(GROUP_METADATA_TOPIC, index)
         if part is None:
             raise errors.NotCoordinator("this broker does not host %s-%d" % (GROUP_METADATA_TOPIC, index))
         if not part.is_leader:

@@ -8,17 +8,18 @@ only when the request comes from the current controller, checked in this order (
 controller epoch); the first failing check is the answer, for the request and each of its partitions, and nothing
 is applied -- no cache update, no log touched, and the broker's highest controller epoch stays where it was:
 
-1. ``control.plane.listener.name`` set (``broker.control_plane_listener``): the request must arrive on that
+1. ``control.plane.listener.name`` set (``services.control_plane.listener``): the request must arrive on that
    listener, else CLUSTER_AUTHORIZATION_FAILED (31) -- what Kafka answers a sender without ClusterAction.
 2. ``broker_epoch`` must equal this broker's current epoch (KIP-380: the czxid of its ``/brokers/ids/<id>``,
-   ``broker.registrar.wait_epoch``), else STALE_BROKER_EPOCH (77). Versions without the field (LeaderAndIsr v0-v1,
-   UpdateMetadata v0-v4, StopReplica v0) and -1 ("unknown", which Kafka lets through for pre-KIP-380 controllers)
-   never match: no legitimate sender uses them (the controller sends LeaderAndIsr v4, UpdateMetadata v6,
-   StopReplica v3), and a forged one would need nothing but the public controller id and epoch.
+   ``services.control_plane.broker_epoch``; -1 before the broker registered), else STALE_BROKER_EPOCH (77).
+   Versions without the field (LeaderAndIsr v0-v1, UpdateMetadata v0-v4, StopReplica v0) and -1 ("unknown",
+   which Kafka lets through for pre-KIP-380 controllers) never match: no legitimate sender uses them (the
+   controller sends LeaderAndIsr v4, UpdateMetadata v6, StopReplica v3), and a forged one would need nothing but
+   the public controller id and epoch.
 3. ``controller_id`` and ``controller_epoch`` must be what ``/controller`` and ``/controller_epoch`` say
-   (``broker.controller_view``, kept by watches; a request ahead of the view waits for it up to ``VIEW_WAIT_S``),
-   else STALE_CONTROLLER_EPOCH (11); and never lower than the highest epoch this broker has applied
-   (``metadata_cache.accept_controller``).
+   (``services.control_plane.view``, kept by watches; a request ahead of the view waits for it up to
+   ``VIEW_WAIT_S``), else STALE_CONTROLLER_EPOCH (11); and never lower than the highest epoch this broker has
+   applied (``services.metadata.accept_controller``).
 
 ControlledShutdown (answered by the active controller only, else NOT_CONTROLLER 41) goes through check 1, and the
 controller requires the named broker's current epoch (v2+; v0-v1 carry none): else STALE_BROKER_EPOCH (77).
@@ -32,23 +33,21 @@ reach (a private interface or firewalled port), and keep ZooKeeper private as Ka
 The in-process path (``local_dispatcher``: the controller's requests to its own broker) runs the same checks except
 the listener one: it never crosses a socket.
 
-Applied requests are handed to the broker-side interface (docs/architecture.md, "controller"):
+Applied requests are handed to the collaborators that own the state (``ctx.services``, kbroker/server/context.py):
 
-* ``broker.metadata_cache.update(request, version) -> [(topic, p) deleted]`` and, when the broker has it,
-  ``broker.metadata_updated(deleted)``;
-* ``broker.apply_leader_and_isr(controller_id, controller_epoch, partition_states, live_leaders)
+* ``metadata.update(request, version) -> [(topic, p) deleted]`` (the cache tells its deletion listeners);
+* ``replicas.apply_leader_and_isr(controller_id, controller_epoch, partition_states, live_leaders)
   -> {(topic, p): error_code}``, partition states decoded into frozen ``kbroker.cluster_state.PartitionLeadership``
   values (``from_wire``, any version) and live leaders into ``[(broker_id, host, port)]``;
-* ``broker.stop_replicas(controller_epoch, [(topic, p, delete)]) -> {(topic, p): error_code}``;
-* ``broker.controller`` -- the local Controller (ControlledShutdown is answered only by the active controller,
+* ``replicas.stop_replicas(controller_epoch, [(topic, p, delete)]) -> {(topic, p): error_code}``;
+* ``controller`` -- the local Controller or None (ControlledShutdown is answered only by the active controller,
   else NOT_CONTROLLER 41).
+An exception from one of them answers the request with its error code (UNKNOWN_SERVER_ERROR -1 for a bug, logged)
+instead of failing the connection.
 
-A broker lacking one of these (or ``metadata_cache``, ``controller_view``, ``registrar``) answers the request with
-UNKNOWN_SERVER_ERROR (-1) (logged) instead of failing the connection, so this module is safe to load before the
-broker is wired for cluster mode.
-
-``local_dispatcher(broker)`` returns the in-process entry the controller's channel uses for its own broker: the
-request goes through the codec (encode + decode) so it has exactly the shape a network request would have.
+``local_dispatcher(services)`` returns the in-process entry the controller's channel uses for its own broker: the
+request goes through the codec (encode + decode) so it has exactly the shape a network request would have, and
+its context carries ``IN_PROCESS`` (no listener) as identity.
 """
 import logging
 
@@ -56,16 +55,10 @@ from kbroker import errors
 from kbroker.cluster_state import PartitionLeadership
 from kbroker.handlers.common import error_code
 from kbroker.protocol.apis import APIS
+from kbroker.server.context import IN_PROCESS, RequestContext
 from kbroker.server.router import _REGISTRY, handler
 
 log = logging.getLogger("kbroker.handlers.cluster")
-
-
-def _broker_fn(broker, name):
-    fn = getattr(broker, name, None)
-    if fn is None:
-        log.error("broker has no %s(): cluster mode is not wired; answering UNKNOWN_SERVER_ERROR", name)
-    return fn
 
 
 # How long a request may wait for this broker's view of the controller (or its own registration) to catch up with
@@ -80,28 +73,23 @@ BROKER_EPOCH_SINCE = {4: 2, 5: 1, 6: 5, 7: 2}
 
 def _on_control_listener(ctx):
     """False when a control-plane listener is configured and the request came in on another one."""
-    cp = getattr(ctx.broker, "control_plane_listener", None)
-    return not cp or ctx.listener is _LOCAL or ctx.listener == cp
+    cp = ctx.services.control_plane.listener
+    return not cp or ctx.identity.in_process or ctx.listener == cp
 
 
 def _refusal(ctx, req, api_key):
     """0 when the request comes from the current controller (module docstring), else the error code to answer.
     Records the controller epoch as applied only when every check passed."""
-    broker = ctx.broker
-    cache = getattr(broker, "metadata_cache", None)
-    view = getattr(broker, "controller_view", None)
-    registrar = getattr(broker, "registrar", None)
-    if cache is None or view is None or registrar is None:
-        log.error("broker has no metadata_cache/controller_view/registrar: cluster mode is not wired")
-        return errors.UNKNOWN_SERVER_ERROR
+    plane = ctx.services.control_plane
+    view = plane.view
     name = APIS[api_key].name
     if not _on_control_listener(ctx):
         log.warning("%s refused: it came in on listener %s, not on the control plane listener %s", name,
-                    ctx.listener, broker.control_plane_listener)
+                    ctx.listener, plane.listener)
         return errors.CLUSTER_AUTHORIZATION_FAILED
     cid, cepoch = req["controller_id"], req["controller_epoch"]
     sent = req.get("broker_epoch", -1) if ctx.api_version >= BROKER_EPOCH_SINCE[api_key] else -1
-    own = registrar.wait_epoch(VIEW_WAIT_S)
+    own = plane.broker_epoch(VIEW_WAIT_S)
     if sent < 0 or sent != own:
         log.warning("%s v%d from controller %d (epoch %d) refused: broker epoch %d, ours is %d", name,
                     ctx.api_version, cid, cepoch, sent, own)
@@ -110,7 +98,7 @@ def _refusal(ctx, req, api_key):
         log.warning("%s from controller %d epoch %d refused: the controller is %d, epoch %d", name, cid, cepoch,
                     view.controller_id, view.epoch)
         return errors.STALE_CONTROLLER_EPOCH
-    if not cache.accept_controller(cid, cepoch):
+    if not ctx.services.metadata.accept_controller(cid, cepoch):
         return errors.STALE_CONTROLLER_EPOCH
     return 0
 
@@ -127,7 +115,6 @@ def leader_and_isr_states(req, version):
 
 @handler(4, (0, 4))
 def leader_and_isr(ctx, req):
-    broker = ctx.broker
     states = leader_and_isr_states(req, ctx.api_version)
 
     def answer(top, per=None):
@@ -137,12 +124,10 @@ def leader_and_isr(ctx, req):
     refused = _refusal(ctx, req, 4)
     if refused:
         return answer(refused)
-    fn = _broker_fn(broker, "apply_leader_and_isr")
-    if fn is None:
-        return answer(errors.UNKNOWN_SERVER_ERROR)
     leaders = [(lb["broker_id"], lb["host_name"], lb["port"]) for lb in req["live_leaders"]]
     try:
-        result = fn(req["controller_id"], req["controller_epoch"], states, leaders) or {}
+        result = ctx.services.replicas.apply_leader_and_isr(req["controller_id"], req["controller_epoch"], states,
+                                                            leaders) or {}
     except Exception as e:  # noqa: BLE001
         return answer(error_code(e))
     return answer(0, result)
@@ -162,7 +147,6 @@ def stop_replica_partitions(req, version):
 
 @handler(5, (0, 3))
 def stop_replica(ctx, req):
-    broker = ctx.broker
     parts = stop_replica_partitions(req, ctx.api_version)
 
     def answer(top, per=None):
@@ -172,11 +156,8 @@ def stop_replica(ctx, req):
     refused = _refusal(ctx, req, 5)
     if refused:
         return answer(refused)
-    fn = _broker_fn(broker, "stop_replicas")
-    if fn is None:
-        return answer(errors.UNKNOWN_SERVER_ERROR)
     try:
-        result = fn(req["controller_epoch"], parts) or {}
+        result = ctx.services.replicas.stop_replicas(req["controller_epoch"], parts) or {}
     except Exception as e:  # noqa: BLE001
         return answer(error_code(e))
     return answer(0, result)
@@ -186,15 +167,11 @@ def stop_replica(ctx, req):
 
 @handler(6, (0, 6))
 def update_metadata(ctx, req):
-    broker = ctx.broker
     refused = _refusal(ctx, req, 6)
     if refused:
         return {"error_code": refused}
     try:
-        deleted = broker.metadata_cache.update(req, ctx.api_version)
-        hook = getattr(broker, "metadata_updated", None)
-        if hook is not None:
-            hook(deleted)
+        ctx.services.metadata.update(req, ctx.api_version)
     except Exception as e:  # noqa: BLE001
         return {"error_code": error_code(e)}
     return {"error_code": 0}
@@ -206,9 +183,9 @@ def update_metadata(ctx, req):
 def controlled_shutdown(ctx, req):
     if not _on_control_listener(ctx):
         log.warning("ControlledShutdown for broker %d refused: it came in on listener %s, not on %s",
-                    req["broker_id"], ctx.listener, ctx.broker.control_plane_listener)
+                    req["broker_id"], ctx.listener, ctx.services.control_plane.listener)
         return {"error_code": errors.CLUSTER_AUTHORIZATION_FAILED, "remaining_partitions": []}
-    controller = getattr(ctx.broker, "controller", None)
+    controller = ctx.services.controller
     if controller is None or not controller.is_active():
         return {"error_code": errors.NOT_CONTROLLER, "remaining_partitions": []}
     epoch = req.get("broker_epoch", -1) if ctx.api_version >= BROKER_EPOCH_SINCE[7] else -1
@@ -221,21 +198,11 @@ def controlled_shutdown(ctx, req):
 
 # ------------------------------------------------------------------------------------------------ in-process path
 
-_LOCAL = object()  # the listener of in-process requests (never a configured listener name)
-
-
-class _LocalContext:
-    __slots__ = ("broker", "api_version", "listener", "header", "connection")
-
-    def __init__(self, broker, version):
-        self.broker, self.api_version = broker, version
-        self.listener, self.header, self.connection = _LOCAL, None, None
-
-
-def local_dispatcher(broker):
-    """``fn(api_key, version, body) -> response dict`` serving controller requests to ``broker`` in-process."""
+def local_dispatcher(services):
+    """``fn(api_key, version, body) -> response dict`` serving controller requests to the broker of ``services``
+    in-process (identity ``IN_PROCESS``: no listener, no connection)."""
     def dispatch(api_key, version, body):
         api = APIS[api_key]
         req = api.decode_request(version, api.encode_request(version, body).getvalue())
-        return _REGISTRY[api_key].fn(_LocalContext(broker, version), req)
+        return _REGISTRY[api_key].fn(RequestContext(IN_PROCESS, services, api_key, version), req)
     return dispatch

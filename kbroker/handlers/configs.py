@@ -24,7 +24,7 @@ def _entry(e, version):
 
 @handler(32, (0, 4))
 def describe_configs(ctx, req):
-    broker = ctx.broker
+    services = ctx.services
     results = []
     for res in req["resources"]:
         r = {"error_code": 0, "error_message": None, "resource_type": res["resource_type"],
@@ -32,11 +32,11 @@ def describe_configs(ctx, req):
         try:
             if res["resource_type"] == TOPIC:
                 validate_topic_name(res["resource_name"])  # Kafka's Topic.validate: 17 before existence
-                entries = broker.describe_topic_config(res["resource_name"])
+                entries = services.topics.describe_topic_config(res["resource_name"])
             elif res["resource_type"] == BROKER:
-                if res["resource_name"] not in ("", str(broker.broker_id)):
+                if res["resource_name"] not in ("", str(services.broker_id)):
                     raise errors.InvalidRequest("unknown broker %s" % res["resource_name"])
-                entries = broker.describe_broker_config()
+                entries = services.topics.describe_broker_config()
             else:
                 raise errors.InvalidRequest("unsupported resource type %d" % res["resource_type"])
             keys = res["configuration_keys"]
@@ -52,7 +52,7 @@ def describe_configs(ctx, req):
 
 @handler(33, (0, 2))
 def alter_configs(ctx, req):
-    broker = ctx.broker
+    topics = ctx.services.topics
     out = []
     for res in req["resources"]:
         r = {"error_code": 0, "error_message": None, "resource_type": res["resource_type"],
@@ -61,7 +61,7 @@ def alter_configs(ctx, req):
             if res["resource_type"] != TOPIC:
                 raise errors.InvalidRequest("only topic configs can be altered; broker configs are static")
             validate_topic_name(res["resource_name"])
-            broker.alter_topic_config(res["resource_name"], {c["name"]: c["value"] for c in res["configs"]},
+            topics.alter_topic_config(res["resource_name"], {c["name"]: c["value"] for c in res["configs"]},
                                       validate_only=req["validate_only"])
         except Exception as e:  # noqa: BLE001
             record_failure(r, e)

@@ -75,34 +75,33 @@ def unique_partitions(req):
     return list(seen.values())
 
 
-def response_budget(broker, version, req):
+def response_budget(config, version, req):
     """``min(request max_bytes (v3+), fetch.max.bytes)``, never negative."""
-    config = getattr(broker, "config", None)
-    ceiling = config.get(FETCH_MAX_BYTES, DEFAULT_FETCH_MAX_BYTES) if config is not None else DEFAULT_FETCH_MAX_BYTES
+    ceiling = config.get(FETCH_MAX_BYTES, DEFAULT_FETCH_MAX_BYTES)
     asked = req["max_bytes"] if version >= 3 else INT32_MAX
     return max(0, min(asked, ceiling))
 
 
 @handler(1, (0, 12))
 def fetch(ctx, req):
-    broker = ctx.broker
+    replicas = ctx.services.replicas
     version = ctx.api_version
     replica_id = replica_id_of(req)
     follower = replica_id >= 0
     max_wait = max(0, req["max_wait_ms"]) / 1000.0
-    budget = response_budget(broker, version, req)
+    budget = response_budget(ctx.services.config, version, req)
     min_bytes = min(req["min_bytes"], budget)
     deadline = time.monotonic() + max_wait
     wanted = unique_partitions(req)
     first = True
     while True:
-        responses, total, had_error = _read_all(broker, version, wanted, replica_id, first, budget)
+        responses, total, had_error = _read_all(replicas, version, wanted, replica_id, first, budget)
         first = False
         remaining = deadline - time.monotonic()
         if total >= min_bytes or had_error or remaining <= 0 or not wanted or ctx.connection.closing:
             break
         ev = Event()
-        parts = [broker.local_partition(topic, p["partition"]) for topic, p in wanted]
+        parts = [replicas.get_partition(topic, p["partition"]) for topic, p in wanted]
         parts = [p for p in parts if p is not None]
         for p in parts:
             p.add_waiter(ev, follower)
@@ -114,23 +113,23 @@ def fetch(ctx, req):
             for p in parts:
                 p.remove_waiter(ev, follower)
         if not ev.is_set():
-            responses, total, had_error = _read_all(broker, version, wanted, replica_id, False, budget)
+            responses, total, had_error = _read_all(replicas, version, wanted, replica_id, False, budget)
             break
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
 
 
-def _read_all(broker, version, wanted, replica_id, first, budget):
+def _read_all(replicas, version, wanted, replica_id, first, budget):
     """One pass over ``wanted`` in order -> (responses by topic, bytes in them, whether a partition failed)."""
     conversion = FetchConversion(budget) if version < 4 else None
     try:
-        return _read_pass(broker, version, wanted, replica_id, first,
+        return _read_pass(replicas, version, wanted, replica_id, first,
                           budget if conversion is None else conversion.budget, conversion)
     finally:
         if conversion is not None:
             conversion.finish()
 
 
-def _read_pass(broker, version, wanted, replica_id, first, budget, conversion):
+def _read_pass(replicas, version, wanted, replica_id, first, budget, conversion):
     follower = replica_id >= 0
     hard = version <= 2          # Kafka's hardMaxBytesLimit: no progress guarantee
     min_one = not hard           # until a partition returns data
@@ -143,7 +142,7 @@ def _read_pass(broker, version, wanted, replica_id, first, budget, conversion):
              "log_start_offset": -1, "aborted_transactions": None if version >= 4 else [],
              "preferred_read_replica": -1, "records": b""}
         try:
-            part = broker.leader_partition(topic, p["partition"])
+            part = replicas.leader_partition(topic, p["partition"])
             part.check_leader_epoch(p.get("current_leader_epoch", -1))
             r["high_watermark"] = r["last_stable_offset"] = part.high_watermark
             r["log_start_offset"] = part.log_start_offset

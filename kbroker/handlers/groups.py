@@ -33,12 +33,12 @@ NONE = 0
 
 
 def _client_host(ctx):
-    addr = getattr(ctx.connection, "address", None)
-    return "/%s" % addr[0] if addr else ""
+    host = ctx.identity.host
+    return "/%s" % host if host else ""
 
 
-def _coordinator(broker):
-    return getattr(broker, "group_coordinator", None)
+def _coordinator(ctx):
+    return ctx.services.groups
 
 
 def _wait(fn, *args):
@@ -50,10 +50,9 @@ def _wait(fn, *args):
 # ------------------------------------------------------------------------------------------- FindCoordinator
 @handler(10, (0, 4))
 def find_coordinator(ctx, req):
-    broker = ctx.broker
     version = ctx.api_version
     keys = req["coordinator_keys"] if version >= 4 else [req["key"]]
-    found = [_find_one(broker, ctx, key, req["key_type"]) for key in keys]
+    found = [_find_one(ctx, key, req["key_type"]) for key in keys]
     if version >= 4:
         return {"throttle_time_ms": 0, "coordinators": found}
     one = found[0]
@@ -61,9 +60,10 @@ def find_coordinator(ctx, req):
             "node_id": one["node_id"], "host": one["host"], "port": one["port"]}
 
 
-def _find_one(broker, ctx, key, key_type):
+def _find_one(ctx, key, key_type):
     out = {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": NONE, "error_message": None}
-    coord = _coordinator(broker)
+    services = ctx.services
+    coord = _coordinator(ctx)
     if key_type == 1:
         out["error_code"] = errors.COORDINATOR_NOT_AVAILABLE
         out["error_message"] = "no transaction coordinator runs on this broker"
@@ -75,11 +75,11 @@ def _find_one(broker, ctx, key, key_type):
     try:
         if coord is None or not coord.active:
             raise errors.CoordinatorNotAvailable("the group coordinator is not running")
-        broker.ensure_offsets_topic()
+        services.topics.ensure_offsets_topic()
         # None while a concurrent request's creation of the offsets topic has not reached the metadata cache.
-        state = (broker.topic_metadata(TOPIC) or {}).get(coord.partition_for(key))
+        state = services.metadata.partition(TOPIC, coord.partition_for(key))
         leader = state.leader if state is not None else -1
-        node = next((b for b in broker.live_brokers(ctx.listener) if b.id == leader), None)
+        node = next((b for b in services.metadata.alive_brokers(ctx.listener) if b.id == leader), None)
         if node is None:
             raise errors.CoordinatorNotAvailable("the coordinator of group %r is not available" % key)
         out.update(node_id=node.id, host=node.host, port=node.port)
@@ -94,7 +94,7 @@ def _find_one(broker, ctx, key, key_type):
 @handler(11, (0, 7))
 def join_group(ctx, req):
     version = ctx.api_version
-    coord = _coordinator(ctx.broker)
+    coord = _coordinator(ctx)
     protocols = [(p["name"], p["metadata"]) for p in req["protocols"]]
     rebalance = req["rebalance_timeout_ms"] if version >= 1 else req["session_timeout_ms"]
     if coord is None:
@@ -114,7 +114,7 @@ def join_group(ctx, req):
 # ------------------------------------------------------------------------------------------------ SyncGroup
 @handler(14, (0, 5))
 def sync_group(ctx, req):
-    coord = _coordinator(ctx.broker)
+    coord = _coordinator(ctx)
     if coord is None:
         return {"throttle_time_ms": 0, "error_code": errors.COORDINATOR_NOT_AVAILABLE, "assignment": b""}
     assignments = {a["member_id"]: bytes(a["assignment"]) for a in req["assignments"]}
@@ -127,7 +127,7 @@ def sync_group(ctx, req):
 # ----------------------------------------------------------------------------------------------- Heartbeat
 @handler(12, (0, 4))
 def heartbeat(ctx, req):
-    coord = _coordinator(ctx.broker)
+    coord = _coordinator(ctx)
     if coord is None:
         return {"throttle_time_ms": 0, "error_code": errors.COORDINATOR_NOT_AVAILABLE}
     code = coord.heartbeat(req["group_id"], req["generation_id"], req["member_id"], req["group_instance_id"])
@@ -138,7 +138,7 @@ def heartbeat(ctx, req):
 @handler(13, (0, 4))
 def leave_group(ctx, req):
     version = ctx.api_version
-    coord = _coordinator(ctx.broker)
+    coord = _coordinator(ctx)
     if version >= 3:
         leaving = [(m["member_id"], m["group_instance_id"]) for m in req["members"]]
     else:
@@ -158,8 +158,7 @@ def leave_group(ctx, req):
 @handler(8, (0, 8))
 def offset_commit(ctx, req):
     version = ctx.api_version
-    broker = ctx.broker
-    coord = _coordinator(broker)
+    coord = _coordinator(ctx)
     offsets = {}
     for t in req["topics"]:
         for p in t["partitions"]:
@@ -170,7 +169,7 @@ def offset_commit(ctx, req):
         results = {tp: errors.COORDINATOR_NOT_AVAILABLE for tp in offsets}
     else:
         try:
-            broker.ensure_offsets_topic()
+            ctx.services.topics.ensure_offsets_topic()
         except errors.KafkaError:
             pass        # the coordinator then answers NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE
         retention = req["retention_time_ms"] if 2 <= version <= 4 else -1
@@ -190,7 +189,7 @@ def offset_commit(ctx, req):
 # --------------------------------------------------------------------------------------------- OffsetFetch
 @handler(9, (0, 7))
 def offset_fetch(ctx, req):
-    coord = _coordinator(ctx.broker)
+    coord = _coordinator(ctx)
     requested = req["topics"]
     partitions = None if requested is None else [(t["name"], p) for t in requested for p in t["partition_indexes"]]
     if coord is None:
@@ -219,7 +218,7 @@ def _fetched(partition, oam, err):
 # ------------------------------------------------------------------------------ DescribeGroups, ListGroups
 @handler(15, (0, 5))
 def describe_groups(ctx, req):
-    coord = _coordinator(ctx.broker)
+    coord = _coordinator(ctx)
     out = []
     for gid in req["groups"]:
         err, s = (errors.COORDINATOR_NOT_AVAILABLE, None) if coord is None else coord.describe_group(gid)
@@ -238,7 +237,7 @@ def describe_groups(ctx, req):
 
 @handler(16, (0, 4))
 def list_groups(ctx, req):
-    coord = _coordinator(ctx.broker)
+    coord = _coordinator(ctx)
     err, groups = (errors.COORDINATOR_NOT_AVAILABLE, []) if coord is None else coord.list_groups()
     wanted = {s.lower() for s in (req["states_filter"] or ())}
     return {"throttle_time_ms": 0, "error_code": err,
@@ -249,7 +248,7 @@ def list_groups(ctx, req):
 # -------------------------------------------------------------------------------------------- DeleteGroups
 @handler(42, (0, 2))
 def delete_groups(ctx, req):
-    coord = _coordinator(ctx.broker)
+    coord = _coordinator(ctx)
     results = []
     for gid in req["groups_names"]:
         code = errors.COORDINATOR_NOT_AVAILABLE if coord is None else coord.delete_group(gid)

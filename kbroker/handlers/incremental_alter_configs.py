@@ -94,23 +94,23 @@ def apply_ops(overrides, effective, ops):
     return out
 
 
-def _alter_topic(broker, name, ops, validate_only):
+def _alter_topic(topics, name, ops, validate_only):
     validate_topic_name(name)  # Kafka's Topic.validate: INVALID_TOPIC_EXCEPTION (17) before existence
-    entries = broker.describe_topic_config(name)  # UnknownTopicOrPartition for a missing topic
+    entries = topics.describe_topic_config(name)  # UnknownTopicOrPartition for a missing topic
     overrides = {e.name: e.value for e in entries if e.source_id == _TOPIC_OVERRIDE_SOURCE}
     effective = {e.name: e.value for e in entries}
-    broker.alter_topic_config(name, apply_ops(overrides, effective, ops), validate_only=validate_only)
+    topics.alter_topic_config(name, apply_ops(overrides, effective, ops), validate_only=validate_only)
 
 
-def _refuse_broker(broker, name, ops):
+def _refuse_broker(broker_id, name, ops):
     if name != "":
         try:
-            ok = int(name) == broker.broker_id
+            ok = int(name) == broker_id
         except ValueError:
             raise errors.InvalidRequest("Node id must be an integer, but it is: %s" % name) from None
         if not ok:
             raise errors.InvalidRequest("Unexpected broker id, expected %d, but received %s"
-                                        % (broker.broker_id, name))
+                                        % (broker_id, name))
     keys = ", ".join(sorted(n for n, _, _ in ops))
     raise errors.InvalidRequest("Cannot update these configs dynamically: [%s] (kbroker's broker configs are "
                                 "static: set them in server.properties)" % keys)
@@ -118,7 +118,7 @@ def _refuse_broker(broker, name, ops):
 
 @handler(44, (0, 1))
 def incremental_alter_configs(ctx, req):
-    broker = ctx.broker
+    services = ctx.services
     seen = Counter((r["resource_type"], r["resource_name"]) for r in req["resources"])
     out = []
     for res in req["resources"]:
@@ -129,9 +129,9 @@ def incremental_alter_configs(ctx, req):
                 raise errors.InvalidRequest("Each resource must appear at most once.")
             ops = check_ops(res["configs"])
             if rtype == TOPIC:
-                _alter_topic(broker, name, ops, req["validate_only"])
+                _alter_topic(services.topics, name, ops, req["validate_only"])
             elif rtype == BROKER:
-                _refuse_broker(broker, name, ops)
+                _refuse_broker(services.broker_id, name, ops)
             else:
                 raise errors.InvalidRequest("Unsupported resource type %d: kbroker alters topic configs only"
                                             % rtype)

@@ -14,11 +14,11 @@ MAX_EPOCH = 32767
 
 @handler(22, (0, 4))
 def init_producer_id(ctx, req):
-    broker = ctx.broker
     if req["transactional_id"] is not None:
         return {"throttle_time_ms": 0, "error_code": errors.COORDINATOR_NOT_AVAILABLE, "producer_id": -1,
                 "producer_epoch": -1}
     pid, epoch = req["producer_id"], req["producer_epoch"]
     if pid >= 0 and 0 <= epoch < MAX_EPOCH - 1:
         return {"throttle_time_ms": 0, "error_code": 0, "producer_id": pid, "producer_epoch": epoch + 1}
-    return {"throttle_time_ms": 0, "error_code": 0, "producer_id": broker.next_producer_id(), "producer_epoch": 0}
+    return {"throttle_time_ms": 0, "error_code": 0, "producer_id": ctx.services.producer_ids.next_id(),
+            "producer_epoch": 0}

@@ -62,7 +62,7 @@ def _max_timestamp(log):
 
 @handler(2, (0, 7))
 def list_offsets(ctx, req):
-    broker = ctx.broker
+    replicas = ctx.services.replicas
     version = ctx.api_version
     topics = []
     for t in req["topics"]:
@@ -71,7 +71,7 @@ def list_offsets(ctx, req):
             r = {"partition_index": p["partition_index"], "error_code": 0, "old_style_offsets": [],
                  "timestamp": -1, "offset": -1, "leader_epoch": -1}
             try:
-                part = broker.leader_partition(t["name"], p["partition_index"])
+                part = replicas.leader_partition(t["name"], p["partition_index"])
                 ts = p["timestamp"]
                 if ts == LATEST:
                     off, found_ts, epoch = part.high_watermark, -1, part.leader_epoch

@@ -13,40 +13,44 @@ event loop), the response has no request-level error code to refuse with, and a 
 A null list (all topics) is not limited: its size is the cluster's, not the client's.
 
 A Metadata request that arrives while the broker is still starting (listening, but without the controller's first
-UpdateMetadata) waits for it, at most ``METADATA_WAIT_S`` (30 s): answered earlier it would name no controller and
-no leaders, which librdkafka's AdminClient answers by waiting ~35 s before it asks again. Kafka does not process
-client requests before its startup completes either.
+UpdateMetadata: ``services.ready``) waits for it, at most ``READY_WAIT_S`` (30 s): answered earlier it would name no
+controller and no leaders, which librdkafka's AdminClient answers by waiting ~35 s before it asks again. Kafka does
+not process client requests before its startup completes either.
 """
 from kbroker import errors
+from kbroker.coord.metadata_store import validate_topic_name
+from kbroker.internal_topics import is_internal
 from kbroker.server.connection import CloseConnection
+from kbroker.server.context import READY_WAIT_S
 from kbroker.server.router import handler
 
 
 @handler(3, (0, 9))
 def metadata(ctx, req):
-    broker = ctx.broker
-    broker.wait_ready()
+    services = ctx.services
+    cache = services.metadata
+    services.ready.wait(READY_WAIT_S)
     version = ctx.api_version
     requested = req["topics"]
     if requested is None or (version == 0 and not requested):
-        names = broker.topic_names()
+        names = cache.topics()
         explicit = False
     else:
         names = list(dict.fromkeys(t["name"] for t in requested))  # distinct, in request order
         explicit = True
-        limit = broker.config.get("metadata.request.max.topics", 10000)
+        limit = services.config.get("metadata.request.max.topics", 10000)
         if len(names) > limit:
             raise CloseConnection("Metadata request names %d topics, more than metadata.request.max.topics=%d"
                                   % (len(names), limit))
-    auto = broker.config["auto.create.topics.enable"] and req["allow_auto_topic_creation"]
+    auto = services.config["auto.create.topics.enable"] and req["allow_auto_topic_creation"]
     topics = []
     for name in names:
-        meta = broker.topic_metadata(name)
+        meta = cache.topic(name)
         if meta is None and explicit:
-            if auto and not broker.is_internal(name):
+            if auto and not is_internal(name):
                 try:
-                    broker.auto_create_topic(name)
-                    meta = broker.topic_metadata(name)
+                    services.topics.auto_create_topic(name)
+                    meta = cache.topic(name)
                 except errors.KafkaError as e:
                     topics.append(_topic_error(name, e.code))
                     continue
@@ -54,29 +58,37 @@ def metadata(ctx, req):
                     topics.append(_topic_error(name, errors.LEADER_NOT_AVAILABLE))
                     continue
             else:
-                code = errors.INVALID_TOPIC_EXCEPTION if not broker.valid_topic_name(name) \
+                code = errors.INVALID_TOPIC_EXCEPTION if not _valid_topic_name(name) \
                     else errors.UNKNOWN_TOPIC_OR_PARTITION
                 topics.append(_topic_error(name, code))
                 continue
         if meta is None:
             continue
-        topics.append(_topic(broker, name, meta, version))
+        topics.append(_topic(cache.alive_broker_ids(), name, meta, version))
     return {
         "throttle_time_ms": 0,
         "brokers": [{"node_id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
-                    for b in broker.live_brokers(ctx.listener)],
-        "cluster_id": broker.cluster_id,
-        "controller_id": broker.controller_id(),
+                    for b in cache.alive_brokers(ctx.listener)],
+        "cluster_id": services.cluster_id,
+        "controller_id": cache.controller_id,
         "topics": topics,
     }
+
+
+def _valid_topic_name(name):
+    try:
+        validate_topic_name(name)
+        return True
+    except errors.KafkaError:
+        return False
 
 
 def _topic_error(name, code):
     return {"error_code": code, "name": name, "is_internal": False, "partitions": []}
 
 
-def _topic(broker, name, meta, version):
-    live = broker.live_broker_ids()
+def _topic(live, name, meta, version):
+    """One topic's answer from its cached partition states; ``live``: the live broker ids."""
     parts = []
     for p in sorted(meta):
         st = meta[p]
@@ -94,4 +106,4 @@ def _topic(broker, name, meta, version):
         parts.append({"error_code": err, "partition_index": p, "leader_id": leader,
                       "leader_epoch": st.leader_epoch, "replica_nodes": replicas, "isr_nodes": isr,
                       "offline_replicas": offline})
-    return {"error_code": 0, "name": name, "is_internal": broker.is_internal(name), "partitions": parts}
+    return {"error_code": 0, "name": name, "is_internal": is_internal(name), "partitions": parts}

@@ -18,7 +18,7 @@ DEBUGGING_REPLICA_ID = -2
 
 @handler(23, (0, 3))
 def offset_for_leader_epoch(ctx, req):
-    broker = ctx.broker
+    replicas = ctx.services.replicas
     any_replica = req.get("replica_id", DEBUGGING_REPLICA_ID) == DEBUGGING_REPLICA_ID
     topics = []
     for t in req["topics"]:
@@ -26,9 +26,9 @@ def offset_for_leader_epoch(ctx, req):
         for p in t["partitions"]:
             r = {"error_code": 0, "partition": p["partition"], "leader_epoch": -1, "end_offset": -1}
             try:
-                part = broker.local_partition(t["topic"], p["partition"]) if any_replica else None
+                part = replicas.get_partition(t["topic"], p["partition"]) if any_replica else None
                 if part is None or part.leader == -1:
-                    part = broker.leader_partition(t["topic"], p["partition"])
+                    part = replicas.leader_partition(t["topic"], p["partition"])
                 part.check_leader_epoch(p.get("current_leader_epoch", -1))
                 r["leader_epoch"], r["end_offset"] = part.epoch_cache.end_offset_for(p["leader_epoch"],
                                                                                      part.log_end_offset)

@@ -30,6 +30,7 @@ import gevent
 
 from kbroker import errors
 from kbroker.handlers.common import error_code
+from kbroker.internal_topics import is_internal
 from kbroker.record import DEFAULT_REQUEST_DECOMPRESSED_BYTES, request_budget
 from kbroker.replica.delayed_produce import DelayedProduce
 from kbroker.server.router import handler
@@ -39,22 +40,20 @@ SLICE_S = 0.02
 
 @handler(0, (0, 9))
 def produce(ctx, req):
-    broker = ctx.broker
+    replicas = ctx.services.replicas
     version = ctx.api_version
     acks = req["acks"]
     responses = []
     delayed = DelayedProduce() if acks == -1 else None
     waiting = []                # [(partition response, Ack)] of the acks=-1 appends
-    config = getattr(broker, "config", None)
-    limit = (config.get("max.request.decompressed.bytes", DEFAULT_REQUEST_DECOMPRESSED_BYTES) if config is not None
-             else DEFAULT_REQUEST_DECOMPRESSED_BYTES)
+    limit = ctx.services.config.get("max.request.decompressed.bytes", DEFAULT_REQUEST_DECOMPRESSED_BYTES)
     with request_budget(limit):
         slice_start = time.monotonic()
         for t in req["topic_data"]:
             name = t["name"]
             parts = []
             for pd in t["partition_data"]:
-                parts.append(_append_one(broker, version, acks, name, pd, delayed, waiting))
+                parts.append(_append_one(replicas, version, acks, name, pd, delayed, waiting))
                 if time.monotonic() - slice_start >= SLICE_S:
                     gevent.sleep(0)
                     slice_start = time.monotonic()
@@ -70,18 +69,18 @@ def produce(ctx, req):
     return {"responses": responses, "throttle_time_ms": 0}
 
 
-def _append_one(broker, version, acks, topic, pd, delayed, waiting):
+def _append_one(replicas, version, acks, topic, pd, delayed, waiting):
     """One partition entry -> its partition response; an acks=-1 append joins ``delayed`` and ``waiting``."""
     resp = {"index": pd["index"], "error_code": 0, "base_offset": -1, "log_append_time_ms": -1,
             "log_start_offset": -1, "record_errors": [], "error_message": None}
     try:
         if acks not in (-1, 0, 1):
             raise errors.InvalidRequiredAcks("acks must be -1, 0 or 1, got %d" % acks)
-        if broker.is_internal(topic):
+        if is_internal(topic):
             # No client may write there, whatever its client_id (Kafka lets "__admin_client" through; issue 8):
             # the group coordinator appends to __consumer_offsets in-process, never through Produce.
             raise errors.InvalidTopicException("cannot produce to internal topic %s" % topic)
-        part = broker.leader_partition(topic, pd["index"])
+        part = replicas.leader_partition(topic, pd["index"])
         # Null is an empty record set; the record layer answers it like Kafka: INVALID_RECORD (87) for v3+
         # ("exactly one record batch"), CORRUPT_MESSAGE (2) for the message sets of v0-v2.
         records = b"" if pd["records"] is None else pd["records"]

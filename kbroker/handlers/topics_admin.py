@@ -29,22 +29,21 @@ def _dupes(names):
     return dup
 
 
-def _created_configs(broker, name, configs, validate_only):
+def _created_configs(services, name, configs, validate_only):
     """CreateTopics v5's per-topic configs: the new topic's, or with ``validate_only`` the ones it would get
     (Kafka fills them in before its validate-only branch, so Java's ``CreateTopicsResult.config`` has them)."""
     if validate_only:
-        entries = effective_topic_config(broker.config, {k: v for k, v in configs.items() if v is not None})
+        entries = effective_topic_config(services.config, {k: v for k, v in configs.items() if v is not None})
         return [{"name": e.name, "value": format_value(e.value), "read_only": False,
                  "config_source": CONFIG_SOURCE_CODES[e.source], "is_sensitive": False}
                 for _, e in sorted(entries.items())]
     return [{"name": e.name, "value": e.value, "read_only": False, "config_source": e.source_id,
-             "is_sensitive": e.sensitive} for e in broker.describe_topic_config(name)]
+             "is_sensitive": e.sensitive} for e in services.topics.describe_topic_config(name)]
 
 
 @handler(19, (0, 5))
 def create_topics(ctx, req):
-    broker = ctx.broker
-    admin = broker.topic_admin
+    admin = ctx.services.topics
     allowance = admin.request_allowance()
     dup = _dupes(t["name"] for t in req["topics"])
     results = []
@@ -59,12 +58,12 @@ def create_topics(ctx, req):
             allowance.take(t["name"], wanted)
             assignment = {a["partition_index"]: list(a["broker_ids"]) for a in t["assignments"]} or None
             configs = {c["name"]: c["value"] for c in t["configs"]}
-            plan = broker.create_topic(t["name"], t["num_partitions"], t["replication_factor"], assignment,
-                                       configs, validate_only=req["validate_only"], timeout_ms=req["timeout_ms"])
+            plan = admin.create_topic(t["name"], t["num_partitions"], t["replication_factor"], assignment,
+                                      configs, validate_only=req["validate_only"], timeout_ms=req["timeout_ms"])
             r["num_partitions"] = len(plan)
             r["replication_factor"] = len(next(iter(plan.values())))
             if ctx.api_version >= 5:
-                r["configs"] = _created_configs(broker, t["name"], configs, req["validate_only"])
+                r["configs"] = _created_configs(ctx.services, t["name"], configs, req["validate_only"])
         except Exception as e:  # noqa: BLE001
             record_failure(r, e)
         results.append(r)
@@ -73,12 +72,12 @@ def create_topics(ctx, req):
 
 @handler(20, (0, 5))
 def delete_topics(ctx, req):
-    broker = ctx.broker
+    admin = ctx.services.topics
     out = []
     for name in req["topic_names"]:
         r = {"name": name, "error_code": 0, "error_message": None}
         try:
-            broker.delete_topic(name, timeout_ms=req["timeout_ms"])
+            admin.delete_topic(name, timeout_ms=req["timeout_ms"])
         except Exception as e:  # noqa: BLE001
             record_failure(r, e)
         out.append(r)
@@ -87,8 +86,7 @@ def delete_topics(ctx, req):
 
 @handler(37, (0, 3))
 def create_partitions(ctx, req):
-    broker = ctx.broker
-    admin = broker.topic_admin
+    admin = ctx.services.topics
     allowance = admin.request_allowance()
     dup = _dupes(t["name"] for t in req["topics"])
     out = []
@@ -100,8 +98,8 @@ def create_partitions(ctx, req):
             admin.check_topic_partitions(t["name"], t["count"])
             allowance.take(t["name"], max(0, t["count"] - admin.current_partitions(t["name"])))
             assignment = [a["broker_ids"] for a in t["assignments"]] if t["assignments"] else None
-            broker.create_partitions(t["name"], t["count"], assignment, validate_only=req["validate_only"],
-                                     timeout_ms=req["timeout_ms"])
+            admin.create_partitions(t["name"], t["count"], assignment, validate_only=req["validate_only"],
+                                    timeout_ms=req["timeout_ms"])
         except Exception as e:  # noqa: BLE001
             record_failure(r, e)
         out.append(r)

@@ -43,6 +43,7 @@ from kbroker.protocol.apis import APIS
 from kbroker.protocol.framing import FrameError, FrameReader, frame
 from kbroker.protocol.headers import decode_request_header, encode_response_header, peek_request_header
 from kbroker.protocol.schema import ElementLimitError, SchemaError, Writer
+from kbroker.server.context import ClientIdentity, RequestContext
 from kbroker.server.limits import RequestMemory, ServerLimits
 
 log = logging.getLogger(__name__)
@@ -61,34 +62,26 @@ GROW_PROBE = 4096
 MAX_QUEUED_BYTES = 4 * 1024 * 1024
 
 
-class RequestContext:
-    __slots__ = ("broker", "header", "api_version", "connection", "listener")
-
-    def __init__(self, broker, header, connection, listener):
-        self.broker = broker
-        self.header = header
-        self.api_version = header.api_version
-        self.connection = connection
-        self.listener = listener
-
-    @property
-    def client_id(self):
-        return self.header.client_id
-
-
 class CloseConnection(Exception):
     """Raised by a handler (or the dispatcher) to drop the connection without a response."""
 
 
 class Connection:
-    def __init__(self, sock, address, broker, router, listener, max_request_size=None, limits=None, memory=None):
-        """``limits``: a ServerLimits (default: Kafka's defaults with ``max_request_size``); ``memory``: the server's
-        RequestMemory shared by all connections (default: one of this connection's own)."""
+    def __init__(self, sock, address, services, router, listener, max_request_size=None, limits=None, memory=None,
+                 identity=None):
+        """``services``: the broker's Services (kbroker/server/context.py), handed to every handler;
+        ``identity``: the ClientIdentity the server built on accept (default: ``listener`` named after its
+        protocol, as when listener.security.protocol.map does not list it); ``limits``: a ServerLimits (default:
+        Kafka's defaults with ``max_request_size``); ``memory``: the server's RequestMemory shared by all
+        connections (default: one of this connection's own)."""
         if limits is None:
             limits = ServerLimits(max_request_size=max_request_size or 104857600)
+        if identity is None:
+            identity = ClientIdentity.accepted(listener, None, address)
         self.sock = sock
         self.address = address
-        self.broker = broker
+        self.services = services
+        self.identity = identity
         self.router = router
         self.listener = listener
         self.limits = limits
@@ -282,7 +275,7 @@ class Connection:
         except Exception as e:  # noqa: BLE001 - any decode failure is bad input: close, never crash the loop
             log.warning("closing %s: %s v%d request failed to decode: %r", self._peer(), api.name, version, e)
             raise CloseConnection("undecodable %s v%d request" % (api.name, version))
-        ctx = RequestContext(self.broker, header, self, self.listener)
+        ctx = RequestContext(self.identity, self.services, api_key, version, corr, header.client_id, self)
         resp = h.fn(ctx, req)
         if resp is None:
             return

@@ -44,6 +44,9 @@ class MetadataCache:
         self.states = {}
         self.controller_id = -1
         self.controller_epoch = -1
+        # fn([(topic, p) deleted]) after each update that removed partitions (the broker forgets their topics'
+        # configs); a listener's exception fails the update's answer, not the cache.
+        self.deletion_listeners = []
 
     # -- fencing --------------------------------------------------------------------------------------------------
 
@@ -84,6 +87,9 @@ class MetadataCache:
         for ts in req.get("topic_states") or ():
             for ps in ts.get("partition_states") or ():
                 self._apply(ts["topic_name"], ps, deleted)
+        if deleted:
+            for fn in list(self.deletion_listeners):
+                fn(deleted)
         return deleted
 
     def _apply(self, topic, ps, deleted):
@@ -129,6 +135,11 @@ class MetadataCache:
     def partitions(self, topic):
         """{partition: CachedPartition} (a copy; empty for an unknown topic)."""
         return dict(self.states.get(topic, {}))
+
+    def topic(self, topic):
+        """{partition: CachedPartition} (a copy), or None for a topic the cache does not know."""
+        parts = self.states.get(topic)
+        return None if parts is None else dict(parts)
 
     def partition(self, topic, p):
         return self.states.get(topic, {}).get(p)

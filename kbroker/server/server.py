@@ -22,6 +22,7 @@ import gevent
 from gevent.server import StreamServer
 
 from kbroker.server.connection import Connection
+from kbroker.server.context import ClientIdentity
 from kbroker.server.limits import ConnectionQuotas, RequestMemory, ServerLimits, client_ip
 
 log = logging.getLogger(__name__)
@@ -70,15 +71,17 @@ class _Listener(StreamServer):
 
 
 class KafkaServer:
-    def __init__(self, broker, router, listeners, max_request_size=None, backlog=1024, limits=None,
+    def __init__(self, services, router, listeners, max_request_size=None, backlog=1024, limits=None,
                  protected_listener=None):
-        """listeners: [(name, host, port)]; port 0 picks a free port (see ``bound_ports``). ``limits``: a
-        ServerLimits; by default read from ``broker.config`` (Kafka's defaults without one). ``protected_listener``:
-        exempt from max.connections; by default the inter-broker listener when there are several listeners."""
-        self.broker = broker
+        """``services``: the broker's Services (kbroker/server/context.py), which every request's context carries
+        (None in tests that serve only ApiVersions). listeners: [(name, host, port)]; port 0 picks a free port (see
+        ``bound_ports``). ``limits``: a ServerLimits; by default read from ``services.config`` (Kafka's defaults
+        without one). ``protected_listener``: exempt from max.connections; by default the inter-broker listener
+        when there are several listeners."""
+        self.services = services
         self.router = router
         self.listeners = listeners
-        config = getattr(broker, "config", None)
+        config = getattr(services, "config", None)
         if limits is None:
             limits = ServerLimits.from_config(config) if config is not None else \
                 ServerLimits(max_request_size=max_request_size or 104857600)
@@ -92,6 +95,8 @@ class KafkaServer:
         self.quotas = ConnectionQuotas(limits, protected_listener)
         self.memory = RequestMemory(limits.request_memory)
         self.socket_buffers = getattr(config, "socket_buffer_sizes", None) or {}
+        # Each accepted connection's ClientIdentity names its listener's security protocol.
+        self.protocol_map = getattr(config, "listener_security_protocol_map", None) or {}
         self._sweeper = None
 
     def start(self):
@@ -111,8 +116,9 @@ class KafkaServer:
         def handle(sock, address):
             if self.socket_buffers:
                 apply_socket_buffers(sock, self.socket_buffers)
-            conn = Connection(sock, address, self.broker, self.router, listener_name, limits=self.limits,
-                              memory=self.memory)
+            identity = ClientIdentity.accepted(listener_name, self.protocol_map, address)
+            conn = Connection(sock, address, self.services, self.router, listener_name, limits=self.limits,
+                              memory=self.memory, identity=identity)
             self.connections.add(conn)
             try:
                 if self.quotas.over():

@@ -20,7 +20,7 @@ def _request(corr, api_key=18, version=0):
 
 
 def _serve():
-    srv = KafkaServer(broker=None, router=Router(), listeners=[("PLAINTEXT", "127.0.0.1", 0)],
+    srv = KafkaServer(services=None, router=Router(), listeners=[("PLAINTEXT", "127.0.0.1", 0)],
                       max_request_size=1 << 20)
     srv.start()
     return srv, srv.bound_ports()["PLAINTEXT"]
@@ -100,7 +100,7 @@ from kbroker.server.limits import ServerLimits  # noqa: E402
 
 
 def _serve_with(**limits):
-    srv = KafkaServer(broker=None, router=Router(), listeners=[("PLAINTEXT", "127.0.0.1", 0)],
+    srv = KafkaServer(services=None, router=Router(), listeners=[("PLAINTEXT", "127.0.0.1", 0)],
                       limits=ServerLimits(**limits))
     srv.start()
     return srv, srv.bound_ports()["PLAINTEXT"]

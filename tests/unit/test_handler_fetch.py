@@ -18,21 +18,19 @@ from kbroker.log.log import Log
 from kbroker.record import Record, build_batch, iter_batches
 from kbroker.record import legacy
 from kbroker.replica.partition import Partition
+from tests.unit.ctx import make_ctx
 
 TS = 1_700_000_000_000
 
 
-class FakeConn:
-    closing = False
+def Ctx(replicas, version):
+    """The handler's context: ``replicas`` as the replica collaborator, its ``config`` as the broker config."""
+    return make_ctx(version, replicas=replicas, config=replicas.config)
 
 
-class Ctx:
-    def __init__(self, broker, version):
-        self.broker, self.api_version, self.client_id, self.connection = broker, version, "c", FakeConn()
-
-
-class Broker:
-    """Leader of every partition it holds; ``config`` only carries what the handlers read."""
+class Replicas:
+    """The replica collaborator (ReplicaAccess) leading every partition it holds, on real Logs and Partitions;
+    ``config`` carries the broker keys the handlers read."""
 
     def __init__(self, tmp_path, names, config=None, isr=(1,)):
         self.config = dict(config or {})
@@ -44,7 +42,7 @@ class Broker:
             part.make_leader(1, list(isr), sorted(set(isr) | {1}), 0)
             self.parts[(topic, p)] = part
 
-    def local_partition(self, topic, p):
+    def get_partition(self, topic, p):
         return self.parts.get((topic, p))
 
     def leader_partition(self, topic, p):
@@ -101,7 +99,7 @@ def legacy_offsets(data):
 @pytest.fixture
 def two_big(tmp_path):
     """a-0 and a-1 each hold one 1 MiB-record batch; the KIP-74 cases of the issue."""
-    b = Broker(tmp_path, [("a", 0), ("a", 1)])
+    b = Replicas(tmp_path, [("a", 0), ("a", 1)])
     for p in (0, 1):
         b.append("a", p, recs(1, 1 << 20))
     return b
@@ -124,7 +122,7 @@ def test_second_partition_with_a_batch_larger_than_what_is_left_gets_nothing(two
 
 
 def test_response_max_bytes_is_enforced_across_partitions(tmp_path):
-    b = Broker(tmp_path, [("m", p) for p in range(4)])
+    b = Replicas(tmp_path, [("m", p) for p in range(4)])
     for p in range(4):
         for _ in range(3):
             b.append("m", p, recs(1, 500))
@@ -140,7 +138,7 @@ def test_response_max_bytes_is_enforced_across_partitions(tmp_path):
 
 
 def test_broker_fetch_max_bytes_caps_the_request(tmp_path):
-    b = Broker(tmp_path, [("c", 0)], config={"fetch.max.bytes": 1024})
+    b = Replicas(tmp_path, [("c", 0)], config={"fetch.max.bytes": 1024})
     for _ in range(10):
         b.append("c", 0, recs(1, 300))
     got, _ = answers(fetch_handler(Ctx(b, 11), req([("c", 0, 0, 1 << 20)], max_bytes=1 << 30)))
@@ -159,7 +157,7 @@ def test_broker_fetch_max_bytes_caps_the_request(tmp_path):
 
 
 def test_v0_v2_partition_cut_by_the_response_budget_gets_nothing(tmp_path):
-    b = Broker(tmp_path, [("v", 0), ("v", 1)], config={"fetch.max.bytes": 1500})
+    b = Replicas(tmp_path, [("v", 0), ("v", 1)], config={"fetch.max.bytes": 1500})
     b.append("v", 0, recs(1, 1000))
     b.append("v", 1, recs(1, 1000))
     got, _ = answers(fetch_handler(Ctx(b, 2), req([("v", 0, 0, 4000), ("v", 1, 0, 4000)])))
@@ -172,7 +170,7 @@ def test_v0_v2_partition_cut_by_the_response_budget_gets_nothing(tmp_path):
 
 
 def test_min_bytes_is_capped_by_the_response_budget(tmp_path):
-    b = Broker(tmp_path, [("w", 0)], config={"fetch.max.bytes": 1024})
+    b = Replicas(tmp_path, [("w", 0)], config={"fetch.max.bytes": 1024})
     for _ in range(10):
         b.append("w", 0, recs(1, 300))
     started = time.monotonic()
@@ -184,7 +182,7 @@ def test_min_bytes_is_capped_by_the_response_budget(tmp_path):
 # ---------------------------------------------------------------------------------- repeated partitions
 
 def test_a_partition_named_300_times_is_served_once_at_its_first_position(tmp_path):
-    b = Broker(tmp_path, [("d", 0), ("d", 1)])
+    b = Replicas(tmp_path, [("d", 0), ("d", 1)])
     for p in (0, 1):
         for _ in range(4):
             b.append("d", p, recs(1, 1000))
@@ -205,7 +203,7 @@ def test_a_partition_named_300_times_is_served_once_at_its_first_position(tmp_pa
 # ------------------------------------------------------------------------------------- v0-v3 conversion
 
 def test_v0_v2_get_a_cut_first_message_like_kafka_0_10(tmp_path):
-    b = Broker(tmp_path, [("o", 0), ("o", 1)])
+    b = Replicas(tmp_path, [("o", 0), ("o", 1)])
     b.append("o", 0, recs(1, 5000))
     b.append("o", 1, recs(1, 100))
     for version, magic in ((0, 0), (2, 1)):
@@ -219,7 +217,7 @@ def test_v0_v2_get_a_cut_first_message_like_kafka_0_10(tmp_path):
 
 
 def test_v3_counts_converted_bytes_and_keeps_whole_converted_batches(tmp_path):
-    b = Broker(tmp_path, [("e", 0), ("e", 1)])
+    b = Replicas(tmp_path, [("e", 0), ("e", 1)])
     for p in (0, 1):
         for _ in range(6):
             b.append("e", p, recs(20, 10))  # stored ~400 bytes, converted to magic 1: 20 * 44 = 880 bytes
@@ -260,7 +258,7 @@ def test_convert_within_rules():
 
 
 def test_zstd_first_in_line_for_an_old_client_is_error_76(tmp_path):
-    b = Broker(tmp_path, [("z", 0)])
+    b = Replicas(tmp_path, [("z", 0)])
     b.append("z", 0, recs(2, 10), codec=4)
     got, _ = answers(fetch_handler(Ctx(b, 3), req([("z", 0, 0, 1 << 20)])))
     assert got[("z", 0)] == (76, 2, b"")
@@ -272,7 +270,7 @@ def _huge_gzip_batch(n):
 
 
 def test_down_conversion_does_not_hold_the_event_loop(tmp_path):
-    b = Broker(tmp_path, [("h", 0)])
+    b = Replicas(tmp_path, [("h", 0)])
     n = 99_000  # just below workers.DECODE_MAX_RECORDS: ~0.3-0.6 s of conversion
     b.parts[("h", 0)].append(_huge_gzip_batch(n), None, 1)
     gaps = []
@@ -307,7 +305,7 @@ def test_a_batch_too_big_to_decode_is_unsupported_version_for_old_clients(tmp_pa
     import kbroker.handlers.list_offsets as lo_mod
     monkeypatch.setattr(dc_mod, "DECODE_MAX_RECORDS", 1000)
     monkeypatch.setattr(lo_mod, "DECODE_MAX_RECORDS", 1000)
-    b = Broker(tmp_path, [("u", 0)])
+    b = Replicas(tmp_path, [("u", 0)])
     b.append("u", 0, recs(5, 10))
     part = b.parts[("u", 0)]
     part.append(build_batch([Record(i, TS + 100 + i, None, None) for i in range(1001)], codec=1), None, 1)
@@ -326,7 +324,7 @@ def test_a_batch_too_big_to_decode_is_unsupported_version_for_old_clients(tmp_pa
 # ------------------------------------------------------------------------------------------ followers
 
 def test_follower_position_is_recorded_for_every_partition_even_past_the_budget(tmp_path):
-    b = Broker(tmp_path, [("f", 0), ("f", 1)], isr=(1, 2))
+    b = Replicas(tmp_path, [("f", 0), ("f", 1)], isr=(1, 2))
     for p in (0, 1):
         b.append("f", p, recs(2, 2000))
     # Replica 2 has both partitions in full (offset 2); the budget is spent on f-0's read from 0.
@@ -362,7 +360,7 @@ def _lo(resp):
 
 
 def test_list_offsets_by_time_answers_the_record_not_the_batch(tmp_path):
-    b = Broker(tmp_path, [("l", 0)])
+    b = Replicas(tmp_path, [("l", 0)])
     part = b.parts[("l", 0)]
     part.make_leader(3, [1], [1], 0)
     # Two batches of 5 records, timestamps TS, TS+10, ..., TS+90 (offsets 0..9).
@@ -389,7 +387,7 @@ def test_large_converted_results_spill_to_a_budgeted_temporary_file(tmp_path, mo
 
     spill = dc.SpillBudget(3 << 20)
     monkeypatch.setattr(dc, "SPILL", spill)
-    b = Broker(tmp_path, [("s", 0), ("s", 1)])
+    b = Replicas(tmp_path, [("s", 0), ("s", 1)])
     for p in (0, 1):
         for i in range(4):
             b.append("s", p, [Record(0, TS + i, None, bytes([i]) * 600_000)])
@@ -426,7 +424,7 @@ def test_stored_batches_are_read_a_window_at_a_time(tmp_path, monkeypatch):
     import kbroker.handlers.down_conversion as dc
 
     monkeypatch.setattr(dc, "READ_WINDOW", 1000)
-    b = Broker(tmp_path, [("r", 0)])
+    b = Replicas(tmp_path, [("r", 0)])
     sizes = [100, 3000, 10, 900, 5000]  # batches smaller and larger than the window
     for i, n in enumerate(sizes):
         b.append("r", 0, [Record(0, TS + i, None, b"x" * n)])

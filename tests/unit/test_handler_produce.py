@@ -6,6 +6,7 @@ import gevent
 from kbroker import errors
 from kbroker.handlers import produce as P
 from kbroker.record import _REQUEST_BUDGET, DEFAULT_REQUEST_DECOMPRESSED_BYTES
+from tests.unit.ctx import make_ctx
 
 
 class _Part:
@@ -26,12 +27,11 @@ class _Part:
         return 0
 
 
-class _Broker:
-    def __init__(self, part, config):
-        self.part, self.config = part, config
+class _Replicas:
+    """The replica collaborator: leads only topic t, every partition of it is ``part``."""
 
-    def is_internal(self, name):
-        return False
+    def __init__(self, part):
+        self.part = part
 
     def leader_partition(self, topic, p):
         if topic != "t":
@@ -39,9 +39,8 @@ class _Broker:
         return self.part
 
 
-class _Ctx:
-    def __init__(self, broker):
-        self.broker, self.api_version, self.connection, self.client_id = broker, 9, None, "c"
+def _ctx(part, config):
+    return make_ctx(9, replicas=_Replicas(part), config=config)
 
 
 def _request(n):
@@ -51,12 +50,12 @@ def _request(n):
 
 def test_every_entry_of_a_request_shares_one_budget_from_the_config():
     seen = []
-    resp = P.produce(_Ctx(_Broker(_Part(seen), {"max.request.decompressed.bytes": 5000})), _request(3))
+    resp = P.produce(_ctx(_Part(seen), {"max.request.decompressed.bytes": 5000}), _request(3))
     assert [p["error_code"] for p in resp["responses"][0]["partition_responses"]] == [0, 0, 0]
     assert seen == [(5000, 5000), (5000, 4000), (5000, 3000)]
     assert _REQUEST_BUDGET.get() is None  # closed after the request
     seen.clear()
-    P.produce(_Ctx(_Broker(_Part(seen), {})), _request(1))  # a config without the key: the default
+    P.produce(_ctx(_Part(seen), {}), _request(1))  # a config without the key: the default
     assert seen == [(DEFAULT_REQUEST_DECOMPRESSED_BYTES, DEFAULT_REQUEST_DECOMPRESSED_BYTES)]
 
 
@@ -75,7 +74,7 @@ def test_a_long_request_lets_other_greenlets_run_between_entries():
     try:
         seen = []
         t0 = time.monotonic()
-        P.produce(_Ctx(_Broker(_Part(seen, busy_s=0.015), {})), _request(8))
+        P.produce(_ctx(_Part(seen, busy_s=0.015), {}), _request(8))
         t1 = time.monotonic()
     finally:
         g.kill()

@@ -2,8 +2,8 @@
 
 The schema's comparison with Kafka's JSON spec is tests/unit/test_schemas_reference.py (every registered API); the
 round trips reuse tests/unit/test_schemas_client.py's generators. The
-handler runs against a fake broker holding topic overrides the way kbroker's broker facade reports them
-(``describe_topic_config`` entries with Kafka's config_source ids, ``alter_topic_config`` replacing the set).
+handler runs against a fake topic-admin collaborator holding topic overrides the way kbroker's TopicAdmin reports
+them (``describe_topic_config`` entries with Kafka's config_source ids, ``alter_topic_config`` replacing the set).
 """
 import pytest
 
@@ -12,6 +12,7 @@ from kbroker.handlers.incremental_alter_configs import apply_ops, check_ops, inc
 from kbroker.protocol.apis import APIS
 from kbroker.server.router import Router
 from kbroker.topic_admin import ConfigDescription
+from tests.unit.ctx import make_ctx
 from tests.unit import test_schemas_client as sc
 
 MOD, SPEC = "incremental_alter_configs", "IncrementalAlterConfigs"
@@ -118,9 +119,8 @@ def test_check_ops_rejects_duplicates_nulls_and_unknown_operations():
 
 # ------------------------------------------------------------------------------------------------- handler
 
-class _Broker:
-    """Topic overrides as kbroker's broker facade exposes them."""
-    broker_id = 0
+class _TopicAdmin:
+    """The topic-admin collaborator: topic overrides as kbroker's TopicAdmin reports and replaces them."""
     DEFAULTS = {"cleanup.policy": "delete", "retention.ms": "604800000", "max.message.bytes": "1048588"}
 
     def __init__(self, topics):
@@ -142,9 +142,8 @@ class _Broker:
             self.topics[name] = dict(configs)
 
 
-class _Ctx:
-    def __init__(self, broker, version=1):
-        self.broker, self.api_version = broker, version
+def _Ctx(admin, version=1):
+    return make_ctx(version, topics=admin, broker_id=0)
 
 
 def _res(rtype, name, *ops):
@@ -157,24 +156,24 @@ def _codes(resp):
 
 
 def test_handler_changes_only_the_named_keys():
-    broker = _Broker({"t": {"retention.ms": "5", "max.message.bytes": "2048"}})
-    resp = incremental_alter_configs(_Ctx(broker), {"validate_only": False, "resources": [
+    admin = _TopicAdmin({"t": {"retention.ms": "5", "max.message.bytes": "2048"}})
+    resp = incremental_alter_configs(_Ctx(admin), {"validate_only": False, "resources": [
         _res(2, "t", ("retention.ms", DELETE, None), ("cleanup.policy", APPEND, "compact"))]})
     assert _codes(resp) == [("t", 0)] and resp["throttle_time_ms"] == 0
-    assert broker.topics["t"] == {"max.message.bytes": "2048", "cleanup.policy": "delete,compact"}
+    assert admin.topics["t"] == {"max.message.bytes": "2048", "cleanup.policy": "delete,compact"}
 
 
 def test_handler_validate_only_changes_nothing():
-    broker = _Broker({"t": {"retention.ms": "5"}})
-    resp = incremental_alter_configs(_Ctx(broker, 0), {"validate_only": True, "resources": [
+    admin = _TopicAdmin({"t": {"retention.ms": "5"}})
+    resp = incremental_alter_configs(_Ctx(admin, 0), {"validate_only": True, "resources": [
         _res(2, "t", ("retention.ms", SET, "9"))]})
     assert _codes(resp) == [("t", 0)]
-    assert broker.altered == [("t", {"retention.ms": "9"}, True)] and broker.topics["t"] == {"retention.ms": "5"}
+    assert admin.altered == [("t", {"retention.ms": "9"}, True)] and admin.topics["t"] == {"retention.ms": "5"}
 
 
 def test_handler_errors_per_resource():
-    broker = _Broker({"t": {}, "u": {}})
-    resp = incremental_alter_configs(_Ctx(broker), {"validate_only": False, "resources": [
+    admin = _TopicAdmin({"t": {}, "u": {}})
+    resp = incremental_alter_configs(_Ctx(admin), {"validate_only": False, "resources": [
         _res(2, "t", ("retention.ms", SET, "1")),
         _res(2, "missing", ("retention.ms", SET, "1")),
         _res(2, "t", ("retention.ms", SET, "2")),
@@ -184,23 +183,23 @@ def test_handler_errors_per_resource():
     assert _codes(resp) == [("t", errors.INVALID_REQUEST), ("missing", errors.UNKNOWN_TOPIC_OR_PARTITION),
                             ("t", errors.INVALID_REQUEST), ("u", 0)]
     assert resp["responses"][0]["error_message"] == "Each resource must appear at most once."
-    assert broker.topics == {"t": {}, "u": {"retention.ms": "3"}}
+    assert admin.topics == {"t": {}, "u": {"retention.ms": "3"}}
 
 
 def test_handler_topic_config_errors():
-    broker = _Broker({"u": {}, "v": {}})
-    resp = incremental_alter_configs(_Ctx(broker), {"validate_only": False, "resources": [
+    admin = _TopicAdmin({"u": {}, "v": {}})
+    resp = incremental_alter_configs(_Ctx(admin), {"validate_only": False, "resources": [
         _res(2, "u", ("retention.ms", APPEND, "1")),
         _res(2, "v", ("bogus", SET, "1")),
     ]})
     assert _codes(resp) == [("u", errors.INVALID_CONFIG), ("v", errors.INVALID_CONFIG)]
     assert "bogus" in resp["responses"][1]["error_message"]
-    assert broker.topics == {"u": {}, "v": {}}
+    assert admin.topics == {"u": {}, "v": {}}
 
 
 def test_handler_refuses_broker_and_other_resources():
-    broker = _Broker({})
-    resp = incremental_alter_configs(_Ctx(broker), {"validate_only": False, "resources": [
+    admin = _TopicAdmin({})
+    resp = incremental_alter_configs(_Ctx(admin), {"validate_only": False, "resources": [
         _res(4, "0", ("log.retention.ms", SET, "1")),
         _res(4, "", ("log.retention.ms", SET, "1")),
         _res(4, "7", ("log.retention.ms", SET, "1")),
@@ -218,7 +217,7 @@ def test_handler_refuses_broker_and_other_resources():
 
 @pytest.mark.parametrize("name", ["", "t/partitions", "..", "a b"])
 def test_handler_illegal_topic_name_is_invalid_topic(name):
-    broker = _Broker({"t": {}})
-    resp = incremental_alter_configs(_Ctx(broker), {"validate_only": False, "resources": [
+    admin = _TopicAdmin({"t": {}})
+    resp = incremental_alter_configs(_Ctx(admin), {"validate_only": False, "resources": [
         _res(2, name, ("retention.ms", SET, "1"))]})
-    assert _codes(resp) == [(name, errors.INVALID_TOPIC_EXCEPTION)] and broker.altered == []
+    assert _codes(resp) == [(name, errors.INVALID_TOPIC_EXCEPTION)] and admin.altered == []

@@ -6,7 +6,7 @@ On real Logs and Partitions (the fixtures of tests/unit/test_handler_fetch.py). 
 from kbroker.handlers.list_offsets import list_offsets as list_offsets_handler
 from kbroker.record import Record, build_batch
 from kbroker.server.router import Router
-from tests.unit.test_handler_fetch import TS, Broker, Ctx, _lo, lo_req
+from tests.unit.test_handler_fetch import TS, Ctx, Replicas, _lo, lo_req
 
 MAX_TIMESTAMP = -3
 
@@ -16,7 +16,7 @@ def test_v7_is_advertised():
 
 
 def test_max_timestamp_answers_the_first_record_holding_it(tmp_path):
-    b = Broker(tmp_path, [("l", 0)])
+    b = Replicas(tmp_path, [("l", 0)])
     part = b.parts[("l", 0)]
     part.make_leader(3, [1], [1], 0)
     # Offsets 0-4 at TS+0..40 (gzip); 5-9 out of order: TS+900 first reached at offset 7, again at 8.
@@ -35,5 +35,5 @@ def test_max_timestamp_answers_the_first_record_holding_it(tmp_path):
 
 
 def test_max_timestamp_of_an_empty_partition_is_minus_one(tmp_path):
-    b = Broker(tmp_path, [("e", 0)])
+    b = Replicas(tmp_path, [("e", 0)])
     assert _lo(list_offsets_handler(Ctx(b, 7), lo_req(MAX_TIMESTAMP, topic="e")))[:3] == (0, -1, -1)

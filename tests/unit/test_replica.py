@@ -16,6 +16,7 @@ from kbroker.record import Record, build_batch
 from kbroker.replica.delayed_produce import DelayedProduce, append_and_wait
 from kbroker.replica.epoch_cache import FILE_NAME, UNDEFINED, LeaderEpochCache
 from kbroker.replica.partition import Partition
+from tests.unit.ctx import make_ctx
 
 
 def batch(n=1, value=b"v", epoch=-1, base=0, pid=-1, seq=-1):
@@ -322,23 +323,17 @@ def test_delayed_produce_loses_leadership(tmp_path):
 
 # ------------------------------------------------------------------------------------------- handlers
 
-class FakeConn:
-    closing = False
+def Ctx(replicas, version):
+    return make_ctx(version, replicas=replicas)
 
 
-class Ctx:
-    def __init__(self, broker, version, client_id="c"):
-        self.broker, self.api_version, self.client_id, self.connection = broker, version, client_id, FakeConn()
+class OnePartReplicas:
+    """The replica collaborator hosting only t-0 (``part``)."""
 
-
-class OnePartBroker:
     def __init__(self, part):
         self.part = part
 
-    def is_internal(self, name):
-        return False
-
-    def local_partition(self, topic, p):
+    def get_partition(self, topic, p):
         return self.part if (topic, p) == ("t", 0) else None
 
     def leader_partition(self, topic, p):
@@ -356,23 +351,23 @@ def produce_req(acks, timeout_ms=1000, n=1):
 
 def test_produce_acks_all_not_enough_replicas_before_append(tmp_path):
     part = make_partition(tmp_path, isr=[1], min_isr=2)
-    resp = produce_handler(Ctx(OnePartBroker(part), 9), produce_req(-1))
+    resp = produce_handler(Ctx(OnePartReplicas(part), 9), produce_req(-1))
     pr = resp["responses"][0]["partition_responses"][0]
     assert pr["error_code"] == errors.NOT_ENOUGH_REPLICAS == 19
     assert part.log_end_offset == 0                  # nothing appended
-    resp = produce_handler(Ctx(OnePartBroker(part), 9), produce_req(1))   # acks=1 ignores min.insync
+    resp = produce_handler(Ctx(OnePartReplicas(part), 9), produce_req(1))   # acks=1 ignores min.insync
     assert resp["responses"][0]["partition_responses"][0]["error_code"] == 0
     assert part.log_end_offset == 1
 
 
 def test_produce_acks_all_waits_then_times_out_with_7(tmp_path):
     part = make_partition(tmp_path, isr=[1, 2], min_isr=2)
-    resp = produce_handler(Ctx(OnePartBroker(part), 9), produce_req(-1, timeout_ms=60, n=3))
+    resp = produce_handler(Ctx(OnePartReplicas(part), 9), produce_req(-1, timeout_ms=60, n=3))
     pr = resp["responses"][0]["partition_responses"][0]
     assert (pr["error_code"], pr["base_offset"]) == (7, 0)
     assert part.log_end_offset == 3                  # appended; only the acknowledgement failed
     g = gevent.spawn_later(0.03, part.update_follower, 2, 6)
-    resp = produce_handler(Ctx(OnePartBroker(part), 9), produce_req(-1, timeout_ms=5000, n=3))
+    resp = produce_handler(Ctx(OnePartReplicas(part), 9), produce_req(-1, timeout_ms=5000, n=3))
     g.join()
     pr = resp["responses"][0]["partition_responses"][0]
     assert (pr["error_code"], pr["base_offset"]) == (0, 3)
@@ -393,7 +388,7 @@ def _pd(resp):
 def test_fetch_follower_vs_consumer_and_fencing(tmp_path):
     part = make_partition(tmp_path, isr=[1, 2])
     part.append(batch(2), None, 1)
-    b = OnePartBroker(part)
+    b = OnePartReplicas(part)
     pd = _pd(fetch_handler(Ctx(b, 11), fetch_req(0, epoch=1)))
     assert (pd["error_code"], pd["high_watermark"], pd["records"]) == (0, 0, b"")
     pd = _pd(fetch_handler(Ctx(b, 11), fetch_req(0, epoch=1, replica_id=2)))
@@ -410,7 +405,7 @@ def test_fetch_follower_vs_consumer_and_fencing(tmp_path):
 
 def test_follower_long_poll_wakes_on_append(tmp_path):
     part = make_partition(tmp_path, isr=[1, 2])
-    b = OnePartBroker(part)
+    b = OnePartReplicas(part)
     g = gevent.spawn_later(0.05, part.append, batch(1), None, 1)
     pd = _pd(fetch_handler(Ctx(b, 11), fetch_req(0, epoch=1, replica_id=2, max_wait=5000)))
     g.join()
@@ -427,7 +422,7 @@ def test_offsets_for_leader_epoch_handler(tmp_path):
     part.append(batch(2), None, 1)                   # epoch 1: 0-1
     part.make_leader(3, [1], [1, 2, 3], 0)
     part.append(batch(1), None, 1)                   # epoch 3: 2
-    b = OnePartBroker(part)
+    b = OnePartReplicas(part)
 
     def one(req, version=3):
         r = offset_for_leader_epoch(Ctx(b, version), req)["topics"][0]["partitions"][0]

@@ -8,6 +8,7 @@ import pytest
 
 from kbroker import errors
 from kbroker.cluster_state import LeaderAndIsr, PartitionLeadership
+from kbroker.config import BrokerConfig
 from kbroker.log.config import LogConfig
 from kbroker.log.manager import LogManager
 from kbroker.record import Record, build_batch, iter_records
@@ -15,6 +16,7 @@ from kbroker.replica.delayed_produce import append_and_wait
 from kbroker.replica.manager import ReplicaManager
 from kbroker.server.router import Router
 from kbroker.server.server import KafkaServer
+from tests.unit.ctx import make_services
 
 CONFIG = {"replica.fetch.wait.max.ms": 100, "replica.fetch.backoff.ms": 30, "replica.lag.time.max.ms": 10000,
           "replica.socket.timeout.ms": 5000}
@@ -48,19 +50,11 @@ class Node:
         self.lm = LogManager([self.dir], LogConfig(), broker_id=broker_id)
         self.rm = ReplicaManager(broker_id, self.lm, lambda t: LogConfig(min_insync_replicas=cluster.min_isr),
                                  cluster.store.write, cluster.address, config=CONFIG)
-        self.server = KafkaServer(self, Router(), [("PLAINTEXT", "127.0.0.1", 0)], 100 << 20)
+        # The handlers (Fetch, OffsetForLeaderEpoch, Produce) get the replica manager and the broker defaults.
+        services = make_services(broker_id=broker_id, replicas=self.rm, config=BrokerConfig.from_dict({}))
+        self.server = KafkaServer(services, Router(), [("PLAINTEXT", "127.0.0.1", 0)], 100 << 20)
         self.server.start()
         self.port = self.server.bound_ports()["PLAINTEXT"]
-
-    # the broker surface the handlers use
-    def is_internal(self, name):
-        return False
-
-    def local_partition(self, topic, p):
-        return self.rm.get_partition(topic, p)
-
-    def leader_partition(self, topic, p):
-        return self.rm.leader_partition(topic, p)
 
     def stop(self):
         self.rm.shutdown()

@@ -46,7 +46,7 @@ def test_apply_socket_buffers_logs_a_failure_and_keeps_going(caplog):
 def _accepted_buffers(overrides):
     """Start a KafkaServer with ``overrides``, connect once, return (SO_SNDBUF, SO_RCVBUF) of the accepted socket."""
     cfg = BrokerConfig.from_sources(None, overrides)
-    srv = KafkaServer(broker=types.SimpleNamespace(config=cfg), router=Router(),
+    srv = KafkaServer(services=types.SimpleNamespace(config=cfg), router=Router(),
                       listeners=[("PLAINTEXT", "127.0.0.1", 0)])
     srv.start()
     client = _real_socket()

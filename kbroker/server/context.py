@@ -1,0 +1,227 @@
+"""What a request handler sees: who is asking (``ClientIdentity``), the request's header fields, and the broker's
+collaborators (``Services``) -- the seams that authorization, quotas and transactions plug into.
+
+``handler(ctx, req)`` (``kbroker/server/router.py``) gets a ``RequestContext``:
+
+* ``ctx.identity`` -- a ``ClientIdentity``, one per connection, built by the server when it accepts the connection:
+  ``listener`` (the listener name it came in on; None for the in-process path, ``IN_PROCESS``, which never crosses
+  a socket), ``security_protocol`` (``listener.security.protocol.map``: PLAINTEXT, SSL, SASL_PLAINTEXT,
+  SASL_SSL), ``principal`` (Kafka's ``KafkaPrincipal`` string; kbroker authenticates nobody yet, so every
+  connection is ``User:ANONYMOUS``, which is what Kafka's DefaultKafkaPrincipalBuilder says for PLAINTEXT),
+  ``host`` / ``port`` (the peer's address). Frozen: what authorization and quotas key on cannot change under a
+  request.
+* ``ctx.api_key``, ``ctx.api_version``, ``ctx.correlation_id``, ``ctx.client_id`` -- this request's header
+  (client_id may be None, Kafka's nullable string).
+* ``ctx.services`` -- the broker's ``Services``, the same object for every request of a broker.
+* ``ctx.connection`` -- the ``Connection`` hooks handlers use (``closing`` to end a long wait, ``router`` for
+  ApiVersions); None on the in-process path.
+
+``Services`` is built once by the broker (``Broker.start``, before its listeners open) and frozen: which objects
+serve the handlers never changes while the broker runs. Each collaborator owns its state and offers the handlers
+a narrow interface; the ``typing.Protocol`` classes below name exactly what the handlers call. They are defined
+here, below the handlers' layer (tests/unit/test_architecture.py), so a handler needs no import of the group
+coordinator or the controller (layer 4) nor of ``kbroker/broker.py`` (5) to use them;
+tests/unit/test_request_context.py checks that the real classes provide every member. Who owns what:
+
+* ``config`` -- the BrokerConfig (``cfg[key]``, ``cfg.get(key, default)``); read-only.
+* ``broker_id``, ``cluster_id`` -- fixed once the broker has started.
+* ``metadata`` -- the ``MetadataCache``: what this broker believes about the cluster (live brokers, partition
+  states, the controller), changed only by the controller's UpdateMetadata.
+* ``replicas`` -- the ReplicaManager: the partitions hosted here, their leadership, logs and high watermarks.
+* ``topics`` -- the TopicAdmin: topic and partition creation/deletion and topic configs, through the coordination
+  backend's znodes; the partition ceilings.
+* ``producer_ids`` -- the producer-id block lease (``/latest_producer_id_block``).
+* ``groups`` -- the GroupCoordinator: the consumer groups of the ``__consumer_offsets`` partitions led here.
+* ``control_plane`` -- a ``ControlPlane``: whom controller requests must come from (the controller view, this
+  broker's registration epoch, the control-plane listener).
+* ``controller`` -- this broker's Controller (active or not), or None where none runs.
+* ``ready`` -- set once the broker has the controller's first metadata (``wait(timeout) -> bool``).
+"""
+from dataclasses import dataclass
+from typing import Any, Optional, Protocol
+
+from kbroker.server.metadata_cache import MetadataCache
+
+ANONYMOUS = "User:ANONYMOUS"
+# How long a request waits for ``Services.ready`` (the broker's own wait for its first metadata is as long).
+READY_WAIT_S = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class ClientIdentity:
+    """Who is on the other end of one connection (see the module docstring)."""
+    listener: Optional[str]
+    security_protocol: str
+    principal: str
+    host: str
+    port: int
+
+    @classmethod
+    def accepted(cls, listener, protocol_map, address):
+        """The identity of a connection accepted on ``listener``: its security protocol from ``protocol_map``
+        (listener.security.protocol.map; a listener missing from it is named after its protocol, as in Kafka)."""
+        host, port = (address[0], address[1]) if address else ("", -1)
+        return cls(listener, (protocol_map or {}).get(listener, listener), ANONYMOUS, host, port)
+
+    @property
+    def in_process(self):
+        return self.listener is None
+
+
+# The controller's requests to its own broker (kbroker/handlers/cluster.py's local_dispatcher).
+IN_PROCESS = ClientIdentity(None, "PLAINTEXT", ANONYMOUS, "", -1)
+
+
+class RequestContext:
+    """One request's context (module docstring). Built per request, so a plain class with slots."""
+    __slots__ = ("identity", "services", "connection", "api_key", "api_version", "correlation_id", "client_id")
+
+    def __init__(self, identity, services, api_key, api_version, correlation_id=-1, client_id=None,
+                 connection=None):
+        self.identity = identity
+        self.services = services
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        self.client_id = client_id
+        self.connection = connection
+
+    @property
+    def listener(self):
+        """The listener name the request came in on (None in-process)."""
+        return self.identity.listener
+
+
+# ------------------------------------------------------------------------------------------------ interfaces
+
+class ReplicaAccess(Protocol):
+    """The hosted partitions (kbroker/replica/manager.py ReplicaManager)."""
+
+    def get_partition(self, topic, p):
+        """The Partition hosted here, leader or follower, or None."""
+
+    def leader_partition(self, topic, p):
+        """The Partition led here; raises UnknownTopicOrPartition / NotLeaderOrFollower."""
+
+    def apply_leader_and_isr(self, controller_id, controller_epoch, partition_states, live_leaders):
+        """LeaderAndIsr -> {(topic, p): error code} (missing = 0)."""
+
+    def stop_replicas(self, controller_epoch, partitions):
+        """StopReplica [(topic, p, delete)] -> {(topic, p): error code}."""
+
+
+class TopicAdministration(Protocol):
+    """Topic and config administration (kbroker/topic_admin.py TopicAdmin); raises kbroker.errors exceptions."""
+
+    def request_allowance(self): ...
+
+    def requested_partitions(self, num_partitions, assignment=None): ...
+
+    def check_topic_partitions(self, name, n): ...
+
+    def current_partitions(self, name): ...
+
+    def create_topic(self, name, num_partitions, replication_factor, assignment=None, configs=None,
+                     validate_only=False, timeout_ms=30000): ...
+
+    def auto_create_topic(self, name): ...
+
+    def ensure_offsets_topic(self): ...
+
+    def delete_topic(self, name, timeout_ms=30000): ...
+
+    def create_partitions(self, name, count, assignment=None, validate_only=False, timeout_ms=30000): ...
+
+    def describe_topic_config(self, name): ...
+
+    def describe_broker_config(self): ...
+
+    def alter_topic_config(self, name, configs, validate_only=False): ...
+
+
+class ProducerIds(Protocol):
+    """Producer-id blocks (kbroker/producer_ids.py ProducerIdManager)."""
+
+    def next_id(self): ...
+
+
+class GroupCoordination(Protocol):
+    """The consumer-group coordinator (kbroker/coordinator/coordinator.py GroupCoordinator); answers are Kafka
+    error codes. ``active`` is False once it has shut down."""
+    active: bool
+
+    def partition_for(self, group_id): ...
+
+    def join_group(self, group_id, member_id, group_instance_id, client_id, client_host, rebalance_timeout,
+                   session_timeout, protocol_type, protocols, require_known_member_id, callback): ...
+
+    def sync_group(self, group_id, generation, member_id, group_instance_id, protocol_type, protocol_name,
+                   assignments, callback): ...
+
+    def heartbeat(self, group_id, generation, member_id, group_instance_id=None): ...
+
+    def leave_group(self, group_id, leaving): ...
+
+    def handle_commit(self, group_id, generation, member_id, group_instance_id, retention_ms, offsets): ...
+
+    def commit_unchecked(self, group_id, offsets): ...
+
+    def fetch_offsets(self, group_id, partitions): ...
+
+    def describe_group(self, group_id): ...
+
+    def list_groups(self): ...
+
+    def delete_group(self, group_id): ...
+
+
+class ControllerAccess(Protocol):
+    """This broker's controller (kbroker/controller/controller.py Controller)."""
+
+    def is_active(self): ...
+
+    def controlled_shutdown(self, broker_id, broker_epoch, timeout=None): ...
+
+
+class ControlPlane:
+    """Whom controller requests (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown) must come from;
+    the checks themselves are kbroker/handlers/cluster.py's.
+
+    ``view``: the ControllerView (``/controller`` and ``/controller_epoch`` by watches: ``is_current(id, epoch,
+    timeout)``, ``controller_id``, ``epoch``); ``listener``: control.plane.listener.name or None; the registrar
+    (this broker's ``/brokers/ids/<id>``, whose czxid is the broker epoch) is attached once, when the broker
+    registers -- after its listeners are bound, since the registration names their ports."""
+
+    __slots__ = ("view", "listener", "_registrar")
+
+    def __init__(self, view, listener=None, registrar=None):
+        self.view = view
+        self.listener = listener
+        self._registrar = registrar
+
+    def attach_registrar(self, registrar):
+        if self._registrar is not None:
+            raise RuntimeError("the broker registration is attached once")
+        self._registrar = registrar
+
+    def broker_epoch(self, timeout):
+        """This broker's epoch (KIP-380), waiting up to ``timeout`` while a registration is under way; -1 before
+        the broker has registered (no controller can know an epoch then, so no request matches it)."""
+        registrar = self._registrar
+        return -1 if registrar is None else registrar.wait_epoch(timeout)
+
+
+@dataclass(frozen=True)
+class Services:
+    """The broker's collaborators as the handlers see them (module docstring: who owns what)."""
+    config: Any
+    broker_id: int
+    cluster_id: Optional[str]
+    metadata: MetadataCache
+    replicas: ReplicaAccess
+    topics: TopicAdministration
+    producer_ids: ProducerIds
+    groups: GroupCoordination
+    control_plane: ControlPlane
+    controller: Optional[ControllerAccess]
+    ready: Any
