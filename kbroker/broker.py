@@ -14,9 +14,11 @@ Ownership:
 - what this broker believes about the cluster is ``metadata_cache``, changed only by UpdateMetadata;
 - ``self.partitions`` (the partitions hosted here) changes only in ``apply_leader_and_isr`` / ``stop_replicas``;
 - the logs are owned by ``LogManager``;
-- the topic-config cache (``topic_configs``: each hosted topic's overrides, the LogConfig its partitions run with)
-  is this object's, changed by ``apply_topic_config`` (TopicAdmin's AlterConfigs, ConfigWatcher) and forgotten for
-  deleted topics (a MetadataCache deletion listener).
+- the LogConfig each topic runs with here by ``TopicConfigs`` (topic_admin.py), changed by TopicAdmin's
+  AlterConfigs and ConfigWatcher, forgotten for deleted topics (a MetadataCache deletion listener).
+This object keeps no state of its own beyond its collaborators and its periodic tasks; ``write_isr`` and
+``replica_address`` are the replica manager's bridges to the coordination backend and the metadata cache (the
+replica layer imports neither).
 """
 import logging
 import os
@@ -27,7 +29,6 @@ from gevent.event import Event
 from gevent.threadpool import ThreadPool
 
 from kbroker import errors
-from kbroker.config import log_config_for
 from kbroker.coord import make_backend
 from kbroker.coord.metadata_store import TopicStore
 from kbroker.coord.controller_view import ControllerView
@@ -35,7 +36,6 @@ from kbroker.coord.registration import BrokerRegistrar, cluster_id as read_clust
 from kbroker.coord.errors import BadVersionError
 from kbroker.coord.znodes import ensure_persistent_paths
 from kbroker.internal_topics import GROUP_METADATA_TOPIC
-from kbroker.log.config import LogConfig
 from kbroker.log.log import Log
 from kbroker.log.manager import LogManager, read_properties
 from kbroker.producer_ids import ProducerIdManager
@@ -45,7 +45,7 @@ from kbroker.server.loopcall import make_owner_call
 from kbroker.server.metadata_cache import MetadataCache
 from kbroker.server.router import Router
 from kbroker.server.server import KafkaServer
-from kbroker.topic_admin import ConfigWatcher, TopicAdmin
+from kbroker.topic_admin import ConfigWatcher, TopicAdmin, TopicConfigs, default_log_config
 
 log = logging.getLogger(__name__)
 
@@ -62,11 +62,10 @@ class Broker:
         self.backend = make_backend(config)
         self.topic_store = TopicStore(self.backend)
         self.metadata_cache = MetadataCache()
-        self.metadata_cache.deletion_listeners.append(self._forget_topic_configs)
-        self.topic_admin = TopicAdmin(self.topic_store, config, self.metadata_cache, self.apply_topic_config)
+        self.topic_configs = None
+        self.topic_admin = None
         self.producer_ids = None
         self.replica_manager = None
-        self.topic_configs = {}
         self.cluster_id = None
         self.log_manager = None
         self.server = None
@@ -108,9 +107,12 @@ class Broker:
         self.producer_ids = ProducerIdManager(self.backend, self.broker_id)
         # Worker threads (cleaner) change a log's segment list only through the event loop's thread.
         Log.owner_call = staticmethod(make_owner_call(gevent.get_hub()))
-        self.log_manager = LogManager(cfg.log_dirs, self._default_log_config(), broker_id=self.broker_id)
+        self.log_manager = LogManager(cfg.log_dirs, default_log_config(cfg), broker_id=self.broker_id)
+        self.topic_configs = TopicConfigs(cfg, self.topic_store, self.log_manager, lambda: self.partitions)
+        self.metadata_cache.deletion_listeners.append(self.topic_configs.forget)
+        self.topic_admin = TopicAdmin(self.topic_store, cfg, self.metadata_cache, self.topic_configs.apply)
         self.replica_manager = ReplicaManager(
-            self.broker_id, self.log_manager, log_config_for=self.log_config, isr_writer=self.write_isr,
+            self.broker_id, self.log_manager, log_config_for=self.topic_configs.log_config, isr_writer=self.write_isr,
             connect=self.replica_address, flusher=self._flush_log, config=cfg,
             partition_exists=lambda t, p: self.metadata_cache.partition(t, p) is not None).start()
         self._start_group_coordinator()
@@ -130,7 +132,7 @@ class Broker:
                                          cfg.listener_security_protocol_map, rack=self.rack)
         self.control_plane.attach_registrar(self.registrar)
         self.registrar.start()
-        ConfigWatcher(self).start()
+        ConfigWatcher(self.backend, self.topic_configs.reload).start()
         self.controller.start()  # joins the election
         self._wait_for_metadata()
         self.ready.set()
@@ -317,40 +319,6 @@ class Broker:
             return None
         self.topic_store.notify_isr_change(topic, p)
         return version
-
-    # ------------------------------------------------------------------------------------- topic configs
-    def _default_log_config(self):
-        return LogConfig(**log_config_for(self.config, {}))
-
-    def log_config(self, topic):
-        return LogConfig(**log_config_for(self.config, self._overrides(topic)))
-
-    def _overrides(self, topic):
-        if topic not in self.topic_configs:
-            self.topic_configs[topic] = self.topic_admin.topic_overrides(topic)
-        return self.topic_configs[topic]
-
-    def apply_topic_config(self, topic, overrides):
-        """New overrides for a topic (AlterConfigs here, or a /config/changes notification): live partitions
-        switch to the new LogConfig at once."""
-        self.topic_configs[topic] = dict(overrides)
-        lc = self.log_config(topic)
-        for (t, _p), part in list(self.partitions.items()):
-            if t == topic:
-                part.set_config(lc)
-        self.log_manager.set_topic_config(topic, lc)
-
-    def reload_topic_configs(self):
-        for topic in sorted({t for t, _ in self.partitions}):
-            current = self.topic_admin.topic_overrides(topic)
-            if current != self.topic_configs.get(topic):
-                log.info("topic %s config changed: %s", topic, current)
-                self.apply_topic_config(topic, current)
-
-    def _forget_topic_configs(self, deleted):
-        """MetadataCache deletion listener: a deleted topic's overrides are read afresh if it comes back."""
-        for topic, _p in deleted:
-            self.topic_configs.pop(topic, None)
 
     # ------------------------------------------------------------------------------------ group coordinator
     # The consumer-group coordinator (kbroker/coordinator) owns the groups of the __consumer_offsets partitions

@@ -8,8 +8,9 @@ broker's metadata cache shows the result; a wait that runs out answers REQUEST_T
 the change itself still completes.
 
 Topic configs: ``/config/topics/<t>`` is the truth. A change is announced with a ``/config/changes`` sequential node;
-every broker watches that and re-reads the overrides of the topics it hosts (``ConfigWatcher``), so AlterConfigs
-sent to any broker takes effect on every broker.
+every broker watches that and re-reads the overrides of the topics it hosts (``ConfigWatcher`` -> ``TopicConfigs``,
+which owns the LogConfig each topic runs with here), so AlterConfigs sent to any broker takes effect on every
+broker.
 
 Partition ceilings (issue 8: a 70-byte CreateTopics of 1,000,000 partitions hung the broker for good). Kafka has
 none by default; these refuse before any replica is assigned or znode written, in well under a millisecond:
@@ -32,12 +33,13 @@ import gevent
 
 from kbroker import errors
 from kbroker.config import (DEFAULT_CONFIG, STATIC_BROKER_CONFIG, TOPIC_CONFIG, effective_topic_config, format_value,
-                            validate_topic_config)
+                            log_config_for, validate_topic_config)
 from kbroker.controller.assignment import assign_replicas_to_brokers, start_index_for_new_partitions
 from kbroker.controller.topics import create_topic as write_new_topic, live_brokers
 from kbroker.coord.errors import NoNodeError
 from kbroker.coord.metadata_store import validate_topic_name
 from kbroker.internal_topics import GROUP_METADATA_TOPIC
+from kbroker.log.config import LogConfig
 
 log = logging.getLogger(__name__)
 
@@ -263,17 +265,11 @@ class TopicAdmin:
         return new
 
     # ------------------------------------------------------------------------------------------ configs
-    def topic_overrides(self, name):
-        try:
-            return self.store.topic_config(name)
-        except NoNodeError:
-            return {}
-
     def describe_topic_config(self, name):
         """[ConfigDescription] for every topic-level key, sorted by name (DescribeConfigs)."""
         if not self.store.exists(name):
             raise errors.UnknownTopicOrPartition("Topic '%s' does not exist." % name)
-        entries = effective_topic_config(self.config, self.topic_overrides(name))
+        entries = effective_topic_config(self.config, read_overrides(self.store, name))
         return [ConfigDescription(e.name, format_value(e.value), _SOURCE_IDS.get(e.source, 5))
                 for _, e in sorted(entries.items())]
 
@@ -294,18 +290,76 @@ class TopicAdmin:
         self._apply_topic_config(name, configs)
 
 
+def read_overrides(store, name):
+    """The topic's overrides (``/config/topics/<t>``), {} when it has none."""
+    try:
+        return store.topic_config(name)
+    except NoNodeError:
+        return {}
+
+
+def default_log_config(config):
+    """The LogConfig of a topic without overrides: the broker's log.* keys."""
+    return LogConfig(**log_config_for(config, {}))
+
+
+class TopicConfigs:
+    """The LogConfig each topic's partitions run with on this broker: the broker's keys plus the topic's overrides,
+    read from ``store`` the first time a topic is asked for and kept (``_overrides``, the only state here) until
+    a change -- ``apply`` (AlterConfigs accepted here), ``reload`` (a ``/config/changes`` notification, whoever made
+    the change) -- or the topic's deletion (``forget``, a MetadataCache deletion listener, so a re-created topic
+    reads its overrides afresh). ``hosted()`` -> {(topic, p): Partition} are the live partitions switched at once;
+    ``log_manager.set_topic_config`` gives logs created later the same config."""
+
+    def __init__(self, config, store, log_manager, hosted):
+        self.config = config
+        self.store = store
+        self.log_manager = log_manager
+        self._hosted = hosted
+        self._overrides = {}
+
+    def log_config(self, topic):
+        if topic not in self._overrides:
+            self._overrides[topic] = read_overrides(self.store, topic)
+        return LogConfig(**log_config_for(self.config, self._overrides[topic]))
+
+    def apply(self, topic, overrides):
+        """New overrides for a topic: live partitions switch to the new LogConfig at once."""
+        self._overrides[topic] = dict(overrides)
+        lc = self.log_config(topic)
+        for (t, _p), part in list(self._hosted().items()):
+            if t == topic:
+                part.set_config(lc)
+        self.log_manager.set_topic_config(topic, lc)
+
+    def reload(self):
+        """Re-read the overrides of every hosted topic; apply the ones that changed."""
+        for topic in sorted({t for t, _ in self._hosted()}):
+            current = read_overrides(self.store, topic)
+            if current != self._overrides.get(topic):
+                log.info("topic %s config changed: %s", topic, current)
+                self.apply(topic, current)
+
+    def forget(self, deleted):
+        """MetadataCache deletion listener: ``deleted`` = [(topic, p)]."""
+        for topic, _p in deleted:
+            self._overrides.pop(topic, None)
+
+
 class ConfigWatcher:
-    """Applies topic config changes announced under ``/config/changes`` to the partitions this broker hosts."""
+    """Applies topic config changes announced under ``/config/changes`` to the partitions this broker hosts:
+    ``reload()`` (TopicConfigs.reload) in a greenlet of its own after each new notification."""
 
     PATH = "/config/changes"
 
-    def __init__(self, broker):
-        self.broker = broker
+    def __init__(self, backend, reload):
+        self.backend = backend
+        self.reload = reload
         self.seen = None
 
     def start(self):
-        self.broker.backend.ensure_path(self.PATH)
-        self.broker.backend.watch_children(self.PATH, self._changed)
+        self.backend.ensure_path(self.PATH)
+        self.backend.watch_children(self.PATH, self._changed)
 
     def _changed(self, children, *_):
         names = set(children or ())
@@ -315,4 +369,4 @@ class ConfigWatcher:
         self.seen = names
         # Re-read the overrides of every topic hosted here; a change notification names one entity, but reading
         # all hosted topics is simple and cheap next to how rarely configs change.
-        gevent.spawn(self.broker.reload_topic_configs)
+        gevent.spawn(self.reload)
