@@ -3,7 +3,8 @@
 Handlers register themselves with the ``handler`` decorator (``kbroker/handlers/*``), declaring the versions they
 serve beside the code. The router advertises exactly those ranges in ApiVersions, so what we advertise is what
 is implemented. A handler is ``fn(ctx, request_dict) -> response_dict | None``; None means "no response"
-(Produce with acks=0). Handlers may block the calling greenlet (long-poll Fetch, acks=all waits).
+(Produce with acks=0). ``ctx`` is a ``RequestContext`` (``kbroker/server/context.py``: who is asking, the header
+fields, the broker's collaborators). Handlers may block the calling greenlet (long-poll Fetch, acks=all waits).
 """
 import importlib
 import pkgutil
