@@ -17,14 +17,30 @@ Both raise ValueError on a region they cannot walk.  This twin is a plain Python
 compiled kernel does the same in C without the GIL.
 """
 
-from .varint_py import decode_varint, encode_varint
+from .varint_py import encode_varint
 
 
-def _varint(buf, pos, end):
-    value, pos = decode_varint(buf, pos)
-    if pos > end:
-        raise ValueError("varint overruns record")
-    return value, pos
+_MASK64 = (1 << 64) - 1
+
+
+def _varint(buf, pos, end, max_bytes):
+    """Zig-zag varint at buf[pos], not reaching past ``end``, of at most ``max_bytes`` bytes -> (value, new pos).
+
+    Mirrors records.pyx bit for bit: an int32 field (max_bytes 5) keeps the low 32 bits of what it read (as Java's
+    ByteUtils.readVarint does), a varlong (10) the low 64; longer, truncated or overrunning -> ValueError."""
+    result = 0
+    shift = 0
+    for _ in range(max_bytes):
+        if pos >= end:
+            raise ValueError("varint overruns record")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            result &= 0xFFFFFFFF if max_bytes == 5 else _MASK64
+            return _wrap64((result >> 1) ^ (-(result & 1) & _MASK64)), pos
+        shift += 7
+    raise ValueError("varint longer than %d bytes" % max_bytes)
 
 
 def _view(buf):
@@ -43,13 +59,13 @@ def record_facts(buf, count, base_timestamp):
     min_ts = max_ts = -1
     seen = False
     for i in range(count):
-        length, pos = _varint(buf, pos, n)
+        length, pos = _varint(buf, pos, n, 5)
         end = pos + length
         if length < 1 or end > n:
             raise ValueError("malformed records region")
-        ts_delta, q = _varint(buf, pos + 1, end)
-        _offset_delta, q = _varint(buf, q, end)
-        key_len, q = _varint(buf, q, end)
+        ts_delta, q = _varint(buf, pos + 1, end, 10)
+        _offset_delta, q = _varint(buf, q, end, 5)
+        key_len, q = _varint(buf, q, end, 5)
         if key_len == -1 and null_key < 0:
             null_key = i
         ts = _wrap64(base_timestamp + ts_delta)
@@ -71,12 +87,12 @@ def renumber_records(buf, count):
     out = bytearray()
     pos = 0
     for i in range(count):
-        length, pos = _varint(buf, pos, n)
+        length, pos = _varint(buf, pos, n, 5)
         end = pos + length
         if length < 1 or end > n:
             raise ValueError("malformed records region")
-        _ts, od_start = _varint(buf, pos + 1, end)
-        _od, od_end = _varint(buf, od_start, end)
+        _ts, od_start = _varint(buf, pos + 1, end, 10)
+        _od, od_end = _varint(buf, od_start, end, 5)
         od = encode_varint(i)
         out += encode_varint(length - (od_end - od_start) + len(od))
         out += buf[pos:od_start]
