@@ -21,7 +21,6 @@ data is a job for the worker thread (``workers.py``), with four bounds:
   responses.
 """
 import os
-import struct
 import tempfile
 import threading
 import weakref
@@ -29,15 +28,12 @@ import weakref
 from kbroker.errors import UnsupportedCompressionType, UnsupportedVersion
 from kbroker.handlers.workers import DECODE_MAX_RECORDS, gc_paused, run_in_worker
 from kbroker.log.file_region import FileRegion
-from kbroker.record import down_convert, iter_batches
+from kbroker.record import HEADER_SIZE, LOG_OVERHEAD, batch_header, batch_size, down_convert, iter_batches
 
 SPILL_THRESHOLD = 1 << 20
 SPILL_BUDGET = 256 << 20
 MAX_RECORDS_PER_JOB = 100_000
 READ_WINDOW = 1 << 20        # stored bytes read per pread; a larger batch is read whole
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-_LOG_OVERHEAD = 12
 
 
 class SpillBudget:
@@ -173,11 +169,12 @@ def _convert(batches, to_magic, limit, min_one, cut_first, sink):
         first = sink.size == 0
         if not first and (sink.size >= limit or records >= MAX_RECORDS_PER_JOB):
             break
-        count = _I32.unpack_from(batch, 57)[0]
+        head = batch_header(batch)
+        count = head.records_count
         try:
             if count > DECODE_MAX_RECORDS:
                 raise UnsupportedVersion("batch at offset %d holds %d records, more than the %d a down-conversion "
-                                         "may decode" % (_I64.unpack_from(batch, 0)[0], count, DECODE_MAX_RECORDS))
+                                         "may decode" % (head.base_offset, count, DECODE_MAX_RECORDS))
             if not first and records + count > MAX_RECORDS_PER_JOB:
                 break
             with gc_paused():
@@ -205,21 +202,21 @@ def _stored_batches(region):
     the window is read whole); stops at a partial or malformed batch."""
     fd = region.fileno()
     pos, end = region.position, region.position + region.size
-    while end - pos >= _LOG_OVERHEAD:
+    while end - pos >= LOG_OVERHEAD:
         view = memoryview(os.pread(fd, min(READ_WINDOW, end - pos), pos))
-        if len(view) < _LOG_OVERHEAD:
+        if len(view) < LOG_OVERHEAD:
             return  # the file shrank under us (a follower's truncation): what is left is not ours to send
         at = 0
-        while len(view) - at >= _LOG_OVERHEAD:
-            size = _LOG_OVERHEAD + _I32.unpack_from(view, at + 8)[0]
-            if size < 61 or pos + at + size > end:
+        while len(view) - at >= LOG_OVERHEAD:
+            size = batch_size(view, at)
+            if size < HEADER_SIZE or pos + at + size > end:
                 return
             if at + size > len(view):
                 break
             yield view[at:at + size]
             at += size
         if at == 0:  # one batch larger than the window: read it whole
-            size = _LOG_OVERHEAD + _I32.unpack_from(view, 8)[0]
+            size = batch_size(view)
             whole = os.pread(fd, size, pos)
             if len(whole) < size:
                 return

@@ -56,16 +56,16 @@ never lose a segment a concurrent roll appended.  Before the swap the group must
 import hashlib
 import logging
 import os
-import struct
 
 from kbroker._native import scan_batches
 from kbroker.record import compression
-from kbroker.record.batch import (ATTR_CODEC_MASK, ATTR_DELETE_HORIZON, HEADER, HEADER_SIZE, LOG_APPEND_TIME,
-                                  LOG_OVERHEAD, MAGIC, batch_header, batch_records, encode_record, write_crc)
+from kbroker.record.batch import (ATTR_CODEC_MASK, ATTR_DELETE_HORIZON, LOG_APPEND_TIME, batch_header, batch_records,
+                                  encode_record, header_entry, pack_batch)
 
 from .checkpoint import fsync_dir
 from .loader import CLEANED_SUFFIX, SWAP_SUFFIX
-from .segment import INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, filename_prefix, header_entry
+from .segment import (INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, buffer_batches,
+                      filename_prefix)
 
 logger = logging.getLogger(__name__)
 
@@ -73,8 +73,6 @@ DIGEST_SIZE = 16
 ENTRY_BYTES = 128
 READ_WINDOW = 1 << 20  # read segments in 1 MiB windows; write the cleaned segment in ~1 MiB appends
 STEPS = ("cleaned", "swap", "deleted", "done")
-
-_PID = struct.Struct(">q")  # producerId at 43
 
 
 class CleanAborted(Exception):
@@ -197,23 +195,17 @@ def producer_last_batches(segments):
     last = {}
     for seg in segments:
         for raw in segment_batches(seg):
-            pid = _PID.unpack_from(raw, 43)[0]
-            if pid >= 0:
-                head = batch_header(raw)
-                last[pid] = head.last_offset
+            head = batch_header(raw)
+            if head.producer_id >= 0:
+                last[head.producer_id] = head.last_offset
     return last
 
 
 # ------------------------------------------------------------------------------------------- filtering
 def _empty_header(head):
     """A 61-byte batch with no records keeping offsets, producer fields and timestamps (Kafka's empty header)."""
-    out = bytearray(HEADER_SIZE)
     attrs = head.attributes & ~(ATTR_CODEC_MASK | ATTR_DELETE_HORIZON)
-    HEADER.pack_into(out, 0, head.base_offset, HEADER_SIZE - LOG_OVERHEAD, head.partition_leader_epoch, MAGIC, 0,
-                     attrs, head.last_offset_delta, head.max_timestamp, head.max_timestamp, head.producer_id,
-                     head.producer_epoch, head.base_sequence, 0)
-    write_crc(out, 0, HEADER_SIZE)
-    return bytes(out)
+    return bytes(pack_batch(head._replace(attributes=attrs, base_timestamp=head.max_timestamp, records_count=0), b""))
 
 
 def _rebuild(head, kept, horizon):
@@ -230,14 +222,8 @@ def _rebuild(head, kept, horizon):
                       for off, ts, key, value, headers in kept)
     if head.codec:
         region = compression.compress(head.codec, region)
-    size = HEADER_SIZE + len(region)
-    out = bytearray(size)
-    HEADER.pack_into(out, 0, head.base_offset, size - LOG_OVERHEAD, head.partition_leader_epoch, MAGIC, 0, attrs,
-                     head.last_offset_delta, base_ts, max_ts, head.producer_id, head.producer_epoch,
-                     head.base_sequence, len(kept))
-    out[HEADER_SIZE:] = region
-    write_crc(out, 0, size)
-    return bytes(out)
+    return bytes(pack_batch(head._replace(attributes=attrs, base_timestamp=base_ts, max_timestamp=max_ts,
+                                          records_count=len(kept)), region))
 
 
 def filter_batch(raw, omap, now, delete_retention_ms, keep_empty):
@@ -330,6 +316,12 @@ def _group_index(log, group):
     return None
 
 
+def _write(cleaned, pending):
+    """Append the batches ``pending`` (stored bytes, not an append result: their entries come from the kernel)."""
+    buf = b"".join(pending)
+    cleaned.append(buf, buffer_batches(buf))
+
+
 def clean_group(log, group, omap, now, last_batches, result, hook=_no_hook):
     """Recopy one group into ``.cleaned`` and swap it in when anything changed; returns True if swapped."""
     cfg = log.config
@@ -361,11 +353,11 @@ def clean_group(log, group, omap, now, last_batches, result, hook=_no_hook):
                     pending.append(bytes(out))
                     pending_size += len(out)
                     if pending_size >= READ_WINDOW:
-                        cleaned.append(None, None, None, b"".join(pending))
+                        _write(cleaned, pending)
                         written += pending_size
                         pending, pending_size = [], 0
         if pending:
-            cleaned.append(None, None, None, b"".join(pending))
+            _write(cleaned, pending)
             written += pending_size
         if not changed:
             result.bytes_written += sum(s.size for s in group)

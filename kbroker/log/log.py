@@ -24,7 +24,8 @@ from kbroker.errors import OffsetOutOfRange, RecordListTooLarge
 
 from .file_region import FileRegion
 from .loader import DELETED_SUFFIX, load_segments
-from .segment import INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, filename_prefix, now_ms
+from .segment import (INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, buffer_batches,
+                      filename_prefix, now_ms)
 
 logger = logging.getLogger(__name__)
 
@@ -141,8 +142,11 @@ class Log:
     def append(self, info, now=None):
         """Write ``info.buffer`` (whole v2 batches with offsets assigned) to the active segment.
 
-        ``info.first_offset`` must be the log end offset (a replica follower may leave a gap after a
-        compacted range, so a larger first offset is accepted; a smaller one is a bug).
+        ``info`` is an append result (``kbroker.record.AppendInfo`` from validation, ``StoredAppend`` for a
+        follower): ``buffer``, ``first_offset``, ``last_offset``, ``max_timestamp`` and ``batches``, the entries
+        the segment indexes from (no header is parsed again here).  ``info.first_offset`` must be the log end
+        offset (a replica follower may leave a gap after a compacted range, so a larger first offset is accepted;
+        a smaller one is a bug).
         """
         if info.first_offset < self._next_offset:
             raise ValueError("append at offset %d below log end offset %d in %s"
@@ -153,7 +157,10 @@ class Log:
         if size > self.config.segment_bytes:
             raise RecordListTooLarge("batch of %d bytes exceeds segment.bytes %d" % (size, self.config.segment_bytes))
         segment = self._maybe_roll(size, info.max_timestamp, info.last_offset, now_ms() if now is None else now)
-        segment.append(info.last_offset, info.max_timestamp, info.offset_of_max_timestamp, info.buffer)
+        batches = getattr(info, "batches", None)
+        if batches is None:  # TRANSITION (issue 9 item 4): FollowerAppend has no entries until partition.py moves
+            batches = buffer_batches(info.buffer)
+        segment.append(info.buffer, batches)
         self._next_offset = info.last_offset + 1
 
     def _maybe_roll(self, size, max_timestamp, last_offset, now):
@@ -242,6 +249,13 @@ class Log:
                 if found is not None:
                     return found
         return None
+
+    def batch_headers(self):
+        """BatchHeader of every batch in the log, oldest first (``kbroker.record`` parses them; 16 KiB reads): what
+        the rebuilds of the producer state and of the leader-epoch cache read. Walks a snapshot of the segment
+        list (a removed segment's file stays open until file.delete.delay.ms)."""
+        for segment in list(self._segments):
+            yield from segment.batch_headers()
 
     # -- durability ----------------------------------------------------------------------------
     def flush(self, up_to=None, now=None):

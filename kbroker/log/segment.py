@@ -2,8 +2,11 @@
 
 ``<base>`` is the segment's base offset (the first offset it may hold) zero-padded to 20 digits, e.g.
 ``00000000000000368769.log``.  The ``.log`` file is a plain concatenation of v2 record batches exactly as
-they are served to consumers (61-byte header, see ``kbroker/_native/batch_py.py``); a byte position in
-it is what the offset index stores.
+they are served to consumers (61-byte header, laid out in ``kbroker/record/batch.py``); a byte position in
+it is what the offset index stores.  Nothing here knows where a header field sits: appends bring their batches'
+entries ``(pos, size, base, last, max_ts, count)`` (the append result's ``batches``), file walks get them from the
+kernel's ``scan_batches`` (the byte-level owner of the layout, by design) and ``kbroker.record.header_entry``,
+headers from ``kbroker.record.batch_header``.
 
 Invariants:
 * Batches are appended whole with ``os.write`` on an ``O_APPEND`` unbuffered file: no user-space buffer,
@@ -15,15 +18,16 @@ Invariants:
   if the segment's max timestamp grew since the last time entry, a time entry
   ``(max timestamp so far, last offset of the batch that set it)``.  When the segment stops being
   active (roll) or is closed, or after a rebuild, one final time entry for the max timestamp is added.
-* The batch headers drive the indexes; ``append``'s offset/timestamp arguments are cross-checked only.
+* The batch entries drive the indexes: on append the ones validation parsed (no header is read again), on
+  recovery the ones the kernel's CRC-checked scan gives.
 """
 
 import os
 import random
-import struct
 import time
 
 from kbroker._native import scan_batches
+from kbroker.record import HEADER_SIZE, batch_header, header_entry
 
 from .file_region import FileRegion
 from .index import OffsetIndex, TimeIndex
@@ -32,8 +36,6 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 
-HEADER_SIZE = 61
-MIN_BATCH_LENGTH = HEADER_SIZE - 12
 INT32_MAX = 0x7FFFFFFF
 
 # Header reads scan this much per pread: an index entry is at most ~index.interval.bytes (4096) plus one
@@ -41,11 +43,6 @@ INT32_MAX = 0x7FFFFFFF
 HEADER_WINDOW = 16 * 1024
 # CRC-checked scans (recovery) read whole batches; 1 MiB windows keep memory bounded on 1 GiB segments.
 RECOVERY_WINDOW = 1024 * 1024
-
-_HEAD = struct.Struct(">qiiB")          # baseOffset, batchLength, partitionLeaderEpoch, magic
-_LAST_DELTA = struct.Struct(">i")       # at 23
-_TS = struct.Struct(">q")               # maxTimestamp at 35
-_COUNT = struct.Struct(">i")            # at 57
 
 
 def filename_prefix(base_offset):
@@ -56,23 +53,9 @@ def now_ms():
     return int(time.time() * 1000)
 
 
-def header_entry(buf, pos=0):
-    """Scan-style entry ``(pos, size, base, last, max_ts, count)`` from a 61-byte header, or None if malformed."""
-    if len(buf) - pos < HEADER_SIZE:
-        return None
-    base, batch_length, _epoch, magic = _HEAD.unpack_from(buf, pos)
-    if magic != 2 or batch_length < MIN_BATCH_LENGTH:
-        return None
-    last = base + _LAST_DELTA.unpack_from(buf, pos + 23)[0]
-    return (pos, 12 + batch_length, base, last, _TS.unpack_from(buf, pos + 35)[0],
-            _COUNT.unpack_from(buf, pos + 57)[0])
-
-
 def buffer_batches(buffer):
-    """Entries of every batch in an in-memory v2 buffer (no CRC check); ValueError unless it is whole batches."""
-    entry = header_entry(buffer)
-    if entry is not None and entry[1] == len(buffer):
-        return [entry]  # the common case: one batch per append
+    """Entries of every batch in an in-memory buffer of stored v2 batches (no CRC check), for writers of bytes that
+    are not an append result (the cleaner copies batches it read); ValueError unless it is whole batches."""
     entries, valid_end = scan_batches(buffer, 0, len(buffer), False)
     if valid_end != len(buffer) or not entries:
         raise ValueError("append buffer is not a sequence of whole v2 batches (%d of %d bytes parse)"
@@ -80,8 +63,9 @@ def buffer_batches(buffer):
     return entries
 
 
-def iter_file_batches(fd, start, end, check_crc=False, max_batch_size=None):
-    """Yield entries ``(pos, size, base, last, max_ts, count)`` of the batches in file[start:end].
+def iter_file_batches(fd, start, end, check_crc=False, max_batch_size=None, headers=False):
+    """Yield entries ``(pos, size, base, last, max_ts, count)`` of the batches in file[start:end] -- or, with
+    ``headers``, each batch's BatchHeader, parsed by kbroker/record from the window already read (no extra read).
 
     Stops silently at the first truncated or malformed batch (or CRC mismatch when ``check_crc``, or a
     batch bigger than ``max_batch_size``).  Header-only walks read 16 KiB windows; CRC walks 1 MiB
@@ -97,7 +81,7 @@ def iter_file_batches(fd, start, end, check_crc=False, max_batch_size=None):
         for e in entries:
             if max_batch_size is not None and e[1] > max_batch_size:
                 return
-            yield (pos + e[0],) + e[1:]
+            yield batch_header(buf, e[0]) if headers else (pos + e[0],) + e[1:]
         if valid_end > 0:
             pos += valid_end
             continue
@@ -116,7 +100,7 @@ def iter_file_batches(fd, start, end, check_crc=False, max_batch_size=None):
             if whole_end != size:
                 return
             head = got[0]
-        yield (pos,) + head[1:]
+        yield batch_header(buf) if headers else (pos,) + head[1:]
         pos += size
 
 
@@ -185,15 +169,16 @@ class LogSegment:
         return self._fd
 
     # -- writing -------------------------------------------------------------------------------
-    def append(self, largest_offset, largest_ts, offset_of_largest_ts, buffer):
-        """Append whole v2 batches; the indexes follow the cadence in the module docstring."""
+    def append(self, buffer, entries):
+        """Append the whole v2 batches of ``buffer``, whose entries ``(pos, size, base, last, max_ts, count)``
+        (positions in ``buffer``, in order) are ``entries`` -- the append result's ``batches``: the headers were
+        parsed once, by validation.  The indexes follow the cadence in the module docstring."""
         n = len(buffer)
         if n == 0:
             return
-        entries = buffer_batches(buffer)
+        if not entries or entries[-1][0] + entries[-1][1] != n:
+            raise ValueError("the batch entries do not cover the %d-byte buffer" % n)
         last = entries[-1][3]
-        if largest_offset is not None and largest_offset != last:
-            raise ValueError("largest offset %d does not match the batches' last offset %d" % (largest_offset, last))
         if entries[0][2] < self.base_offset or last - self.base_offset > INT32_MAX:
             raise ValueError("offsets %d..%d do not fit segment %d" % (entries[0][2], last, self.base_offset))
         position = self._size
@@ -238,6 +223,10 @@ class LogSegment:
     def batches(self, start_position=0, end_position=None, check_crc=False):
         end = self._size if end_position is None else min(end_position, self._size)
         return iter_file_batches(self._fd, start_position, end, check_crc)
+
+    def batch_headers(self, start_position=0):
+        """BatchHeader of every batch from ``start_position`` on, in order (16 KiB reads, no CRC check)."""
+        return iter_file_batches(self._fd, start_position, self._size, headers=True)
 
     def translate_offset(self, offset, start_position=0):
         """Entry of the first batch whose last offset is >= ``offset`` (index lookup, then scan), or None."""

@@ -60,6 +60,13 @@ AppendInfo.offset_of_max_timestamp is the LAST offset of the (first) batch carry
 "shallow" offset for v2, which is what the time index needs, and knowable without decoding records.  For an
 append of several v2 batches (only accepted without a Produce v3+ version) the producer fields are the first
 batch's and last_sequence the last batch's.
+
+The append result carries what its consumers would otherwise parse again from the bytes: ``batches``, one scan
+entry per batch (the kernel's tuple, positions in ``buffer``), which the log's indexes are built from, and
+``leader_epoch``, the partitionLeaderEpoch written into every batch, which the leader-epoch cache records.  A
+follower copies its leader's batches unchanged: ``replicated_batches`` checks them (kernel, CRC included) and
+``stored_append`` is their append result for the log.  Nothing outside ``kbroker/record`` (and the kernel, the
+byte-level owner by design: ``batch.py``) knows where a header field sits.
 """
 
 import contextvars
@@ -67,20 +74,21 @@ import struct
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from kbroker._native import (OFFSET_DELTA_REASON, record_facts, renumber_records, validate_records_region,
-                             validate_records_v2)
+from kbroker._native import (OFFSET_DELTA_REASON, record_facts, renumber_records, scan_batches,
+                             validate_records_region, validate_records_v2)
 from kbroker.errors import (CorruptMessage, InvalidRecord, InvalidTimestamp, MessageTooLarge, RecordListTooLarge,
                             UnsupportedCompressionType)
 
 from . import batch as _batch
 from . import compression, legacy
-from .batch import (HEADER_SIZE, LOG_OVERHEAD, BatchHeader, Record, batch_header, batch_records, build_batch,
-                    iter_batches)
+from .batch import (HEADER_SIZE, LOG_OVERHEAD, BatchHeader, Record, batch_header, batch_records, batch_size,
+                    build_batch, header_entry, iter_batches, pack_batch)
 from .compression import CODEC_NAMES, OutputLimitExceeded, compress, decompress
 
 __all__ = [
     "RecordConfig", "AppendInfo", "validate_for_append", "down_convert", "iter_records", "batch_header",
-    "BatchHeader", "Record", "build_batch", "batch_records", "iter_batches", "decompress_bound", "compress",
+    "BatchHeader", "Record", "build_batch", "batch_records", "iter_batches", "header_entry", "batch_size",
+    "pack_batch", "StoredAppend", "replicated_batches", "stored_append", "decompress_bound", "compress",
     "decompress", "CODEC_NAMES", "compression", "legacy", "HEADER_SIZE", "LOG_OVERHEAD", "RequestBudget",
     "request_budget", "DEFAULT_REQUEST_DECOMPRESSED_BYTES",
 ]
@@ -120,6 +128,7 @@ DEFAULT_CONFIG = RecordConfig()
 
 @dataclass
 class AppendInfo:
+    """What ``validate_for_append`` returns: the bytes to store and the facts about them (module docstring)."""
     buffer: bytearray          # v2 batches, offsets assigned, ready to be written to the log as is
     first_offset: int
     last_offset: int
@@ -133,6 +142,53 @@ class AppendInfo:
     is_transactional: bool
     log_append_time: int       # the broker time stamped on the data, -1 for CreateTime topics
     size: int                  # len(buffer)
+    # One entry per batch, in order: (position in buffer, size, base offset, last offset, max timestamp, records
+    # count) -- the tuple kbroker._native.scan_batches gives, the maxTimestamp as stored (the append time with
+    # LogAppendTime); the log indexes from these without reading the headers again.
+    batches: list
+    leader_epoch: int          # the partitionLeaderEpoch written into every batch
+
+
+class StoredAppend:
+    """The append result of batches stored unchanged (a follower's copy of its leader's): what ``Log.append`` reads
+    -- ``buffer``, ``first_offset`` / ``last_offset`` (first batch's base, last batch's last), ``max_timestamp`` and
+    ``offset_of_max_timestamp`` (the last offset of the first batch holding it), ``batches`` (entries as in
+    AppendInfo, positions in ``buffer``)."""
+    __slots__ = ("buffer", "first_offset", "last_offset", "max_timestamp", "offset_of_max_timestamp", "batches")
+
+    def __init__(self, buffer, first_offset, last_offset, max_timestamp, offset_of_max_timestamp, batches):
+        self.buffer = buffer
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.max_timestamp = max_timestamp
+        self.offset_of_max_timestamp = offset_of_max_timestamp
+        self.batches = batches
+
+
+def replicated_batches(data):
+    """Scan entries of the whole v2 batches at the start of ``data`` (a leader's Fetch answer, which may end in one
+    partial batch), CRC-checked by the kernel; [] when not even the first batch is whole (the next fetch gets it
+    whole). CorruptMessage when the first batch is whole but fails a check (bad CRC, magic, batchLength)."""
+    n = len(data)
+    if n == 0:
+        return []
+    entries, _valid_end = scan_batches(data, 0, n, True)
+    if not entries and n >= HEADER_SIZE and batch_size(data) <= n:
+        raise CorruptMessage("the first batch (%d of %d bytes) fails its checks" % (batch_size(data), n))
+    return entries
+
+
+def stored_append(view, entries):
+    """StoredAppend of the batches ``entries`` (scan entries, consecutive, positions in ``view``) stored as they are:
+    the buffer is the slice of ``view`` they cover, positions rebased to it."""
+    start = entries[0][0]
+    end = entries[-1][0] + entries[-1][1]
+    max_ts, off_max = -1, entries[0][3]
+    for e in entries:
+        if e[4] > max_ts:
+            max_ts, off_max = e[4], e[3]
+    batches = entries if start == 0 else [(e[0] - start,) + e[1:] for e in entries]
+    return StoredAppend(view[start:end], entries[0][2], entries[-1][3], max_ts, off_max, batches)
 
 
 class RequestBudget:
@@ -211,10 +267,10 @@ def validate_for_append(data, base_offset, now_ms, cfg=None, produce_version=Non
         budget = _REQUEST_BUDGET.get()
     inflation = _Inflation(decompress_bound(cfg), budget)
     mv = memoryview(data).cast("B") if not isinstance(data, (bytes, bytearray)) else data
-    if len(mv) < 17:
+    if len(mv) <= _batch.MAGIC_AT:  # v0/v1 messages and v2 batches have their magic byte at 16
         err = InvalidRecord if _v3(produce_version) else CorruptMessage
         raise err("record data of %d bytes holds no complete entry" % len(mv))
-    magic = mv[16]
+    magic = mv[_batch.MAGIC_AT]
     if magic == 2:
         return _append_v2(mv, base_offset, now_ms, cfg, produce_version, inflation)
     if _v3(produce_version):
@@ -313,13 +369,7 @@ def _rebuild(h, region, cfg):
     if size > cfg.max_message_bytes:
         raise MessageTooLarge("record batch rewritten with sequential offset deltas is %d bytes, above "
                               "max.message.bytes %d" % (size, cfg.max_message_bytes))
-    out = bytearray(size)
-    _batch.HEADER.pack_into(out, 0, h.base_offset, size - LOG_OVERHEAD, h.partition_leader_epoch, 2, 0,
-                            h.attributes, h.last_offset_delta, h.base_timestamp, h.max_timestamp, h.producer_id,
-                            h.producer_epoch, h.base_sequence, h.records_count)
-    out[HEADER_SIZE:] = records
-    _batch.write_crc(out, 0, size)
-    return out
+    return pack_batch(h, records)
 
 
 def _check_timestamps(timestamps, now_ms, cfg):
@@ -354,13 +404,15 @@ def _append_v2(data, base_offset, now_ms, cfg, produce_version, inflation):
 def _assign(buf, batches, base_offset, now_ms, cfg):
     """Write offsets / leader epoch (and LogAppendTime) into the v2 batches of ``buf`` in place."""
     lat = cfg.log_append_time
+    epoch = cfg.leader_epoch
     next_offset = base_offset
     max_ts = -1
     offset_of_max = -1
     total = 0
+    entries = []
     for pos, h in batches:
         _I64.pack_into(buf, pos + _batch.BASE_OFFSET_AT, next_offset)
-        _I32.pack_into(buf, pos + _batch.LEADER_EPOCH_AT, cfg.leader_epoch)
+        _I32.pack_into(buf, pos + _batch.LEADER_EPOCH_AT, epoch)
         last = next_offset + h.last_offset_delta
         batch_max = h.max_timestamp
         if lat:
@@ -372,6 +424,7 @@ def _assign(buf, batches, base_offset, now_ms, cfg):
             max_ts = batch_max
             offset_of_max = last
         total += h.records_count
+        entries.append((pos, h.size, next_offset, last, batch_max, h.records_count))
         next_offset = last + 1
     first = batches[0][1]
     last_h = batches[-1][1]
@@ -380,7 +433,8 @@ def _assign(buf, batches, base_offset, now_ms, cfg):
         offset_of_max_timestamp=offset_of_max, record_count=total, producer_id=first.producer_id,
         producer_epoch=first.producer_epoch, base_sequence=first.base_sequence,
         last_sequence=_batch.last_sequence(last_h.base_sequence, last_h.last_offset_delta),
-        is_transactional=first.is_transactional, log_append_time=now_ms if lat else -1, size=len(buf))
+        is_transactional=first.is_transactional, log_append_time=now_ms if lat else -1, size=len(buf),
+        batches=entries, leader_epoch=epoch)
 
 
 # ---------------------------------------------------------------------------------------- v0 / v1

@@ -17,6 +17,14 @@ deltas are ignored, as Kafka's DefaultRecordBatch does.
 
 Decoding here is a per-record Python loop: it serves conversion (up/down), compacted-topic key checks,
 opt-in timestamp checks, tools and tests -- never the plain append path, which uses the native validators.
+
+This module is the one owner of the layout above in Python: every other module reads headers through
+``batch_header`` / ``header_entry`` / ``batch_size`` and writes them through ``pack_batch`` (or the ``*_AT``
+offsets, used inside ``kbroker/record`` only), never by byte position.  The second owner, by design, is the byte
+kernel (``kbroker/_native/batch.pyx``, mirrored by its pure twin ``batch_py.py``): ``scan_batches`` and the record
+validators walk the same bytes at C speed, and their entries ``(pos, size, base_offset, last_offset, max_timestamp,
+records_count)`` are the currency the log indexes with.  ``header_entry`` is that entry read from one header, and
+tests/unit/test_record.py checks that both owners agree.
 """
 
 import struct
@@ -42,13 +50,17 @@ ATTR_DELETE_HORIZON = 0x40
 CREATE_TIME = 0
 LOG_APPEND_TIME = 1
 
-# Byte offsets of header fields rewritten by the broker.
+# Byte offsets of the header fields kbroker/record reads or rewrites in place (the layout above).
 BASE_OFFSET_AT = 0
+BATCH_LENGTH_AT = 8
 LEADER_EPOCH_AT = 12
+MAGIC_AT = 16
 CRC_AT = 17
 ATTRIBUTES_AT = 21
 CRC_FROM = 21
 MAX_TIMESTAMP_AT = 35
+# Smallest batchLength: the header bytes after baseOffset and batchLength (a batch of no records, 61 bytes).
+MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 assert HEADER.size == HEADER_SIZE
@@ -79,6 +91,42 @@ def batch_header(buf, pos=0):
     if pos < 0 or len(buf) - pos < HEADER_SIZE:
         raise CorruptMessage("record batch header truncated at %d" % pos)
     return BatchHeader(*HEADER.unpack_from(buf, pos))
+
+
+def header_entry(buf, pos=0):
+    """The scan entry ``(pos, size, base_offset, last_offset, max_timestamp, records_count)`` that
+    ``kbroker._native.scan_batches`` gives, read from the 61-byte header at ``buf[pos]`` alone; None when fewer than
+    61 bytes remain, magic != 2 or batchLength < 49 (the kernel's checks that need no more than the header; no CRC,
+    the records are not looked at).  For a batch larger than a read window, and a segment's first header."""
+    if pos < 0 or len(buf) - pos < HEADER_SIZE:
+        return None
+    (base, batch_length, _epoch, magic, _crc, _attributes, last_delta, _base_ts, max_ts, _pid, _pepoch, _seq,
+     count) = HEADER.unpack_from(buf, pos)
+    if magic != MAGIC or batch_length < MIN_BATCH_LENGTH:
+        return None
+    return pos, LOG_OVERHEAD + batch_length, base, base + last_delta, max_ts, count
+
+
+def batch_size(buf, pos=0):
+    """Bytes the batch at ``buf[pos]`` occupies (12 + batchLength), read from its first 12 bytes alone; -1 when fewer
+    remain.  Not checked: the caller compares it with ``HEADER_SIZE`` and with what it holds."""
+    if pos < 0 or len(buf) - pos < LOG_OVERHEAD:
+        return -1
+    return LOG_OVERHEAD + _I32.unpack_from(buf, pos + BATCH_LENGTH_AT)[0]
+
+
+def pack_batch(header, region):
+    """A whole v2 batch (bytearray): the fields of ``header`` (a BatchHeader; ``_replace`` the ones that change)
+    followed by the records ``region`` (already compressed when the header's codec says so).  batchLength, magic and
+    the CRC are computed here, whatever ``header`` holds for them."""
+    size = HEADER_SIZE + len(region)
+    out = bytearray(size)
+    HEADER.pack_into(out, 0, header.base_offset, size - LOG_OVERHEAD, header.partition_leader_epoch, MAGIC, 0,
+                     header.attributes, header.last_offset_delta, header.base_timestamp, header.max_timestamp,
+                     header.producer_id, header.producer_epoch, header.base_sequence, header.records_count)
+    out[HEADER_SIZE:] = region
+    write_crc(out, 0, size)
+    return out
 
 
 def last_sequence(base_sequence, last_offset_delta):
@@ -227,13 +275,9 @@ def build_batch(records, base_offset=0, codec=0, producer_id=-1, producer_epoch=
         attributes |= ATTR_TRANSACTIONAL
     if is_control:
         attributes |= ATTR_CONTROL
-    size = HEADER_SIZE + len(region)
-    out = bytearray(size)
-    HEADER.pack_into(out, 0, base_offset, size - LOG_OVERHEAD, partition_leader_epoch, MAGIC, 0, attributes,
-                     records[-1][0], base_ts, max_ts, producer_id, producer_epoch, base_sequence, len(records))
-    out[HEADER_SIZE:] = region
-    write_crc(out, 0, size)
-    return bytes(out)
+    header = BatchHeader(base_offset, 0, partition_leader_epoch, MAGIC, 0, attributes, records[-1][0], base_ts, max_ts,
+                         producer_id, producer_epoch, base_sequence, len(records))
+    return bytes(pack_batch(header, region))
 
 
 def iter_batches(buf, include_control=False):
@@ -241,8 +285,8 @@ def iter_batches(buf, include_control=False):
     n = len(buf)
     pos = 0
     while n - pos >= HEADER_SIZE:
-        (batch_length,) = _I32.unpack_from(buf, pos + 8)
-        if batch_length < HEADER_SIZE - LOG_OVERHEAD or pos + LOG_OVERHEAD + batch_length > n:
+        (batch_length,) = _I32.unpack_from(buf, pos + BATCH_LENGTH_AT)
+        if batch_length < MIN_BATCH_LENGTH or pos + LOG_OVERHEAD + batch_length > n:
             return
         header = batch_header(buf, pos)
         if header.magic != MAGIC:

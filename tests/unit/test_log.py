@@ -272,3 +272,32 @@ def test_region_sendfile_matches_read_bytes(tmp_path):
         a.close()
         b.close()
     log.close()
+
+
+def test_batch_headers_walk_every_segment_in_order(tmp_path):
+    log = Log(str(tmp_path / "t-0"), small_config(segment_bytes=64 * 1024))
+    fill(log, 4)
+    big = append_batch(log, [b"x" * 6000] * 3)                     # 18 KiB: larger than the 16 KiB read window
+    log.roll()
+    fill(log, 2, ts0=5000)
+    heads = list(log.batch_headers())
+    assert [(h.base_offset, h.last_offset) for h in heads] == [(3 * k, 3 * k + 2) for k in range(7)]
+    assert [h.max_timestamp for h in heads] == [1002, 1012, 1022, 1032, 1002, 5002, 5012]
+    assert heads[4].size == len(big) and len(big) > 16 * 1024
+    assert len(log.segments) == 2
+    log.close()
+
+
+def test_append_indexes_from_the_entries_it_is_given(tmp_path):
+    """The segment indexes from the append result's entries (no header is parsed again): entries that do not
+    cover the buffer are refused before any byte is written."""
+    log = Log(str(tmp_path / "t-0"), small_config())
+    b = batch(0, VALUES)
+    bad = info(b)
+    bad.batches = [(0, len(b) - 1) + bad.batches[0][2:]]
+    with pytest.raises(ValueError, match="do not cover"):
+        log.append(bad)
+    assert log.size_in_bytes == 0
+    fill(log, 6)
+    assert [e for e in map(log.segments[0].offset_index.entry, range(2))] == [(8, 290), (14, 580)]
+    log.close()

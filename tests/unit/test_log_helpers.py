@@ -27,19 +27,22 @@ def batch(base_offset, values, base_ts=1000, ts_step=1, max_ts=None):
 
 
 def info(buf):
-    """An AppendInfo look-alike read straight from the batch headers in ``buf``."""
-    pos, first, last, max_ts, off_max = 0, None, None, -1, -1
+    """An AppendInfo look-alike read straight from the batch headers in ``buf`` (``batches``: the entries
+    ``(pos, size, base, last, max_ts, count)`` the log indexes from)."""
+    pos, first, last, max_ts, off_max, batches = 0, None, None, -1, -1, []
     while pos < len(buf):
         base, length = struct.unpack_from(">qi", buf, pos)
         delta = struct.unpack_from(">i", buf, pos + 23)[0]
         ts = struct.unpack_from(">q", buf, pos + 35)[0]
+        count = struct.unpack_from(">i", buf, pos + 57)[0]
         first = base if first is None else first
         last = base + delta
         if ts > max_ts:
             max_ts, off_max = ts, last
+        batches.append((pos, 12 + length, base, last, ts, count))
         pos += 12 + length
     return SimpleNamespace(buffer=buf, first_offset=first, last_offset=last, max_timestamp=max_ts,
-                           offset_of_max_timestamp=off_max)
+                           offset_of_max_timestamp=off_max, batches=batches)
 
 
 def append_batch(log, values, ts=1000, ts_step=1, now=None):

@@ -610,3 +610,78 @@ def test_legacy_entries_share_the_budget_and_are_capped_in_messages():
         with pytest.raises(RecordListTooLarge) as ei:
             R.validate_for_append(over, 0, NOW, produce_version=2)
         assert ei.value.code == 18
+
+
+# ------------------------------------------------------------------ one owner of the layout (issue 9 item 4)
+def _odd_batch(base=7, epoch=3, codec=0, lat=False, pid=42):
+    """A kbroker-built batch with every header field away from its default (so a misplaced field shows)."""
+    return B.build_batch([B.Record(i, NOW + 5 * i, b"k%d" % i, b"v" * (10 + i)) for i in range(4)],
+                         base_offset=base, codec=codec, producer_id=pid, producer_epoch=9, base_sequence=17,
+                         partition_leader_epoch=epoch, timestamp_type=B.LOG_APPEND_TIME if lat else B.CREATE_TIME,
+                         max_timestamp=NOW + 999 if lat else None)
+
+
+@pytest.mark.parametrize("pure", [False, True])
+def test_header_entry_agrees_with_the_kernel_scan(pure):
+    kernels = _native.load(pure)
+    for data in (_odd_batch(), _odd_batch(codec=1), _odd_batch(lat=True), kp_v2(3), kp_v2(2, codec=2)):
+        padded = b"\x00" * 5 + data
+        assert R.header_entry(padded, 5) == kernels.scan_batches(padded, 5, len(padded), True)[0][0]
+    data = _odd_batch()
+    assert R.header_entry(data) == (0, len(data), 7, 10, NOW + 15, 4)
+    assert R.header_entry(data[:60]) is None                       # fewer than 61 bytes
+    bad_magic = bytearray(data)
+    bad_magic[16] = 1
+    assert R.header_entry(bad_magic) is None
+    short = bytearray(data)
+    short[8:12] = struct.pack(">i", 48)                            # batchLength below 49
+    assert R.header_entry(short) is None
+    assert (R.batch_size(data), R.batch_size(data[:12]), R.batch_size(data[:11])) == (len(data), len(data), -1)
+    assert R.batch_size(b"\x00" * 3 + data, 3) == len(data)
+
+
+def test_pack_batch_writes_back_what_batch_header_read():
+    for data in (_odd_batch(), _odd_batch(codec=1, lat=True), kp_v2(4, codec=3, producer_id=8, producer_epoch=2,
+                                                                      base_sequence=5)):
+        h = R.batch_header(data)
+        assert bytes(R.pack_batch(h, data[R.HEADER_SIZE:])) == data
+    # batchLength, magic and the CRC are the function's own, whatever the header says
+    h = R.batch_header(_odd_batch())._replace(batch_length=1, magic=0, crc=0, records_count=0, attributes=0)
+    empty = bytes(R.pack_batch(h, b""))
+    assert len(empty) == 61 and R.header_entry(empty) == (0, 61, 7, 10, NOW + 15, 0)
+    assert _native.scan_batches(empty, 0, 61, True)[1] == 61          # CRC valid
+    assert R.batch_header(empty)[:4] == (7, 49, 3, 2) and R.batch_header(empty).producer_id == 42
+
+
+def test_append_info_carries_the_entries_and_epoch_the_log_needs():
+    two = kp_v2(2, ts0=NOW - 50) + kp_v2(3, ts0=NOW - 500)
+    info = R.validate_for_append(two, 100, NOW, R.RecordConfig(leader_epoch=6))
+    assert info.leader_epoch == 6
+    # the entries are exactly what the kernel reads back from the stored bytes
+    assert info.batches == _native.scan_batches(info.buffer, 0, len(info.buffer), True)[0]
+    assert [e[2:4] for e in info.batches] == [(100, 101), (102, 104)]
+    assert [R.batch_header(info.buffer, e[0]).partition_leader_epoch for e in info.batches] == [6, 6]
+    lat = R.validate_for_append(two, 0, NOW, R.RecordConfig(timestamp_type="LogAppendTime", leader_epoch=2))
+    assert [e[4] for e in lat.batches] == [NOW, NOW]
+    assert lat.batches == _native.scan_batches(lat.buffer, 0, len(lat.buffer), True)[0]
+    up = R.validate_for_append(kp_legacy(1, 3), 40, NOW, R.RecordConfig(leader_epoch=1))
+    assert up.batches == _native.scan_batches(up.buffer, 0, len(up.buffer), True)[0]
+    assert (up.batches[0][2:4], up.leader_epoch) == ((40, 42), 1)
+
+
+def test_replicated_batches_and_stored_append():
+    a, b, c = _odd_batch(base=0), _odd_batch(base=4, epoch=4), _odd_batch(base=8, epoch=5)
+    data = a + b + c
+    entries = R.replicated_batches(data + c[:30])                    # a trailing partial batch is not an entry
+    assert entries == _native.scan_batches(data, 0, len(data), True)[0] and len(entries) == 3
+    assert R.replicated_batches(b"") == [] and R.replicated_batches(a[:-1]) == []
+    corrupt = bytearray(a)
+    corrupt[-1] ^= 1
+    with pytest.raises(CorruptMessage):
+        R.replicated_batches(bytes(corrupt) + b)
+    assert R.replicated_batches(b + bytes(corrupt)) == [_native.scan_batches(b, 0, len(b), True)[0][0]]
+    st = R.stored_append(memoryview(data), entries[1:])
+    assert bytes(st.buffer) == b + c
+    assert (st.first_offset, st.last_offset) == (4, 11)
+    assert (st.max_timestamp, st.offset_of_max_timestamp) == (NOW + 15, 7)  # the first batch holding the max
+    assert st.batches == [(0,) + entries[1][1:], (len(b),) + entries[2][1:]]
