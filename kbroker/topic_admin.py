@@ -64,13 +64,6 @@ class ConfigDescription:
         self.read_only, self.sensitive = read_only, sensitive
 
 
-def validate_configs(configs):
-    try:
-        return validate_topic_config(configs)
-    except Exception as e:  # ConfigError names the key and the value
-        raise errors.InvalidConfig(str(e)) from None
-
-
 def wait_for(predicate, timeout_ms, what):
     """Bounded wait on the event loop (other greenlets -- the controller, LeaderAndIsr -- run meanwhile).
     A timeout <= 0 means "do not wait" (Kafka: the change is triggered and the call returns at once)."""
@@ -178,7 +171,7 @@ class TopicAdmin:
         self.check_topic_partitions(name, self.requested_partitions(num_partitions, assignment))
         kwargs = dict(default_partitions=self.config["num.partitions"],
                       default_replication_factor=self.config["default.replication.factor"],
-                      validate_configs=validate_configs)
+                      validate_configs=validate_topic_config)  # ConfigError is INVALID_CONFIG (40)
         # Validate and place the replicas first, so the per-broker ceiling sees where they would go; the plan is
         # then written as an explicit assignment (placement picks a random start, a second run would differ).
         plan = write_new_topic(self.store, name, num_partitions, replication_factor, assignment, configs, True,
@@ -283,7 +276,7 @@ class TopicAdmin:
         if not self.store.exists(name):
             raise errors.UnknownTopicOrPartition("Topic '%s' does not exist." % name)
         configs = {k: v for k, v in configs.items() if v is not None}
-        validate_configs(configs)
+        validate_topic_config(configs)  # ConfigError is INVALID_CONFIG (40), naming the key and the value
         if validate_only:
             return
         self.store.set_topic_config(name, configs)  # also writes the /config/changes notification
