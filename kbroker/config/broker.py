@@ -10,9 +10,6 @@ from .values import ConfigError, Password, _invalid, format_default, format_valu
 
 log = logging.getLogger("kbroker.config")
 
-# queued.max.request.bytes <= 0 (Kafka: unbounded) -> this many bytes, or socket.request.max.bytes if larger
-DEFAULT_REQUEST_MEMORY = 256 * 1024 * 1024
-
 
 def _parse_ip_overrides(raw):
     """"host:count,[v6addr]:count" -> {address: count}; ConfigError naming max.connections.per.ip.overrides."""
@@ -253,13 +250,11 @@ class BrokerConfig:
 
     @property
     def request_memory_bytes(self):
-        """The bound on bytes of large requests being received or handled (``queued.max.request.bytes``). Kafka's
-        default -1 is unbounded; kbroker keeps max(256 MiB, socket.request.max.bytes) then, so a hostile peer can
-        never make it allocate without limit while one maximal request always fits."""
+        """``queued.max.request.bytes`` when it sets a bound (> 0), else None: Kafka's default -1 is unbounded, and
+        the server then keeps its own bound (``kbroker/server/limits.py``: max(256 MiB, socket.request.max.bytes)),
+        so a hostile peer can never make it allocate without limit."""
         v = self["queued.max.request.bytes"]
-        if v > 0:
-            return v
-        return max(DEFAULT_REQUEST_MEMORY, self["socket.request.max.bytes"])
+        return v if v > 0 else None
 
     # -- cross-key validation --------------------------------------------------------------------------------------
 

@@ -36,11 +36,11 @@ import time
 
 from gevent.event import Event
 
-from kbroker.config.broker import DEFAULT_REQUEST_MEMORY
-
 log = logging.getLogger(__name__)
 
 INT_MAX = 2147483647
+# queued.max.request.bytes <= 0 (Kafka: unbounded) -> this many bytes, or socket.request.max.bytes if larger
+DEFAULT_REQUEST_MEMORY = 256 * 1024 * 1024
 
 
 class ServerLimits:
