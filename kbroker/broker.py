@@ -84,6 +84,9 @@ class Broker:
         self.router = Router()
         self._tasks = []
         self._pool = ThreadPool(1)
+        # Hosting a LeaderAndIsr's new partitions (directories, segments: seconds for 10,000) has its own worker:
+        # behind a compaction in _pool it could wait minutes, longer than the controller waits for the answer.
+        self._replica_pool = ThreadPool(1)
         self.group_coordinator = None
         self.started = False
         # Set once start() has heard the controller's first UpdateMetadata naming this broker (or given up after
@@ -114,7 +117,8 @@ class Broker:
         self.replica_manager = ReplicaManager(
             self.broker_id, self.log_manager, log_config_for=self.topic_configs.log_config, isr_writer=self.write_isr,
             connect=self.replica_address, flusher=self._flush_log, config=cfg,
-            partition_exists=lambda t, p: self.metadata_cache.partition(t, p) is not None).start()
+            partition_exists=lambda t, p: self.metadata_cache.partition(t, p) is not None,
+            offload=lambda fn, *args: self._replica_pool.apply(fn, args)).start()
         self._start_group_coordinator()
         self._build_controller()
         self.control_plane = ControlPlane(self.controller_view, self.control_plane_listener)

@@ -11,10 +11,12 @@ Topic names cannot contain spaces (Kafka's legal set is [a-zA-Z0-9._-]), so a pl
 Writes go to ``<file>.tmp``, are fsynced, renamed over the file and the directory is fsynced, so a
 crash leaves either the old or the new file.  A missing file reads as empty; an unreadable one logs a
 warning and reads as empty (the caller then recovers from offset 0, which is always safe).
+``write_new_file`` is the cheap first write of a file into a directory made moments ago (its rules below).
 """
 
 import logging
 import os
+import posix
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +29,12 @@ def fsync_dir(path):
     try:
         os.fsync(fd)
     finally:
-        os.close(fd)
+        # posix.close, not os.close: in the broker gevent's monkey-patched os.close closes anything but a regular
+        # file only at the event loop's next iteration. Run on the loop by code that does not yield, every
+        # directory fsync'd kept its descriptor: a LeaderAndIsr creating 10,000 partitions (3 directory fsyncs
+        # each) ran out of descriptors (ulimit 20,000) after 2,498 partitions. A directory fd is never watched by
+        # the loop, so closing it at once is what the patch would do for it anyway.
+        posix.close(fd)
 
 
 def write_atomically(path, data):
@@ -44,6 +51,24 @@ def write_atomically(path, data):
         os.close(fd)
     os.replace(tmp, path)
     fsync_dir(os.path.dirname(os.path.abspath(path)))
+
+
+def write_new_file(path, data):
+    """Create ``path`` (which must not exist: FileExistsError) holding ``data``, without fsync.
+
+    Only for the first version of a file in a directory created moments ago, whose reader rebuilds whatever a crash
+    leaves (a leader-epoch checkpoint: from the log's batch headers). No older version exists anywhere, on disk or
+    in the page cache, so an OS crash leaves no file, an empty, zero-filled or cut one (the reader must refuse those:
+    an entry count and a final newline) or this one -- never a stale readable one; every later version goes through
+    ``write_atomically`` (fsync before and after the rename) and replaces this one. Cost: open + write + close, no
+    disk wait (``write_atomically`` waits for two fsyncs: ~0.3 ms each measured here, tens of ms on a busy disk)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
 
 
 def format_checkpoint(offsets):

@@ -9,11 +9,18 @@ File formats (big-endian, packed, no header, never checksummed -- rebuilt from t
 
 A writable index is preallocated to ``segment.index.bytes`` rounded down to a whole number of entries
 (10485760 / 8 = 1310720 offset entries, 10485760 // 12 = 873813 time entries) as a sparse file and
-mmap'd; ``trim_to_valid_size`` cuts it back to the used entries when the segment stops being active or
-is closed.  A reopened index that was not trimmed (crash) has trailing zero entries; the used part ends
-at the last non-zero entry.  An all-zero entry is never a real offset-index entry (the first entry is
-written only after index.interval.bytes > 0 bytes, so position > 0); for the time index a lone
-``(0, 0)`` entry would be dropped, which only costs a longer scan.
+mmap'd when its first entry is written (a new index is an empty file until then); ``trim_to_valid_size``
+cuts it back to the used entries when the segment stops being active or is closed.  A reopened index that
+was not trimmed (crash) has trailing zero entries; the used part ends at the last non-zero entry.  An
+all-zero entry is never a real offset-index entry (the first entry is written only after
+index.interval.bytes > 0 bytes, so position > 0); for the time index a lone ``(0, 0)`` entry would be
+dropped, which only costs a longer scan.
+
+File descriptors: an index keeps none of its own (the file is opened for each resize and closed at once);
+the mmap holds one (Python's mmap keeps a dup of the descriptor) while the index is mapped, and an empty
+index is not mapped. So an empty partition costs one descriptor (its ``.log``) instead of five: at five a
+broker with ``ulimit -n`` 20,000 could not host the 10,000 partitions one CreateTopics may create (Kafka
+holds one per segment: the JVM keeps no descriptor for a mapping).
 
 ``TimeIndex.is_full`` reports full one entry early so the final ``(max timestamp, offset)`` entry can
 always be written on roll/close (``append(..., skip_full_check=True)``).
@@ -45,24 +52,27 @@ class _Index:
         es = self.ENTRY_SIZE
         self.max_size = max(es, max_index_size // es * es)
         self.max_entries = self.max_size // es
-        existed = os.path.exists(path)
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         self._mm = None
         self._mm_len = 0
-        length = os.fstat(self._fd).st_size
-        if not existed:
-            self._map(self.max_size)
-            self._entries = 0
-        else:
-            # An existing (normally trimmed) index stays at its size; the first append regrows it.
-            self._map(length)
-            self._entries = self._used_entries(length)
+        self._closed = False
+        # A new index is an empty file, mapped (at its preallocated size) by its first append; an existing
+        # (normally trimmed) index is mapped at its size, and the first append regrows it.
+        self._map(None)
+        self._entries = self._used_entries(self._mm_len)
 
     # -- mapping -------------------------------------------------------------------------------
     def _map(self, length):
-        os.ftruncate(self._fd, length)
-        self._mm_len = length
-        self._mm = mmap.mmap(self._fd, length) if length > 0 else None
+        """Size the file to ``length`` bytes (None: keep its size) and map it (nothing mapped at 0 bytes)."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if length is None:
+                length = os.fstat(fd).st_size
+            else:
+                os.ftruncate(fd, length)
+            self._mm = mmap.mmap(fd, length) if length > 0 else None
+            self._mm_len = length
+        finally:
+            os.close(fd)
 
     def _unmap(self):
         if self._mm is not None:
@@ -126,7 +136,7 @@ class _Index:
     def reset(self):
         """Drop every entry and regrow to the preallocated size (used before a rebuild)."""
         self._unmap()
-        os.ftruncate(self._fd, 0)  # the OS hands back zeros when the sparse file regrows
+        self._map(0)  # the OS hands back zeros when the sparse file regrows
         self._entries = 0
         self._map(self.max_size)
 
@@ -142,22 +152,20 @@ class _Index:
                 pass
 
     def close(self):
-        if self._fd is None:
+        if self._closed:
             return
         self.trim_to_valid_size()
         self._unmap()
-        os.close(self._fd)
-        self._fd = None
+        self._closed = True
 
     def rename(self, new_path):
         os.rename(self.path, new_path)
         self.path = new_path
 
     def delete(self):
-        if self._fd is not None:
+        if not self._closed:
             self._unmap()
-            os.close(self._fd)
-            self._fd = None
+            self._closed = True
         try:
             os.unlink(self.path)
         except FileNotFoundError:
@@ -213,7 +221,7 @@ class OffsetIndex(_Index):
         self._truncate_to_entries(n)
 
     def sanity_check(self):
-        length = os.fstat(self._fd).st_size
+        length = os.stat(self.path).st_size
         if length % self.ENTRY_SIZE:
             raise CorruptIndexError("%s: size %d is not a multiple of %d" % (self.path, length, self.ENTRY_SIZE))
         if self._entries and self.last_offset <= self.base_offset:
@@ -273,7 +281,7 @@ class TimeIndex(_Index):
         self._truncate_to_entries(lo)
 
     def sanity_check(self):
-        length = os.fstat(self._fd).st_size
+        length = os.stat(self.path).st_size
         if length % self.ENTRY_SIZE:
             raise CorruptIndexError("%s: size %d is not a multiple of %d" % (self.path, length, self.ENTRY_SIZE))
         if self._entries:

@@ -15,6 +15,17 @@ state reset, the epoch's start offset = LEO recorded) and the partition leaves i
 The leader's address comes from the request's live_leaders, else ``connect(broker_id)``; with neither the
 partition waits for the next LeaderAndIsr.
 
+Bounded loop time (issue 8): one LeaderAndIsr may name every partition of a new topic (max.topic.partitions,
+10,000), and hosting one is file work: a directory, a segment, the leader-epoch checkpoint. Done per partition on
+the event loop it froze every client (10,000 partitions: 27 s, most of it fsyncs; with the directory descriptors
+gevent closes late it failed at EMFILE after 2,498). So a request's new partitions are hosted in one batch by
+``offload`` (the broker's worker thread): ``LogManager.create_logs`` (one directory fsync per log dir, not per
+partition) and the Partition objects, whose epoch caches start ``fresh`` (no fsync for the first checkpoint of a
+new directory, epoch_cache.py); the loop then registers them and applies the leadership changes in time slices
+(``kbroker/timeslice.py``: it yields every 20 ms). While it yields, clients may see a new partition that
+leads nothing yet (NOT_LEADER_OR_FOLLOWER, retriable), as in Kafka. ``apply_leader_and_isr`` and ``stop_replicas``
+hold one lock (Kafka's replicaStateChangeLock), so a second controller request waits for the first to finish.
+
 File: ``<log dir>/replication-offset-checkpoint`` (``kbroker/log/checkpoint.py`` format) holds the HW of every
 hosted partition in that dir, written every ``replica.high.watermark.checkpoint.interval.ms`` and at shutdown, read
 at construction so a restarted leader does not expose more than was committed.
@@ -24,12 +35,14 @@ import os
 import time
 
 import gevent
+from gevent.lock import RLock
 
 from kbroker import errors
 from kbroker.config.keys import CONFIG_KEYS
 from kbroker.log.checkpoint import OffsetCheckpoint
 from kbroker.replica.fetcher import ReplicaFetcher
 from kbroker.replica.partition import Partition
+from kbroker.timeslice import TimeSlice
 
 log = logging.getLogger(__name__)
 
@@ -46,15 +59,30 @@ def _wall_ms():
     return int(time.time() * 1000)
 
 
+def _in_place(fn, *args):
+    return fn(*args)
+
+
+def _error_code(exc):
+    """A partition's LeaderAndIsr / StopReplica error for ``exc``: its own code, KAFKA_STORAGE_ERROR (56) for a disk
+    problem, else UNKNOWN_SERVER_ERROR (-1)."""
+    if isinstance(exc, errors.KafkaError):
+        return exc.code
+    return errors.KAFKA_STORAGE_ERROR if isinstance(exc, OSError) else errors.UNKNOWN_SERVER_ERROR
+
+
 class ReplicaManager:
     def __init__(self, broker_id, log_manager, log_config_for, isr_writer, connect, flusher=None, config=None,
-                 partition_exists=None, clock=_wall_ms):
+                 partition_exists=None, clock=_wall_ms, offload=None):
         """``log_config_for(topic) -> LogConfig``; ``isr_writer(topic, p, leader, leader_epoch, new_isr, zk_version)
         -> new zk_version | None``; ``connect(broker_id) -> (host, port) | None``; ``flusher(log)``;
         ``config``: anything with ``get(key, default)`` (BrokerConfig or a dict) for the replica.* keys;
         ``partition_exists(topic, p) -> bool`` (optional): tells NOT_LEADER_OR_FOLLOWER from
-        UNKNOWN_TOPIC_OR_PARTITION for partitions not hosted here."""
+        UNKNOWN_TOPIC_OR_PARTITION for partitions not hosted here; ``offload(fn, *args) -> fn(*args)`` runs
+        blocking file work off the event loop (a thread pool's apply; None: in place)."""
         self.broker_id = broker_id
+        self.offload = offload or _in_place
+        self._state_lock = RLock()
         self.log_manager = log_manager
         self.log_config_for = log_config_for
         self.isr_writer = isr_writer
@@ -129,45 +157,58 @@ class ReplicaManager:
     def apply_leader_and_isr(self, controller_id, controller_epoch, partition_states, live_leaders=()):
         """Apply ``partition_states`` ([``kbroker.cluster_state.PartitionLeadership``]) from controller
         ``controller_id``; ``live_leaders``: [(broker id, host, port)]. Returns {(topic, p): error code} (module
-        docstring). ``controller_epoch`` is the request's; each state carries the epoch of its znode's writer."""
-        result = {}
-        endpoints = {b: (h, port) for b, h, port in (live_leaders or ())}
-        for st in partition_states:
-            topic, p = tp = st.tp
-            la = st.leader_and_isr
-            replicas = st.replicas
-            if self.broker_id not in replicas:
-                result[tp] = errors.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            part = self._partitions.get(tp)
+        docstring). ``controller_epoch`` is the request's; each state carries the epoch of its znode's writer.
+        May yield: the new partitions' file work runs in ``offload``, the changes are applied in time slices."""
+        with self._state_lock:
+            result = {}
+            accepted = []
+            slice_ = TimeSlice()
+            for st in partition_states:
+                slice_.tick()
+                topic, p = tp = st.tp
+                if self.broker_id not in st.replicas:
+                    result[tp] = errors.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                part = self._partitions.get(tp)
+                epoch = st.leader_and_isr.leader_epoch
+                if part is not None and epoch <= part.leader_epoch:
+                    log.info("%s-%d: ignoring LeaderAndIsr from controller %d with leader epoch %d (have %d)",
+                             topic, p, controller_id, epoch, part.leader_epoch)
+                    result[tp] = errors.STALE_CONTROLLER_EPOCH
+                    continue
+                accepted.append(st)
+            result.update(self._host_new({st.tp: st for st in accepted}))
+            endpoints = {b: (h, port) for b, h, port in (live_leaders or ())}
+            for st in accepted:
+                if st.tp not in result:
+                    result[st.tp] = self._apply_one(st, endpoints)
+                slice_.tick()
+            self._drop_idle_fetchers()
+            return result
+
+    def _apply_one(self, st, endpoints):
+        """One accepted state of a hosted partition: make it leader or follower; returns its error code."""
+        topic, p = tp = st.tp
+        la = st.leader_and_isr
+        part = self._partitions[tp]
+        try:
+            leader = la.leader
             epoch = la.leader_epoch
-            if part is not None and epoch <= part.leader_epoch:
-                log.info("%s-%d: ignoring LeaderAndIsr from controller %d with leader epoch %d (have %d)",
-                         topic, p, controller_id, epoch, part.leader_epoch)
-                result[tp] = errors.STALE_CONTROLLER_EPOCH
-                continue
-            try:
-                if part is None:
-                    part = self._host(topic, p)
-                leader = la.leader
-                was_leader = part.is_leader
-                self._remove_from_fetchers(tp)
-                if leader == self.broker_id:
-                    part.make_leader(epoch, la.isr, replicas, la.zk_version, la.controller_epoch)
-                    log.info("%s-%d: leader, epoch %d, ISR %s", topic, p, epoch, part.isr)
-                else:
-                    part.make_follower(leader, epoch, la.isr, replicas, la.zk_version, la.controller_epoch)
-                    if leader >= 0:
-                        self._add_to_fetcher(tp, part, leader, epoch, endpoints.get(leader))
-                    log.info("%s-%d: follower of %d, epoch %d", topic, p, leader, epoch)
-                result[tp] = 0
-                self._notify(tp, was_leader, part.is_leader)
-            except Exception as e:  # noqa: BLE001 - one partition's failure is its own error code
-                log.exception("%s-%d: applying LeaderAndIsr failed", topic, p)
-                result[tp] = e.code if isinstance(e, errors.KafkaError) else (
-                    errors.KAFKA_STORAGE_ERROR if isinstance(e, OSError) else errors.UNKNOWN_SERVER_ERROR)
-        self._drop_idle_fetchers()
-        return result
+            was_leader = part.is_leader
+            self._remove_from_fetchers(tp)
+            if leader == self.broker_id:
+                part.make_leader(epoch, la.isr, st.replicas, la.zk_version, la.controller_epoch)
+                log.info("%s-%d: leader, epoch %d, ISR %s", topic, p, epoch, part.isr)
+            else:
+                part.make_follower(leader, epoch, la.isr, st.replicas, la.zk_version, la.controller_epoch)
+                if leader >= 0:
+                    self._add_to_fetcher(tp, part, leader, epoch, endpoints.get(leader))
+                log.info("%s-%d: follower of %d, epoch %d", topic, p, leader, epoch)
+        except Exception as e:  # noqa: BLE001 - one partition's failure is its own error code
+            log.exception("%s-%d: applying LeaderAndIsr failed", topic, p)
+            return _error_code(e)
+        self._notify(tp, was_leader, part.is_leader)
+        return 0
 
     def _notify(self, tp, was_leader, is_leader):
         for fn in list(self.leadership_listeners):
@@ -176,16 +217,76 @@ class ReplicaManager:
             except Exception:  # noqa: BLE001 - a listener's bug must not undo the state change
                 log.exception("leadership listener %r for %s-%d", fn, tp[0], tp[1])
 
-    def _host(self, topic, p):
-        lc = self.log_config_for(topic)
-        lg = self.log_manager.get_or_create_log((topic, p), lc)
-        part = Partition(topic, p, lg, lc, self.broker_id, flusher=self.flusher, clock=self.clock,
-                         high_watermark=self._hw_checkpoint.get((topic, p), 0), isr_writer=self.isr_writer,
-                         replica_lag_time_max_ms=self.settings["replica.lag.time.max.ms"])
-        part.leader = -1                     # neither role until the LeaderAndIsr that created it is applied
-        part.leader_epoch = -1
-        self._partitions[(topic, p)] = part
-        return part
+    def _host_new(self, states):
+        """Host every partition of ``states`` ({tp: PartitionLeadership}) not hosted yet, in one batch: logs created
+        (or, after a restart, found) and Partition objects built, both in ``offload``, then registered here.
+        Returns {tp: error code} for the partitions that could not be hosted (a log that could not be made:
+        KAFKA_STORAGE_ERROR, 56)."""
+        tps = [tp for tp in states if tp not in self._partitions]
+        if not tps:
+            return {}
+        # The epoch a new leader starts is written to its checkpoint in offload too (make_leader then finds it there
+        # and writes nothing): 10,000 first checkpoint files cost ~1.8 s of file creation on this disk.
+        leading = {tp: states[tp].leader_and_isr.leader_epoch for tp in tps
+                   if states[tp].leader_and_isr.leader == self.broker_id}
+        lm = self.log_manager
+        failed = {}
+        configs = {}
+        for topic in {tp[0] for tp in tps}:
+            try:
+                configs[topic] = self.log_config_for(topic)
+            except Exception as e:  # noqa: BLE001 - the topic's partitions fail, the others go on
+                log.exception("LogConfig of topic %s", topic)
+                failed.update((tp, _error_code(e)) for tp in tps if tp[0] == topic)
+        tps = [tp for tp in tps if tp not in failed]
+        placements = lm.place_new_logs([tp for tp in tps if lm.get_log(tp) is None])
+        existing = {tp: lm.get_log(tp) for tp in tps if tp not in placements}
+        started = time.monotonic()
+        try:
+            new_logs, built = self.offload(self._build_partitions, tps, configs, placements, existing, leading,
+                                           dict(self._hw_checkpoint))
+        except Exception as e:  # noqa: BLE001 - a bug: these partitions fail (a retry loads what was made)
+            log.exception("hosting %d partitions", len(tps))
+            failed.update((tp, _error_code(e)) for tp in tps)
+            return failed
+        lm.add_logs(new_logs)
+        log.log(logging.INFO if len(tps) >= 100 else logging.DEBUG, "hosting %d new partitions took %.2f s "
+                "(%d logs created)", len(tps), time.monotonic() - started, len(new_logs.logs))
+        for tp in tps:
+            part = built[tp]
+            if isinstance(part, Partition):
+                self._partitions[tp] = part
+            else:
+                log.error("%s-%d: cannot host the partition: %r", tp[0], tp[1], part)
+                failed[tp] = _error_code(part)
+        return failed
+
+    def _build_partitions(self, tps, configs, placements, existing, leading, hw_checkpoint):
+        """Blocking, in ``offload``: the logs of ``placements`` created (``LogManager.create_logs``), a Partition
+        built for every tp, and the epoch of the ones this broker is to lead ({tp: epoch}) recorded in their epoch
+        caches at the log end (what ``make_leader`` does first). Reads nothing this manager changes
+        (``hw_checkpoint`` is a copy). Returns (NewLogs, {tp: Partition | the exception that stopped it})."""
+        new_logs = self.log_manager.create_logs(placements, configs)
+        built = dict(new_logs.failed)
+        lag = self.settings["replica.lag.time.max.ms"]
+        for tp in tps:
+            if tp in built:
+                continue
+            topic, p = tp
+            try:
+                part = Partition(topic, p, new_logs.logs.get(tp) or existing[tp], configs[topic], self.broker_id,
+                                 flusher=self.flusher, clock=self.clock, high_watermark=hw_checkpoint.get(tp, 0),
+                                 isr_writer=self.isr_writer, replica_lag_time_max_ms=lag,
+                                 new_log=tp in new_logs.fresh)
+                if tp in leading:
+                    part.epoch_cache.assign(leading[tp], part.log.log_end_offset)
+            except Exception as e:  # noqa: BLE001 - reported as this partition's error code
+                built[tp] = e
+                continue
+            part.leader = -1                     # neither role until the LeaderAndIsr that created it is applied
+            part.leader_epoch = -1
+            built[tp] = part
+        return new_logs, built
 
     def _fetch_settings(self):
         s = self.settings
@@ -222,7 +323,13 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------------------------------ StopReplica
     def stop_replicas(self, controller_epoch, partitions):
+        with self._state_lock:
+            return self._stop_replicas(partitions)
+
+    def _stop_replicas(self, partitions):
         result = {}
+        detached = []                        # (tp, log, dir) of deleted partitions: directories removed in offload
+        slice_ = TimeSlice()
         for topic, p, delete in partitions:
             tp = (topic, p)
             try:
@@ -234,12 +341,21 @@ class ReplicaManager:
                     self._notify(tp, was_leader, False)
                 if delete:
                     self._hw_checkpoint.pop(tp, None)
-                    if self.log_manager.get_log(tp) is not None:
-                        self.log_manager.delete_log(tp)
+                    gone = self.log_manager.detach_log(tp)
+                    if gone is not None:
+                        detached.append(gone)
                 result[tp] = 0
             except Exception as e:  # noqa: BLE001
                 log.exception("%s-%d: StopReplica failed", topic, p)
-                result[tp] = errors.KAFKA_STORAGE_ERROR if isinstance(e, OSError) else errors.UNKNOWN_SERVER_ERROR
+                result[tp] = _error_code(e)
+            slice_.tick()
+        if detached:
+            try:
+                self.offload(self.log_manager.remove_log_dirs, detached)
+            except Exception as e:  # noqa: BLE001 - the logs are closed and forgotten; their directories stay
+                log.exception("removing the directories of %d deleted partitions", len(detached))
+                for tp, _log, _dir in detached:
+                    result[tp] = _error_code(e)
         self._drop_idle_fetchers()
         return result
 

@@ -98,10 +98,12 @@ class ReplicaState:
 
 class Partition:
     def __init__(self, topic, index, log, log_config, broker_id, flusher=None, clock=now_ms, high_watermark=None,
-                 isr_writer=None, replica_lag_time_max_ms=10000):
+                 isr_writer=None, replica_lag_time_max_ms=10000, new_log=False):
         """``flusher(log)`` fsyncs a log off the event loop (flush.messages); ``clock()`` -> ms;
         ``high_watermark``: the checkpointed HW (None: the LEO -- a standalone leader); ``isr_writer`` as in
-        the module docstring (None: ISR changes apply locally, zk_version + 1)."""
+        the module docstring (None: ISR changes apply locally, zk_version + 1); ``new_log``: the log was just
+        created in a new directory (nothing to rebuild; the epoch cache's first write needs no fsync,
+        epoch_cache.py)."""
         self.topic = topic
         self.index = index
         self.log = log
@@ -129,8 +131,9 @@ class Partition:
         self.waiters = set()
         self.replica_waiters = set()
         self.set_config(log_config)
-        self.producers.rebuild(_batch_headers(log))
-        self.epoch_cache = LeaderEpochCache.load(log)
+        if not new_log:
+            self.producers.rebuild(_batch_headers(log))
+        self.epoch_cache = LeaderEpochCache.load(log, fresh=new_log)
 
     def set_config(self, log_config):
         self.log_config = log_config

@@ -9,9 +9,11 @@ from kbroker.log.index import CorruptIndexError, IndexFullError, OffsetIndex, Ti
 def test_offset_index_preallocated_append_lookup_trim(tmp_path):
     path = str(tmp_path / "00000000000000000100.index")
     idx = OffsetIndex(path, 100, 1003)  # rounded down to 1000 bytes = 125 entries
-    assert os.path.getsize(path) == 1000 and idx.max_entries == 125
+    assert os.path.getsize(path) == 0 and idx.max_entries == 125  # preallocated by the first entry
+    assert idx.lookup(150) == (100, 0) and idx.last_entry() == (100, 0)
     for i in range(1, 11):
         idx.append(100 + i * 10, i * 5000)
+        assert os.path.getsize(path) == 1000
     assert idx.lookup(99) == (100, 0)
     assert idx.lookup(110) == (110, 5000)
     assert idx.lookup(155) == (150, 25000)
@@ -41,7 +43,6 @@ def test_reopen_untrimmed_index_ends_at_last_nonzero_entry(tmp_path):
     idx.append(9, 8400)
     idx.flush()
     # Simulate a crash: the file stays preallocated (no trim).
-    os.close(idx._fd)
     idx._mm.close()
     again = OffsetIndex(path, 0, 800)
     assert again.entries == 2 and again.lookup(100) == (9, 8400)
