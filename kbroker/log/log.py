@@ -24,8 +24,7 @@ from kbroker.errors import OffsetOutOfRange, RecordListTooLarge
 
 from .file_region import FileRegion
 from .loader import DELETED_SUFFIX, load_segments
-from .segment import (INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, buffer_batches,
-                      filename_prefix, now_ms)
+from .segment import INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, filename_prefix, now_ms
 
 logger = logging.getLogger(__name__)
 
@@ -157,10 +156,7 @@ class Log:
         if size > self.config.segment_bytes:
             raise RecordListTooLarge("batch of %d bytes exceeds segment.bytes %d" % (size, self.config.segment_bytes))
         segment = self._maybe_roll(size, info.max_timestamp, info.last_offset, now_ms() if now is None else now)
-        batches = getattr(info, "batches", None)
-        if batches is None:  # TRANSITION (issue 9 item 4): FollowerAppend has no entries until partition.py moves
-            batches = buffer_batches(info.buffer)
-        segment.append(info.buffer, batches)
+        segment.append(info.buffer, info.batches)
         self._next_offset = info.last_offset + 1
 
     def _maybe_roll(self, size, max_timestamp, last_offset, now):

@@ -11,9 +11,9 @@ Invariants: entries are strictly increasing in both epoch and start offset (``as
 break that, as Kafka's ``maybeTruncateNonMonotonicEntries``); the file is rewritten atomically (``.tmp``, fsync,
 rename, fsync of the directory) after every change, so a crash leaves the old or the new list.
 A missing or unreadable file (wrong count, no final newline: a torn write) is rebuilt from the log: every v2 batch
-header carries ``partitionLeaderEpoch`` at byte 12, and the first batch of each new epoch gives its start offset
-(batches with epoch -1, written by no leader, are skipped). An empty rebuild writes no file (a missing file reads
-back as the same empty list).
+header carries ``partitionLeaderEpoch`` (read through ``Log.batch_headers``), and the first batch of each new epoch
+gives its start offset (batches with epoch -1, written by no leader, are skipped). An empty rebuild writes no file
+(a missing file reads back as the same empty list).
 
 A new partition (``fresh``: its directory was created by this LeaderAndIsr) writes its first checkpoint without
 fsync (``checkpoint.write_new_file``). Kafka fsyncs it (file, rename, directory) before answering LeaderAndIsr, and
@@ -33,7 +33,6 @@ stale but readable file, the one dangerous outcome, needs an older version; ever
 import bisect
 import logging
 import os
-import struct
 
 from kbroker.log.checkpoint import write_atomically, write_new_file
 
@@ -44,9 +43,6 @@ VERSION = 0
 UNDEFINED_EPOCH = -1
 UNDEFINED_OFFSET = -1
 UNDEFINED = (UNDEFINED_EPOCH, UNDEFINED_OFFSET)
-
-_BASE = struct.Struct(">q")
-_EPOCH = struct.Struct(">i")
 
 
 def format_entries(entries):
@@ -78,15 +74,10 @@ def parse_entries(text):
 def scan_log_epochs(log):
     """[(epoch, start_offset)] from the batch headers of ``log`` (the rebuild path)."""
     out = []
-    for seg in log.segments:
-        fd = seg.fileno()
-        for entry in seg.batches():
-            head = os.pread(fd, 16, entry[0])
-            if len(head) < 16:
-                break
-            epoch = _EPOCH.unpack_from(head, 12)[0]
-            if epoch >= 0 and (not out or epoch > out[-1][0]):
-                out.append((epoch, _BASE.unpack_from(head, 0)[0]))
+    for head in log.batch_headers():
+        epoch = head.partition_leader_epoch
+        if epoch >= 0 and (not out or epoch > out[-1][0]):
+            out.append((epoch, head.base_offset))
     return out
 
 

@@ -2,7 +2,7 @@
 the leader's view of its followers, and the waiters parked on it.
 
 Roles (set by the ReplicaManager from LeaderAndIsr; a Partition built directly is its own sole leader, epoch 0):
-* leader  -- ``make_leader``: appends client data stamped with ``leader_epoch`` (batch header byte 12), records
+* leader  -- ``make_leader``: appends client data stamped with ``leader_epoch`` (batch header field), records
   ``(leader_epoch, LEO)`` in the epoch cache, tracks every follower's LEO and last caught-up time from their
   Fetch requests, keeps the ISR and the high watermark;
 * follower -- ``make_follower``: only ``append_as_follower`` (the leader's batches byte for byte, offsets kept)
@@ -29,30 +29,15 @@ Invariants:
   answers NOT_LEADER_OR_FOLLOWER (its records may have been truncated since).
 """
 import logging
-import os
-import struct
 import time
 
 from kbroker import errors
-from kbroker._native import scan_batches
 from kbroker.errors import NotEnoughReplicas, NotLeaderOrFollower
-from kbroker.record import RecordConfig, validate_for_append
+from kbroker.record import RecordConfig, batch_header, replicated_batches, stored_append, validate_for_append
 from kbroker.replica.epoch_cache import LeaderEpochCache
 from kbroker.replica.producer_state import ProducerStateManager
 
 log = logging.getLogger(__name__)
-
-_EPOCH = struct.Struct(">i")
-_PID = struct.Struct(">qhi")          # producerId @43, producerEpoch @51, baseSequence @53
-HEADER_SIZE = 61
-
-
-def _batch_headers(lg):
-    """The 61-byte v2 header of every batch in the log, oldest first (producer-state rebuild on load)."""
-    for seg in lg.segments:
-        fd = seg.fileno()
-        for entry in seg.batches():
-            yield os.pread(fd, HEADER_SIZE, entry[0])
 
 
 def now_ms():
@@ -68,18 +53,6 @@ class AppendResult:
         self.log_append_time = log_append_time
         self.log_start_offset = log_start_offset
         self.duplicate = duplicate
-
-
-class FollowerAppend:
-    """What ``Log.append`` needs, built from the headers of batches fetched from the leader (nothing rewritten)."""
-    __slots__ = ("buffer", "first_offset", "last_offset", "max_timestamp", "offset_of_max_timestamp")
-
-    def __init__(self, buffer, first_offset, last_offset, max_timestamp, offset_of_max_timestamp):
-        self.buffer = buffer
-        self.first_offset = first_offset
-        self.last_offset = last_offset
-        self.max_timestamp = max_timestamp
-        self.offset_of_max_timestamp = offset_of_max_timestamp
 
 
 class ReplicaState:
@@ -132,7 +105,7 @@ class Partition:
         self.replica_waiters = set()
         self.set_config(log_config)
         if not new_log:
-            self.producers.rebuild(_batch_headers(log))
+            self.producers.rebuild(log.batch_headers())
         self.epoch_cache = LeaderEpochCache.load(log, fresh=new_log)
 
     def set_config(self, log_config):
@@ -235,9 +208,9 @@ class Partition:
             if dup is not None:
                 return AppendResult(dup[0], dup[1], -1, lg.log_start_offset, duplicate=True)
         lg.append(info)
-        if self.epoch_cache.latest_epoch != self.leader_epoch:
+        if self.epoch_cache.latest_epoch != info.leader_epoch:
             # A standalone Partition (never made leader) or the first append after a log reset.
-            self.epoch_cache.assign(self.leader_epoch, info.first_offset)
+            self.epoch_cache.assign(info.leader_epoch, info.first_offset)
         if self.flusher is not None and lg.unflushed_messages >= self.log_config.flush_interval_messages:
             # flush.messages reached: fsync before acknowledging, as Kafka does after the append.
             self.flusher(lg)
@@ -364,16 +337,13 @@ class Partition:
     def append_as_follower(self, data):
         """Append the whole batches of ``data`` (a leader's fetch answer, maybe ending in a partial batch) that lie
         at or after our LEO, unchanged. Returns the number of bytes appended; CorruptMessage on a bad batch."""
-        n = len(data)
-        if n == 0:
-            return 0
-        entries, valid_end = scan_batches(data, 0, n, True)
+        try:
+            entries = replicated_batches(data)        # CRC-checked scan entries of the whole batches
+        except errors.CorruptMessage as exc:
+            raise errors.CorruptMessage("%s-%d: corrupt batch from the leader: %s"
+                                        % (self.topic, self.index, exc)) from None
         if not entries:
-            if n >= HEADER_SIZE:
-                size = 12 + struct.unpack_from(">i", data, 8)[0]
-                if size <= n:
-                    raise errors.CorruptMessage("%s-%d: corrupt batch from the leader" % (self.topic, self.index))
-            return 0                                  # one partial batch: the next fetch gets it whole
+            return 0                                  # nothing, or one partial batch: the next fetch gets it whole
         lg = self.log
         leo = lg.log_end_offset
         i = 0
@@ -398,12 +368,12 @@ class Partition:
         cache = self.epoch_cache
         producers = self.producers
         for pos, _size, base, last, _ts, _count in entries:
-            epoch = _EPOCH.unpack_from(data, pos + 12)[0]
-            if epoch > cache.latest_epoch:
-                cache.assign(epoch, base)
-            pid, pepoch, seq = _PID.unpack_from(data, pos + 43)
-            if pid >= 0:
-                producers.update(pid, pepoch, seq, seq + (last - base), base, last)
+            head = batch_header(data, pos)
+            if head.partition_leader_epoch > cache.latest_epoch:
+                cache.assign(head.partition_leader_epoch, base)
+            if head.producer_id >= 0:
+                seq = head.base_sequence
+                producers.update(head.producer_id, head.producer_epoch, seq, seq + (last - base), base, last)
         if self.replica_waiters:
             for ev in list(self.replica_waiters):
                 ev.set()
@@ -411,13 +381,7 @@ class Partition:
 
     @staticmethod
     def _append_entries(lg, view, entries):
-        max_ts, off_max = -1, entries[0][3]
-        for e in entries:
-            if e[4] > max_ts:
-                max_ts, off_max = e[4], e[3]
-        start = entries[0][0]
-        end = entries[-1][0] + entries[-1][1]
-        lg.append(FollowerAppend(view[start:end], entries[0][2], entries[-1][3], max_ts, off_max))
+        lg.append(stored_append(view, entries))     # the leader's bytes unchanged, with their scan entries
 
     def update_follower_hw(self, leader_hw):
         hw = min(leader_hw, self.log.log_end_offset)
@@ -431,7 +395,7 @@ class Partition:
             return False
         log.info("%s-%d: truncated to %d", self.topic, self.index, offset)
         self.epoch_cache.truncate_from_end(self.log.log_end_offset)
-        self.producers.rebuild(_batch_headers(self.log))
+        self.producers.rebuild(self.log.batch_headers())
         self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
         return True
 

@@ -9,19 +9,13 @@ Per producer id we keep its current epoch and the metadata of its last ``BATCHES
 - epoch newer than the current one (or a producer we have no state for): its first sequence must be 0
 - otherwise first_seq must be last_seq + 1 (int32 wrap to 0) -> else OUT_OF_ORDER_SEQUENCE_NUMBER (45)
 
-The state is rebuilt on load from the v2 batch headers in the log (``rebuild``), so it survives restarts and
-``kill -9`` without a separate snapshot file: the log *is* the snapshot.
+The state is rebuilt on load from the v2 batch headers in the log (``rebuild``, fed ``Log.batch_headers()``), so it
+survives restarts and ``kill -9`` without a separate snapshot file: the log *is* the snapshot.
 """
-import struct
-
 from kbroker.errors import InvalidProducerEpoch, OutOfOrderSequenceNumber
 
 BATCHES_TO_RETAIN = 5
 INT32_MAX = 2 ** 31 - 1
-
-# v2 batch header: producerId int64 @43, producerEpoch int16 @51, baseSequence int32 @53, lastOffsetDelta @23
-_PID = struct.Struct(">qhi")
-_LOD = struct.Struct(">i")
 
 
 class ProducerEntry:
@@ -76,12 +70,10 @@ class ProducerStateManager:
         return e.batches[-1][1] if e and e.batches else -1
 
     def rebuild(self, batch_headers):
-        """batch_headers: iterable of raw v2 header bytes (>= 61 bytes each), in offset order."""
+        """batch_headers: iterable of ``kbroker.record.BatchHeader`` in offset order (``Log.batch_headers()``)."""
         self.producers.clear()
         for h in batch_headers:
-            pid, epoch, seq = _PID.unpack_from(h, 43)
-            if pid < 0:
+            if h.producer_id < 0:
                 continue
-            base = struct.unpack_from(">q", h, 0)[0]
-            lod = _LOD.unpack_from(h, 23)[0]
-            self.update(pid, epoch, seq, seq + lod, base, base + lod)
+            seq, lod = h.base_sequence, h.last_offset_delta
+            self.update(h.producer_id, h.producer_epoch, seq, seq + lod, h.base_offset, h.base_offset + lod)

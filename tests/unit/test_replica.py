@@ -455,3 +455,61 @@ def test_new_epoch_for_the_same_leader_keeps_follower_state(tmp_path):
     part.make_follower(2, 3, [1, 2, 3], [1, 2, 3], 6)
     part.make_leader(4, [1, 2, 3], [1, 2, 3], 7)     # leadership came back: follower LEOs unknown again
     assert part.followers[2].leo == -1 and part.leadership == 1
+
+
+# ------------------------------------------------------------------------------------ follower copy, rebuilds
+
+def _leader_with_history(tmp_path):
+    """A leader log holding epochs 0 (offsets 0-2), 4 (3-4) and 6 (5-8); producer 9 wrote 0-2 and 5-8."""
+    lc = LogConfig()
+    part = Partition("t", 0, Log(str(tmp_path / "leader" / "t-0"), lc), lc, 1)
+    part.make_leader(0, [1], [1], 0)
+    part.append(batch(3, pid=9, seq=0), 3, 1)
+    part.make_leader(4, [1], [1], 0)
+    part.append(batch(2), 3, 1)
+    part.make_leader(6, [1], [1], 0)
+    part.append(batch(4, pid=9, seq=3), 3, 1)
+    return part
+
+
+def test_follower_copies_batches_and_learns_epochs_and_producers(tmp_path):
+    leader = _leader_with_history(tmp_path)
+    data = leader.log.read(0, 1 << 20).region.read_bytes()
+    lc = LogConfig()
+    f = Partition("t", 0, Log(str(tmp_path / "follower" / "t-0"), lc), lc, 2)
+    f.make_follower(1, 6, [1, 2], [1, 2], 0)
+    assert f.append_as_follower(data[:40]) == 0                 # a partial first batch: wait for the next fetch
+    assert f.append_as_follower(data + data[:70]) == len(data)  # whole batches only, bytes kept
+    assert f.log.read(0, 1 << 20).region.read_bytes() == data
+    assert f.log_end_offset == 9
+    assert f.epoch_cache.entries() == [(0, 0), (4, 3), (6, 5)]
+    assert f.producers.last_sequence(9) == 6
+    assert f.log.segments[0].offset_index.entries == 0          # index cadence: 4096 bytes, none passed
+    assert f.log.segments[0].max_timestamp_so_far == 1003       # from the entries: batch 3's maxTimestamp
+    assert f.append_as_follower(data) == 0                      # everything already held
+    corrupt = bytearray(data)
+    corrupt[70] ^= 0xFF                                         # inside the first batch's records: bad CRC
+    with pytest.raises(errors.CorruptMessage):
+        f.append_as_follower(bytes(corrupt))
+
+
+def test_producer_state_and_epoch_cache_rebuilt_from_the_log(tmp_path):
+    leader = _leader_with_history(tmp_path)
+    lg, lc = leader.log, leader.log_config
+    lg.close()
+    os.unlink(os.path.join(lg.dir, FILE_NAME))
+    again = Partition("t", 0, Log(lg.dir, lc), lc, 1)
+    assert again.epoch_cache.entries() == [(0, 0), (4, 3), (6, 5)]
+    assert again.producers.last_sequence(9) == 6
+    again.make_leader(7, [1], [1], 0)
+    dup = again.append(batch(4, pid=9, seq=3), 3, 1)            # a retry of the last batch: its original offsets
+    assert (dup.duplicate, dup.base_offset, dup.last_offset) == (True, 5, 8)
+    with pytest.raises(errors.OutOfOrderSequenceNumber):
+        again.append(batch(1, pid=9, seq=9), 3, 1)
+    assert again.append(batch(1, pid=9, seq=7), 3, 1).base_offset == 9
+    # truncation rebuilds the producer state from what is left
+    again.make_follower(2, 8, [1, 2], [1, 2], 0)
+    assert again.truncate_to(5)
+    assert again.producers.last_sequence(9) == 2
+    assert again.epoch_cache.entries() == [(0, 0), (4, 3)]
+    again.log.close()
