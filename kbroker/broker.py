@@ -43,6 +43,7 @@ from kbroker.replica.manager import ReplicaManager
 from kbroker.server.context import READY_WAIT_S, ControlPlane, Services
 from kbroker.server.loopcall import make_owner_call
 from kbroker.server.metadata_cache import MetadataCache
+from kbroker.handlers import registry as handler_registry
 from kbroker.server.router import Router
 from kbroker.server.server import KafkaServer
 from kbroker.topic_admin import ConfigWatcher, TopicAdmin, TopicConfigs, default_log_config
@@ -81,7 +82,7 @@ class Broker:
         # What the handlers get (kbroker/server/context.py), built once in start() before the listeners open.
         self.services = None
         self.endpoints = []
-        self.router = Router()
+        self.router = Router(handler_registry())
         self._tasks = []
         self._pool = ThreadPool(1)
         # Hosting a LeaderAndIsr's new partitions (directories, segments: seconds for 10,000) has its own worker:

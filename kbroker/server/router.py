@@ -6,9 +6,6 @@ is implemented. A handler is ``fn(ctx, request_dict) -> response_dict | None``; 
 (Produce with acks=0). ``ctx`` is a ``RequestContext`` (``kbroker/server/context.py``: who is asking, the header
 fields, the broker's collaborators). Handlers may block the calling greenlet (long-poll Fetch, acks=all waits).
 """
-import importlib
-import pkgutil
-
 from kbroker.protocol.apis import APIS
 
 
@@ -41,17 +38,11 @@ def handler(api_key, versions):
     return deco
 
 
-def load_handlers():
-    """Import every module in kbroker.handlers (each registers its handlers) and return the registry."""
-    import kbroker.handlers as pkg
-    for m in pkgutil.iter_modules(pkg.__path__):
-        importlib.import_module(pkg.__name__ + "." + m.name)
-    return dict(_REGISTRY)
-
-
 class Router:
     def __init__(self, handlers=None):
-        self.handlers = handlers if handlers is not None else load_handlers()
+        """``handlers``: {api_key: Handler}; default: every handler registered so far. The composition root passes
+        ``kbroker.handlers.registry()`` (the server layer never imports the handlers above it)."""
+        self.handlers = dict(handlers) if handlers is not None else dict(_REGISTRY)
 
     def get(self, api_key):
         return self.handlers.get(api_key)

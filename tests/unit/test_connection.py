@@ -5,6 +5,7 @@ import struct
 import gevent
 from gevent import monkey
 
+from kbroker.handlers import registry
 from kbroker.protocol.apis import APIS
 from kbroker.protocol.headers import encode_request_header
 from kbroker.server.router import Router
@@ -20,7 +21,7 @@ def _request(corr, api_key=18, version=0):
 
 
 def _serve():
-    srv = KafkaServer(services=None, router=Router(), listeners=[("PLAINTEXT", "127.0.0.1", 0)],
+    srv = KafkaServer(services=None, router=Router(registry()), listeners=[("PLAINTEXT", "127.0.0.1", 0)],
                       max_request_size=1 << 20)
     srv.start()
     return srv, srv.bound_ports()["PLAINTEXT"]
@@ -100,7 +101,7 @@ from kbroker.server.limits import ServerLimits  # noqa: E402
 
 
 def _serve_with(**limits):
-    srv = KafkaServer(services=None, router=Router(), listeners=[("PLAINTEXT", "127.0.0.1", 0)],
+    srv = KafkaServer(services=None, router=Router(registry()), listeners=[("PLAINTEXT", "127.0.0.1", 0)],
                       limits=ServerLimits(**limits))
     srv.start()
     return srv, srv.bound_ports()["PLAINTEXT"]

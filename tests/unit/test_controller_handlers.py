@@ -16,7 +16,8 @@ from kbroker.handlers import cluster
 from kbroker.handlers.cluster import local_dispatcher
 from kbroker.server.context import ControlPlane, Services
 from kbroker.server.metadata_cache import MetadataCache
-from kbroker.server.router import _REGISTRY, load_handlers
+from kbroker.handlers import registry as load_handlers
+from kbroker.server.router import _REGISTRY
 from tests.unit.ctx import make_ctx, make_services
 
 CONTROLLER, EPOCH, BROKER_EPOCH = 1, 5, 4242

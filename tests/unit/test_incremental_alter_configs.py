@@ -7,6 +7,7 @@ them (``describe_topic_config`` entries with Kafka's config_source ids, ``alter_
 """
 import pytest
 
+from kbroker.handlers import registry
 from kbroker import errors
 from kbroker.handlers.incremental_alter_configs import apply_ops, check_ops, incremental_alter_configs
 from kbroker.protocol.apis import APIS
@@ -60,7 +61,7 @@ def test_response_v1_bytes():
 
 
 def test_router_advertises_v0_v1():
-    assert (44, 0, 1) in Router().api_versions()
+    assert (44, 0, 1) in Router(registry()).api_versions()
 
 
 # ------------------------------------------------------------------------------------------------- operations

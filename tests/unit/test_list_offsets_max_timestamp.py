@@ -3,6 +3,7 @@
 On real Logs and Partitions (the fixtures of tests/unit/test_handler_fetch.py). Kafka's Java admin sends it for
 ``OffsetSpec.maxTimestamp()`` and refuses to when the broker does not advertise ListOffsets v7.
 """
+from kbroker.handlers import registry
 from kbroker.handlers.list_offsets import list_offsets as list_offsets_handler
 from kbroker.record import Record, build_batch
 from kbroker.server.router import Router
@@ -12,7 +13,7 @@ MAX_TIMESTAMP = -3
 
 
 def test_v7_is_advertised():
-    assert (2, 0, 7) in Router().api_versions()
+    assert (2, 0, 7) in Router(registry()).api_versions()
 
 
 def test_max_timestamp_answers_the_first_record_holding_it(tmp_path):

@@ -6,6 +6,7 @@ import os
 import gevent
 import pytest
 
+from kbroker.handlers import registry
 from kbroker import errors
 from kbroker.cluster_state import LeaderAndIsr, PartitionLeadership
 from kbroker.config import BrokerConfig
@@ -52,7 +53,7 @@ class Node:
                                  cluster.store.write, cluster.address, config=CONFIG)
         # The handlers (Fetch, OffsetForLeaderEpoch, Produce) get the replica manager and the broker defaults.
         services = make_services(broker_id=broker_id, replicas=self.rm, config=BrokerConfig.from_dict({}))
-        self.server = KafkaServer(services, Router(), [("PLAINTEXT", "127.0.0.1", 0)], 100 << 20)
+        self.server = KafkaServer(services, Router(registry()), [("PLAINTEXT", "127.0.0.1", 0)], 100 << 20)
         self.server.start()
         self.port = self.server.bound_ports()["PLAINTEXT"]
 

@@ -12,6 +12,7 @@ import gevent
 import pytest
 from gevent import monkey
 
+from kbroker.handlers import registry
 from kbroker.config import BrokerConfig
 from kbroker.server.router import Router
 from kbroker.server.server import KafkaServer, apply_socket_buffers
@@ -46,7 +47,7 @@ def test_apply_socket_buffers_logs_a_failure_and_keeps_going(caplog):
 def _accepted_buffers(overrides):
     """Start a KafkaServer with ``overrides``, connect once, return (SO_SNDBUF, SO_RCVBUF) of the accepted socket."""
     cfg = BrokerConfig.from_sources(None, overrides)
-    srv = KafkaServer(services=types.SimpleNamespace(config=cfg), router=Router(),
+    srv = KafkaServer(services=types.SimpleNamespace(config=cfg), router=Router(registry()),
                       listeners=[("PLAINTEXT", "127.0.0.1", 0)])
     srv.start()
     client = _real_socket()
