@@ -38,6 +38,7 @@ from gevent.event import AsyncResult, Event
 from gevent.queue import Queue
 
 from kbroker import errors
+from kbroker.config.keys import CONFIG_KEYS
 from kbroker.coord.errors import BadVersionError, NodeExistsError, NoNodeError
 from kbroker.coord.metadata_store import TopicStore
 from kbroker.coord.znodes import (
@@ -58,19 +59,6 @@ from .state import ControllerContext, ControllerMoved
 from .topic_changes import TopicChanges
 
 log = logging.getLogger("kbroker.controller")
-
-_DEFAULTS = {
-    "delete.topic.enable": True,
-    "unclean.leader.election.enable": False,
-    "auto.leader.rebalance.enable": True,
-    "leader.imbalance.check.interval.seconds": 300,
-    "leader.imbalance.per.broker.percentage": 10,
-    "controller.socket.timeout.ms": 30000,
-    "inter.broker.listener.name": None,
-    "control.plane.listener.name": None,
-    "security.inter.broker.protocol": "PLAINTEXT",
-}
-
 
 class Controller:
     def __init__(self, broker_id, backend, channel, config=None, topic_store=None):
@@ -124,8 +112,10 @@ class Controller:
     # ------------------------------------------------------------------------------------------------ config
 
     def cfg(self, key):
+        """The broker key ``key`` from ``config`` (a BrokerConfig, or a plain dict in tests), else its default from
+        the key table (one source of defaults)."""
         v = self.config.get(key) if hasattr(self.config, "get") else None
-        return _DEFAULTS.get(key) if v is None else v
+        return CONFIG_KEYS[key].default if v is None else v
 
     # ------------------------------------------------------------------------------------------------ lifecycle
 

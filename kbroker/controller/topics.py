@@ -14,6 +14,7 @@ number of live brokers -> INVALID_REPLICATION_FACTOR (38); configs -> whatever `
 (``assignment.py``), rack-aware when every live broker has a rack ("safe" mode, as Kafka's auto-creation).
 """
 from kbroker import errors
+from kbroker.config import validate_topic_config
 from kbroker.coord.errors import NoNodeError
 from kbroker.coord.metadata_store import validate_topic_name
 from kbroker.coord.znodes import BrokerIdZNode
@@ -33,11 +34,6 @@ def live_brokers(backend):
     return sorted(out)
 
 
-def _default_validate(configs):
-    from kbroker.config import validate_topic_config
-    return validate_topic_config(configs)  # its ConfigError is INVALID_CONFIG (40), naming the key and value
-
-
 def create_topic(topic_store, name, num_partitions=-1, replication_factor=-1, assignment=None, configs=None,
                  validate_only=False, default_partitions=1, default_replication_factor=1, validate_configs=None,
                  brokers=None):
@@ -49,7 +45,7 @@ def create_topic(topic_store, name, num_partitions=-1, replication_factor=-1, as
     if topic_store.exists(name):
         raise errors.TopicAlreadyExists("Topic '%s' already exists." % name)
     configs = dict(configs or {})
-    (validate_configs or _default_validate)(configs)
+    (validate_configs or validate_topic_config)(configs)  # ConfigError is INVALID_CONFIG (40), naming key and value
     if brokers is None:
         brokers = live_brokers(topic_store.backend)
     live_ids = {b for b, _ in brokers}
