@@ -10,6 +10,7 @@ import zlib
 import pytest
 
 import kbroker.coord.embedded as E
+import kbroker.coord.journal as J
 from kbroker import errors
 from kbroker.coord import (
     BadVersionError, CoordinationError, EmbeddedBackend, NoChildrenForEphemeralsError, NodeExistsError, NoNodeError,
@@ -524,7 +525,7 @@ def _meta(tmp):
 
 
 def _journal_lines(tmp):
-    files = E._journal_files(_meta(tmp))
+    files = J.journal_files(_meta(tmp))
     out = []
     for _first, path in files:
         with open(path, "rb") as f:
@@ -592,7 +593,7 @@ def test_restart_replays_the_journal_and_writes_a_fresh_snapshot(tmp_path):
             doc = json.load(f)
         assert doc["seq"] == seq and len(doc["nodes"]) == 1 + 1 + 49
         # the journal files were folded into the snapshot; an empty one takes the next records
-        assert [first for first, _ in E._journal_files(_meta(tmp_path))] == [seq + 1]
+        assert [first for first, _ in J.journal_files(_meta(tmp_path))] == [seq + 1]
         assert _journal_lines(tmp_path) == []
     finally:
         b2.stop()
@@ -612,7 +613,7 @@ def test_torn_last_write_is_cut_off_and_earlier_records_survive(tmp_path, cut):
         meta = _crash_copy(src, dst)
     finally:
         b.stop()
-    ((_first, path),) = E._journal_files(meta)
+    ((_first, path),) = J.journal_files(meta)
     with open(path, "rb") as f:
         data = f.read()
     last_start = data.rstrip(b"\n").rfind(b"\n") + 1
@@ -652,15 +653,15 @@ def test_damage_before_the_last_file_or_a_gap_is_refused(tmp_path):
     with b._lock:
         b._flushing = False
     b.create("/b", b"2")
-    files = E._journal_files(_meta(tmp_path))
+    files = J.journal_files(_meta(tmp_path))
     assert len(files) == 2
     meta_ok = _crash_copy(tmp_path, tmp_path / "gap")
     meta_bad = _crash_copy(tmp_path, tmp_path / "bad")
     b.stop()
-    os.unlink(E._journal_files(meta_ok)[0][1])  # the older file is gone: records missing
+    os.unlink(J.journal_files(meta_ok)[0][1])  # the older file is gone: records missing
     with pytest.raises(CoordinationError, match="missing|damaged"):
         EmbeddedBackend(str(tmp_path / "gap")).start()
-    older = E._journal_files(meta_bad)[0][1]
+    older = J.journal_files(meta_bad)[0][1]
     with open(older, "r+b") as f:
         f.seek(3)
         f.write(b"z")
@@ -677,9 +678,9 @@ def test_compaction_folds_the_journal_into_the_snapshot(tmp_path, monkeypatch):
         with open(b.snapshot_path) as f:
             snap = json.load(f)
         assert snap["seq"] > 0  # compacted along the way (inline: no gevent here)
-        journal_bytes = sum(os.path.getsize(p) for _, p in E._journal_files(_meta(tmp_path)))
+        journal_bytes = sum(os.path.getsize(p) for _, p in J.journal_files(_meta(tmp_path)))
         assert journal_bytes <= 2 * max(4096, os.path.getsize(b.snapshot_path))
-        first_files = [first for first, _ in E._journal_files(_meta(tmp_path))]
+        first_files = [first for first, _ in J.journal_files(_meta(tmp_path))]
         assert all(first > snap["seq"] for first in first_files)
         want = _tree_state(b)
         b.compact()
@@ -704,7 +705,7 @@ def test_crash_during_compaction_loses_nothing(tmp_path):
     b.create("/x", b"1")
     b.set("/x", b"2")
     want = _tree_state(b)
-    old_files = {p: open(p, "rb").read() for _, p in E._journal_files(_meta(tmp_path))}
+    old_files = {p: open(p, "rb").read() for _, p in J.journal_files(_meta(tmp_path))}
     b.compact()
     b.create("/y", b"3")
     want_y = dict(_tree_state(b))
@@ -863,12 +864,13 @@ from gevent import monkey; monkey.patch_all()
 import json, sys, time
 import gevent
 import kbroker.coord.embedded as E
+import kbroker.coord.journal as J
 
-slow = E._Journal.append
+slow = J.Journal.append
 def append(self, records):  # a slow disk: 0.3 s per write + fsync, in the native thread
     time.sleep(0.3)
     return slow(self, records)
-E._Journal.append = append
+J.Journal.append = append
 
 b = E.EmbeddedBackend(sys.argv[1]).start()
 gaps = []
