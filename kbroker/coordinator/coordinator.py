@@ -5,7 +5,11 @@ partition is ``LOADING`` (replaying the log: requests get COORDINATOR_LOAD_IN_PR
 ``LOADED``; an unowned partition answers NOT_COORDINATOR (16); a stopped coordinator COORDINATOR_NOT_AVAILABLE (15).
 
 Concurrency model: everything runs in gevent greenlets of one thread, and no method here yields (appends are one
-``os.write``), so a method runs to completion atomically. Parked requests are callbacks: ``join_group`` and
+``os.write``), so a method runs to completion atomically -- except a commit: ``handle_commit`` / ``commit_unchecked``
+encode one record per partition (~7 us each; an OffsetCommit may name 25,000 partitions), and every 20 ms of that
+they let other requests run (``kbroker/timeslice.py``, issue 8); a commit that did so checks its group again before
+it writes, as if it had just arrived (a rebalance that completed meanwhile answers ILLEGAL_GENERATION, as it would
+have then), and persists waiting for the ISR, as before. Parked requests are callbacks: ``join_group`` and
 ``sync_group`` take ``callback(result_dict)`` and may call it now or later (when the rebalance completes, a timer
 fires, a member leaves); the handler waits on an event. Timers come from a scheduler (``timers.py``) so unit tests
 drive time by hand.
@@ -37,6 +41,7 @@ from kbroker import errors
 from kbroker.coordinator import offsets_log
 from kbroker.coordinator.group import (COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, Group,
                                        Member, OffsetAndMetadata, new_member_id, partition_for)
+from kbroker.timeslice import TimeSlice
 
 log = logging.getLogger(__name__)
 
@@ -580,47 +585,62 @@ class GroupCoordinator:
         REBALANCE_IN_PROGRESS; unknown member => UNKNOWN_MEMBER_ID; unknown group with a generation =>
         ILLEGAL_GENERATION; metadata over ``offset.metadata.max.bytes`` => OFFSET_METADATA_TOO_LARGE.
         """
+        def target():
+            return self._commit_target(group_id, generation, member_id, group_instance_id)
+        return self._commit(target, retention_ms, offsets)
+
+    def _commit_target(self, group_id, generation, member_id, group_instance_id):
+        """(error, group) an OffsetCommit may write to (``handle_commit``'s rules); creates a simple consumer's group."""
         err = self._check(group_id, allow_empty=True)
         if err:
-            return {tp: err for tp in offsets}
+            return err, None
         group = self.groups.get(group_id)
         if group is None:
             if generation >= 0:
-                return {tp: errors.ILLEGAL_GENERATION for tp in offsets}
+                return errors.ILLEGAL_GENERATION, None
             group = self.groups[group_id] = Group(group_id, EMPTY, self.now())
         elif group.is_(DEAD):
-            return {tp: errors.COORDINATOR_NOT_AVAILABLE for tp in offsets}
+            return errors.COORDINATOR_NOT_AVAILABLE, None
         elif group_instance_id is not None and group.static_members.get(group_instance_id) != member_id:
-            return {tp: errors.FENCED_INSTANCE_ID for tp in offsets}
+            return errors.FENCED_INSTANCE_ID, None
         elif not (generation < 0 and group.is_(EMPTY)):
             if group.is_(COMPLETING_REBALANCE):
-                return {tp: errors.REBALANCE_IN_PROGRESS for tp in offsets}
+                return errors.REBALANCE_IN_PROGRESS, None
             member = group.members.get(member_id)
             if member is None:
-                return {tp: errors.UNKNOWN_MEMBER_ID for tp in offsets}
+                return errors.UNKNOWN_MEMBER_ID, None
             if generation != group.generation:
-                return {tp: errors.ILLEGAL_GENERATION for tp in offsets}
+                return errors.ILLEGAL_GENERATION, None
             self._touch(group, member)
-        return self._commit(group, retention_ms, offsets)
+        return NONE, group
 
     def commit_unchecked(self, group_id, offsets):
         """OffsetCommit v0: stored like the others, without group-membership checks (Kafka kept v0 commits in
         ZooKeeper and never looked at the group)."""
-        err = self._check(group_id, allow_empty=True)
+        def target():
+            err = self._check(group_id, allow_empty=True)
+            if err:
+                return err, None
+            group = self.groups.get(group_id)
+            if group is None:
+                group = self.groups[group_id] = Group(group_id, EMPTY, self.now())
+            elif group.is_(DEAD):
+                return errors.COORDINATOR_NOT_AVAILABLE, None
+            return NONE, group
+        return self._commit(target, -1, offsets)
+
+    def _commit(self, target, retention_ms, offsets):
+        """Stage and write ``offsets`` to the group ``target()`` names ((error, group)), asked again when staging
+        yielded (module docstring)."""
+        err, group = target()
         if err:
             return {tp: err for tp in offsets}
-        group = self.groups.get(group_id)
-        if group is None:
-            group = self.groups[group_id] = Group(group_id, EMPTY, self.now())
-        elif group.is_(DEAD):
-            return {tp: errors.COORDINATOR_NOT_AVAILABLE for tp in offsets}
-        return self._commit(group, -1, offsets)
-
-    def _commit(self, group, retention_ms, offsets):
         now = self.now()
         retention = retention_ms if retention_ms is not None and retention_ms >= 0 else self.retention_ms
         results, staged, records = {}, {}, []
+        slice_ = TimeSlice()
         for tp, (offset, leader_epoch, metadata, commit_ts) in offsets.items():
+            slice_.tick()
             if metadata is not None and len(metadata.encode("utf-8")) > self.max_metadata:
                 results[tp] = errors.OFFSET_METADATA_TOO_LARGE
                 continue
@@ -631,6 +651,10 @@ class GroupCoordinator:
             oam = OffsetAndMetadata(offset, metadata or "", ts, ts + retention, leader_epoch)
             staged[tp] = oam
             records.append(offsets_log.offset_record(group.group_id, tp[0], tp[1], oam))
+        if slice_.yields:
+            err, again = target()
+            if err or again is not group:
+                return {tp: err or errors.COORDINATOR_NOT_AVAILABLE for tp in offsets}
         if records:
             err = self._persist(group.group_id, records)
             if err:
