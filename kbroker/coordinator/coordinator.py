@@ -1,18 +1,23 @@
-"""GroupCoordinator: Kafka's classic group protocol and committed offsets for the groups this broker owns.
+"""GroupCoordinator: Kafka's classic group membership protocol for the groups this broker owns.
+
+Split as Kafka splits it: this module is the membership state machine (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+sessions, rebalances) and decides whether a request may change a group; ``GroupMetadataManager``
+(group_metadata.py, ``self.metadata``) owns the group cache, which ``__consumer_offsets`` partitions are loaded,
+and every read and write of them (group metadata records, offset commits, fetches, expiry, deletion).
 
 A broker owns the groups whose ``__consumer_offsets`` partition (``group.partition_for``) it leads. Ownership per
 partition is ``LOADING`` (replaying the log: requests get COORDINATOR_LOAD_IN_PROGRESS 14, Heartbeat gets NONE) then
 ``LOADED``; an unowned partition answers NOT_COORDINATOR (16); a stopped coordinator COORDINATOR_NOT_AVAILABLE (15).
 
-Concurrency model: everything runs in gevent greenlets of one thread, and no method here yields (appends are one
-``os.write``), so a method runs to completion atomically -- except a commit: ``handle_commit`` / ``commit_unchecked``
-encode one record per partition (~7 us each; an OffsetCommit may name 25,000 partitions), and every 20 ms of that
-they let other requests run (``kbroker/timeslice.py``, issue 8); a commit that did so checks its group again before
-it writes, as if it had just arrived (a rebalance that completed meanwhile answers ILLEGAL_GENERATION, as it would
-have then), and persists waiting for the ISR, as before. Parked requests are callbacks: ``join_group`` and
-``sync_group`` take ``callback(result_dict)`` and may call it now or later (when the rebalance completes, a timer
-fires, a member leaves); the handler waits on an event. Timers come from a scheduler (``timers.py``) so unit tests
-drive time by hand.
+Concurrency model: everything runs in gevent greenlets of one thread, and a method runs to completion atomically
+except where it writes (an append waits for the in-sync replicas, acks=-1: ``sync_group`` checks its group again
+after storing the assignments) and a commit: ``handle_commit`` / ``commit_unchecked`` encode one record per
+partition (~7 us each; an OffsetCommit may name 25,000 partitions), and every 20 ms of that they let other requests
+run (``kbroker/timeslice.py``, issue 8); a commit that did so checks its group again before it writes, as if it had
+just arrived (a rebalance that completed meanwhile answers ILLEGAL_GENERATION, as it would have then). Parked
+requests are callbacks: ``join_group`` and ``sync_group`` take ``callback(result_dict)`` and may call it now or later
+(when the rebalance completes, a timer fires, a member leaves); the handler waits on an event. Timers come from a
+scheduler (``timers.py``) so unit tests drive time by hand.
 
 Rebalance (Kafka 2.x semantics):
 - a join by a new member, a rejoin by the leader or with changed protocols, a leave or a session expiry moves the
@@ -28,40 +33,27 @@ Rebalance (Kafka 2.x semantics):
 Sessions: any request of a member (join, sync, heartbeat, commit) refreshes ``last_seen``; a timer per member checks
 ``last_seen + session_timeout`` lazily (it re-arms instead of being rescheduled on every heartbeat). A member whose
 JoinGroup is parked is alive by definition.
+Offsets: ``handle_commit`` holds the membership rules of a commit; what is stored, and when it expires, is
+group_metadata.py's.
 
-Offsets: see ``handle_commit``; they are written before the answer (acks=-1 with our single replica) and expire
-(``expire_offsets``, every ``offsets.retention.check.interval.ms``) only while the group has no members, once
-``expire_timestamp`` (commit time + retention) and ``offsets.retention.minutes`` since the group became Empty have
-both passed. An Empty group left without offsets is removed (group tombstone).
-Deviation: OffsetCommit/OffsetFetch v0 (ZooKeeper-stored in Kafka) use the same ``__consumer_offsets`` store.
+Why this stays one module of over 600 lines: it is one state machine. Every public method moves a group along
+group.py's transitions (Empty -> PreparingRebalance -> CompletingRebalance -> Stable, any -> Dead) or refuses by
+them, and all of them keep one invariant together: a member has at most one parked JoinGroup and one parked
+SyncGroup, each answered exactly once (``_answer_join``/``_answer_sync`` take the callback off the member before
+calling it) -- by a completed join or sync, a rebalance, a fence, a leave, a session expiry or an unload -- and
+the timers (join deadline, initial delay, sessions, pending member ids) are cancelled with the state they guard.
+Join, sync, heartbeat, leave and the session checks each answer or cancel the others' parked requests and timers;
+splitting them apart would spread that one invariant over several modules.
 """
 import logging
 
 from kbroker import errors
-from kbroker.coordinator import offsets_log
 from kbroker.coordinator.group import (COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, Group,
-                                       Member, OffsetAndMetadata, new_member_id, partition_for)
+                                       Member, new_member_id)
+from kbroker.coordinator.group_metadata import LOADING, NONE, GroupMetadataManager
 from kbroker.timeslice import TimeSlice
 
 log = logging.getLogger(__name__)
-
-LOADING = "loading"
-LOADED = "loaded"
-
-NONE = 0
-
-
-def _append_error(exc):
-    """Kafka's mapping of an offsets-topic append failure to a coordinator error code."""
-    if isinstance(exc, (errors.UnknownTopicOrPartition, errors.NotEnoughReplicas,
-                        errors.NotEnoughReplicasAfterAppend, errors.RequestTimedOut, OSError)):
-        return errors.COORDINATOR_NOT_AVAILABLE
-    if isinstance(exc, (errors.NotLeaderOrFollower, errors.NotCoordinator)):
-        return errors.NOT_COORDINATOR
-    if isinstance(exc, (errors.MessageTooLarge, errors.RecordListTooLarge, errors.InvalidFetchSize)):
-        return errors.INVALID_COMMIT_OFFSET_SIZE
-    log.error("unexpected error appending to __consumer_offsets", exc_info=exc)
-    return errors.UNKNOWN_SERVER_ERROR
 
 
 def join_result(error, member_id="", generation=-1, protocol_type=None, protocol=None, leader="", members=()):
@@ -80,78 +72,48 @@ class GroupCoordinator:
 
     def __init__(self, config, scheduler, store, topic_exists=None):
         self.scheduler = scheduler
-        self.store = store
-        self.topic_exists = topic_exists
-        self.num_partitions = config["offsets.topic.num.partitions"]
         self.min_session = config["group.min.session.timeout.ms"]
         self.max_session = config["group.max.session.timeout.ms"]
         self.initial_delay = config["group.initial.rebalance.delay.ms"]
-        self.retention_ms = config["offsets.retention.minutes"] * 60000
-        self.max_metadata = config["offset.metadata.max.bytes"]
-        self.groups = {}
-        self.owned = {}                 # offsets partition -> LOADING | LOADED
+        self.metadata = GroupMetadataManager(store, scheduler.now_ms, config["offsets.topic.num.partitions"],
+                                             config["offsets.retention.minutes"] * 60000,
+                                             config["offset.metadata.max.bytes"], topic_exists)
         self.active = True
+
+    @property
+    def groups(self):
+        """group id -> Group: the metadata manager's cache (the same dict)."""
+        return self.metadata.groups
+
+    @property
+    def owned(self):
+        """offsets partition -> LOADING | LOADED: the metadata manager's (the same dict)."""
+        return self.metadata.owned
 
     def now(self):
         return self.scheduler.now_ms()
 
     # ------------------------------------------------------------------------------------------ ownership
     def partition_for(self, group_id):
-        return partition_for(group_id, self.num_partitions)
+        return self.metadata.partition_for(group_id)
 
     def load_partition(self, index):
         """Replay ``__consumer_offsets``-``index`` into the cache; groups there are served afterwards."""
-        self.owned[index] = LOADING
-        try:
-            state = offsets_log.replay(self.store.read(index))
-        except Exception:  # noqa: BLE001 - a partition we cannot read is not ours to serve
-            log.exception("loading __consumer_offsets-%d failed", index)
-            self.owned.pop(index, None)
-            return False
-        now = self.now()
-        for gid, value in state.groups.items():
-            if self.partition_for(gid) == index:
-                self._restore_group(gid, value, now)
-        for gid, offsets in state.offsets.items():
-            if self.partition_for(gid) != index:
-                continue
-            group = self.groups.get(gid)
-            if group is None:
-                group = self.groups[gid] = Group(gid, EMPTY, now)
-            group.offsets.update(offsets)
-        if self.owned.get(index) == LOADING:
-            self.owned[index] = LOADED
-        log.debug("loaded __consumer_offsets-%d", index)
-        return True
+        return self.metadata.load_partition(index, self._group_loaded)
 
-    def _restore_group(self, gid, value, now):
-        members = value["members"]
-        group = Group(gid, STABLE if members else EMPTY, now)
-        group.protocol_type = value["protocol_type"] or None
-        group.generation = value["generation"]
-        group.protocol = value["protocol"]
-        for mv in members:
-            m = Member(mv["member_id"], mv.get("group_instance_id"), mv["client_id"], mv["client_host"],
-                       mv["rebalance_timeout"] if mv["rebalance_timeout"] >= 0 else mv["session_timeout"],
-                       mv["session_timeout"], group.protocol_type, [(group.protocol, bytes(mv["subscription"]))])
-            m.assignment = bytes(mv["assignment"])
-            m.is_new = False
-            group.add_member(m)
+    def _group_loaded(self, group):
+        for m in group.members.values():
             self._touch(group, m)
-        group.leader_id = value["leader"] if value["leader"] in group.members else next(iter(group.members), None)
-        self.groups[gid] = group
 
     def unload_partition(self, index):
         """Leadership of the partition moved away: forget its groups, answer parked requests NOT_COORDINATOR."""
-        self.owned.pop(index, None)
-        for gid in [g for g in self.groups if self.partition_for(g) == index]:
-            self._kill_group(self.groups.pop(gid), errors.NOT_COORDINATOR)
+        for group in self.metadata.unload_partition(index):
+            self._kill_group(group, errors.NOT_COORDINATOR)
 
     def shutdown(self):
         self.active = False
-        for gid in list(self.groups):
-            self._kill_group(self.groups.pop(gid), errors.NOT_COORDINATOR)
-        self.owned.clear()
+        for group in self.metadata.unload_all():
+            self._kill_group(group, errors.NOT_COORDINATOR)
 
     def _kill_group(self, group, error):
         if group.join_timer:
@@ -174,20 +136,12 @@ class GroupCoordinator:
             return errors.INVALID_GROUP_ID
         if not self.active:
             return errors.COORDINATOR_NOT_AVAILABLE
-        st = self.owned.get(self.partition_for(group_id))
+        st = self.metadata.ownership(group_id)
         if st is None:
             return errors.NOT_COORDINATOR
         if st == LOADING:
             return errors.COORDINATOR_LOAD_IN_PROGRESS
         return NONE
-
-    def _persist(self, group_id, records):
-        """Append records to the group's partition: 0 or the mapped error code."""
-        try:
-            self.store.append(self.partition_for(group_id), records, self.now())
-            return NONE
-        except Exception as e:  # noqa: BLE001 - every failure maps to a coordinator error
-            return _append_error(e)
 
     # ----------------------------------------------------------------------------------------- sessions
     def _touch(self, group, member):
@@ -448,7 +402,7 @@ class GroupCoordinator:
             group.protocol = None
             group.leader_id = None
             group.transition(EMPTY, now)
-            err = self._persist(group.group_id, [offsets_log.group_record(group, now)])
+            err = self.metadata.store_group(group, now)
             if err:
                 log.warning("group %s: storing the empty generation failed (%d)", group.group_id, err)
             return
@@ -500,7 +454,7 @@ class GroupCoordinator:
         for m in group.members.values():
             m.assignment = bytes(assignments.get(m.member_id) or b"")
         now = self.now()
-        err = self._persist(group_id, [offsets_log.group_record(group, now)])
+        err = self.metadata.store_group(group, now)
         if self.groups.get(group_id) is not group or not group.is_(COMPLETING_REBALANCE) or \
                 group.generation != generation:
             return None
@@ -590,7 +544,8 @@ class GroupCoordinator:
         return self._commit(target, retention_ms, offsets)
 
     def _commit_target(self, group_id, generation, member_id, group_instance_id):
-        """(error, group) an OffsetCommit may write to (``handle_commit``'s rules); creates a simple consumer's group."""
+        """(error, group) an OffsetCommit may write to (``handle_commit``'s rules); creates a simple consumer's
+        group."""
         err = self._check(group_id, allow_empty=True)
         if err:
             return err, None
@@ -635,34 +590,13 @@ class GroupCoordinator:
         err, group = target()
         if err:
             return {tp: err for tp in offsets}
-        now = self.now()
-        retention = retention_ms if retention_ms is not None and retention_ms >= 0 else self.retention_ms
-        results, staged, records = {}, {}, []
         slice_ = TimeSlice()
-        for tp, (offset, leader_epoch, metadata, commit_ts) in offsets.items():
-            slice_.tick()
-            if metadata is not None and len(metadata.encode("utf-8")) > self.max_metadata:
-                results[tp] = errors.OFFSET_METADATA_TOO_LARGE
-                continue
-            if self.topic_exists is not None and not self.topic_exists(tp):
-                results[tp] = errors.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            ts = commit_ts if commit_ts is not None and commit_ts >= 0 else now
-            oam = OffsetAndMetadata(offset, metadata or "", ts, ts + retention, leader_epoch)
-            staged[tp] = oam
-            records.append(offsets_log.offset_record(group.group_id, tp[0], tp[1], oam))
+        staged = self.metadata.stage_offsets(group.group_id, retention_ms, offsets, slice_.tick)
         if slice_.yields:
             err, again = target()
             if err or again is not group:
                 return {tp: err or errors.COORDINATOR_NOT_AVAILABLE for tp in offsets}
-        if records:
-            err = self._persist(group.group_id, records)
-            if err:
-                results.update({tp: err for tp in staged})
-                return results
-            group.offsets.update(staged)
-        results.update({tp: NONE for tp in staged})
-        return results
+        return self.metadata.write_offsets(group, staged)
 
     def fetch_offsets(self, group_id, partitions):
         """OffsetFetch. ``partitions``: [(topic, partition)] or None (= all committed) ->
@@ -670,40 +604,12 @@ class GroupCoordinator:
         err = self._check(group_id, allow_empty=True)
         if err:
             return err, {}
-        group = self.groups.get(group_id)
-        committed = group.offsets if group is not None else {}
-        if partitions is None:
-            return NONE, dict(committed)
-        return NONE, {tp: committed.get(tp) for tp in partitions}
+        return NONE, self.metadata.fetch_offsets(group_id, partitions)
 
     def expire_offsets(self):
-        """Drop expired offsets of member-less groups (tombstones) and remove Empty groups left without offsets."""
-        now = self.now()
-        removed = 0
-        for gid, group in list(self.groups.items()):
-            if self.owned.get(self.partition_for(gid)) != LOADED or group.members or not group.is_(EMPTY):
-                continue
-            if now < group.state_timestamp + self.retention_ms:
-                expired = []
-            else:
-                expired = [tp for tp, o in group.offsets.items()
-                           if now >= (o.expire_timestamp if o.expire_timestamp >= 0
-                                      else o.commit_timestamp + self.retention_ms)]
-            records = [offsets_log.offset_tombstone(gid, t, p) for t, p in expired]
-            drop_group = len(expired) == len(group.offsets)
-            if drop_group:
-                records.append(offsets_log.group_tombstone(gid))
-            if not records:
-                continue
-            if self._persist(gid, records):
-                continue
-            for tp in expired:
-                del group.offsets[tp]
-            removed += len(expired)
-            if drop_group:
-                group.transition(DEAD, now)
-                del self.groups[gid]
-        return removed
+        """Drop expired offsets of member-less groups and remove Empty groups left without any (group_metadata.py)
+        -> the number of offsets dropped."""
+        return self.metadata.expire_offsets()
 
     # ---------------------------------------------------------------------------------- admin requests
     def describe_group(self, group_id):
@@ -726,7 +632,7 @@ class GroupCoordinator:
         """(error, [(group_id, protocol_type, state)]) of every live group this broker coordinates."""
         if not self.active:
             return errors.COORDINATOR_NOT_AVAILABLE, []
-        if any(st == LOADING for st in self.owned.values()):
+        if self.metadata.any_loading():
             return errors.COORDINATOR_LOAD_IN_PROGRESS, []
         return NONE, [(g.group_id, g.protocol_type or "", g.state) for g in self.groups.values()
                       if not g.is_(DEAD)]
@@ -740,11 +646,4 @@ class GroupCoordinator:
             return errors.GROUP_ID_NOT_FOUND
         if not group.is_(EMPTY):
             return errors.NON_EMPTY_GROUP
-        records = [offsets_log.offset_tombstone(group_id, t, p) for t, p in group.offsets]
-        records.append(offsets_log.group_tombstone(group_id))
-        err = self._persist(group_id, records)
-        if err:
-            return err
-        group.transition(DEAD, self.now())
-        del self.groups[group_id]
-        return NONE
+        return self.metadata.delete_group(group)

@@ -1,0 +1,245 @@
+"""GroupMetadataManager: the cache of the groups whose ``__consumer_offsets`` partitions this broker owns, and every
+read and write of those partitions (Kafka's GroupMetadataManager; the membership protocol is coordinator.py's).
+
+Ownership per partition (``owned``): ``LOADING`` while the partition is replayed, then ``LOADED``; a partition not
+in ``owned`` is not this broker's. ``load_partition`` folds the log (``offsets_log.replay``: the last record per key
+wins, tombstones delete) into ``Group`` objects: a group whose last metadata record lists members comes back Stable
+at that generation and protocol with those members and assignments (leader kept when it is among them, else the
+first), one without members Empty; committed offsets attach to their group (an Empty one is made for offsets
+without metadata). ``on_loaded(group)`` is called for each restored group so that the coordinator arms its
+members' session timers. ``unload_partition`` forgets the partition's groups and hands them back to be failed.
+
+Writes: one ``store.append(partition, records, now)`` per operation, all records of it in one batch; a failure maps
+to a coordinator error code (``append_error``, Kafka's mapping) and leaves the cache as it was. An append waits
+for the in-sync replicas (acks=-1) and so may yield to other greenlets: a caller that goes on using a group after
+a write re-checks it (coordinator.sync_group does).
+
+Offsets (``stage_offsets``, then ``write_offsets``): metadata longer than ``offset.metadata.max.bytes`` (UTF-8) =>
+OFFSET_METADATA_TOO_LARGE, a partition ``topic_exists`` denies => UNKNOWN_TOPIC_OR_PARTITION; the rest is written
+with ``expire_timestamp`` = commit time + retention (the request's ``retention_ms`` when >= 0, else
+``offsets.retention.minutes``) and enters the cache only after the append succeeded. They expire
+(``expire_offsets``, every ``offsets.retention.check.interval.ms``) only while the group has no members, once
+``expire_timestamp`` and ``offsets.retention.minutes`` since the group became Empty have both passed. An Empty group
+left without offsets is removed (group tombstone). Deviation: OffsetCommit/OffsetFetch v0 (ZooKeeper-stored in
+Kafka) use the same ``__consumer_offsets`` store.
+"""
+import logging
+
+from kbroker import errors
+from kbroker.coordinator import offsets_log
+from kbroker.coordinator.group import DEAD, EMPTY, STABLE, Group, Member, OffsetAndMetadata, partition_for
+
+log = logging.getLogger(__name__)
+
+LOADING = "loading"
+LOADED = "loaded"
+
+NONE = 0
+
+
+def append_error(exc):
+    """Kafka's mapping of an offsets-topic append failure to a coordinator error code."""
+    if isinstance(exc, (errors.UnknownTopicOrPartition, errors.NotEnoughReplicas,
+                        errors.NotEnoughReplicasAfterAppend, errors.RequestTimedOut, OSError)):
+        return errors.COORDINATOR_NOT_AVAILABLE
+    if isinstance(exc, (errors.NotLeaderOrFollower, errors.NotCoordinator)):
+        return errors.NOT_COORDINATOR
+    if isinstance(exc, (errors.MessageTooLarge, errors.RecordListTooLarge, errors.InvalidFetchSize)):
+        return errors.INVALID_COMMIT_OFFSET_SIZE
+    log.error("unexpected error appending to __consumer_offsets", exc_info=exc)
+    return errors.UNKNOWN_SERVER_ERROR
+
+
+class StagedOffsets:
+    """A commit validated and encoded, not yet written: ``results`` {tp: error code} of the partitions refused,
+    ``offsets`` {tp: OffsetAndMetadata} and ``records`` (their ``__consumer_offsets`` records) of the rest."""
+
+    __slots__ = ("results", "offsets", "records")
+
+    def __init__(self, results, offsets, records):
+        self.results = results
+        self.offsets = offsets
+        self.records = records
+
+
+class GroupMetadataManager:
+    """``store``: ``append(partition, [(k, v)], now)`` and ``read(partition) -> [(k, v)]``
+    (``offsets_log.OffsetsStore``); ``clock() -> ms`` (the coordinator's scheduler's ``now_ms``);
+    ``topic_exists((topic, partition)) -> bool`` or None (no check)."""
+
+    def __init__(self, store, clock, num_partitions, retention_ms, max_metadata, topic_exists=None):
+        self.store = store
+        self.clock = clock
+        self.num_partitions = num_partitions
+        self.retention_ms = retention_ms
+        self.max_metadata = max_metadata
+        self.topic_exists = topic_exists
+        self.groups = {}                # group id -> Group, for the owned partitions only
+        self.owned = {}                 # offsets partition -> LOADING | LOADED
+
+    def partition_for(self, group_id):
+        return partition_for(group_id, self.num_partitions)
+
+    def ownership(self, group_id):
+        """``LOADING``, ``LOADED`` or None (the group's partition is not this broker's)."""
+        return self.owned.get(self.partition_for(group_id))
+
+    def any_loading(self):
+        return any(st == LOADING for st in self.owned.values())
+
+    # ------------------------------------------------------------------------------------ load, unload
+    def load_partition(self, index, on_loaded):
+        """Replay ``__consumer_offsets``-``index`` into the cache -> False when it cannot be read (the partition is
+        then not owned). Restored groups are Empty/Stable since the end of the replay."""
+        self.owned[index] = LOADING
+        try:
+            state = offsets_log.replay(self.store.read(index))
+        except Exception:  # noqa: BLE001 - a partition we cannot read is not ours to serve
+            log.exception("loading __consumer_offsets-%d failed", index)
+            self.owned.pop(index, None)
+            return False
+        now = self.clock()
+        for gid, value in state.groups.items():
+            if self.partition_for(gid) == index:
+                group = self.groups[gid] = self._restore_group(gid, value, now)
+                on_loaded(group)
+        for gid, offsets in state.offsets.items():
+            if self.partition_for(gid) != index:
+                continue
+            group = self.groups.get(gid)
+            if group is None:
+                group = self.groups[gid] = Group(gid, EMPTY, now)
+            group.offsets.update(offsets)
+        if self.owned.get(index) == LOADING:
+            self.owned[index] = LOADED
+        log.debug("loaded __consumer_offsets-%d", index)
+        return True
+
+    @staticmethod
+    def _restore_group(gid, value, now):
+        """The Group a decoded group-metadata value describes (members without timers or callbacks)."""
+        members = value["members"]
+        group = Group(gid, STABLE if members else EMPTY, now)
+        group.protocol_type = value["protocol_type"] or None
+        group.generation = value["generation"]
+        group.protocol = value["protocol"]
+        for mv in members:
+            m = Member(mv["member_id"], mv.get("group_instance_id"), mv["client_id"], mv["client_host"],
+                       mv["rebalance_timeout"] if mv["rebalance_timeout"] >= 0 else mv["session_timeout"],
+                       mv["session_timeout"], group.protocol_type, [(group.protocol, bytes(mv["subscription"]))])
+            m.assignment = bytes(mv["assignment"])
+            m.is_new = False
+            group.add_member(m)
+        group.leader_id = value["leader"] if value["leader"] in group.members else next(iter(group.members), None)
+        return group
+
+    def unload_partition(self, index):
+        """Leadership of the partition moved away: drop it and its groups -> the groups dropped."""
+        self.owned.pop(index, None)
+        return [self.groups.pop(gid) for gid in [g for g in self.groups if self.partition_for(g) == index]]
+
+    def unload_all(self):
+        """Drop every partition and group (shutdown) -> the groups dropped."""
+        dropped = [self.groups.pop(gid) for gid in list(self.groups)]
+        self.owned.clear()
+        return dropped
+
+    # ------------------------------------------------------------------------------------------- writes
+    def _persist(self, group_id, records):
+        """Append records to the group's partition: 0 or the mapped error code."""
+        try:
+            self.store.append(self.partition_for(group_id), records, self.clock())
+            return NONE
+        except Exception as e:  # noqa: BLE001 - every failure maps to a coordinator error
+            return append_error(e)
+
+    def store_group(self, group, now):
+        """Write ``group``'s metadata record as it is now (generation, protocol, members, assignments): 0 or the
+        error code."""
+        return self._persist(group.group_id, [offsets_log.group_record(group, now)])
+
+    def stage_offsets(self, group_id, retention_ms, offsets, tick=None):
+        """Validate and encode a commit, nothing written yet: ``offsets`` {(topic, partition): (offset, leader_epoch,
+        metadata, commit_timestamp)} -> ``StagedOffsets`` for ``write_offsets``. ``tick()``, when given, is called
+        before each partition (the coordinator's time slice: it may yield)."""
+        now = self.clock()
+        retention = retention_ms if retention_ms is not None and retention_ms >= 0 else self.retention_ms
+        results, staged, records = {}, {}, []
+        for tp, (offset, leader_epoch, metadata, commit_ts) in offsets.items():
+            if tick is not None:
+                tick()
+            if metadata is not None and len(metadata.encode("utf-8")) > self.max_metadata:
+                results[tp] = errors.OFFSET_METADATA_TOO_LARGE
+                continue
+            if self.topic_exists is not None and not self.topic_exists(tp):
+                results[tp] = errors.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            ts = commit_ts if commit_ts is not None and commit_ts >= 0 else now
+            oam = OffsetAndMetadata(offset, metadata or "", ts, ts + retention, leader_epoch)
+            staged[tp] = oam
+            records.append(offsets_log.offset_record(group_id, tp[0], tp[1], oam))
+        return StagedOffsets(results, staged, records)
+
+    def write_offsets(self, group, staged):
+        """Write a staged commit into ``group`` (one append; the cache changes only when it succeeded) ->
+        {(topic, partition): error code}."""
+        results = staged.results
+        if staged.records:
+            err = self._persist(group.group_id, staged.records)
+            if err:
+                results.update({tp: err for tp in staged.offsets})
+                return results
+            group.offsets.update(staged.offsets)
+        results.update({tp: NONE for tp in staged.offsets})
+        return results
+
+    def fetch_offsets(self, group_id, partitions):
+        """``partitions``: [(topic, partition)] or None (= all committed) -> {tp: OffsetAndMetadata | None}."""
+        group = self.groups.get(group_id)
+        committed = group.offsets if group is not None else {}
+        if partitions is None:
+            return dict(committed)
+        return {tp: committed.get(tp) for tp in partitions}
+
+    def expire_offsets(self):
+        """Drop expired offsets of member-less groups (tombstones) and remove Empty groups left without offsets ->
+        the number of offsets dropped."""
+        now = self.clock()
+        removed = 0
+        for gid, group in list(self.groups.items()):
+            if self.ownership(gid) != LOADED or group.members or not group.is_(EMPTY):
+                continue
+            if now < group.state_timestamp + self.retention_ms:
+                expired = []
+            else:
+                expired = [tp for tp, o in group.offsets.items()
+                           if now >= (o.expire_timestamp if o.expire_timestamp >= 0
+                                      else o.commit_timestamp + self.retention_ms)]
+            records = [offsets_log.offset_tombstone(gid, t, p) for t, p in expired]
+            drop_group = len(expired) == len(group.offsets)
+            if drop_group:
+                records.append(offsets_log.group_tombstone(gid))
+            if not records:
+                continue
+            if self._persist(gid, records):
+                continue
+            for tp in expired:
+                del group.offsets[tp]
+            removed += len(expired)
+            if drop_group:
+                group.transition(DEAD, now)
+                del self.groups[gid]
+        return removed
+
+    def delete_group(self, group):
+        """Tombstone ``group``'s offsets and metadata, then make it Dead and forget it: 0 or the error code (the
+        group is left as it was)."""
+        gid = group.group_id
+        records = [offsets_log.offset_tombstone(gid, t, p) for t, p in group.offsets]
+        records.append(offsets_log.group_tombstone(gid))
+        err = self._persist(gid, records)
+        if err:
+            return err
+        group.transition(DEAD, self.clock())
+        del self.groups[gid]
+        return NONE
