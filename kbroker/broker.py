@@ -15,7 +15,8 @@ Ownership:
 - ``self.partitions`` (the partitions hosted here) changes only in ``apply_leader_and_isr`` / ``stop_replicas``;
 - the logs are owned by ``LogManager``;
 - the LogConfig each topic runs with here by ``TopicConfigs`` (topic_admin.py), changed by TopicAdmin's
-  AlterConfigs and ConfigWatcher, forgotten for deleted topics (a MetadataCache deletion listener).
+  AlterConfigs and ConfigWatcher, forgotten for deleted topics (a MetadataCache deletion listener); the LogManager
+  loads and creates logs with it and is the one writer of ``Log.config`` afterwards (``set_topic_config``).
 This object keeps no state of its own beyond its collaborators and its periodic tasks; ``write_isr`` and
 ``replica_address`` are the replica manager's bridges to the coordination backend and the metadata cache (the
 replica layer imports neither).
@@ -111,8 +112,11 @@ class Broker:
         self.producer_ids = ProducerIdManager(self.backend, self.broker_id)
         # Worker threads (cleaner) change a log's segment list only through the event loop's thread.
         Log.owner_call = staticmethod(make_owner_call(gevent.get_hub()))
-        self.log_manager = LogManager(cfg.log_dirs, default_log_config(cfg), broker_id=self.broker_id)
-        self.topic_configs = TopicConfigs(cfg, self.topic_store, self.log_manager, lambda: self.partitions)
+        self.topic_configs = TopicConfigs(cfg, self.topic_store, lambda: self.log_manager, lambda: self.partitions)
+        # Logs found on disk start with their topic's config (retention, compaction and rolls apply to them before
+        # any LeaderAndIsr hosts them), as Kafka's LogManager loads them with the topic overrides from ZooKeeper.
+        self.log_manager = LogManager(cfg.log_dirs, default_log_config(cfg), broker_id=self.broker_id,
+                                      topic_config=self.topic_configs.log_config)
         self.metadata_cache.deletion_listeners.append(self.topic_configs.forget)
         self.topic_admin = TopicAdmin(self.topic_store, cfg, self.metadata_cache, self.topic_configs.apply)
         self.replica_manager = ReplicaManager(

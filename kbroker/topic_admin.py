@@ -302,12 +302,14 @@ class TopicConfigs:
     a change -- ``apply`` (AlterConfigs accepted here), ``reload`` (a ``/config/changes`` notification, whoever made
     the change) -- or the topic's deletion (``forget``, a MetadataCache deletion listener, so a re-created topic
     reads its overrides afresh). ``hosted()`` -> {(topic, p): Partition} are the live partitions switched at once;
-    ``log_manager.set_topic_config`` gives logs created later the same config."""
+    ``logs()`` -> the LogManager, which reads ``log_config`` for the logs it loads or creates and whose
+    ``set_topic_config`` switches the topic's open logs (it is the one writer of ``Log.config``; a Partition keeps
+    what it needs itself). Both are callables because the LogManager is built after this (it loads logs with it)."""
 
-    def __init__(self, config, store, log_manager, hosted):
+    def __init__(self, config, store, logs, hosted):
         self.config = config
         self.store = store
-        self.log_manager = log_manager
+        self._logs = logs
         self._hosted = hosted
         self._overrides = {}
 
@@ -323,7 +325,7 @@ class TopicConfigs:
         for (t, _p), part in list(self._hosted().items()):
             if t == topic:
                 part.set_config(lc)
-        self.log_manager.set_topic_config(topic, lc)
+        self._logs().set_topic_config(topic, lc)
 
     def reload(self):
         """Re-read the overrides of every hosted topic; apply the ones that changed."""

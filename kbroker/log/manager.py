@@ -221,7 +221,8 @@ class LogManager:
         return self.default_config
 
     def set_topic_config(self, topic, config):
-        """Apply changed topic configs to that topic's open logs (new segments/rolls/retention use them)."""
+        """Apply changed topic configs to that topic's open logs (new segments/rolls/retention use them). The one
+        writer of ``Log.config`` after a log is built (with ``config_for``: the ``topic_config`` it was given)."""
         for (t, _p), log in self._logs.items():
             if t == topic:
                 log.config = config

@@ -109,6 +109,8 @@ class Partition:
         self.epoch_cache = LeaderEpochCache.load(log, fresh=new_log)
 
     def set_config(self, log_config):
+        """The topic's LogConfig, for what the partition itself applies (min.insync.replicas, flush.messages, record
+        validation). The Log's own config is the LogManager's to set (``set_topic_config``), never written here."""
         self.log_config = log_config
         self.record_config = RecordConfig(
             max_message_bytes=log_config.max_message_bytes,
@@ -117,8 +119,6 @@ class Partition:
             compacted=log_config.compacts,
             leader_epoch=self.leader_epoch,
         )
-        if hasattr(self.log, "config"):
-            self.log.config = log_config
 
     def __repr__(self):
         return "Partition(%s-%d leader=%d epoch=%d isr=%s hw=%d leo=%d)" % (
