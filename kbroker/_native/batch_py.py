@@ -1,5 +1,8 @@
 """Pure-Python record batch v2 kernels, the twin of ``batch.pyx``.
 
+These kernels are the second owner of the batch layout, by design (the first, for all Python code, is
+``kbroker/record/batch.py``): they walk it at C speed where the log and validation need bytes, not fields.
+
 Batch layout (big-endian, offsets from the batch start; 61-byte header):
   0 baseOffset int64 | 8 batchLength int32 | 12 partitionLeaderEpoch int32 | 16 magic int8 = 2 |
  17 crc uint32 = CRC-32C of bytes 21..end | 21 attributes int16 | 23 lastOffsetDelta int32 |
