@@ -9,6 +9,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kbroker.client.connection import BrokerConnection
+from tests.integration.harness import wait_until
 
 PARTS = 6
 
@@ -44,7 +45,12 @@ def test_resume_at_committed_offsets_after_restart(broker_factory, kill):
     c.close()
     b.restart(kill=kill)
     with BrokerConnection(b.host, b.port) as conn:
-        f = conn.request("OffsetFetch", {"group_id": group, "topics": None}, version=7)
+        # Right after a restart the offsets partition may not be led or loaded yet: COORDINATOR_LOAD_IN_PROGRESS
+        # (14) and NOT_COORDINATOR (16) are Kafka's answers then, and clients retry them; anything else is final.
+        def fetched():
+            r = conn.request("OffsetFetch", {"group_id": group, "topics": None}, version=7)
+            return r if r["error_code"] not in (14, 16) else None
+        f = wait_until(fetched, 30, 0.1, "the group coordinator to serve OffsetFetch after the restart")
         assert f["error_code"] == 0
         assert sorted((q["partition_index"], q["committed_offset"]) for t in f["topics"] for q in t["partitions"]) \
             == [(q, 3) for q in range(PARTS)]
