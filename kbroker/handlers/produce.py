@@ -26,14 +26,13 @@ of appending yields before its next entry, so other connections are served betwe
 """
 import time
 
-import gevent
-
 from kbroker import errors
 from kbroker.handlers.common import error_code
 from kbroker.internal_topics import is_internal
 from kbroker.record import DEFAULT_REQUEST_DECOMPRESSED_BYTES, request_budget
 from kbroker.replica.delayed_produce import DelayedProduce
 from kbroker.server.router import handler
+from kbroker.timeslice import yield_to_loop
 
 # Appending time after which a request lets other greenlets run before its next partition entry.
 SLICE_S = 0.02
@@ -55,7 +54,7 @@ def produce(ctx, req):
             for pd in t["partition_data"]:
                 parts.append(_append_one(replicas, version, acks, name, pd, delayed, waiting))
                 if time.monotonic() - slice_start >= SLICE_S:
-                    gevent.sleep(0)
+                    yield_to_loop()         # not gevent.sleep(0): that never polls sockets (kbroker/timeslice.py)
                     slice_start = time.monotonic()
             responses.append({"name": name, "partition_responses": parts})
     if acks == 0:

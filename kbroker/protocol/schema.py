@@ -68,13 +68,32 @@ UNLIMITED = 1 << 62
 
 
 class _ElementBudget(threading.local):
-    """Elements the decode in progress on this thread may still read. Decoding never yields, so one slot per thread
-    is enough; ``Api.decode_request`` sets it and restores the previous value (UNLIMITED outside a limited decode)."""
+    """Elements the decode in progress on this thread may still read, and its ``pause`` (below). ``Api.decode_request``
+    sets them and restores the previous values (UNLIMITED / None outside a limited decode). A pause empties the slot
+    while it yields and puts the paused decode's values back after: greenlets share it when gevent has not patched
+    threading, and a decode that began meanwhile must neither inherit the paused one's values nor restore them when
+    it ends."""
     left = UNLIMITED
     limit = UNLIMITED
+    pause = None
 
 
 _budget = _ElementBudget()
+
+# Long arrays let the event loop serve others (issue 8: no request may hold it ~100 ms): a decode or encode given
+# ``pause`` (the server passes a time slice's ``tick``) calls it every PAUSE_EVERY elements of an array longer than
+# that. Shorter arrays -- every request of a normal client -- pay nothing; 100,000 values decode in ~50 ms.
+PAUSE_EVERY = 1024
+
+
+def _pause_point():
+    b = _budget
+    mine = b.left, b.limit, b.pause
+    b.left, b.limit, b.pause = UNLIMITED, UNLIMITED, None
+    try:
+        mine[2]()
+    finally:
+        b.left, b.limit, b.pause = mine
 
 
 def _spend(n, what):
@@ -471,6 +490,13 @@ def _compile_field(f, version, flexible):
             _spend(n * elem_values, "array " + f.name)
             out = []
             append = out.append
+            if n > PAUSE_EVERY and _budget.pause is not None:
+                for i in range(n):
+                    if i and not i % PAUSE_EVERY:
+                        _pause_point()
+                    v, pos = edec(buf, pos)
+                    append(v)
+                return out, pos
             for _ in range(n):
                 v, pos = edec(buf, pos)
                 append(v)
@@ -483,6 +509,12 @@ def _compile_field(f, version, flexible):
                 wr(w, -1)
                 return
             wr(w, len(v))
+            if len(v) > PAUSE_EVERY and _budget.pause is not None:
+                for i, item in enumerate(v):
+                    if i and not i % PAUSE_EVERY:
+                        _pause_point()
+                    eenc(w, item)
+                return
             for item in v:
                 eenc(w, item)
         default = None if (f.default is None) else list(f.default)
@@ -499,16 +531,17 @@ def _primitive(t, compact, nullable):
     raise ValueError("unknown field type %r" % t)
 
 
-def decode_limited(decode, buf, pos, max_elements):
+def decode_limited(decode, buf, pos, max_elements, pause=None):
     """``decode(buf, pos)`` allowed at most ``max_elements`` array elements + tagged fields (ElementLimitError).
-    For any compiled decoder, e.g. the coordinator's consumer-protocol structs."""
+    For any compiled decoder, e.g. the coordinator's consumer-protocol structs. ``pause``: see PAUSE_EVERY."""
     b = _budget
-    saved_left, saved_limit = b.left, b.limit
+    saved = b.left, b.limit, b.pause
     b.left = b.limit = max_elements
+    b.pause = pause
     try:
         return decode(buf, pos)
     finally:
-        b.left, b.limit = saved_left, saved_limit
+        b.left, b.limit, b.pause = saved
 
 
 # ------------------------------------------------------------------------------------------------------ the API
@@ -551,13 +584,13 @@ class Api:
             c = self._cache[k] = _compile_fields(fields, version, self.is_flexible(version))
         return c
 
-    def decode_request(self, version, buf, pos=0, max_elements=None):
+    def decode_request(self, version, buf, pos=0, max_elements=None, pause=None):
         """The request dict. ``max_elements``: most array elements + tagged fields the whole request may hold
-        (ElementLimitError beyond); None = bounded by the bytes only."""
+        (ElementLimitError beyond); None = bounded by the bytes only. ``pause``: see PAUSE_EVERY."""
         c = self._compiled("req", version)
-        if max_elements is None:
+        if max_elements is None and pause is None:
             return c.decode(buf, pos)[0]
-        return decode_limited(c.decode, buf, pos, max_elements)[0]
+        return decode_limited(c.decode, buf, pos, UNLIMITED if max_elements is None else max_elements, pause)[0]
 
     def decode_response(self, version, buf, pos=0):
         d, pos = self._compiled("resp", version).decode(buf, pos)
@@ -568,9 +601,19 @@ class Api:
         self._compiled("req", version).encode(w, msg)
         return w
 
-    def encode_response(self, version, msg, w=None):
+    def encode_response(self, version, msg, w=None, pause=None):
+        """``msg`` appended to ``w`` (a new Writer when None). ``pause``: see PAUSE_EVERY."""
         w = w or Writer()
-        self._compiled("resp", version).encode(w, msg)
+        if pause is None:
+            self._compiled("resp", version).encode(w, msg)
+            return w
+        b = _budget
+        saved = b.pause
+        b.pause = pause
+        try:
+            self._compiled("resp", version).encode(w, msg)
+        finally:
+            b.pause = saved
         return w
 
     def __repr__(self):

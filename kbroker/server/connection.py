@@ -45,6 +45,7 @@ from kbroker.protocol.headers import decode_request_header, encode_response_head
 from kbroker.protocol.schema import ElementLimitError, SchemaError, Writer
 from kbroker.server.context import ClientIdentity, RequestContext
 from kbroker.server.limits import RequestMemory, ServerLimits
+from kbroker.timeslice import TimeSlice
 
 log = logging.getLogger(__name__)
 
@@ -264,9 +265,11 @@ class Connection:
             raise CloseConnection("unsupported %s version %d" % (h.api.name, version))
         api = h.api
         max_elements = self.limits.max_elements
+        # Long arrays (> 1,024 elements) are decoded and encoded in time slices (issue 8; protocol/schema.py).
+        pause = TimeSlice().tick
         try:
             header, pos = decode_request_header(payload, api.request_header_version(version), max_elements)
-            req = api.decode_request(version, payload, pos, max_elements)
+            req = api.decode_request(version, payload, pos, max_elements, pause)
         except ElementLimitError as e:
             raise CloseConnection("%s v%d request refused: %s (request.max.elements=%d)"
                                   % (api.name, version, e, max_elements))
@@ -281,7 +284,7 @@ class Connection:
             return
         w = Writer()
         w.buf += encode_response_header(api.response_header_version(version), corr)
-        api.encode_response(version, resp, w)
+        api.encode_response(version, resp, w, pause)
         self.send(w)
 
     def _unsupported_api_versions(self, corr):
