@@ -64,9 +64,10 @@ batch's and last_sequence the last batch's.
 The append result carries what its consumers would otherwise parse again from the bytes: ``batches``, one scan
 entry per batch (the kernel's tuple, positions in ``buffer``), which the log's indexes are built from, and
 ``leader_epoch``, the partitionLeaderEpoch written into every batch, which the leader-epoch cache records.  A
-follower copies its leader's batches unchanged: ``replicated_batches`` checks them (kernel, CRC included) and
-``stored_append`` is their append result for the log.  Nothing outside ``kbroker/record`` (and the kernel, the
-byte-level owner by design: ``batch.py``) knows where a header field sits.
+follower copies its leader's batches unchanged: ``replicated_batches`` checks them (kernel, CRC included),
+``stored_append`` is their append result for the log and ``replica_fields`` what the follower records of each.
+Nothing outside ``kbroker/record`` (and the kernel, the byte-level owner by design: ``batch.py``) knows where a
+header field sits.
 """
 
 import contextvars
@@ -82,14 +83,14 @@ from kbroker.errors import (CorruptMessage, InvalidRecord, InvalidTimestamp, Mes
 from . import batch as _batch
 from . import compression, legacy
 from .batch import (HEADER_SIZE, LOG_OVERHEAD, BatchHeader, Record, batch_header, batch_records, batch_size,
-                    build_batch, header_entry, iter_batches, pack_batch)
+                    build_batch, header_entry, iter_batches, pack_batch, replica_fields)
 from .compression import CODEC_NAMES, OutputLimitExceeded, compress, decompress
 
 __all__ = [
     "RecordConfig", "AppendInfo", "validate_for_append", "down_convert", "iter_records", "batch_header",
     "BatchHeader", "Record", "build_batch", "batch_records", "iter_batches", "header_entry", "batch_size",
-    "pack_batch", "StoredAppend", "replicated_batches", "stored_append", "decompress_bound", "compress",
-    "decompress", "CODEC_NAMES", "compression", "legacy", "HEADER_SIZE", "LOG_OVERHEAD", "RequestBudget",
+    "pack_batch", "replica_fields", "StoredAppend", "replicated_batches", "stored_append", "decompress_bound",
+    "compress", "decompress", "CODEC_NAMES", "compression", "legacy", "HEADER_SIZE", "LOG_OVERHEAD", "RequestBudget",
     "request_budget", "DEFAULT_REQUEST_DECOMPRESSED_BYTES",
 ]
 

@@ -33,7 +33,7 @@ import time
 
 from kbroker import errors
 from kbroker.errors import NotEnoughReplicas, NotLeaderOrFollower
-from kbroker.record import RecordConfig, batch_header, replicated_batches, stored_append, validate_for_append
+from kbroker.record import RecordConfig, replica_fields, replicated_batches, stored_append, validate_for_append
 from kbroker.replica.epoch_cache import LeaderEpochCache
 from kbroker.replica.producer_state import ProducerStateManager
 
@@ -368,12 +368,11 @@ class Partition:
         cache = self.epoch_cache
         producers = self.producers
         for pos, _size, base, last, _ts, _count in entries:
-            head = batch_header(data, pos)
-            if head.partition_leader_epoch > cache.latest_epoch:
-                cache.assign(head.partition_leader_epoch, base)
-            if head.producer_id >= 0:
-                seq = head.base_sequence
-                producers.update(head.producer_id, head.producer_epoch, seq, seq + (last - base), base, last)
+            epoch, pid, pepoch, seq = replica_fields(data, pos)
+            if epoch > cache.latest_epoch:
+                cache.assign(epoch, base)
+            if pid >= 0:
+                producers.update(pid, pepoch, seq, seq + (last - base), base, last)
         if self.replica_waiters:
             for ev in list(self.replica_waiters):
                 ev.set()

@@ -685,3 +685,13 @@ def test_replicated_batches_and_stored_append():
     assert (st.first_offset, st.last_offset) == (4, 11)
     assert (st.max_timestamp, st.offset_of_max_timestamp) == (NOW + 15, 7)  # the first batch holding the max
     assert st.batches == [(0,) + entries[1][1:], (len(b),) + entries[2][1:]]
+
+
+def test_replica_fields_are_the_header_fields_a_follower_records():
+    for data in (_odd_batch(), _odd_batch(epoch=-1, pid=-1), kp_v2(2, producer_id=1 << 40, producer_epoch=300,
+                                                                    base_sequence=(1 << 31) - 1)):
+        padded = b"\x00" * 9 + data
+        h = R.batch_header(data)
+        assert R.replica_fields(padded, 9) == (h.partition_leader_epoch, h.producer_id, h.producer_epoch,
+                                               h.base_sequence)
+    assert R.replica_fields(_odd_batch()) == (3, 42, 9, 17)
