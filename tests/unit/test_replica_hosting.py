@@ -273,3 +273,27 @@ def test_time_slice_yields_to_the_loop_so_sockets_are_served():
         sum(range(100))
         slice_.tick()
     assert fired and slice_.yields >= 1
+
+
+def test_the_high_watermark_checkpoint_is_written_off_the_loop(tmp_path, pool):
+    """Gathered on the loop, formatted and fsync'd in offload: read back by the next ReplicaManager."""
+    import threading
+    lm = LogManager([str(tmp_path / "d0")], LogConfig())
+    threads = []
+
+    def offload(fn, *args):
+        def run():
+            threads.append(threading.get_ident())
+            return fn(*args)
+        return pool.apply(run)
+    rm = ReplicaManager(0, lm, lambda topic: LogConfig(), isr_writer=None, connect=lambda b: None, offload=offload)
+    assert set(rm.apply_leader_and_isr(0, 1, states("hw", 3), []).values()) == {0}
+    for _ in range(4):
+        rm.get_partition("hw", 1).append(build_batch([Record(0, 1000, None, b"v", ())]), None, 1)
+    threads.clear()
+    rm.checkpoint_high_watermarks()
+    assert threads and threading.get_ident() not in threads
+    assert (tmp_path / "d0" / "replication-offset-checkpoint").read_text() == "0\n3\nhw 0 0\nhw 1 4\nhw 2 0\n"
+    again = ReplicaManager(0, lm, lambda topic: LogConfig(), isr_writer=None, connect=lambda b: None)
+    assert again._hw_checkpoint == {("hw", 0): 0, ("hw", 1): 4, ("hw", 2): 0}
+    lm.shutdown()
