@@ -17,12 +17,12 @@ partition waits for the next LeaderAndIsr.
 
 Bounded loop time (issue 8): one LeaderAndIsr may name every partition of a new topic (max.topic.partitions,
 10,000), and hosting one is file work: a directory, a segment, the leader-epoch checkpoint. Done per partition on
-the event loop it froze every client (10,000 partitions: 27 s, most of it fsyncs; with the directory descriptors
-gevent closes late it failed at EMFILE after 2,498). So a request's new partitions are hosted in one batch by
-``offload`` (the broker's worker thread): ``LogManager.create_logs`` (one directory fsync per log dir, not per
-partition) and the Partition objects, whose epoch caches start ``fresh`` (no fsync for the first checkpoint of a
-new directory, epoch_cache.py); the loop then registers them and applies the leadership changes in time slices
-(``kbroker/timeslice.py``: it yields every 20 ms). While it yields, clients may see a new partition that
+the event loop it froze every client (1,000 partitions: 2-4.6 s, most of it fsyncs; 10,000: 9-27 s, and with the
+directory descriptors gevent closes late, 7,502 of them failed with EMFILE). So a request's new partitions are hosted
+in one batch by ``offload`` (the broker's worker thread): ``LogManager.create_logs`` (one directory fsync per log
+dir, not per partition) and the Partition objects, whose epoch caches start ``fresh`` (no fsync for the first
+checkpoint of a new directory, epoch_cache.py); the loop then registers them and applies the leadership changes in
+time slices (``kbroker/timeslice.py``: it yields every 20 ms). While it yields, clients may see a new partition that
 leads nothing yet (NOT_LEADER_OR_FOLLOWER, retriable), as in Kafka. ``apply_leader_and_isr`` and ``stop_replicas``
 hold one lock (Kafka's replicaStateChangeLock), so a second controller request waits for the first to finish.
 
