@@ -157,7 +157,10 @@ def test_half_sent_64mib_frames_hold_only_what_arrived(broker_factory):
         grown = (vm_kb(broker, "VmSize") - base_size) / 1024
         assert grown < 128, f"address space grew {grown:.0f} MB for 8 MiB received"
         sent = push([(s, b"\x00" * (31 * MiB)) for s in head], seconds=20)
-        assert sum(sent) >= 200 * MiB, f"the broker read only {sum(sent) / MiB:.0f} MiB of 248"
+        # How much is read before the 256 MiB request-memory bound stops the reading depends on which frames won
+        # their 32 -> 64 MiB growth first (seen: 178-248 MiB, lower on a loaded machine); at least half the bound
+        # shows the reading goes on past the first MiB of each frame.
+        assert sum(sent) >= 128 * MiB, f"the broker read only {sum(sent) / MiB:.0f} MiB of 248"
         # default bound: 256 MiB of request buffers + one reservation granted past it (<= a 32 -> 64 MiB growth)
         peak = (vm_kb(broker, "VmHWM") - base_rss) / 1024
         assert peak < 256 + 64 + 48, f"peak RSS grew {peak:.0f} MB"
