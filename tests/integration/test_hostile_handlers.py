@@ -107,10 +107,10 @@ def test_create_topic_of_10000_partitions_hosts_every_one(broker, wide):
     assert_healthy(broker, what="CreateTopics of 10,000 partitions")
 
 
-@pytest.mark.xfail(strict=True, reason="the controller holds the loop ~1 s for a 10,000-partition topic: one event "
-                   "elects and queues every new partition (controller/partitions.trigger_online, ~0.9 s, with "
-                   "RequestBatch.add_update_metadata copying its set per partition), and the in-process LeaderAndIsr "
-                   "is encoded and decoded in one piece (~0.3 s); the broker side stays under 50 ms")
+@pytest.mark.xfail(strict=False, reason="the controller holds the loop 0.6-1.0 s for a 10,000-partition topic: one "
+                   "event elects and queues every new partition (controller/partitions.trigger_online), and the "
+                   "in-process LeaderAndIsr is encoded and decoded in one piece (~0.3 s); the broker side stays under "
+                   "50 ms. Not strict: timing near the bound must not fail the suite either way (issue 15's work)")
 def test_create_topic_of_10000_partitions_keeps_the_bystander_under_half_a_second(wide):
     _answer, _took, watch = wide
     assert watch.worst < 0.5, watch.worst
