@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """In-process CPU cost of the broker's produce, fetch and replication paths, for side-by-side runs of two trees.
 
-    .venv/bin/python bench/bench_append.py                       # this tree
-    PYTHONPATH=/tmp/kb-base .venv/bin/python /tmp/kb-base/bench/bench_append.py   # another (its kernels built)
+    .venv/bin/python bench/bench_append.py                            # this tree
+    PYTHONPATH=/tmp/kb-base .venv/bin/python bench/bench_append.py    # another tree's kbroker (kernels built there)
 
 No network and no client: a leader Partition on a fresh Log (in /dev/shm when it exists, so the disk stays out of
 it) is handed the same batches a librdkafka producer sends, and each step is timed in CPU seconds of this process
