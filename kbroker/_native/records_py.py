@@ -17,30 +17,17 @@ Both raise ValueError on a region they cannot walk.  This twin is a plain Python
 compiled kernel does the same in C without the GIL.
 """
 
+from .batch_py import _Bad, _varint as _batch_varint
 from .varint_py import encode_varint
 
 
-_MASK64 = (1 << 64) - 1
-
-
 def _varint(buf, pos, end, max_bytes):
-    """Zig-zag varint at buf[pos], not reaching past ``end``, of at most ``max_bytes`` bytes -> (value, new pos).
-
-    Mirrors records.pyx bit for bit: an int32 field (max_bytes 5) keeps the low 32 bits of what it read (as Java's
-    ByteUtils.readVarint does), a varlong (10) the low 64; longer, truncated or overrunning -> ValueError."""
-    result = 0
-    shift = 0
-    for _ in range(max_bytes):
-        if pos >= end:
-            raise ValueError("varint overruns record")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            result &= 0xFFFFFFFF if max_bytes == 5 else _MASK64
-            return _wrap64((result >> 1) ^ (-(result & 1) & _MASK64)), pos
-        shift += 7
-    raise ValueError("varint longer than %d bytes" % max_bytes)
+    """Zig-zag varint at buf[pos] -> (value, new pos): batch_py's reader (int32 fields at most 5 bytes keeping the
+    low 32 bits, as Java's ByteUtils.readVarint; varlongs 10), with ValueError for its internal error."""
+    try:
+        return _batch_varint(buf, pos, end, max_bytes)
+    except _Bad as e:
+        raise ValueError(str(e)) from None
 
 
 def _view(buf):
