@@ -25,6 +25,7 @@ import pytest
 from kbroker._native import encode_uvarint
 from kbroker.protocol.apis import APIS
 from tests.integration.harness import encode_request, read_response, wait_until
+from tests.integration.test_bad_input import assert_closed_by_broker
 from tests.integration.hostile import StallWatch, assert_healthy, proc_status_kb, rss_mb
 from tests.integration.test_durability import RawClient
 
@@ -61,28 +62,12 @@ def answered(sock: socket.socket, corr: int, timeout: float = 5.0) -> bool:
     return got == corr
 
 
-def seconds_until_closed(sock: socket.socket, limit: float) -> float:
-    """Seconds until the broker closes ``sock``; nothing may arrive first. Fails after ``limit`` seconds."""
-    t0 = time.monotonic()
-    sock.settimeout(limit)
-    try:
-        data = sock.recv(65536)
-    except ConnectionResetError:
-        data = b""
-    except socket.timeout:
-        raise AssertionError(f"the broker kept the connection open for {limit:g} s") from None
-    finally:
-        sock.close()
-    assert data == b"", f"expected a close without a response, got {data[:64]!r}"
-    return time.monotonic() - t0
-
-
 def send_and_expect_close(broker, frame: bytes, limit: float = 2.0) -> float:
     """Send one (hostile) frame on a fresh connection; the broker must close it within ``limit`` s of the last
     byte sent, without answering."""
     sock = connect(broker, timeout=30)
     sock.sendall(frame)
-    return seconds_until_closed(sock, limit)
+    return assert_closed_by_broker(sock, limit)
 
 
 def push(socks_and_data: list[tuple[socket.socket, bytes]], seconds: float) -> list[int]:
@@ -189,7 +174,7 @@ def test_queued_max_request_bytes_bounds_request_memory(broker_factory):
         peak = (vm_kb(broker, "VmHWM") - base) / 1024
         assert peak < 16 + 16 + 24, f"peak RSS grew {peak:.0f} MB with queued.max.request.bytes=16 MiB"
         for sock in stuck:
-            took = time.monotonic() - started + seconds_until_closed(sock, limit=8)
+            took = time.monotonic() - started + assert_closed_by_broker(sock, within=8)
             assert took < 4 + 3, f"a stuck request held its connection {took:.1f} s"
     assert_healthy(broker, watch, what="queued.max.request.bytes")
     sock = connect(broker, timeout=30)
@@ -255,15 +240,15 @@ def test_idle_connections_closed_after_connections_max_idle_ms(broker_factory):
             "replica_id": -1, "max_wait_ms": 3000, "min_bytes": 1, "max_bytes": 1024, "isolation_level": 0,
             "topics": [{"topic": "idle-fetch", "partitions": [{"partition": 0, "fetch_offset": 0,
                                                               "partition_max_bytes": 1024}]}]}).getvalue()))
-        t_silent = seconds_until_closed(silent, limit=5)
-        t_used = seconds_until_closed(used, limit=5)
+        t_silent = assert_closed_by_broker(silent, within=5)
+        t_used = assert_closed_by_broker(used, within=5)
         assert 1.4 <= t_silent <= 1.5 + 0.4 + 1.0, t_silent
         assert t_used <= 1.5 + 0.4 + 1.0, t_used
         t0 = time.monotonic()
         got, _ = read_response(fetch)  # answered when max_wait_ms ran out: ~3 s after it was sent
         assert got == 3
         assert time.monotonic() - t0 >= 0.5, "the long poll was not parked"
-        assert seconds_until_closed(fetch, limit=5) >= 1.4  # idle only after its answer
+        assert assert_closed_by_broker(fetch, within=5) >= 1.4  # idle only after its answer
     assert_healthy(broker, watch, what="connections.max.idle.ms")
 
 
@@ -303,7 +288,7 @@ def test_max_connections_per_ip_and_overrides(broker_factory):
         for source, cap in (("127.0.0.4", 3), ("127.0.0.2", 1), ("127.0.0.3", 5)):
             held = [connect(broker, source) for _ in range(cap)]
             assert all(answered(s, i) for i, s in enumerate(held)), source
-            assert seconds_until_closed(connect(broker, source), limit=2) < 0.5, source
+            assert assert_closed_by_broker(connect(broker, source), within=2) < 0.5, source
             held.pop().close()
             wait_until(lambda: answered(connect(broker, source, timeout=2), 9, timeout=2), timeout=10,
                        message=f"room for one more connection from {source}")
@@ -368,7 +353,7 @@ def test_metadata_topic_limit_and_duplicates(broker):
         resp = APIS[METADATA].decode_response(4, body)
         assert corr == 2 and sorted(t["name"] for t in resp["topics"]) == ["dup-a", "dup-b"]
         sock.sendall(_metadata_v4(3, names + [b"one-more"]))
-        assert seconds_until_closed(sock, limit=2) < 1.0
+        assert assert_closed_by_broker(sock, within=2) < 1.0
     assert "metadata.request.max.topics" in broker.log_text()
     assert_healthy(broker, watch, what="Metadata topic limit")
 
