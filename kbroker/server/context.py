@@ -36,6 +36,10 @@ tests/unit/test_request_context.py checks that the real classes provide every me
   broker's registration epoch, the control-plane listener).
 * ``controller`` -- this broker's Controller (active or not), or None where none runs.
 * ``ready`` -- set once the broker has the controller's first metadata (``wait(timeout) -> bool``).
+* ``authorizer`` -- an ``Authorization`` (``kbroker/security/authorizer.py``'s ACL authorizer) when
+  ``authorizer.class.name`` is set, else None: every request is allowed, as in Kafka without an authorizer.
+  Handlers ask through ``ctx.authorize(operation, resource_type, name)`` (names from ``kbroker/security/acl.py``),
+  never through the authorizer directly, so the identity asked about is always the connection's.
 """
 from dataclasses import dataclass
 from typing import Any, Optional, Protocol
@@ -90,6 +94,15 @@ class RequestContext:
     def listener(self):
         """The listener name the request came in on (None in-process)."""
         return self.identity.listener
+
+    def authorize(self, operation, resource_type, name):
+        """May this connection's principal perform ``operation`` on the resource (``kbroker/security/acl.py``
+        names: ``ctx.authorize(acl.READ, acl.TOPIC, "orders")``)? True without an authorizer and for the in-process
+        path (the controller's own requests to its broker)."""
+        authorizer = self.services.authorizer if self.services is not None else None
+        if authorizer is None or self.identity.in_process:
+            return True
+        return authorizer.authorize(self.identity, operation, resource_type, name)
 
 
 # ------------------------------------------------------------------------------------------------ interfaces
@@ -175,6 +188,14 @@ class GroupCoordination(Protocol):
     def delete_group(self, group_id): ...
 
 
+class Authorization(Protocol):
+    """The authorizer (kbroker/security/authorizer.py): answers from its in-memory ACL cache, never blocking on
+    the coordination backend, so a handler may ask once per partition."""
+
+    def authorize(self, identity, operation, resource_type, name):
+        """True when ``identity`` (a ClientIdentity) may perform ``operation`` on ``resource_type``/``name``."""
+
+
 class ControllerAccess(Protocol):
     """This broker's controller (kbroker/controller/controller.py Controller)."""
 
@@ -225,3 +246,4 @@ class Services:
     control_plane: ControlPlane
     controller: Optional[ControllerAccess]
     ready: Any
+    authorizer: Optional[Authorization] = None

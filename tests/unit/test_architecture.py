@@ -53,7 +53,7 @@ ip = _picture()
 LAYERS = {
     "_native": 0, "errors.py": 0, "cluster_state.py": 0, "internal_topics.py": 0, "timeslice.py": 0, "__init__.py": 0,
     "protocol": 1, "record": 1, "coord": 1,
-    "log": 2, "server": 2,
+    "log": 2, "server": 2, "security": 2,
     "handlers": 3, "replica": 3, "config": 3,
     "coordinator": 4, "controller": 4,
     "broker.py": 5, "topic_admin.py": 5, "producer_ids.py": 5, "client": 5,
