@@ -10,7 +10,9 @@
 # Steps, each skipped when already satisfied:
 #   1. apt (only when something is missing; `apt-get update` first): kcat, zookeeper (Debian's package: jars in
 #      /usr/share/java, nothing is started), burrow (LinkedIn's lag monitor, /usr/bin/Burrow; the tests run their
-#      own with a generated config), nodejs/npm if `node`/`npm` are absent, gcc if there is no C compiler,
+#      own with a generated config), krb5-kdc/krb5-admin-server/krb5-user/libsasl2-modules-gssapi-mit (the GSSAPI
+#      tests' own KDC; no service is started), libkrb5-dev in every mode (pip builds the lock's `gssapi` against
+#      it), nodejs/npm if `node`/`npm` are absent, gcc if there is no C compiler,
 #      python3/python3-venv/python3-dev when no usable Python >= 3.10 (with venv and C headers) is there.
 #   2. Python, all of it inside $REPO/.venv (scripts/lib.sh): a virtualenv made with `python -m venv` from the
 #      first Python >= 3.10 on PATH (lib.sh:kb_base_python), WITHOUT system site-packages; a .venv that is not
@@ -52,6 +54,9 @@ missing=()
 case $MODE in
     full)
         want_pkg kcat; want_pkg zookeeper; want_pkg burrow
+        # SASL GSSAPI tests: a throwaway MIT KDC (krb5kdc, kdb5_util; kadmin.local), kinit, and kcat's Kerberos
+        # plugin for cyrus-sasl (without it librdkafka reports "No worthy mechs found").
+        want_pkg krb5-kdc; want_pkg krb5-admin-server; want_pkg krb5-user; want_pkg libsasl2-modules-gssapi-mit
         command -v node >/dev/null 2>&1 || missing+=(nodejs)
         command -v npm >/dev/null 2>&1 || missing+=(npm)
         ;;
@@ -59,6 +64,8 @@ case $MODE in
     cluster) want_pkg zookeeper ;;
 esac
 command -v cc >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
+# The lock's `gssapi` (SASL GSSAPI) has no Linux wheel on PyPI: pip compiles it against MIT Kerberos (krb5-config).
+want_pkg libkrb5-dev
 BASE_PY="$(kb_base_python || true)"
 if [[ -z "$BASE_PY" ]]; then
     missing+=(python3 python3-venv python3-dev)
