@@ -88,6 +88,9 @@ _TABLE = [
     (79, "MEMBER_ID_REQUIRED", False),
     (82, "FENCED_INSTANCE_ID", False),
     (87, "INVALID_RECORD", False),
+    (91, "RESOURCE_NOT_FOUND", False),
+    (92, "DUPLICATE_RESOURCE", False),
+    (93, "UNACCEPTABLE_CREDENTIAL", False),
 ]
 
 
