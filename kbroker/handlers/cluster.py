@@ -8,8 +8,10 @@ only when the request comes from the current controller, checked in this order (
 controller epoch); the first failing check is the answer, for the request and each of its partitions, and nothing
 is applied -- no cache update, no log touched, and the broker's highest controller epoch stays where it was:
 
-1. ``control.plane.listener.name`` set (``services.control_plane.listener``): the request must arrive on that
-   listener, else CLUSTER_AUTHORIZATION_FAILED (31) -- what Kafka answers a sender without ClusterAction.
+1. The sender's principal needs ClusterAction on the Cluster (``ctx.authorize``; with an authorizer configured the
+   brokers' own principals must be super users or hold it, as in Kafka), and with ``control.plane.listener.name``
+   set (``services.control_plane.listener``) the request must arrive on that listener; else
+   CLUSTER_AUTHORIZATION_FAILED (31), Kafka's answer to a sender without ClusterAction.
 2. ``broker_epoch`` must equal this broker's current epoch (KIP-380: the czxid of its ``/brokers/ids/<id>``,
    ``services.control_plane.broker_epoch``; -1 before the broker registered), else STALE_BROKER_EPOCH (77).
    Versions without the field (LeaderAndIsr v0-v1, UpdateMetadata v0-v4, StopReplica v0) and -1 ("unknown",
@@ -21,7 +23,7 @@ is applied -- no cache update, no log touched, and the broker's highest controll
    ``VIEW_WAIT_S``), else STALE_CONTROLLER_EPOCH (11); and never lower than the highest epoch this broker has
    applied (``services.metadata.accept_controller``).
 
-ControlledShutdown (answered by the active controller only, else NOT_CONTROLLER 41) goes through check 1, and the
+ControlledShutdown (answered by the active controller only, else NOT_CONTROLLER 41) goes through check 1 first, and the
 controller requires the named broker's current epoch (v2+; v0-v1 carry none): else STALE_BROKER_EPOCH (77).
 
 What these checks do not stop: the broker epoch is a ZooKeeper czxid, unknown to a Kafka client but readable by
@@ -54,7 +56,9 @@ import logging
 from kbroker import errors
 from kbroker.cluster_state import PartitionLeadership
 from kbroker.handlers.common import error_code
+from kbroker.handlers import auth
 from kbroker.protocol.apis import APIS
+from kbroker.security.acl import CLUSTER_ACTION
 from kbroker.server.context import IN_PROCESS, RequestContext
 from kbroker.server.router import _REGISTRY, handler
 
@@ -77,12 +81,24 @@ def _on_control_listener(ctx):
     return not cp or ctx.identity.in_process or ctx.listener == cp
 
 
+def _cluster_action_denied(ctx, name):
+    """True (and logged) when the sender may not send controller requests: its principal lacks ClusterAction on
+    the Cluster. Asked before anything else of the request is looked at (Kafka's authorizeClusterOperation)."""
+    if auth.cluster(ctx, CLUSTER_ACTION):
+        return False
+    log.warning("%s refused: principal %s from %s has no ClusterAction on the Cluster", name,
+                ctx.identity.principal, ctx.identity.host)
+    return True
+
+
 def _refusal(ctx, req, api_key):
     """0 when the request comes from the current controller (module docstring), else the error code to answer.
     Records the controller epoch as applied only when every check passed."""
     plane = ctx.services.control_plane
     view = plane.view
     name = APIS[api_key].name
+    if _cluster_action_denied(ctx, name):
+        return errors.CLUSTER_AUTHORIZATION_FAILED
     if not _on_control_listener(ctx):
         log.warning("%s refused: it came in on listener %s, not on the control plane listener %s", name,
                     ctx.listener, plane.listener)
@@ -181,6 +197,8 @@ def update_metadata(ctx, req):
 
 @handler(7, (0, 3))
 def controlled_shutdown(ctx, req):
+    if _cluster_action_denied(ctx, "ControlledShutdown"):
+        return {"error_code": errors.CLUSTER_AUTHORIZATION_FAILED, "remaining_partitions": []}
     if not _on_control_listener(ctx):
         log.warning("ControlledShutdown for broker %d refused: it came in on listener %s, not on %s",
                     req["broker_id"], ctx.listener, ctx.services.control_plane.listener)

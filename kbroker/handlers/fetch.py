@@ -39,6 +39,12 @@ FENCED_LEADER_EPOCH (74), UNKNOWN_LEADER_EPOCH (75); for v0-v3 clients, when the
 down-converted (a later one just ends that partition's data): UNSUPPORTED_COMPRESSION_TYPE (76) for zstd,
 UNSUPPORTED_VERSION (35, Kafka's answer when it will not down-convert) for a batch of more than
 ``workers.DECODE_MAX_RECORDS`` (100 000) records.
+Authorization (Kafka's KafkaApis.handleFetchRequest, ``kbroker/handlers/auth.py``), asked once per request
+before anything is read: a follower (replica_id >= 0) needs ClusterAction on the Cluster, else every partition
+answers TOPIC_AUTHORIZATION_FAILED (29) (Kafka's answer; nothing is read and no follower LEO is recorded); a
+consumer needs Read on each topic, asked once per topic, and the partitions of a denied topic answer 29 whether
+or not they exist. Denied partitions take no part in the wait (they neither end it early nor keep it going: a
+request with nothing else waits for nothing).
 Fetch sessions (v7+) are answered sessionless (session_id 0): clients then send full requests every time.
 Deviations: a batch of more than 100 000 records is not down-converted (above; Kafka converts anything, at
 ~360 bytes of memory per record here). zstd batches are not withheld from v4-v9 fetchers (Kafka answers
@@ -48,8 +54,11 @@ import time
 
 from gevent.event import Event
 
+from kbroker import errors
+from kbroker.handlers import auth
 from kbroker.handlers.common import error_code
 from kbroker.handlers.down_conversion import FetchConversion
+from kbroker.security.acl import CLUSTER_ACTION, READ, TOPIC
 from kbroker.server.router import handler
 
 INT32_MAX = 0x7FFFFFFF
@@ -93,15 +102,17 @@ def fetch(ctx, req):
     min_bytes = min(req["min_bytes"], budget)
     deadline = time.monotonic() + max_wait
     wanted = unique_partitions(req)
+    denied = _denied_topics(ctx, follower, wanted)
+    allowed = [(topic, p) for topic, p in wanted if topic not in denied] if denied else wanted
     first = True
     while True:
-        responses, total, had_error = _read_all(replicas, version, wanted, replica_id, first, budget)
+        responses, total, had_error = _read_all(replicas, version, wanted, replica_id, first, budget, denied)
         first = False
         remaining = deadline - time.monotonic()
-        if total >= min_bytes or had_error or remaining <= 0 or not wanted or ctx.connection.closing:
+        if total >= min_bytes or had_error or remaining <= 0 or not allowed or ctx.connection.closing:
             break
         ev = Event()
-        parts = [replicas.get_partition(topic, p["partition"]) for topic, p in wanted]
+        parts = [replicas.get_partition(topic, p["partition"]) for topic, p in allowed]
         parts = [p for p in parts if p is not None]
         for p in parts:
             p.add_waiter(ev, follower)
@@ -113,23 +124,33 @@ def fetch(ctx, req):
             for p in parts:
                 p.remove_waiter(ev, follower)
         if not ev.is_set():
-            responses, total, had_error = _read_all(replicas, version, wanted, replica_id, False, budget)
+            responses, total, had_error = _read_all(replicas, version, wanted, replica_id, False, budget, denied)
             break
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
 
 
-def _read_all(replicas, version, wanted, replica_id, first, budget):
-    """One pass over ``wanted`` in order -> (responses by topic, bytes in them, whether a partition failed)."""
+def _denied_topics(ctx, follower, wanted):
+    """The topics of ``wanted`` this request may not read (module docstring: Authorization)."""
+    if not auth.enforcing(ctx):
+        return frozenset()
+    if follower:
+        return frozenset() if auth.cluster(ctx, CLUSTER_ACTION) else {topic for topic, _ in wanted}
+    return auth.denied_names(ctx, READ, TOPIC, (topic for topic, _ in wanted))
+
+
+def _read_all(replicas, version, wanted, replica_id, first, budget, denied=frozenset()):
+    """One pass over ``wanted`` in order -> (responses by topic, bytes in them, whether a partition failed);
+    partitions of ``denied`` topics answer TOPIC_AUTHORIZATION_FAILED unread."""
     conversion = FetchConversion(budget) if version < 4 else None
     try:
         return _read_pass(replicas, version, wanted, replica_id, first,
-                          budget if conversion is None else conversion.budget, conversion)
+                          budget if conversion is None else conversion.budget, conversion, denied)
     finally:
         if conversion is not None:
             conversion.finish()
 
 
-def _read_pass(replicas, version, wanted, replica_id, first, budget, conversion):
+def _read_pass(replicas, version, wanted, replica_id, first, budget, conversion, denied):
     follower = replica_id >= 0
     hard = version <= 2          # Kafka's hardMaxBytesLimit: no progress guarantee
     min_one = not hard           # until a partition returns data
@@ -141,6 +162,10 @@ def _read_pass(replicas, version, wanted, replica_id, first, budget, conversion)
         r = {"partition_index": p["partition"], "error_code": 0, "high_watermark": -1, "last_stable_offset": -1,
              "log_start_offset": -1, "aborted_transactions": None if version >= 4 else [],
              "preferred_read_replica": -1, "records": b""}
+        if topic in denied:
+            r["error_code"] = errors.TOPIC_AUTHORIZATION_FAILED
+            _add(out, by_topic, topic, r)
+            continue
         try:
             part = replicas.leader_partition(topic, p["partition"])
             part.check_leader_epoch(p.get("current_leader_epoch", -1))
@@ -164,12 +189,17 @@ def _read_pass(replicas, version, wanted, replica_id, first, budget, conversion)
         except Exception as e:  # noqa: BLE001
             r["error_code"] = error_code(e, version >= 4)
             had_error = True
-        lst = by_topic.get(topic)
-        if lst is None:
-            lst = by_topic[topic] = []
-            out.append({"topic": topic, "partitions": lst})
-        lst.append(r)
+        _add(out, by_topic, topic, r)
     return out, total, had_error
+
+
+def _add(out, by_topic, topic, r):
+    """Append partition response ``r`` to its topic's entry in ``out`` (created at the topic's first mention)."""
+    lst = by_topic.get(topic)
+    if lst is None:
+        lst = by_topic[topic] = []
+        out.append({"topic": topic, "partitions": lst})
+    lst.append(r)
 
 
 def _records(sl, version, limit, min_one, cut_first, conversion):

@@ -19,8 +19,23 @@ Behaviour:
   offset of the group; errors go top-level from v2 and per partition before. ``require_stable`` (v7) is accepted
   and has nothing to wait for (no transactions).
 - DescribeGroups: an unknown group is "Dead" with error 0 (Kafka's answer); members' metadata/assignment only while
-  Stable. ``authorized_operations`` is left at INT32_MIN ("not provided": no authorizer).
+  Stable. v3+ ``include_authorized_operations`` answers KIP-430's bit field of the group operations the principal
+  may perform (every supported one without an authorizer, as Kafka); otherwise INT32_MIN ("not provided").
 - ListGroups v4 filters by state names case-insensitively.
+Authorization (Kafka's KafkaApis, ``kbroker/handlers/auth.py``), always before the coordinator is asked anything,
+so a denied request changes no group state and creates no offsets topic:
+- FindCoordinator: Describe on the Group (key type 0), else GROUP_AUTHORIZATION_FAILED (30); Describe on the
+  TransactionalId (key type 1), else TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53); per key in v4.
+- JoinGroup, SyncGroup, Heartbeat, LeaveGroup: Read on the Group, else 30 (top-level; LeaveGroup v3+ with no
+  member entries, JoinGroup with member id "" and generation -1, as Kafka's error responses).
+- OffsetCommit: Read on the Group, else 30 for every partition; then Read on each topic (once per topic), else
+  TOPIC_AUTHORIZATION_FAILED (29) for its partitions; only the allowed partitions reach the coordinator, and a
+  request with none does not reach it at all.
+- OffsetFetch: Describe on the Group, else 30 (where the version puts errors); named partitions of a topic the
+  principal may not Describe answer 29 with offset -1 and are not looked up; with null topics (all), the
+  offsets of such topics are left out.
+- DescribeGroups: Describe on each Group, else 30 for that group. DeleteGroups: Delete on each Group, else 30.
+- ListGroups: Describe on the Cluster lists every group; otherwise only the groups the principal may Describe.
 Client host is reported as Kafka does (``InetAddress.toString``: "/127.0.0.1").
 
 Bounded loop time (issue 8): a request may name up to request.max.elements (100,000) groups, keys or partitions;
@@ -30,11 +45,14 @@ the offsets topic and lists the live brokers once per request, not once per key.
 from gevent.event import AsyncResult
 
 from kbroker import errors
+from kbroker.handlers import auth
 from kbroker.handlers.common import sliced
 from kbroker.internal_topics import GROUP_METADATA_TOPIC as TOPIC
+from kbroker.security.acl import DELETE, DESCRIBE, GROUP, READ, TOPIC, TRANSACTIONAL_ID
 from kbroker.server.router import handler
 
 NONE = 0
+GROUP_DENIED = errors.GROUP_AUTHORIZATION_FAILED
 
 
 def _client_host(ctx):
@@ -77,6 +95,14 @@ class _CoordinatorFinder:
         self._brokers = None            # {broker id: BrokerEndpoint}, once the shared part succeeded
         self._failure = None            # the KafkaError the shared part raised, answered for every key
 
+    def _refusal(self, key):
+        """The authorization error for ``key`` (module docstring), or 0."""
+        if self.key_type == 0 and not self.ctx.authorize(DESCRIBE, GROUP, key):
+            return GROUP_DENIED
+        if self.key_type == 1 and not self.ctx.authorize(DESCRIBE, TRANSACTIONAL_ID, key):
+            return errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        return 0
+
     def _shared(self):
         if self._failure is not None:
             raise self._failure
@@ -94,6 +120,12 @@ class _CoordinatorFinder:
 
     def find(self, key):
         out = {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": NONE, "error_message": None}
+        refused = self._refusal(key)
+        if refused:
+            out["error_code"] = refused
+            out["error_message"] = "%s authorization failed" % ("Group" if refused == GROUP_DENIED
+                                                                 else "Transactional Id")
+            return out
         if self.key_type == 1:
             out["error_code"] = errors.COORDINATOR_NOT_AVAILABLE
             out["error_message"] = "no transaction coordinator runs on this broker"
@@ -125,7 +157,10 @@ def join_group(ctx, req):
     coord = _coordinator(ctx)
     protocols = [(p["name"], p["metadata"]) for p in req["protocols"]]
     rebalance = req["rebalance_timeout_ms"] if version >= 1 else req["session_timeout_ms"]
-    if coord is None:
+    if not ctx.authorize(READ, GROUP, req["group_id"]):
+        r = {"error_code": GROUP_DENIED, "generation_id": -1, "protocol_name": None, "leader": "",
+             "member_id": "", "members": []}
+    elif coord is None:
         r = {"error_code": errors.COORDINATOR_NOT_AVAILABLE, "generation_id": -1, "protocol_name": None,
              "leader": "", "member_id": req["member_id"], "members": []}
     else:
@@ -143,6 +178,8 @@ def join_group(ctx, req):
 @handler(14, (0, 5))
 def sync_group(ctx, req):
     coord = _coordinator(ctx)
+    if not ctx.authorize(READ, GROUP, req["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": GROUP_DENIED, "assignment": b""}
     if coord is None:
         return {"throttle_time_ms": 0, "error_code": errors.COORDINATOR_NOT_AVAILABLE, "assignment": b""}
     assignments = {a["member_id"]: bytes(a["assignment"]) for a in req["assignments"]}
@@ -156,6 +193,8 @@ def sync_group(ctx, req):
 @handler(12, (0, 4))
 def heartbeat(ctx, req):
     coord = _coordinator(ctx)
+    if not ctx.authorize(READ, GROUP, req["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": GROUP_DENIED}
     if coord is None:
         return {"throttle_time_ms": 0, "error_code": errors.COORDINATOR_NOT_AVAILABLE}
     code = coord.heartbeat(req["group_id"], req["generation_id"], req["member_id"], req["group_instance_id"])
@@ -171,7 +210,9 @@ def leave_group(ctx, req):
         leaving = [(m["member_id"], m["group_instance_id"]) for m in req["members"]]
     else:
         leaving = [(req["member_id"], None)]
-    if coord is None:
+    if not ctx.authorize(READ, GROUP, req["group_id"]):
+        top, per = GROUP_DENIED, [GROUP_DENIED] * len(leaving)
+    elif coord is None:
         top, per = errors.COORDINATOR_NOT_AVAILABLE, [errors.COORDINATOR_NOT_AVAILABLE] * len(leaving)
     else:
         top, per = coord.leave_group(req["group_id"], leaving)
@@ -187,14 +228,26 @@ def leave_group(ctx, req):
 def offset_commit(ctx, req):
     version = ctx.api_version
     coord = _coordinator(ctx)
+    results = {}
+    if not ctx.authorize(READ, GROUP, req["group_id"]):
+        denied, group_denied = frozenset(), True
+    else:
+        denied, group_denied = auth.denied_names(ctx, READ, TOPIC, (t["name"] for t in req["topics"])), False
     offsets = {}
     for t in req["topics"]:
+        name = t["name"]
+        refused = GROUP_DENIED if group_denied else errors.TOPIC_AUTHORIZATION_FAILED if name in denied else 0
         for p in sliced(t["partitions"]):
-            offsets[(t["name"], p["partition_index"])] = (
+            if refused:
+                results[(name, p["partition_index"])] = refused
+                continue
+            offsets[(name, p["partition_index"])] = (
                 p["committed_offset"], p["committed_leader_epoch"], p["committed_metadata"],
                 p["commit_timestamp"] if version == 1 else -1)
-    if coord is None:
-        results = {tp: errors.COORDINATOR_NOT_AVAILABLE for tp in offsets}
+    if not offsets:
+        pass            # nothing allowed (or nothing asked): the coordinator is not involved (Kafka's)
+    elif coord is None:
+        results.update({tp: errors.COORDINATOR_NOT_AVAILABLE for tp in offsets})
     else:
         try:
             ctx.services.topics.ensure_offsets_topic()
@@ -202,10 +255,10 @@ def offset_commit(ctx, req):
             pass        # the coordinator then answers NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE
         retention = req["retention_time_ms"] if 2 <= version <= 4 else -1
         if version == 0:
-            results = coord.commit_unchecked(req["group_id"], offsets)
+            results.update(coord.commit_unchecked(req["group_id"], offsets))
         else:
-            results = coord.handle_commit(req["group_id"], req["generation_id_or_member_epoch"], req["member_id"],
-                                          req["group_instance_id"], retention, offsets)
+            results.update(coord.handle_commit(req["group_id"], req["generation_id_or_member_epoch"],
+                                               req["member_id"], req["group_instance_id"], retention, offsets))
     topics = []
     for t in req["topics"]:
         topics.append({"name": t["name"], "partitions": [
@@ -220,17 +273,29 @@ def offset_fetch(ctx, req):
     coord = _coordinator(ctx)
     requested = req["topics"]
     partitions = None if requested is None else [(t["name"], p) for t in requested for p in t["partition_indexes"]]
-    if coord is None:
+    group_ok = ctx.authorize(DESCRIBE, GROUP, req["group_id"])
+    denied = frozenset()
+    if group_ok and requested is not None:
+        denied = auth.denied_names(ctx, DESCRIBE, TOPIC, (t["name"] for t in requested))
+    if not group_ok:
+        err, found = GROUP_DENIED, {}
+    elif coord is None:
         err, found = errors.COORDINATOR_NOT_AVAILABLE, {}
     else:
-        err, found = coord.fetch_offsets(req["group_id"], partitions)
+        asked = partitions if not denied else [tp for tp in partitions if tp[0] not in denied]
+        err, found = coord.fetch_offsets(req["group_id"], asked)
+        if requested is None and auth.enforcing(ctx):
+            # All the group's offsets: those of topics the principal may not Describe are left out (Kafka's).
+            visible = auth.authorized_names(ctx, DESCRIBE, TOPIC, (tp[0] for tp in found))
+            found = {tp: oam for tp, oam in found.items() if tp[0] in visible}
     by_topic = {}
     if err:
         for tp in sliced(partitions or ()):
             by_topic.setdefault(tp[0], []).append(_fetched(tp[1], None, err))
     else:
         for tp in sliced(partitions if partitions is not None else sorted(found)):
-            by_topic.setdefault(tp[0], []).append(_fetched(tp[1], found.get(tp), NONE))
+            code = errors.TOPIC_AUTHORIZATION_FAILED if tp[0] in denied else NONE
+            by_topic.setdefault(tp[0], []).append(_fetched(tp[1], None if code else found.get(tp), code))
     topics = [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
     return {"throttle_time_ms": 0, "topics": topics, "error_code": err}
 
@@ -247,9 +312,13 @@ def _fetched(partition, oam, err):
 @handler(15, (0, 5))
 def describe_groups(ctx, req):
     coord = _coordinator(ctx)
+    with_ops = ctx.api_version >= 3 and req["include_authorized_operations"]
     out = []
     for gid in sliced(req["groups"]):
-        err, s = (errors.COORDINATOR_NOT_AVAILABLE, None) if coord is None else coord.describe_group(gid)
+        if not ctx.authorize(DESCRIBE, GROUP, gid):
+            err, s = GROUP_DENIED, None
+        else:
+            err, s = (errors.COORDINATOR_NOT_AVAILABLE, None) if coord is None else coord.describe_group(gid)
         if err:
             out.append({"error_code": err, "group_id": gid, "group_state": "", "protocol_type": "",
                         "protocol_data": "", "members": []})
@@ -260,6 +329,8 @@ def describe_groups(ctx, req):
                                  "client_id": m["client_id"], "client_host": m["client_host"],
                                  "member_metadata": m["metadata"], "member_assignment": m["assignment"]}
                                 for m in s["members"]]})
+        if with_ops:
+            out[-1]["authorized_operations"] = auth.authorized_operations(ctx, GROUP, gid)
     return {"throttle_time_ms": 0, "groups": out}
 
 
@@ -267,6 +338,9 @@ def describe_groups(ctx, req):
 def list_groups(ctx, req):
     coord = _coordinator(ctx)
     err, groups = (errors.COORDINATOR_NOT_AVAILABLE, []) if coord is None else coord.list_groups()
+    if auth.enforcing(ctx) and not auth.cluster(ctx, DESCRIBE):
+        visible = auth.authorized_names(ctx, DESCRIBE, GROUP, (g for g, _, _ in groups))
+        groups = [g for g in groups if g[0] in visible]
     wanted = {s.lower() for s in (req["states_filter"] or ())}
     return {"throttle_time_ms": 0, "error_code": err,
             "groups": [{"group_id": g, "protocol_type": pt, "group_state": st}
@@ -279,6 +353,9 @@ def delete_groups(ctx, req):
     coord = _coordinator(ctx)
     results = []
     for gid in sliced(req["groups_names"]):
-        code = errors.COORDINATOR_NOT_AVAILABLE if coord is None else coord.delete_group(gid)
+        if not ctx.authorize(DELETE, GROUP, gid):
+            code = GROUP_DENIED
+        else:
+            code = errors.COORDINATOR_NOT_AVAILABLE if coord is None else coord.delete_group(gid)
         results.append({"group_id": gid, "error_code": code})
     return {"throttle_time_ms": 0, "results": results}

@@ -19,6 +19,10 @@ Per resource, checked in Kafka's order (``ConfigAdminManager.preprocess``), firs
   since kbroker's broker configs are static (server.properties), as Kafka answers for a key that is not dynamic;
 * any other resource type (8 broker logger, 16 client metrics, 32 group, unknown) -> INVALID_REQUEST.
 
+Authorization (Kafka's ``ConfigAdminManager.preprocess``), after the duplicate and request-shape checks above and
+before anything is read or validated: AlterConfigs on the topic, else TOPIC_AUTHORIZATION_FAILED (29); on the
+Cluster for a broker (4) or broker-logger (8) resource, else CLUSTER_AUTHORIZATION_FAILED (31).
+
 Operation semantics (Kafka's ``prepareIncrementalConfigs``), applied in request order to the topic's overrides:
 SET puts the value; DELETE removes the override (the key falls back to its default; deleting an unset key is a
 no-op); APPEND adds the comma-separated items not already in the current list; SUBTRACT removes each listed item
@@ -36,6 +40,8 @@ from kbroker import errors
 from kbroker.config import TOPIC_CONFIGS
 from kbroker.coord.metadata_store import validate_topic_name
 from kbroker.handlers.common import record_failure
+from kbroker.handlers.configs import check_config_access
+from kbroker.security.acl import ALTER_CONFIGS
 from kbroker.server.router import handler
 
 TOPIC = 2
@@ -128,6 +134,7 @@ def incremental_alter_configs(ctx, req):
             if seen[(rtype, name)] > 1:
                 raise errors.InvalidRequest("Each resource must appear at most once.")
             ops = check_ops(res["configs"])
+            check_config_access(ctx, ALTER_CONFIGS, rtype, name)
             if rtype == TOPIC:
                 _alter_topic(services.topics, name, ops, req["validate_only"])
             elif rtype == BROKER:

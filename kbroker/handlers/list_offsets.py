@@ -12,14 +12,19 @@ timestamps, then the same record lookup), -1/-1 when it is not below the high wa
 timestamp. Looking inside a batch decodes it (decompressing when needed), which a worker thread does
 (``workers.py``): one stored batch may hold 10^5+ records.
 v0 answers ``old_style_offsets`` with one offset (max_num_offsets is honoured only as "at most"), like kafka-python
-and librdkafka expect. Errors per partition: UNKNOWN_TOPIC_OR_PARTITION (3), NOT_LEADER_OR_FOLLOWER (6).
+and librdkafka expect. Errors per partition: UNKNOWN_TOPIC_OR_PARTITION (3), NOT_LEADER_OR_FOLLOWER (6), and
+TOPIC_AUTHORIZATION_FAILED (29) for every partition of a topic the principal may not Describe (asked once per
+topic, before anything is looked up: Kafka's KafkaApis.handleListOffsetRequest).
 Deviations: a batch of more than 100 000 records (``workers.DECODE_MAX_RECORDS``) is answered by its base offset
 and max timestamp, without decoding it. v0 with an arbitrary timestamp uses the exact record lookup instead of
 Kafka 0.10's segment-modification-time approximation (a better answer to the same question).
 """
+from kbroker import errors
+from kbroker.handlers import auth
 from kbroker.handlers.common import error_code
 from kbroker.handlers.workers import DECODE_MAX_RECORDS, gc_paused, run_in_worker
 from kbroker.record import batch_header, batch_records
+from kbroker.security.acl import DESCRIBE, TOPIC
 from kbroker.server.router import handler
 
 LATEST = -1
@@ -64,12 +69,18 @@ def _max_timestamp(log):
 def list_offsets(ctx, req):
     replicas = ctx.services.replicas
     version = ctx.api_version
+    denied = auth.denied_names(ctx, DESCRIBE, TOPIC, (t["name"] for t in req["topics"]))
     topics = []
     for t in req["topics"]:
         parts = []
+        refused = t["name"] in denied
         for p in t["partitions"]:
             r = {"partition_index": p["partition_index"], "error_code": 0, "old_style_offsets": [],
                  "timestamp": -1, "offset": -1, "leader_epoch": -1}
+            if refused:
+                r["error_code"] = errors.TOPIC_AUTHORIZATION_FAILED
+                parts.append(r)
+                continue
             try:
                 part = replicas.leader_partition(t["name"], p["partition_index"])
                 ts = p["timestamp"]

@@ -12,6 +12,15 @@ connection: each name costs a lookup and an answer entry (~5 us on a 2-core mach
 event loop), the response has no request-level error code to refuse with, and a 4 MB request can name 2 M topics.
 A null list (all topics) is not limited: its size is the cluster's, not the client's.
 
+Authorization (Kafka's KafkaApis.handleTopicMetadataRequest, ``kbroker/handlers/auth.py``): a request for all
+topics lists only those the principal may Describe; a named topic it may not Describe answers
+TOPIC_AUTHORIZATION_FAILED (29) without its existence being looked at (whether it exists is not disclosed). An
+unknown named topic that would be auto-created needs Create on the Cluster (asked once per request) or on the
+topic, else 29 and nothing is created. v8+ ``include_cluster_authorized_operations`` (v8-v10) answers KIP-430's
+bit field of the Cluster operations the principal may perform (0 without Describe on the Cluster),
+``include_topic_authorized_operations`` each answered topic's (not the 29 ones); without an authorizer every
+supported operation, as Kafka. Otherwise they stay INT32_MIN ("not provided").
+
 A Metadata request that arrives while the broker is still starting (listening, but without the controller's first
 UpdateMetadata: ``services.ready``) waits for it, at most ``READY_WAIT_S`` (30 s): answered earlier it would name no
 controller and no leaders, which librdkafka's AdminClient answers by waiting ~35 s before it asks again. Kafka does
@@ -19,7 +28,10 @@ not process client requests before its startup completes either.
 """
 from kbroker import errors
 from kbroker.coord.metadata_store import validate_topic_name
+from kbroker.handlers import auth
+from kbroker.handlers.common import sliced
 from kbroker.internal_topics import is_internal
+from kbroker.security.acl import CLUSTER, CLUSTER_NAME, CREATE, DESCRIBE, TOPIC
 from kbroker.server.connection import CloseConnection
 from kbroker.server.context import READY_WAIT_S
 from kbroker.server.router import handler
@@ -43,10 +55,22 @@ def metadata(ctx, req):
             raise CloseConnection("Metadata request names %d topics, more than metadata.request.max.topics=%d"
                                   % (len(names), limit))
     auto = services.config["auto.create.topics.enable"] and req["allow_auto_topic_creation"]
+    # None: no authorizer, every topic may be described (and no question is asked per topic).
+    describable = auth.authorized_names(ctx, DESCRIBE, TOPIC, names) if auth.enforcing(ctx) else None
+    if describable is not None and not explicit:
+        names = [n for n in names if n in describable]
+    may_create = _CreateCheck(ctx)
+    with_ops = version >= 8 and req["include_topic_authorized_operations"]
     topics = []
-    for name in names:
+    for name in sliced(names):
+        if describable is not None and name not in describable:
+            topics.append(_topic_error(name, errors.TOPIC_AUTHORIZATION_FAILED))
+            continue
         meta = cache.topic(name)
         if meta is None and explicit:
+            if auto and not may_create(name):
+                topics.append(_topic_error(name, errors.TOPIC_AUTHORIZATION_FAILED, is_internal(name)))
+                continue
             if auto and not is_internal(name):
                 try:
                     services.topics.auto_create_topic(name)
@@ -65,7 +89,12 @@ def metadata(ctx, req):
         if meta is None:
             continue
         topics.append(_topic(cache.alive_broker_ids(), name, meta, version))
-    return {
+    if with_ops:
+        # Every answered topic but the refused ones (Kafka's), ~8 questions a topic.
+        for t in sliced(topics):
+            if t["error_code"] != errors.TOPIC_AUTHORIZATION_FAILED:
+                t["topic_authorized_operations"] = auth.authorized_operations(ctx, TOPIC, t["name"])
+    out = {
         "throttle_time_ms": 0,
         "brokers": [{"node_id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
                     for b in cache.alive_brokers(ctx.listener)],
@@ -73,6 +102,25 @@ def metadata(ctx, req):
         "controller_id": cache.controller_id,
         "topics": topics,
     }
+    if 8 <= version <= 10 and req["include_cluster_authorized_operations"]:
+        out["cluster_authorized_operations"] = auth.authorized_operations(ctx, CLUSTER, CLUSTER_NAME) \
+            if auth.cluster(ctx, DESCRIBE) else 0
+    return out
+
+
+class _CreateCheck:
+    """May the principal auto-create this topic? Create on the Cluster (asked at most once per request) or on the
+    topic (Kafka's rule)."""
+    __slots__ = ("ctx", "_cluster")
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self._cluster = None
+
+    def __call__(self, name):
+        if self._cluster is None:
+            self._cluster = auth.cluster(self.ctx, CREATE)
+        return self._cluster or self.ctx.authorize(CREATE, TOPIC, name)
 
 
 def _valid_topic_name(name):
@@ -83,8 +131,8 @@ def _valid_topic_name(name):
         return False
 
 
-def _topic_error(name, code):
-    return {"error_code": code, "name": name, "is_internal": False, "partitions": []}
+def _topic_error(name, code, internal=False):
+    return {"error_code": code, "name": name, "is_internal": internal, "partitions": []}
 
 
 def _topic(live, name, meta, version):
