@@ -41,6 +41,7 @@ from kbroker.log.log import Log
 from kbroker.log.manager import LogManager, read_properties
 from kbroker.producer_ids import ProducerIdManager
 from kbroker.replica.manager import ReplicaManager
+from kbroker.security.zk_client import zk_sasl_credentials
 from kbroker.server.context import READY_WAIT_S, ControlPlane, Services
 from kbroker.server.loopcall import make_owner_call
 from kbroker.server.metadata_cache import MetadataCache
@@ -101,6 +102,10 @@ class Broker:
     def start(self):
         from kbroker.handlers.cluster import local_dispatcher
         cfg = self.config
+        if not cfg.embedded:
+            # SASL to ZooKeeper from KAFKA_OPTS' JAAS Client section (kbroker/security/zk_client.py); resolved here,
+            # inside start(), so a bad JAAS setup is a startup failure with its message, like any other.
+            self.backend.sasl = zk_sasl_credentials()
         self.backend.start()
         ensure_persistent_paths(self.backend)
         self.controller_view = ControllerView(self.backend).start()

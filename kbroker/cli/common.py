@@ -111,18 +111,22 @@ def zookeeper(connect, backend=None, timeout_ms=None):
     """A started ZooKeeperBackend on ``connect`` (stopped afterwards), or ``backend`` as given (tests).
 
     ``timeout_ms`` (session and connection timeout) defaults to TIMEOUT_MS; a ZooKeeper that cannot be reached
-    within it is a CommandError carrying the backend's message.
+    within it is a CommandError carrying the backend's message. Like Kafka's tools, it logs in with SASL when
+    ``KAFKA_OPTS`` names a JAAS file with a ``Client`` section (kbroker/security/zk_client.py), and then creates
+    znodes with the secure ACLs (Kafka's tools: ``isSecure = JaasUtils.isZkSaslEnabled()``).
     """
     if backend is not None:
         yield backend
         return
     from kbroker.coord.errors import CoordinationError
     from kbroker.coord.zk import ZooKeeperBackend
+    from kbroker.security.zk_client import ZkClientSecurityError, zk_sasl_credentials
 
     timeout_ms = TIMEOUT_MS if timeout_ms is None else timeout_ms
     try:
-        zk = ZooKeeperBackend(connect, timeout_ms, timeout_ms).start()
-    except CoordinationError as e:
+        sasl = zk_sasl_credentials()
+        zk = ZooKeeperBackend(connect, timeout_ms, timeout_ms, sasl=sasl, secure_acls=sasl is not None).start()
+    except (CoordinationError, ZkClientSecurityError) as e:
         raise CommandError(str(e)) from None
     try:
         yield zk

@@ -303,6 +303,10 @@ class BrokerConfig:
         zk = (self["zookeeper.connect"] or "").strip()
         if zk and not _ZK_CONNECT.fullmatch(zk):
             raise _invalid("zookeeper.connect", zk, "expected host:port[,host:port...][/chroot], or empty for embedded")
+        if not zk and self["zookeeper.set.acl"]:
+            raise _invalid("zookeeper.set.acl", self.originals["zookeeper.set.acl"], "needs zookeeper.connect: the "
+                           "embedded coordination backend lives inside the broker and has no ZooKeeper clients to "
+                           "keep out, so there are no znode ACLs to set")
         self.max_connections_per_ip_overrides  # parses and resolves: a bad entry stops startup naming the key
         if self["max.connections.per.ip"] == 0 and not self.max_connections_per_ip_overrides:
             raise _invalid("max.connections.per.ip", 0,

@@ -46,6 +46,8 @@ def effect_of(key):
 # Reasons shared by several keys (one line each in the startup warning / the ConfigError).
 _SECURITY = "TLS, SASL and ACLs are not supported yet (issue 10): kbroker serves PLAINTEXT only and authorizes nothing"
 _QUOTAS = "quotas are not enforced yet (issue 12)"
+_ZK_TLS = ("ZooKeeper TLS is not supported: kbroker's ZooKeeper connection is plaintext; authenticate it with SASL "
+           "(JAAS Client section) and keep ZooKeeper on a private network")
 _TXN = ("transactions are not served (InitProducerId with a transactional id answers COORDINATOR_NOT_AVAILABLE), "
         "so there is no transaction coordinator and no __transaction_state topic")
 _LOOP = "kbroker serves every connection in a greenlet of one event loop; it has no %s thread pool to size"
@@ -240,8 +242,38 @@ _KEYS = [
        "ZooKeeper session timeout (modern default 18000; 0.10.1 had 6000)"),
     _k("zookeeper.connection.timeout.ms", "int", None, Range(1), H,
        "Max wait for a connection; default = zookeeper.session.timeout.ms"),
-    _k("zookeeper.set.acl", "bool", False, None, H, "Create znodes with broker-only write ACLs",
-       effect=refused_unless_default(_SECURITY)),
+    _k("zookeeper.set.acl", "bool", False, None, H,
+       "Create znodes with Kafka's secure ACLs (creator-only writes, world read except credentials); needs SASL "
+       "to ZooKeeper (JAAS Client section via -Djava.security.auth.login.config in KAFKA_OPTS) and zookeeper.connect"),
+    # ZooKeeper TLS (Kafka >= 2.5, KIP-515): kbroker's ZooKeeper connection is plaintext (+ SASL).
+    _k("zookeeper.clientCnxnSocket", "string", None, None, M, "ZooKeeper client socket class (Netty for TLS)",
+       effect=refused_unless_default(_ZK_TLS)),
+    _k("zookeeper.ssl.client.enable", "bool", False, None, M, "TLS to ZooKeeper",
+       effect=refused_unless_default(_ZK_TLS)),
+    _k("zookeeper.ssl.keystore.location", "string", None, None, L, "ZooKeeper TLS keystore",
+       effect=refused_unless_default(_ZK_TLS)),
+    _k("zookeeper.ssl.keystore.password", "password", None, None, L, "ZooKeeper TLS keystore password",
+       effect=refused_unless_default(_ZK_TLS)),
+    _k("zookeeper.ssl.keystore.type", "string", None, None, L, "ZooKeeper TLS keystore type",
+       effect=refused_unless_default(_ZK_TLS)),
+    _k("zookeeper.ssl.truststore.location", "string", None, None, L, "ZooKeeper TLS truststore",
+       effect=refused_unless_default(_ZK_TLS)),
+    _k("zookeeper.ssl.truststore.password", "password", None, None, L, "ZooKeeper TLS truststore password",
+       effect=refused_unless_default(_ZK_TLS)),
+    _k("zookeeper.ssl.truststore.type", "string", None, None, L, "ZooKeeper TLS truststore type",
+       effect=refused_unless_default(_ZK_TLS)),
+    _k("zookeeper.ssl.protocol", "string", "TLSv1.2", None, L, "ZooKeeper TLS protocol",
+       effect=refused_unless_default(_ZK_TLS)),
+    _k("zookeeper.ssl.enabled.protocols", "list", None, None, L, "ZooKeeper TLS versions",
+       effect=refused_unless_default(_ZK_TLS)),
+    _k("zookeeper.ssl.cipher.suites", "list", None, None, L, "ZooKeeper TLS cipher suites",
+       effect=refused_unless_default(_ZK_TLS)),
+    _k("zookeeper.ssl.endpoint.identification.algorithm", "string", "HTTPS", None, L,
+       "ZooKeeper TLS hostname verification", effect=refused_unless_default(_ZK_TLS)),
+    _k("zookeeper.ssl.crl.enable", "bool", False, None, L, "ZooKeeper TLS certificate revocation lists",
+       effect=refused_unless_default(_ZK_TLS)),
+    _k("zookeeper.ssl.ocsp.enable", "bool", False, None, L, "ZooKeeper TLS OCSP",
+       effect=refused_unless_default(_ZK_TLS)),
     _k("zookeeper.sync.time.ms", "int", 2000, None, L, "Kafka: how far a ZooKeeper follower may lag its leader",
        effect=no_effect("it tunes ZooKeeper followers, not a ZooKeeper client")),
     # -- group and transaction coordinators

@@ -25,7 +25,9 @@ __all__ = [
 
 def make_backend(config):
     """The backend a broker config asks for (not started): EmbeddedBackend in the first log dir when
-    ``zookeeper.connect`` is empty, else ZooKeeperBackend with the session and connection timeouts."""
+    ``zookeeper.connect`` is empty, else ZooKeeperBackend with the session and connection timeouts and
+    ``zookeeper.set.acl`` (its SASL credentials, from the JAAS file, are set by the composition root before
+    ``start()``: kbroker/security/zk_client.py)."""
     connect = (config["zookeeper.connect"] or "").strip()
     if not connect:
         return EmbeddedBackend(config.log_dirs[0])
@@ -33,4 +35,5 @@ def make_backend(config):
 
     session_ms = config["zookeeper.session.timeout.ms"]
     conn_ms = config["zookeeper.connection.timeout.ms"]
-    return ZooKeeperBackend(connect, session_ms, conn_ms if conn_ms is not None else session_ms)
+    return ZooKeeperBackend(connect, session_ms, conn_ms if conn_ms is not None else session_ms,
+                            secure_acls=config["zookeeper.set.acl"])

@@ -2,7 +2,8 @@
 
 The embedded backend raises these directly; a ZooKeeper (kazoo) backend translates kazoo's exceptions
 (``NoNodeError``, ``NodeExistsError``, ``BadVersionError``, ``NotEmptyError``, ``NoChildrenForEphemeralsError``,
-``ConnectionLoss``, ``SessionExpiredError``) into the classes of the same meaning here, so callers never import kazoo.
+``ConnectionLoss``, ``SessionExpiredError``, ``NoAuthError``, ``AuthFailedError``) into the classes of the same
+meaning here, so callers never import kazoo.
 """
 
 
@@ -40,3 +41,12 @@ class ConnectionLossError(CoordinationError):
 
 class SessionExpiredError(CoordinationError):
     """A networked backend's session expired; its ephemeral nodes are gone."""
+
+
+class NoAuthError(CoordinationError):
+    """A networked backend's session may not do this to the node: the node's ACL does not grant it (ZooKeeper's
+    NOAUTH; ``zookeeper.set.acl``)."""
+
+
+class AuthFailedError(CoordinationError):
+    """A networked backend's login (SASL) was refused: wrong credentials, or a user the ensemble does not know."""

@@ -26,6 +26,20 @@ matters: a child deleted and created again between two reads (a broker restarted
 both changes (issue 8: the controller never saw the bounce). A re-run after a reconnect that finds nothing changed
 calls nothing. ``Watch.cancel()`` takes effect at the next event.
 
+Security (Kafka's section 7.6; the ACL rule and the credentials are in zk_security.py). ``sasl``, a
+ZkSaslCredentials, makes every session (the chroot-creating one too) log in with SASL DIGEST-MD5 before its first
+request; ``start()`` then makes one round trip, so wrong credentials stop it at once with a CoordinationError naming
+the user and where the credentials came from (kazoo reports CONNECTED before the SASL exchange ends, and ZooKeeper
+answers a failed login by closing the connection: without the round trip a broker would start and then find
+every operation refused). ``secure_acls`` (``zookeeper.set.acl``) creates every znode with
+``default_acls(True, path)`` -- also the chroot and the parents a create makes on its way, each with its own
+path's ACL, which kazoo's ``makepath`` would not give (it copies the leaf's ACL to every parent: a sensitive leaf
+would hide its world-readable parents) -- and requires ``sasl`` (Kafka: "zookeeper.set.acl is true, but the
+verification of the JAAS login file failed"): without an authenticated identity the creator-only ACLs would name
+nobody. Without ``secure_acls`` nodes are world-open, as Kafka creates them. ``get_acls`` / ``set_acls`` and
+``set_default_acls`` (the migration tool's pipelined tree walk) exist on this backend only; a ZooKeeper refusal
+(the node's ACL does not let this session do that) is NoAuthError.
+
 Session hooks: ``on_session_expired(cb)`` runs ``cb()`` when the session is lost (ephemeral nodes are gone);
 ``on_reconnected(cb)`` runs ``cb()`` once a *new* session is established after an expiry (re-register ephemerals,
 re-run the controller election). Both run in fresh greenlets, never inside kazoo's event greenlet, so they may make
@@ -40,13 +54,17 @@ import gevent
 from kazoo import exceptions as kz
 from kazoo.client import KazooClient, KazooState
 from kazoo.handlers.gevent import SequentialGeventHandler
+from kazoo.protocol.states import KeeperState
 from kazoo.retry import KazooRetry, RetryFailedError
+
+from kazoo.security import ACL, Id
 
 from .backend import CoordinationBackend, Watch, ZnodeStat, validate_path
 from .errors import (
-    BadVersionError, ConnectionLossError, CoordinationError, NoChildrenForEphemeralsError, NodeExistsError,
-    NoNodeError, NotEmptyError, SessionExpiredError,
+    AuthFailedError, BadVersionError, ConnectionLossError, CoordinationError, NoAuthError,
+    NoChildrenForEphemeralsError, NodeExistsError, NoNodeError, NotEmptyError, SessionExpiredError,
 )
+from .zk_security import Acl, default_acls, sasl_options
 
 log = logging.getLogger("kbroker.coord.zk")
 
@@ -56,6 +74,8 @@ _TRANSLATE = (
     (kz.BadVersionError, BadVersionError),
     (kz.NotEmptyError, NotEmptyError),
     (kz.NoChildrenForEphemeralsError, NoChildrenForEphemeralsError),
+    (kz.NoAuthError, NoAuthError),
+    (kz.AuthFailedError, AuthFailedError),
     (kz.SessionExpiredError, SessionExpiredError),
     (kz.ConnectionLoss, ConnectionLossError),
     (kz.OperationTimeoutError, ConnectionLossError),
@@ -83,10 +103,20 @@ def _stat(st):
     return ZnodeStat(st.version, st.ctime, st.mtime, st.ephemeralOwner, st.czxid)
 
 
+def _kazoo_acls(acls):
+    return [ACL(a.perms, Id(a.scheme, a.id)) for a in acls]
+
+
+def _acls(kazoo_acls):
+    return [Acl(a.perms, a.id.scheme, a.id.id) for a in kazoo_acls]
+
+
 class ZooKeeperBackend(CoordinationBackend):
     def __init__(self, connect_string, session_timeout_ms=18000, connection_timeout_ms=None,
-                 operation_timeout_ms=None):
+                 operation_timeout_ms=None, sasl=None, secure_acls=False):
         self.connect_string = connect_string.strip()
+        self.sasl = sasl
+        self.secure_acls = bool(secure_acls)
         self.hosts, self.chroot = split_connect_string(self.connect_string)
         self.session_timeout_ms = int(session_timeout_ms)
         self.connection_timeout_ms = int(connection_timeout_ms or session_timeout_ms)
@@ -127,6 +157,7 @@ class ZooKeeperBackend(CoordinationBackend):
             command_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0,
                                      deadline=self.operation_timeout_ms / 1000.0,
                                      sleep_func=self._handler.sleep_func),
+            sasl_options=sasl_options(self.sasl),
         )
 
     def _start_client(self, client):
@@ -138,17 +169,42 @@ class ZooKeeperBackend(CoordinationBackend):
                 client.close()
             raise CoordinationError("could not connect to ZooKeeper at %s within %d ms (zookeeper.connection."
                                     "timeout.ms): %s" % (self.connect_string, self.connection_timeout_ms, e)) from None
+        if self.sasl is not None:
+            self._check_login(client)
+
+    def _check_login(self, client):
+        """One round trip after the SASL exchange (requests are sent only once it ended): a refused login is
+        AuthFailedError here, not on the broker's first real operation."""
+        try:
+            client.exists_async("/").get(timeout=self.connection_timeout_ms / 1000.0)
+            return
+        except kz.AuthFailedError:
+            problem = ("ZooKeeper refused the SASL %s login of user %r (%s): wrong username or password, or no such "
+                       "user in the ensemble's JAAS Server section" % (self.sasl.mechanism, self.sasl.username,
+                                                                        self.sasl.source or "zookeeper SASL client"))
+            error = AuthFailedError
+        except (Exception, self._handler.timeout_exception) as e:
+            problem = "no answer to the first request after the SASL login: %s" % (type(e).__name__,)
+            error = CoordinationError
+        with contextlib.suppress(Exception):
+            client.stop()
+            client.close()
+        raise error("could not authenticate to ZooKeeper at %s: %s" % (self.connect_string, problem))
 
     def start(self):
         if self._client is not None:
             return self
+        if self.secure_acls and self.sasl is None:
+            # Kafka's KafkaServer.initZkClient refuses the same way: creator-only ACLs need an authenticated creator.
+            raise CoordinationError("zookeeper.set.acl is true, but the verification of the JAAS login file failed: "
+                                    "no SASL credentials for ZooKeeper (a JAAS file given with "
+                                    "-Djava.security.auth.login.config in KAFKA_OPTS, with a Client section)")
         self._handler = SequentialGeventHandler()
         if self.chroot:
             root = self._new_client(self.hosts)
             self._start_client(root)
             try:
-                with self._translate(self.chroot):
-                    root.ensure_path(self.chroot)
+                self._ensure(root, self.chroot)
             finally:
                 with contextlib.suppress(Exception):
                     root.stop()
@@ -195,6 +251,12 @@ class ZooKeeperBackend(CoordinationBackend):
         if self._stopping:
             return
         if state == KazooState.LOST:
+            client = self._client
+            if client is not None and client.client_state == KeeperState.AUTH_FAILED:
+                # kazoo stops reconnecting after a refused login: only a restart with working credentials helps.
+                log.error("ZooKeeper refused the SASL login of user %r on reconnecting to %s; this client will not "
+                          "reconnect (restart with valid credentials)", getattr(self.sasl, "username", None),
+                          self.connect_string)
             log.warning("ZooKeeper session 0x%x expired (%s)", self._session_id, self.connect_string)
             self._expired = True
             self._spawn_hooks(self._expired_hooks)
@@ -245,6 +307,22 @@ class ZooKeeperBackend(CoordinationBackend):
         with self._translate(path):
             return client.retry(getattr(client, fn), *args, **kwargs)
 
+    def _acl(self, path):
+        """The kazoo ACL list a node at ``path`` is created with (zk_security.default_acls)."""
+        return _kazoo_acls(default_acls(self.secure_acls, path))
+
+    def _ensure(self, client, path):
+        """Create ``path`` and its missing ancestors, each with its own path's ACL (kazoo's ensure_path would give
+        every ancestor the leaf's). An existing node is left as it is."""
+        with self._translate(path):
+            if client.retry(client.exists, path) is not None:
+                return
+        parent = path.rsplit("/", 1)[0]
+        if parent:
+            self._ensure(client, parent)
+        with contextlib.suppress(NodeExistsError), self._translate(path):
+            client.retry(client.create, path, b"", acl=self._acl(path))
+
     def _check_started(self):
         client = self._client
         if client is None:
@@ -273,8 +351,16 @@ class ZooKeeperBackend(CoordinationBackend):
         validate_path(path)
         if path == "/":
             raise NodeExistsError(path="/")
-        return self._call(path, "create", path, bytes(data), ephemeral=ephemeral, sequence=sequence,
-                          makepath=makepath)
+        try:
+            return self._call(path, "create", path, bytes(data), acl=self._acl(path), ephemeral=ephemeral,
+                              sequence=sequence)
+        except NoNodeError:
+            parent = path.rsplit("/", 1)[0]
+            if not makepath or not parent:
+                raise
+        self._ensure(self._check_started(), parent)
+        return self._call(path, "create", path, bytes(data), acl=self._acl(path), ephemeral=ephemeral,
+                          sequence=sequence)
 
     def create_many(self, items):
         """Pipelined creates: every request of a wave is sent before the first answer is awaited, so N creates cost
@@ -298,7 +384,7 @@ class ZooKeeperBackend(CoordinationBackend):
             by_depth.setdefault(a.count("/"), []).append(a)
         for depth in sorted(by_depth):
             # Existing ancestors just answer NodeExistsError; the wave is pipelined, so that costs no round trips.
-            for path, res in [(p, client.create_async(p, b"")) for p in sorted(by_depth[depth])]:
+            for path, res in [(p, client.create_async(p, b"", acl=self._acl(p))) for p in sorted(by_depth[depth])]:
                 try:
                     with self._translate(path):
                         self._wait(res)
@@ -306,7 +392,7 @@ class ZooKeeperBackend(CoordinationBackend):
                     pass
                 except CoordinationError:
                     self.ensure_path(path)  # retried on its own (connection loss, a slow answer)
-        pending = [client.create_async(path, bytes(data)) for path, data, _makepath in items]
+        pending = [client.create_async(path, bytes(data), acl=self._acl(path)) for path, data, _makepath in items]
         out = []
         for (path, data, makepath), res in zip(items, pending):
             try:
@@ -373,7 +459,62 @@ class ZooKeeperBackend(CoordinationBackend):
     def ensure_path(self, path):
         validate_path(path)
         if path != "/":
-            self._call(path, "ensure_path", path)
+            self._ensure(self._check_started(), path)
+
+    # -- ACLs (this backend only: the embedded store has no clients to keep out) ----------------------------------
+
+    def get_acls(self, path):
+        """``(sorted [Acl], ZnodeStat)`` of the node at ``path``."""
+        validate_path(path)
+        acls, st = self._call(path, "get_acls", path)
+        return sorted(_acls(acls)), _stat(st)
+
+    def set_acls(self, path, acls, version=-1):
+        """Replace the ACL of the node at ``path`` with ``acls`` (Acl entries; the ``auth`` scheme means this
+        session's identities). NoAuthError when this session may not (the node's ACL lacks ADMIN for it)."""
+        validate_path(path)
+        self._call(path, "set_acls", path, _kazoo_acls(acls), version=version)
+
+    def set_default_acls(self, roots, secure, recursive=True, on_node=None):
+        """Set ``default_acls(secure, path)`` on every node of the subtrees at ``roots`` (only the roots themselves
+        when not ``recursive``), as Kafka's ZkSecurityMigrator does. Breadth first, one pipelined wave per depth:
+        every setACL and getChildren of a wave is sent before the first answer is awaited (30,000 nodes: seconds,
+        not one round trip each). A node deleted meanwhile is skipped (Kafka: "it could have been legitimately
+        deleted"); any other failure (NoAuthError, ConnectionLossError...) is raised naming its node.
+        ``on_node(path)`` is called for each node set. Returns the number of nodes set."""
+        client = self._check_started()
+        wave = list(roots)
+        for root in wave:
+            validate_path(root)
+        done = 0
+        while wave:
+            acl_results = [client.set_acls_async(p, self._default_kazoo_acls(secure, p)) for p in wave]
+            child_results = [client.get_children_async(p) for p in wave] if recursive else [None] * len(wave)
+            next_wave = []
+            for path, acl_res, child_res in zip(wave, acl_results, child_results):
+                try:
+                    with self._translate(path):
+                        self._wait(acl_res)
+                    done += 1
+                    if on_node is not None:
+                        on_node(path)
+                except NoNodeError:
+                    continue
+                if child_res is None:
+                    continue
+                try:
+                    with self._translate(path):
+                        children = self._wait(child_res)
+                except NoNodeError:
+                    continue
+                base = "" if path == "/" else path
+                next_wave.extend(base + "/" + c for c in sorted(children))
+            wave = next_wave
+        return done
+
+    @staticmethod
+    def _default_kazoo_acls(secure, path):
+        return _kazoo_acls(default_acls(secure, path))
 
     # -- watches --------------------------------------------------------------------------------------------------
 

@@ -1,0 +1,220 @@
+"""ZooKeeper authentication without a ZooKeeper: Kafka's ACL choice per path (coord/zk_security.py), the JAAS Client
+section and KAFKA_OPTS system properties (security/zk_client.py), the zookeeper.* security keys, and the
+migration tool's refusals. The ensemble-backed half is tests/integration/test_zk_security.py."""
+import pytest
+
+from kbroker.config import BrokerConfig, ConfigError
+from kbroker.coord.errors import CoordinationError
+from kbroker.coord.zk import ZooKeeperBackend
+from kbroker.coord.zk_security import (
+    ALL, READ, SECURE_ROOT_PATHS, Acl, ZkSaslCredentials, default_acls, expected_acls, sasl_options, sensitive_path)
+from kbroker.security.zk_client import (
+    ZkClientSecurityError, parse_jaas, system_properties, zk_sasl_credentials)
+
+CREATOR = Acl(ALL, "auth", "")
+WORLD_READ = Acl(READ, "world", "anyone")
+WORLD_ALL = Acl(ALL, "world", "anyone")
+
+
+# ---------------------------------------------------------------------------------------------- ACL per path
+
+@pytest.mark.parametrize("path", [
+    "/", "/brokers", "/brokers/ids/1", "/brokers/topics/t", "/brokers/topics/t/partitions/0/state", "/controller",
+    "/controller_epoch", "/config", "/config/topics/t", "/config/changes/config_change_0000000001", "/cluster/id",
+    "/admin/delete_topics/t", "/isr_change_notification/isr_change_0000000000", "/kafka-acl/Topic/t",
+    "/latest_producer_id_block", "/consumers/g/offsets/t/0", "/config/clients/c", "/delegation_token"])
+def test_secure_paths_are_creator_all_and_world_read(path):
+    assert default_acls(True, path) == (CREATOR, WORLD_READ)
+
+
+@pytest.mark.parametrize("path", [
+    "/config/users", "/config/users/alice", "/config/brokers", "/config/brokers/0", "/config/brokers/<default>",
+    "/delegation_token/tokens", "/delegation_token/tokens/t1",
+    "/config/users2"])  # Kafka's plain startsWith: a prefix match, not a path-component match
+def test_sensitive_paths_are_creator_only(path):
+    assert sensitive_path(path)
+    assert default_acls(True, path) == (CREATOR,)
+
+
+def test_consumers_root_stays_open_and_everything_is_open_when_not_secure():
+    assert default_acls(True, "/consumers") == (WORLD_ALL,)
+    for path in ("/", "/brokers/ids/1", "/config/users/alice", "/consumers"):
+        assert default_acls(False, path) == (WORLD_ALL,)
+    assert not sensitive_path(None) and not sensitive_path("/config/topics/users")
+
+
+def test_expected_acls_replace_the_auth_scheme_by_the_session_identities():
+    assert expected_acls(True, "/brokers/ids/1", [("sasl", "kafka")]) == sorted(
+        [Acl(ALL, "sasl", "kafka"), WORLD_READ])
+    assert expected_acls(True, "/config/users/a", [("sasl", "kafka")]) == [Acl(ALL, "sasl", "kafka")]
+    assert expected_acls(False, "/config/users/a", [("sasl", "kafka")]) == [WORLD_ALL]
+
+
+def test_secure_root_paths_are_kafkas():
+    assert SECURE_ROOT_PATHS == (
+        "/admin", "/brokers", "/cluster", "/config", "/controller", "/controller_epoch", "/isr_change_notification",
+        "/latest_producer_id_block", "/log_dir_event_notification", "/delegation_token", "/kafka-acl-extended",
+        "/kafka-acl", "/kafka-acl-changes", "/kafka-acl-extended/prefixed", "/kafka-acl-extended-changes")
+
+
+def test_credentials_hide_the_password_and_become_kazoo_options():
+    c = ZkSaslCredentials("kafka", "s3cret", source="JAAS file f, section Client")
+    assert "s3cret" not in repr(c)
+    assert sasl_options(c) == {"mechanism": "DIGEST-MD5", "username": "kafka", "password": "s3cret",
+                               "service": "zookeeper"}
+    assert sasl_options(None) is None
+
+
+# ---------------------------------------------------------------------------------------------- JAAS, KAFKA_OPTS
+
+CLIENT = """// brokers
+KafkaServer {
+    org.apache.kafka.common.security.plain.PlainLoginModule required
+    username="admin" password="admin-secret" user_admin="admin-secret";
+};
+/* the ZooKeeper login */
+Client {
+    org.apache.zookeeper.server.auth.DigestLoginModule required
+    username="kafka"
+    password="kafka \\"secret\\"";
+};
+"""
+
+
+def _jaas(tmp_path, text=CLIENT):
+    f = tmp_path / "jaas.conf"
+    f.write_text(text)
+    return str(f)
+
+
+def test_system_properties_from_kafka_opts():
+    props = system_properties('-Xmx1g -Djava.security.auth.login.config="/etc/my jaas.conf" -Dzookeeper.sasl.client'
+                              ' -Da=b=c -D')
+    assert props == {"java.security.auth.login.config": "/etc/my jaas.conf", "zookeeper.sasl.client": "",
+                     "a": "b=c"}
+    with pytest.raises(ZkClientSecurityError, match="KAFKA_OPTS"):
+        system_properties('-Dx="unclosed')
+
+
+def test_parse_jaas_sections_and_errors():
+    sections = parse_jaas(CLIENT)
+    assert sections["Client"] == [("org.apache.zookeeper.server.auth.DigestLoginModule",
+                                   {"username": "kafka", "password": 'kafka "secret"'})]
+    assert sections["KafkaServer"][0][1]["user_admin"] == "admin-secret"
+    for bad, what in (("Client { m required a=b }", "got .}."), ("Client { m maybe; };", "control flag"),
+                      ("Client { m required a; };", "expected ="), ("Client { m required a=b;", "expected }")):
+        with pytest.raises(ValueError, match=what):
+            parse_jaas(bad)
+
+
+def test_no_login_config_or_no_client_section_means_no_sasl(tmp_path):
+    assert zk_sasl_credentials({}) is None
+    path = _jaas(tmp_path, "KafkaServer { m required a=\"b\"; };")
+    assert zk_sasl_credentials({"java.security.auth.login.config": path}) is None
+
+
+def test_client_section_gives_digest_credentials(tmp_path):
+    path = _jaas(tmp_path)
+    c = zk_sasl_credentials({"java.security.auth.login.config": path})
+    assert (c.username, c.password, c.mechanism, c.service) == ("kafka", 'kafka "secret"', "DIGEST-MD5", "zookeeper")
+    assert c.source == "JAAS file %s, section Client" % path
+    # zookeeper.sasl.clientconfig picks another section; zookeeper.sasl.client.username the service name
+    path2 = _jaas(tmp_path, CLIENT.replace("Client {", "ZkLogin {"))
+    props = {"java.security.auth.login.config": path2, "zookeeper.sasl.clientconfig": "ZkLogin",
+             "zookeeper.sasl.client.username": "zk"}
+    c = zk_sasl_credentials(props)
+    assert (c.username, c.service) == ("kafka", "zk")
+    assert zk_sasl_credentials({"java.security.auth.login.config": path2}) is None
+
+
+def test_kafka_opts_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("KAFKA_OPTS", "-Djava.security.auth.login.config=%s" % _jaas(tmp_path))
+    assert zk_sasl_credentials().username == "kafka"
+    monkeypatch.delenv("KAFKA_OPTS")
+    assert zk_sasl_credentials() is None
+
+
+@pytest.mark.parametrize("text, extra, match", [
+    (CLIENT, {"zookeeper.sasl.client": "false"},
+     "JAAS configuration is present, but system property zookeeper.sasl.client is set to false"),
+    ('Client { com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true; };', {},
+     "login module com.sun.security.auth.module.Krb5LoginModule: kbroker logs in to ZooKeeper with SASL DIGEST-MD5"),
+    ('Client { org.apache.zookeeper.server.auth.DigestLoginModule required username="k"; };', {},
+     "needs the option\\(s\\) password"),
+    (CLIENT, {"zookeeper.client.secure": "true"}, "zookeeper.client.secure=true: ZooKeeper TLS is not supported"),
+    (CLIENT, {"zookeeper.ssl.keyStore.location": "/k"}, "zookeeper.ssl.keyStore.location"),
+    (CLIENT, {"zookeeper.clientCnxnSocket": "org.apache.zookeeper.ClientCnxnSocketNetty"},
+     "zookeeper.clientCnxnSocket"),
+    ("Client { oops", {}, "is malformed"),
+])
+def test_refusals_name_the_problem(tmp_path, text, extra, match):
+    props = {"java.security.auth.login.config": _jaas(tmp_path, text), **extra}
+    with pytest.raises(ZkClientSecurityError, match=match):
+        zk_sasl_credentials(props)
+
+
+def test_missing_jaas_file_is_an_error_naming_it(tmp_path):
+    with pytest.raises(ZkClientSecurityError, match="JAAS file .*nope.conf"):
+        zk_sasl_credentials({"java.security.auth.login.config": str(tmp_path / "nope.conf")})
+
+
+def test_zookeeper_client_secure_false_is_the_default_and_accepted(tmp_path):
+    props = {"java.security.auth.login.config": _jaas(tmp_path), "zookeeper.client.secure": "false"}
+    assert zk_sasl_credentials(props).username == "kafka"
+
+
+# ---------------------------------------------------------------------------------------------- config and backend
+
+def test_set_acl_needs_zookeeper_connect():
+    with pytest.raises(ConfigError, match="zookeeper.set.acl.*needs zookeeper.connect") as ei:
+        BrokerConfig.from_sources(None, ["zookeeper.set.acl=true"])
+    assert ei.value.key == "zookeeper.set.acl"
+    cfg = BrokerConfig.from_sources(None, ["zookeeper.set.acl=true", "zookeeper.connect=127.0.0.1:1/k"])
+    assert cfg["zookeeper.set.acl"] is True
+
+
+@pytest.mark.parametrize("key, value", [
+    ("zookeeper.ssl.client.enable", "true"), ("zookeeper.clientCnxnSocket", "org.apache.zookeeper.ClientCnxnSocketNetty"),
+    ("zookeeper.ssl.keystore.location", "/k.jks"), ("zookeeper.ssl.truststore.password", "x"),
+    ("zookeeper.ssl.protocol", "TLSv1.3"), ("zookeeper.ssl.endpoint.identification.algorithm", "")])
+def test_zookeeper_tls_keys_are_refused_unless_default(key, value):
+    with pytest.raises(ConfigError, match="ZooKeeper TLS is not supported") as ei:
+        BrokerConfig.from_sources(None, ["zookeeper.connect=127.0.0.1:1", "%s=%s" % (key, value)])
+    assert ei.value.key == key
+
+
+def test_make_backend_passes_set_acl(tmp_path):
+    from kbroker.coord import make_backend
+    cfg = BrokerConfig.from_sources(None, ["zookeeper.set.acl=true", "zookeeper.connect=127.0.0.1:1/k",
+                                           "log.dirs=%s" % tmp_path])
+    b = make_backend(cfg)
+    assert b.secure_acls is True and b.sasl is None
+
+
+def test_secure_acls_without_sasl_stop_the_backend_before_connecting():
+    # Port 1: nothing listens; the refusal must come first, naming Kafka's reason, without any wait.
+    b = ZooKeeperBackend("127.0.0.1:1/kafka", 4000, 60000, secure_acls=True)
+    with pytest.raises(CoordinationError, match="zookeeper.set.acl is true, but the verification of the JAAS login "
+                                                "file failed"):
+        b.start()
+
+
+# ---------------------------------------------------------------------------------------------- migration tool
+
+def test_migration_tool_refusals(tmp_path, monkeypatch, capsys):
+    from kbroker.cli.admin import main
+    monkeypatch.delenv("KAFKA_OPTS", raising=False)
+    assert main(["zookeeper-security-migration", "--zookeeper.connect", "127.0.0.1:1"]) == 1
+    assert "--zookeeper.acl must be 'secure' or 'unsecure'" in capsys.readouterr().err
+    assert main(["zookeeper-security-migration", "--zookeeper.acl=open", "--zookeeper.connect=127.0.0.1:1"]) == 1
+    assert "not 'open'" in capsys.readouterr().err
+    assert main(["zookeeper-security-migration", "--zookeeper.acl", "secure", "--zookeeper.connect",
+                 "127.0.0.1:1"]) == 1
+    assert "No JAAS configuration file has been specified" in capsys.readouterr().err
+    path = _jaas(tmp_path, "KafkaServer { m required a=\"b\"; };")
+    monkeypatch.setenv("KAFKA_OPTS", "-Djava.security.auth.login.config=" + path)
+    assert main(["zookeeper-security-migration", "--zookeeper.acl", "unsecure", "--zookeeper.connect",
+                 "127.0.0.1:1"]) == 1
+    assert "Security isn't enabled, most likely the file isn't set properly: " + path in capsys.readouterr().err
+    assert main(["zookeeper-security-migration", "--zookeeper.acl", "secure", "--zk-tls-config-file", "f"]) == 1
+    assert "ZooKeeper TLS is not supported" in capsys.readouterr().err
