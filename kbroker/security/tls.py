@@ -125,8 +125,9 @@ def client_context(settings, context_class=ssl.SSLContext):
 
 
 def check_hostname(settings):
-    """``ssl.endpoint.identification.algorithm``: https (Kafka's default since 2.0) -> True; empty -> False."""
-    algo = settings.get("ssl.endpoint.identification.algorithm")
+    """``ssl.endpoint.identification.algorithm``: https (Kafka's default since 2.0, also when the key is absent)
+    -> True; an empty value -> False."""
+    algo = settings.get("ssl.endpoint.identification.algorithm", "https")
     algo = "" if algo is None else algo.strip()
     if algo.lower() == "https":
         return True
