@@ -41,6 +41,7 @@ from kbroker.log.log import Log
 from kbroker.log.manager import LogManager, read_properties
 from kbroker.producer_ids import ProducerIdManager
 from kbroker.replica.manager import ReplicaManager
+from kbroker.security.authorizer import AclAuthorizer
 from kbroker.security.zk_client import zk_sasl_credentials
 from kbroker.server.context import READY_WAIT_S, ControlPlane, Services
 from kbroker.server.loopcall import make_owner_call
@@ -75,6 +76,7 @@ class Broker:
         self.controller = None
         self.channel = None
         self.registrar = None
+        self.authorizer = None   # the ACL authorizer when authorizer.class.name selects it
         # Controller requests are accepted only from the controller /controller and /controller_epoch name
         # (controller_view), stamped with this broker's epoch (registrar.epoch), and, when set, only on the
         # control-plane listener: the handlers see these three as ``control_plane`` (kbroker/handlers/cluster.py).
@@ -131,12 +133,13 @@ class Broker:
             offload=lambda fn, *args: self._replica_pool.apply(fn, args)).start()
         self._start_group_coordinator()
         self._build_controller()
+        self._start_authorizer()
         self.control_plane = ControlPlane(self.controller_view, self.control_plane_listener)
         self.services = Services(
             config=cfg, broker_id=self.broker_id, cluster_id=self.cluster_id, metadata=self.metadata_cache,
             replicas=self.replica_manager, topics=self.topic_admin, producer_ids=self.producer_ids,
             groups=self.group_coordinator, control_plane=self.control_plane, controller=self.controller,
-            ready=self.ready)
+            ready=self.ready, authorizer=self.authorizer)
         self.channel.local_handler = local_dispatcher(self.services)
         self.server = KafkaServer(self.services, self.router, cfg.listeners, cfg["socket.request.max.bytes"])
         self.server.start()
@@ -162,6 +165,16 @@ class Broker:
         self.started = True
         log.info("kbroker %d started (cluster %s, %s backend)", self.broker_id, self.cluster_id,
                  "embedded" if cfg.embedded else "ZooKeeper")
+
+    def _start_authorizer(self):
+        """The ACL authorizer (kbroker/security/authorizer.py) over this broker's coordination backend, every ACL
+        loaded before the listeners open, when authorizer.class.name names it; else none (everything allowed)."""
+        if self.config.authorizer_class is None:
+            return
+        cfg = self.config
+        self.authorizer = AclAuthorizer(
+            self.backend, super_users=AclAuthorizer.parse_super_users(cfg["super.users"]),
+            allow_everyone_if_no_acl_found=cfg["allow.everyone.if.no.acl.found"]).start()
 
     def _build_controller(self):
         """The controller and its channel, not started yet (``Services`` names the controller; the channel's
@@ -206,6 +219,8 @@ class Broker:
             self.log_manager.shutdown()
         if self.controller_view is not None:
             self.controller_view.stop()
+        if self.authorizer is not None:
+            self.authorizer.stop()
         try:
             self.backend.stop()
         except Exception:  # noqa: BLE001 - shutdown must finish

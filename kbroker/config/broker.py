@@ -3,6 +3,8 @@ import logging
 import os
 import socket
 
+from kbroker.security.acl import AUTHORIZER_CLASSES, principal_error
+
 from .files import Listener, _ZK_CONNECT, load_file, parse_listeners, parse_override, parse_protocol_map
 from .keys import CONFIG_KEYS, NO_EFFECT, REFUSED_UNLESS_DEFAULT, _KEYS, _SECURITY, effect_of
 from .values import ConfigError, Password, _invalid, format_default, format_value, parse_value
@@ -307,6 +309,7 @@ class BrokerConfig:
             raise _invalid("zookeeper.set.acl", self.originals["zookeeper.set.acl"], "needs zookeeper.connect: the "
                            "embedded coordination backend lives inside the broker and has no ZooKeeper clients to "
                            "keep out, so there are no znode ACLs to set")
+        self._check_authorizer()
         self.max_connections_per_ip_overrides  # parses and resolves: a bad entry stops startup naming the key
         if self["max.connections.per.ip"] == 0 and not self.max_connections_per_ip_overrides:
             raise _invalid("max.connections.per.ip", 0,
@@ -322,6 +325,22 @@ class BrokerConfig:
         if self["group.min.session.timeout.ms"] > self["group.max.session.timeout.ms"]:
             raise _invalid("group.min.session.timeout.ms", self["group.min.session.timeout.ms"],
                            "must be <= group.max.session.timeout.ms (%d)" % self["group.max.session.timeout.ms"])
+
+    def _check_authorizer(self):
+        """authorizer.class.name selects the ACL authorizer (acl.AUTHORIZER_CLASSES) or nothing; an unknown class
+        would otherwise leave every resource open. super.users entries must be principals (``Type:name``)."""
+        cls = (self["authorizer.class.name"] or "").strip()
+        if cls and cls not in AUTHORIZER_CLASSES:
+            raise _invalid("authorizer.class.name", cls, "kbroker provides only the ACL authorizer (%s) or none "
+                           "(empty)" % ", ".join(AUTHORIZER_CLASSES))
+        for principal in (self["super.users"] or "").split(";"):
+            if principal.strip() and principal_error(principal.strip()):
+                raise _invalid("super.users", self["super.users"], principal_error(principal.strip()))
+
+    @property
+    def authorizer_class(self):
+        """The ACL authorizer's class name when one is configured, else None."""
+        return (self["authorizer.class.name"] or "").strip() or None
 
     def _check_listener_protocols(self, pmap, listeners):
         """Fail closed: a listener mapped to SSL or SASL_* would otherwise be served as PLAINTEXT. The error names

@@ -353,12 +353,12 @@ _KEYS = [
     _k("replication.quota.window.size.seconds", "int", 1, Range(1), L, "Replication quota window length",
        effect=refused_unless_default(_QUOTAS)),
     # -- security
-    _k("authorizer.class.name", "string", "", None, L, "Authorizer class; empty = no authorization",
-       effect=refused_unless_default(_SECURITY)),
-    _k("super.users", "string", None, None, L, "Semicolon list of principals allowed everything",
-       effect=refused_unless_default(_SECURITY)),
-    _k("allow.everyone.if.no.acl.found", "bool", False, None, L, "Allow access to resources without ACLs",
-       effect=refused_unless_default(_SECURITY)),
+    _k("authorizer.class.name", "string", "", None, L,
+       "Authorizer class: kafka.security.authorizer.AclAuthorizer or kafka.security.auth.SimpleAclAuthorizer "
+       "selects the ACL authorizer (ACLs under /kafka-acl); empty = no authorization; any other class stops startup"),
+    _k("super.users", "string", None, None, L, "Semicolon list of principals (User:name) allowed everything"),
+    _k("allow.everyone.if.no.acl.found", "bool", False, None, L,
+       "With an authorizer: allow every principal on a resource no ACL applies to"),
     _k("principal.builder.class", "class", None, _CLASS, M, "Principal builder class",
        effect=refused_unless_default(_SECURITY)),
     _k("sasl.enabled.mechanisms", "list", ["GSSAPI"], None, M, "SASL mechanisms offered",

@@ -39,3 +39,69 @@ PATTERN_NAMES = {v: k for k, v in PATTERN_CODES.items()}
 
 WILDCARD = "*"            # a literal resource name matching every resource of its type; also "any host"
 WILDCARD_PRINCIPAL = "User:*"
+
+# ``ANY`` / ``UNKNOWN`` in filters and in what a client may send (code 1 / code 0 of every enum above).
+ANY, UNKNOWN = "Any", "Unknown"
+ANY_PATTERN, MATCH = "ANY", "MATCH"
+
+# authorizer.class.name values that select kbroker's ACL authorizer (kbroker/security/authorizer.py): Kafka's two
+# ZooKeeper-backed class names (0.10-2.x and 2.4+) and kbroker's own; empty selects none. Anything else stops startup.
+AUTHORIZER_CLASSES = ("kafka.security.auth.SimpleAclAuthorizer", "kafka.security.authorizer.AclAuthorizer",
+                      "kbroker.security.authorizer.AclAuthorizer")
+
+# Operations an ALLOW ACL on another operation implies (Kafka's AclOperation docs): Read, Write, Delete or Alter
+# allow Describe; AlterConfigs allows DescribeConfigs. ``All`` allows everything (checked apart). A DENY ACL never
+# implies: denying Read leaves Describe to the allow ACLs.
+IMPLIED_BY = {DESCRIBE: frozenset((DESCRIBE, READ, WRITE, DELETE, ALTER)),
+              DESCRIBE_CONFIGS: frozenset((DESCRIBE_CONFIGS, ALTER_CONFIGS))}
+
+
+def resource_type_name(code):
+    """Wire code -> resource type name: a concrete type, ``ANY`` (1) or ``UNKNOWN`` (0 and unknown codes)."""
+    return ANY if code == ANY_RESOURCE else RESOURCE_TYPE_NAMES.get(code, UNKNOWN)
+
+
+def operation_name(code):
+    """Wire code -> operation name, ``ANY`` (1) or ``UNKNOWN``."""
+    return ANY if code == ANY_OPERATION else OPERATION_NAMES.get(code, UNKNOWN)
+
+
+def permission_name(code):
+    """Wire code -> ``Allow`` / ``Deny``, ``ANY`` (1) or ``UNKNOWN``."""
+    return ANY if code == ANY_PERMISSION else PERMISSION_NAMES.get(code, UNKNOWN)
+
+
+def pattern_name(code):
+    """Wire code -> ``LITERAL`` / ``PREFIXED`` / ``ANY`` / ``MATCH``, or ``UNKNOWN``."""
+    return PATTERN_NAMES.get(code, UNKNOWN)
+
+
+_RESOURCE_BY_LOWER = {n.lower(): n for n in RESOURCE_TYPE_CODES}
+_OPERATION_BY_LOWER = {n.lower(): n for n in OPERATION_CODES}
+_PERMISSION_BY_LOWER = {n.lower(): n for n in PERMISSION_CODES}
+
+
+def _canon(table, text):
+    return table.get(str(text).replace("_", "").lower())
+
+
+def parse_resource_type(text):
+    """``"topic"``, ``"TOPIC"``, ``"TransactionalId"``, ``"TRANSACTIONAL_ID"`` -> the canonical name, or None."""
+    return _canon(_RESOURCE_BY_LOWER, text)
+
+
+def parse_operation(text):
+    """``"read"``, ``"DescribeConfigs"``, ``"DESCRIBE_CONFIGS"``, ``"all"`` -> the canonical name, or None."""
+    return _canon(_OPERATION_BY_LOWER, text)
+
+
+def parse_permission(text):
+    return _canon(_PERMISSION_BY_LOWER, text)
+
+
+def principal_error(principal):
+    """None when ``principal`` is a KafkaPrincipal string ``Type:name`` (Kafka's SecurityUtils.parseKafkaPrincipal:
+    split at the first ``:``; either side may be empty, the name may hold more ``:``), else Kafka's message."""
+    if not isinstance(principal, str) or ":" not in principal:
+        return "expected a string in format principalType:principalName but got %s" % (principal,)
+    return None

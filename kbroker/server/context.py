@@ -195,6 +195,18 @@ class Authorization(Protocol):
     def authorize(self, identity, operation, resource_type, name):
         """True when ``identity`` (a ClientIdentity) may perform ``operation`` on ``resource_type``/``name``."""
 
+    def authorize_by_resource_type(self, identity, operation, resource_type):
+        """True when ``identity`` may perform ``operation`` on at least one resource of the type (KIP-679)."""
+
+    def acls(self, flt=None):
+        """DescribeAcls: the cached AclBindings matching an AclBindingFilter (None: all)."""
+
+    def create_acls(self, bindings):
+        """CreateAcls: store (ResourcePattern, AclEntry) bindings -> [None | KafkaError], one per binding."""
+
+    def delete_acls(self, filters):
+        """DeleteAcls: per AclBindingFilter, [(AclBinding deleted, None | KafkaError)]."""
+
 
 class ControllerAccess(Protocol):
     """This broker's controller (kbroker/controller/controller.py Controller)."""

@@ -515,8 +515,7 @@ def test_refused_key_at_its_default_is_accepted_silently(key, caplog):
 
 
 SECURITY_KEYS = [k.name for k in REFUSED if k.name.startswith(("ssl.", "sasl."))] + [
-    "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found", "principal.builder.class",
-    "security.inter.broker.protocol"]
+    "principal.builder.class", "security.inter.broker.protocol"]   # the authorizer keys: tests/unit/test_authorizer.py
 QUOTA_KEYS = ["quota.producer.default", "quota.consumer.default", "quota.window.num", "quota.window.size.seconds",
               "replication.quota.window.num", "replication.quota.window.size.seconds"]
 
