@@ -8,6 +8,7 @@
     kbroker-admin preferred-replica-election ... == kafka-preferred-replica-election.sh (--zookeeper;
                                    kbroker/cli/preferred_election.py)
     kbroker-admin zookeeper-security-migration ... == zookeeper-security-migration.sh (kbroker/cli/zk_migration.py)
+    kbroker-admin acls ...      == kafka-acls.sh (--bootstrap-server or --authorizer-properties; kbroker/cli/acls.py)
 
 Topics take ``--bootstrap-server HOST:PORT[,HOST:PORT]`` or ``--zookeeper H:P[,H:P][/chroot]`` (the 0.10.1 mode that
 edits the znode tree directly: ``topics_zk.py``); configs take ``--bootstrap-server`` only.
@@ -439,6 +440,11 @@ def preferred_replica_election_main(argv):
     return election_main(argv)
 
 
+def acls_main(argv):
+    from kbroker.cli.acls import main as acls_main_
+    return acls_main_(argv)
+
+
 def zookeeper_security_migration_main(argv):
     from kbroker.cli.zk_migration import main as migration_main
     return migration_main(argv)
@@ -447,7 +453,7 @@ def zookeeper_security_migration_main(argv):
 _COMMANDS = {"topics": topics_main, "configs": configs_main, "consumer-groups": consumer_groups_main,
              "reassign-partitions": reassign_partitions_main,
              "preferred-replica-election": preferred_replica_election_main,
-             "zookeeper-security-migration": zookeeper_security_migration_main}
+             "zookeeper-security-migration": zookeeper_security_migration_main, "acls": acls_main}
 
 USAGE = """usage: kbroker-admin {topics,configs} [options]
 
@@ -457,6 +463,7 @@ USAGE = """usage: kbroker-admin {topics,configs} [options]
   reassign-partitions  generate, execute or verify a partition reassignment (like kafka-reassign-partitions.sh)
   preferred-replica-election  move leadership to the preferred replicas (like kafka-preferred-replica-election.sh)
   zookeeper-security-migration  set secure or open ACLs on the cluster's znodes (like zookeeper-security-migration.sh)
+  acls     add, remove or list ACLs (like kafka-acls.sh)
 
 kbroker-admin <command> --help shows the options of a command."""
 
