@@ -116,6 +116,8 @@ class KDC:
             "KRB5CCNAME": f"FILE:{ccache or self.dir / 'ccache'}",
             # A keytab-less default (the library would otherwise look at /etc/krb5.keytab).
             "KRB5_KTNAME": f"FILE:{self.dir / 'default.keytab'}",
+            # Acceptors' replay caches here, not in /var/tmp.
+            "KRB5RCACHEDIR": str(self.dir),
         }
 
     def _run(self, *argv: str, timeout: float = 60.0) -> str:

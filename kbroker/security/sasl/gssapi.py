@@ -223,28 +223,39 @@ class GssapiServer(ServerMechanism):
 class GssapiClient(ClientMechanism):
     """The client side (inter-broker and tools): ``principal`` and ``keytab`` from the JAAS entry, the service
     ``service_name/host`` it talks to. Tickets go to a private in-memory credential cache (nothing in the
-    process's KRB5CCNAME is read or written). Contacting the KDC (``first()``) blocks on its socket: call it
-    off the event loop (a broker's inter-broker channels run it in a thread pool)."""
+    process's KRB5CCNAME is read or written).
+
+    ``first()`` contacts the KDC (an AS and a TGS request: blocking sockets inside MIT's library, which gevent
+    cannot see). In a process whose ``socket`` module gevent has patched (the broker), that work runs in gevent's
+    native thread pool so the event loop keeps serving while the KDC answers -- or times out (MIT waits ~1 s per
+    KDC address and retries up to ``max_retries`` times). Elsewhere (the command-line tools) it runs inline."""
     name = NAME
 
     def __init__(self, principal, keytab, service_name, host):
         super().__init__()
-        self._gssapi = gssapi = _gssapi()
+        self._gssapi = _gssapi()
         self.principal = principal
-        self._target = gssapi.Name("%s@%s" % (service_name, host), gssapi.NameType.hostbased_service)
-        store = {"client_keytab": keytab, "ccache": "MEMORY:kbroker-%x" % id(self)}
-        self._creds = gssapi.Credentials(name=gssapi.Name(principal, gssapi.NameType.kerberos_principal),
-                                         usage="initiate", store=store)
-        flags = [gssapi.RequirementFlag.mutual_authentication, gssapi.RequirementFlag.integrity]
-        self._ctx = gssapi.SecurityContext(name=self._target, creds=self._creds, usage="initiate", flags=flags)
+        self._keytab = keytab
+        self._target_text = "%s@%s" % (service_name, host)
+        self._ctx = None
         self._layer_sent = False
+
+    def _start(self):
+        gssapi = self._gssapi
+        target = gssapi.Name(self._target_text, gssapi.NameType.hostbased_service)
+        store = {"client_keytab": self._keytab, "ccache": "MEMORY:kbroker-%x" % id(self)}
+        creds = gssapi.Credentials(name=gssapi.Name(self.principal, gssapi.NameType.kerberos_principal),
+                                   usage="initiate", store=store)
+        flags = [gssapi.RequirementFlag.mutual_authentication, gssapi.RequirementFlag.integrity]
+        self._ctx = gssapi.SecurityContext(name=target, creds=creds, usage="initiate", flags=flags)
+        return self._ctx.step() or b""
 
     def first(self):
         try:
-            return self._ctx.step() or b""
+            return _off_loop(self._start)
         except self._gssapi.exceptions.GSSError as exc:
-            raise AuthenticationFailed("GSSAPI: cannot start a context for %s as %s: %s"
-                                       % (self._target, self.principal, _gss_message(exc))) from None
+            raise AuthenticationFailed("GSSAPI: cannot get a ticket for %s as %s: %s"
+                                       % (self._target_text, self.principal, _gss_message(exc))) from None
 
     def step(self, challenge):
         gssapi = self._gssapi
@@ -264,6 +275,33 @@ class GssapiClient(ClientMechanism):
             return self._ctx.wrap(_layer_message(LAYER_NONE, 0, self.principal.encode("utf-8")), False).message
         except gssapi.exceptions.GSSError as exc:
             raise AuthenticationFailed("GSSAPI: %s" % _gss_message(exc)) from None
+
+
+def _off_loop(fn):
+    """``fn()`` in gevent's thread pool when this process runs gevent with a patched socket module, else inline."""
+    import sys  # noqa: PLC0415
+    monkey = sys.modules.get("gevent.monkey")
+    if monkey is not None and monkey.is_module_patched("socket"):
+        import gevent  # noqa: PLC0415
+        return gevent.get_hub().threadpool.apply(fn)
+    return fn()
+
+
+def client_factory(entry, service_name=None):
+    """The broker's own GSSAPI client for its inter-broker connections: ``entry`` is the listener's JAAS
+    Krb5LoginModule (Kafka logs brokers in with their KafkaServer entry for both directions), ``service_name``
+    ``sasl.kerberos.service.name``. Returns ``make(host) -> GssapiClient`` (one per connection: the ticket is
+    for ``<service>/<host>`` of the broker connected to). GssapiUnavailable when the entry cannot serve."""
+    options = entry.options
+    service = service_name or options.get("serviceName")
+    if not service:
+        raise GssapiUnavailable("SASL mechanism GSSAPI: no serviceName defined in either JAAS (%s) or Kafka config "
+                                "(sasl.kerberos.service.name)" % entry.source)
+    if not _true(options.get("useKeyTab", "false")) or not options.get("keyTab") or not options.get("principal"):
+        raise GssapiUnavailable("SASL mechanism GSSAPI between brokers: the Krb5LoginModule (%s) needs "
+                                "useKeyTab=true, keyTab and principal" % entry.source)
+    _gssapi()
+    return lambda host: GssapiClient(options["principal"], options["keyTab"], service, host)
 
 
 SERVICE_NAME_KEY = "sasl.kerberos.service.name"
