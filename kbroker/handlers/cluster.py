@@ -94,11 +94,11 @@ def _cluster_action_denied(ctx, name):
 def _refusal(ctx, req, api_key):
     """0 when the request comes from the current controller (module docstring), else the error code to answer.
     Records the controller epoch as applied only when every check passed."""
-    plane = ctx.services.control_plane
-    view = plane.view
     name = APIS[api_key].name
     if _cluster_action_denied(ctx, name):
         return errors.CLUSTER_AUTHORIZATION_FAILED
+    plane = ctx.services.control_plane
+    view = plane.view
     if not _on_control_listener(ctx):
         log.warning("%s refused: it came in on listener %s, not on the control plane listener %s", name,
                     ctx.listener, plane.listener)
