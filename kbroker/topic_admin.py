@@ -38,6 +38,7 @@ from kbroker.controller.assignment import assign_replicas_to_brokers, start_inde
 from kbroker.controller.topics import create_topic as write_new_topic, live_brokers
 from kbroker.coord.errors import NoNodeError
 from kbroker.coord.metadata_store import validate_topic_name
+from kbroker.coord.znodes import ConfigEntityChangeNotificationSequenceZNode
 from kbroker.internal_topics import GROUP_METADATA_TOPIC
 from kbroker.log.config import LogConfig
 
@@ -342,14 +343,17 @@ class TopicConfigs:
 
 
 class ConfigWatcher:
-    """Applies topic config changes announced under ``/config/changes`` to the partitions this broker hosts:
-    ``reload()`` (TopicConfigs.reload) in a greenlet of its own after each new notification."""
+    """Applies the config changes announced under ``/config/changes``: topic configs to the partitions this broker
+    hosts (``reload()``, TopicConfigs.reload, in a greenlet of its own after each new notification), and -- when
+    ``user_changed`` is given -- a user's SCRAM credentials (``user_changed(user)`` for each new notification whose
+    entity path is ``users/<user>``; kbroker/security/scram_store.py)."""
 
     PATH = "/config/changes"
 
-    def __init__(self, backend, reload):
+    def __init__(self, backend, reload, user_changed=None):
         self.backend = backend
         self.reload = reload
+        self.user_changed = user_changed
         self.seen = None
 
     def start(self):
@@ -358,6 +362,7 @@ class ConfigWatcher:
 
     def _changed(self, children, *_):
         names = set(children or ())
+        new = names - self.seen if self.seen is not None else set()
         if self.seen is not None and names <= self.seen:
             self.seen = names
             return
@@ -365,3 +370,17 @@ class ConfigWatcher:
         # Re-read the overrides of every topic hosted here; a change notification names one entity, but reading
         # all hosted topics is simple and cheap next to how rarely configs change.
         gevent.spawn(self.reload)
+        if self.user_changed is not None and new:
+            gevent.spawn(self._users, sorted(new))
+
+    def _users(self, notifications):
+        """Re-read the users the new notifications name (the first call's existing ones were loaded at start)."""
+        for name in notifications:
+            data, _ = self.backend.get_or_none("%s/%s" % (self.PATH, name))
+            try:
+                entity = ConfigEntityChangeNotificationSequenceZNode.decode(data) if data else ""
+            except (ValueError, KeyError, TypeError):
+                log.warning("ignoring malformed config change notification %s", name)
+                continue
+            if entity.startswith("users/") and "/" not in entity[len("users/"):]:
+                self.user_changed(entity[len("users/"):])

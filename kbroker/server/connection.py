@@ -33,6 +33,7 @@ import struct
 import termios
 import time
 import socket as _socket
+from dataclasses import replace
 
 import gevent
 from gevent.event import Event
@@ -40,7 +41,7 @@ from gevent.socket import wait_write
 
 from kbroker.errors import UNSUPPORTED_VERSION
 from kbroker.protocol.apis import APIS
-from kbroker.protocol.framing import FrameError, FrameReader, frame
+from kbroker.protocol.framing import MIN_REQUEST_SIZE, FrameError, FrameReader, frame
 from kbroker.protocol.headers import decode_request_header, encode_response_header, peek_request_header
 from kbroker.protocol.schema import ElementLimitError, SchemaError, Writer
 from kbroker.server.context import ClientIdentity, RequestContext
@@ -69,12 +70,13 @@ class CloseConnection(Exception):
 
 class Connection:
     def __init__(self, sock, address, services, router, listener, max_request_size=None, limits=None, memory=None,
-                 identity=None):
+                 identity=None, authenticator=None):
         """``services``: the broker's Services (kbroker/server/context.py), handed to every handler;
         ``identity``: the ClientIdentity the server built on accept (default: ``listener`` named after its
         protocol, as when listener.security.protocol.map does not list it); ``limits``: a ServerLimits (default:
         Kafka's defaults with ``max_request_size``); ``memory``: the server's RequestMemory shared by all
-        connections (default: one of this connection's own)."""
+        connections (default: one of this connection's own); ``authenticator``: a SASL listener's
+        ``kbroker/security/authenticator.py`` Authenticator, which sees every frame until it is complete."""
         if limits is None:
             limits = ServerLimits(max_request_size=max_request_size or 104857600)
         if identity is None:
@@ -88,6 +90,9 @@ class Connection:
         self.limits = limits
         self.memory = memory if memory is not None else RequestMemory(limits.request_memory)
         self.reader = FrameReader(limits.max_request_size)
+        self.authenticator = authenticator
+        if authenticator is not None:   # frames before authentication: sasl.server.max.receive.size at most
+            self.reader.max_size = min(limits.max_request_size, authenticator.max_receive_size)
         self._dispatching = False
         self.closing = False
         self.last_request = time.monotonic()
@@ -251,6 +256,8 @@ class Connection:
                 self.memory.release(charge)
 
     def dispatch(self, payload):
+        if self.authenticator is not None and not self.authenticator.complete and not self._sasl_step(payload):
+            return
         try:
             api_key, version, corr = peek_request_header(payload)
         except SchemaError as e:
@@ -286,6 +293,21 @@ class Connection:
         w.buf += encode_response_header(api.response_header_version(version), corr)
         api.encode_response(version, resp, w, pause)
         self.send(w)
+
+    def _sasl_step(self, payload):
+        """Hand a frame to the SASL authenticator; True when it is a request to serve as usual (ApiVersions)."""
+        auth = self.authenticator
+        verdict = auth.receive(payload)
+        if verdict.reply is not None:
+            self.send(verdict.reply)
+        if verdict.close:
+            raise CloseConnection(verdict.close)
+        # v0 raw tokens may be shorter than a request header; once authenticated, requests get the full size.
+        self.reader.min_size = 0 if auth.raw else MIN_REQUEST_SIZE
+        if auth.complete:
+            self.reader.max_size = self.limits.max_request_size
+            self.identity = replace(self.identity, principal=auth.principal)
+        return verdict.dispatch
 
     def _unsupported_api_versions(self, corr):
         api = APIS[18]

@@ -40,6 +40,7 @@ tests/unit/test_request_context.py checks that the real classes provide every me
   ``authorizer.class.name`` is set, else None: every request is allowed, as in Kafka without an authorizer.
   Handlers ask through ``ctx.authorize(operation, resource_type, name)`` (names from ``kbroker/security/acl.py``),
   never through the authorizer directly, so the identity asked about is always the connection's.
+* ``scram`` -- the users' SCRAM credentials (``ScramCredentials``) for the KIP-554 APIs.
 """
 from dataclasses import dataclass
 from typing import Any, Optional, Protocol
@@ -208,6 +209,17 @@ class Authorization(Protocol):
         """DeleteAcls: per AclBindingFilter, [(AclBinding deleted, None | KafkaError)]."""
 
 
+class ScramCredentials(Protocol):
+    """Users' SCRAM credentials in the coordination backend (kbroker/security/scram_store.py ScramAdmin), for
+    DescribeUserScramCredentials / AlterUserScramCredentials; None on a broker built without it."""
+
+    def users(self): ...
+
+    def describe(self, user): ...
+
+    def alter(self, user, upserts, deletes): ...
+
+
 class ControllerAccess(Protocol):
     """This broker's controller (kbroker/controller/controller.py Controller)."""
 
@@ -259,3 +271,4 @@ class Services:
     controller: Optional[ControllerAccess]
     ready: Any
     authorizer: Optional[Authorization] = None
+    scram: Optional["ScramCredentials"] = None

@@ -72,12 +72,14 @@ class _Listener(StreamServer):
 
 class KafkaServer:
     def __init__(self, services, router, listeners, max_request_size=None, backlog=1024, limits=None,
-                 protected_listener=None):
+                 protected_listener=None, sasl=None):
         """``services``: the broker's Services (kbroker/server/context.py), which every request's context carries
         (None in tests that serve only ApiVersions). listeners: [(name, host, port)]; port 0 picks a free port (see
         ``bound_ports``). ``limits``: a ServerLimits; by default read from ``services.config`` (Kafka's defaults
         without one). ``protected_listener``: exempt from max.connections; by default the inter-broker listener
-        when there are several listeners."""
+        when there are several listeners. ``sasl``: {listener name: ``kbroker/security/authenticator.py``
+        ListenerSasl} for the SASL_PLAINTEXT / SASL_SSL listeners; a SASL listener missing from it serves nobody
+        (fail closed)."""
         self.services = services
         self.router = router
         self.listeners = listeners
@@ -98,6 +100,7 @@ class KafkaServer:
         # Each accepted connection's ClientIdentity names its listener's security protocol.
         self.protocol_map = getattr(config, "listener_security_protocol_map", None) or {}
         self._sweeper = None
+        self.sasl = dict(sasl or {})
 
     def start(self):
         for name, host, port in self.listeners:
@@ -117,8 +120,16 @@ class KafkaServer:
             if self.socket_buffers:
                 apply_socket_buffers(sock, self.socket_buffers)
             identity = ClientIdentity.accepted(listener_name, self.protocol_map, address)
+            sasl = self.sasl.get(listener_name)
+            if sasl is None and identity.security_protocol.startswith("SASL_"):
+                log.error("closing %s: listener %s is %s but has no SASL settings", address, listener_name,
+                          identity.security_protocol)
+                sock.close()
+                self.quotas.release(client_ip(address))
+                return
             conn = Connection(sock, address, self.services, self.router, listener_name, limits=self.limits,
-                              memory=self.memory, identity=identity)
+                              memory=self.memory, identity=identity,
+                              authenticator=sasl.new_authenticator() if sasl is not None else None)
             self.connections.add(conn)
             try:
                 if self.quotas.over():
