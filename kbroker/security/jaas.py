@@ -16,8 +16,8 @@ values are double-quoted strings (backslash escapes) or bare words; ``//`` and `
 
 Where the file comes from (``resolve_path``): the JVM system property ``java.security.auth.login.config``, which
 Kafka users pass as ``-Djava.security.auth.login.config=/path`` in the ``KAFKA_OPTS`` environment variable; kbroker
-reads it there, and also accepts the same name as a broker key (``java.security.auth.login.config`` in
-server.properties, kbroker's own key -- it wins over KAFKA_OPTS), so one spelling works both ways.
+reads it there and only there (no broker key of its own: the ZooKeeper client's ``Client`` section comes from the
+same place, so one setting serves both, exactly as for Kafka).
 
 Which entry a listener's mechanism uses (``server_entry``), Kafka's precedence (``JaasContext.loadServerContext``):
 ``listener.name.<listener>.<mechanism>.sasl.jaas.config`` (names lowercased), else the file's
@@ -210,7 +210,7 @@ def path_from_env(environ=None):
 
 
 def resolve_path(configured=None, environ=None):
-    """The JAAS file to use: the broker key ``java.security.auth.login.config`` when set, else KAFKA_OPTS's."""
+    """The JAAS file to use: ``configured`` when given (tests, tools), else KAFKA_OPTS's."""
     return configured or path_from_env(environ)
 
 
@@ -238,6 +238,5 @@ def server_entry(listener, mechanism, listener_values, jaas_file):
                             % (jaas_file.source, name, mechanism,
                                " or ".join(m for m, mechs in LOGIN_MODULES.items() if mechanism in mechs)))
     raise JaasError("no JAAS configuration for %s on listener %s: set %s, or give a JAAS file with a '%s.%s' or "
-                    "'%s' section (-D%s=<file> in KAFKA_OPTS, or the broker key %s)"
-                    % (mechanism, listener, key, listener.lower(), SERVER_SECTION, SERVER_SECTION, PROPERTY,
-                       PROPERTY))
+                    "'%s' section (-D%s=<file> in KAFKA_OPTS)"
+                    % (mechanism, listener, key, listener.lower(), SERVER_SECTION, SERVER_SECTION, PROPERTY))
