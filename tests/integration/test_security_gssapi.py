@@ -16,7 +16,9 @@ Two layers:
 Every Kerberos participant reads only the KDC's own files (KRB5_CONFIG & co., kdc.py); the broker gets them
 through its environment, the Java client through ``-Djava.security.krb5.conf`` in JAVA_TOOL_OPTIONS.
 """
+import os
 import sys
+import time
 
 import pytest
 
@@ -217,9 +219,290 @@ def test_missing_python_gssapi_names_the_extra(monkeypatch):
         g.server_settings({"useKeyTab": "true", "keyTab": "/x", "principal": "kafka/h@R"}, SERVICE)
 
 
+class _SlowKdcProxy:
+    """A TCP relay in front of the KDC that holds every KDC answer for ``delay`` seconds (a slow or distant
+    KDC), in a plain thread of this (unpatched) test process."""
+
+    def __init__(self, kdc_port, delay):
+        import socket
+        import threading
+        self.delay = delay
+        self.kdc_port = kdc_port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.relayed = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        import socket
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            with client, socket.create_connection(("127.0.0.1", self.kdc_port)) as upstream:
+                # MIT's TCP framing: a 4-byte length, then the message; one request and one answer a connection.
+                request = self._read_framed(client)
+                upstream.sendall(request)
+                answer = self._read_framed(upstream)
+                time.sleep(self.delay)
+                client.sendall(answer)
+                self.relayed += 1
+
+    @staticmethod
+    def _read_framed(sock):
+        head = b""
+        while len(head) < 4:
+            head += sock.recv(4 - len(head))
+        size = int.from_bytes(head, "big")
+        body = b""
+        while len(body) < size:
+            body += sock.recv(size - len(body))
+        return head + body
+
+    def close(self):
+        self.listener.close()
+
+
+_LOOP_PROBE = r"""
+import json, sys, time
+from gevent import monkey
+monkey.patch_all()
+import gevent
+from kbroker.security.sasl.gssapi import GssapiClient
+gaps, last = [], [time.monotonic()]
+def ticker():
+    while True:
+        gevent.sleep(0.01)
+        now = time.monotonic()
+        gaps.append(now - last[0])
+        last[0] = now
+t = gevent.spawn(ticker)
+started = time.monotonic()
+token = GssapiClient(sys.argv[1], sys.argv[2], "kafka", "localhost").first()
+elapsed = time.monotonic() - started
+gevent.sleep(0.05)  # the ticker's next tick measures any stall the call caused
+t.kill()
+print(json.dumps({"elapsed": elapsed, "max_gap": max(gaps), "token": len(token)}))
+"""
+
+
+def test_client_kdc_round_trips_do_not_stall_a_gevent_loop(krb_env, tmp_path):
+    """A broker's inter-broker GSSAPI client contacts the KDC inside MIT's library (blocking sockets gevent cannot
+    see). Through a KDC that takes 0.4 s per answer (AS + TGS: >= 0.8 s in all), a greenlet ticking every 10 ms
+    must keep ticking: the work runs in gevent's thread pool."""
+    import json
+    import subprocess
+    proxy = _SlowKdcProxy(krb_env.port, 0.4)
+    try:
+        conf = tmp_path / "krb5-slow.conf"
+        conf.write_text(krb_env.krb5_conf.read_text().replace(f"127.0.0.1:{krb_env.port}",
+                                                              f"127.0.0.1:{proxy.port}"))
+        env = dict(os.environ, KRB5_CONFIG=str(conf), KRB5CCNAME=f"FILE:{tmp_path / 'cc'}")
+        done = subprocess.run([sys.executable, "-c", _LOOP_PROBE, krb_env.principal("client"),
+                               str(krb_env.client_keytab)], env=env, capture_output=True, text=True, timeout=60,
+                              cwd=str(tmp_path))
+        assert done.returncode == 0, done.stderr
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+    finally:
+        proxy.close()
+    assert proxy.relayed >= 2 and result["elapsed"] >= 0.8, (proxy.relayed, result)
+    assert result["token"] > 0
+    assert result["max_gap"] < 0.2, result
+
+
 def test_confluent_kafka_wheel_has_no_gssapi():
     """Pinned fact for the report: if a future wheel gains GSSAPI, this fails and the client joins the tests."""
     confluent_kafka = pytest.importorskip("confluent_kafka")
     with pytest.raises(confluent_kafka.KafkaException, match="No provider for SASL mechanism GSSAPI"):
         confluent_kafka.Producer({"bootstrap.servers": "127.0.0.1:1", "security.protocol": "SASL_PLAINTEXT",
                                   "sasl.mechanism": "GSSAPI"})
+
+
+# ---------------------------------------------------------------------------------------- a broker process
+
+def _jaas(keytab, principal, service=None):
+    service = f' serviceName="{service}"' if service else ""
+    return (f'com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true '
+            f'keyTab="{keytab}" principal="{principal}"{service};')
+
+
+@pytest.fixture(scope="module")
+def gssapi_broker(kdc, tmp_path_factory):
+    """One broker: SASL_PLAINTEXT://localhost:<port> serving GSSAPI as kafka/localhost@KBROKER.TEST, and a
+    PLAINTEXT listener INTERNAL://127.0.0.1:<port2> for inter-broker traffic and the test's own admin client
+    (confluent-kafka, which cannot speak GSSAPI)."""
+    from tests.integration.harness import BrokerProcess, free_port
+    internal = free_port()
+    b = BrokerProcess(tmp_path_factory.mktemp("gssapi-broker"), env=kdc.env(kdc.dir / "broker.ccache"))
+    b.host = HOST
+    b.internal_bootstrap = f"127.0.0.1:{internal}"
+    b.overrides.update({
+        "listeners": f"SASL_PLAINTEXT://{HOST}:{b.port},INTERNAL://127.0.0.1:{internal}",
+        "advertised.listeners": f"SASL_PLAINTEXT://{HOST}:{b.port},INTERNAL://127.0.0.1:{internal}",
+        "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,INTERNAL:PLAINTEXT",
+        "inter.broker.listener.name": "INTERNAL",
+        "sasl.enabled.mechanisms": "GSSAPI",
+        "listener.name.sasl_plaintext.gssapi.sasl.jaas.config":
+            _jaas(kdc.broker_keytab, kdc.principal(f"{SERVICE}/{HOST}"), SERVICE),
+    })
+    b.start(timeout=60)
+    yield b
+    b.close()
+
+
+def _records(tag, n=6):
+    """(key, value) pairs with binary payloads (NUL, 0xff) and kcat's delimiters avoided."""
+    out = []
+    for j in range(n):
+        value = bytes([0, 0xff, j]) + tag.encode() + bytes((i * 31 + j) % 256 for i in range(40 + j))
+        value = value.replace(b"\x1e", b"\x1d").replace(b"\x1f", b"\x1d")
+        out.append((b"k-%s-%d" % (tag.encode(), j), value))
+    return out
+
+
+def _kcat_sasl(kdc, service=SERVICE, keytab=None, principal="client"):
+    return ["-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanisms=GSSAPI",
+            "-X", f"sasl.kerberos.service.name={service}",
+            "-X", f"sasl.kerberos.keytab={keytab or kdc.client_keytab}",
+            "-X", f"sasl.kerberos.principal={kdc.principal(principal)}"]
+
+
+def _plain_read(broker, topic, count):
+    """The records as a PLAINTEXT client on the INTERNAL listener sees them (what the GSSAPI client stored)."""
+    from tests.integration.test_clients_common import confluent_consume
+    return [(g.offset, g.key, g.value) for g in confluent_consume(broker.internal_bootstrap, topic, count)]
+
+
+def test_kcat_produces_and_consumes_over_gssapi(gssapi_broker, krb_env):
+    from tests.integration.test_clients_common import create_topic, kcat_consume, kcat_produce
+    topic = "gssapi-kcat"
+    create_topic(gssapi_broker.internal_bootstrap, topic)
+    pairs = _records("kcat")
+    kcat_produce(gssapi_broker.bootstrap, topic, 0, pairs, extra=_kcat_sasl(krb_env))
+    got = kcat_consume(gssapi_broker.bootstrap, topic, 0, len(pairs), extra=_kcat_sasl(krb_env))
+    assert [(g.offset, g.key, g.value) for g in got] == [(i, k, v) for i, (k, v) in enumerate(pairs)]
+    assert _plain_read(gssapi_broker, topic, len(pairs)) == [(i, k, v) for i, (k, v) in enumerate(pairs)]
+
+
+def test_kafka_python_produces_and_consumes_over_gssapi(gssapi_broker, krb_env, monkeypatch):
+    from tests.integration.test_clients_common import Rec, create_topic, kafka_python_consume, kafka_python_produce
+    monkeypatch.setenv("KRB5_CLIENT_KTNAME", str(krb_env.client_keytab))
+    topic = "gssapi-kafka-python"
+    create_topic(gssapi_broker.internal_bootstrap, topic)
+    pairs = _records("kp")
+    conf = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "GSSAPI", "sasl_kerberos_service_name": SERVICE}
+    md = kafka_python_produce(gssapi_broker.bootstrap, topic, [Rec(0, k, v, (), None) for k, v in pairs], **conf)
+    assert [m.offset for m in md] == list(range(len(pairs)))
+    got = kafka_python_consume(gssapi_broker.bootstrap, topic, len(pairs), **conf)
+    assert [(g.offset, g.key, g.value) for g in got] == [(i, k, v) for i, (k, v) in enumerate(pairs)]
+
+
+def test_aiokafka_produces_and_consumes_over_gssapi(gssapi_broker, krb_env, monkeypatch):
+    from tests.integration.test_clients_common import Rec, aiokafka_consume, aiokafka_produce, create_topic
+    monkeypatch.setenv("KRB5_CLIENT_KTNAME", str(krb_env.client_keytab))
+    topic = "gssapi-aiokafka"
+    create_topic(gssapi_broker.internal_bootstrap, topic)
+    pairs = _records("aio")
+    conf = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "GSSAPI", "sasl_kerberos_service_name": SERVICE}
+    md = aiokafka_produce(gssapi_broker.bootstrap, topic, [Rec(0, k, v, (), None) for k, v in pairs], **conf)
+    assert [m.offset for m in md] == list(range(len(pairs)))
+    got = aiokafka_consume(gssapi_broker.bootstrap, topic, len(pairs), **conf)
+    assert [(g.offset, g.key, g.value) for g in got] == [(i, k, v) for i, (k, v) in enumerate(pairs)]
+
+
+def test_java_client_produces_and_consumes_over_gssapi(gssapi_broker, krb_env, monkeypatch):
+    from tests.integration.harness import b64, unb64
+    from tests.integration.java_driver import build_driver, run_java
+    from tests.integration.test_clients_common import create_topic
+    classpath = build_driver()
+    monkeypatch.setenv("JAVA_TOOL_OPTIONS", f"-Djava.security.krb5.conf={krb_env.krb5_conf}")
+    topic = "gssapi-java"
+    create_topic(gssapi_broker.internal_bootstrap, topic)
+    pairs = _records("java")
+    sasl = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "GSSAPI", "sasl.kerberos.service.name": SERVICE,
+            "sasl.jaas.config": _jaas(krb_env.client_keytab, krb_env.principal("client"))}
+    steps = [
+        {"op": "produce", "topic": topic, "config": sasl,
+         "records": [{"partition": 0, "key": b64(k), "value": b64(v)} for k, v in pairs]},
+        {"op": "consume", "topic": topic, "partitions": [0], "count": len(pairs), "config": sasl},
+    ]
+    produced, consumed = run_java(classpath, gssapi_broker.bootstrap, steps, timeout=120)
+    assert "error" not in produced, produced
+    assert [m["offset"] for m in produced["metadata"]] == list(range(len(pairs)))
+    assert "error" not in consumed, consumed
+    assert [(r["offset"], unb64(r["key"]), unb64(r["value"])) for r in consumed["records"]] == \
+        [(i, k, v) for i, (k, v) in enumerate(pairs)]
+    assert _plain_read(gssapi_broker, topic, len(pairs)) == [(i, k, v) for i, (k, v) in enumerate(pairs)]
+
+
+def _sasl_connect(broker, mechanism):
+    """kbroker's own client over SaslHandshake v1 + SaslAuthenticate to the SASL listener; returns the
+    connection (authenticated) or raises SaslError / AuthenticationFailed."""
+    from kbroker.client.connection import BrokerConnection
+    from kbroker.security.sasl.client import authenticate
+    conn = BrokerConnection(HOST, broker.port, timeout=10)
+    try:
+        authenticate(lambda key, version, body: conn.request(key, body, version=version), mechanism)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def test_kbroker_gssapi_client_authenticates_and_is_served(gssapi_broker, krb_env):
+    from kbroker.security.sasl.gssapi import GssapiClient
+    conn = _sasl_connect(gssapi_broker, GssapiClient(krb_env.principal("client"), str(krb_env.client_keytab),
+                                                      SERVICE, HOST))
+    try:
+        md = conn.request("Metadata", {"topics": None, "allow_auto_topic_creation": False}, version=1)
+        assert [(b["host"], b["port"]) for b in md["brokers"]] == [(HOST, gssapi_broker.port)]
+    finally:
+        conn.close()
+
+
+def test_ticket_for_another_service_gets_sasl_authentication_failed_promptly(gssapi_broker, krb_env):
+    """The client holds a valid ticket, but for other/localhost: the broker's acceptor refuses it with
+    SASL_AUTHENTICATION_FAILED (58) and Kafka's message, then closes -- within a second, no hang."""
+    from kbroker.security.sasl.client import SaslError
+    from kbroker.security.sasl.gssapi import GssapiClient
+    started = time.monotonic()
+    with pytest.raises(SaslError) as info:
+        _sasl_connect(gssapi_broker, GssapiClient(krb_env.principal("client"), str(krb_env.client_keytab),
+                                                  "other", HOST))
+    assert info.value.code == 58
+    assert str(info.value) == ("Authentication failed during authentication due to invalid credentials with SASL "
+                               "mechanism GSSAPI")
+    assert time.monotonic() - started < 5
+
+
+def test_kcat_with_wrong_service_gets_an_authentication_error_promptly(gssapi_broker, krb_env):
+    from tests.integration.harness import run_kcat
+    started = time.monotonic()
+    done = run_kcat(["-L", "-b", gssapi_broker.bootstrap, "-m", "5", *_kcat_sasl(krb_env, service="other")],
+                    timeout=30, check=False)
+    assert done.returncode != 0
+    assert b"Authentication failed during authentication due to invalid credentials" in done.stderr, done.stderr
+    assert time.monotonic() - started < 15
+
+
+def test_java_client_with_stale_keytab_gets_an_authentication_error_promptly(gssapi_broker, krb_env, monkeypatch,
+                                                                             tmp_path):
+    """The KDC re-keyed the client: its old keytab no longer logs in. The Java client reports the failure
+    (a Kerberos login error surfaces as an authentication exception) instead of retrying forever."""
+    from tests.integration.java_driver import build_driver, run_java
+    classpath = build_driver()
+    monkeypatch.setenv("JAVA_TOOL_OPTIONS", f"-Djava.security.krb5.conf={krb_env.krb5_conf}")
+    krb_env.add_principal("stale")
+    old = tmp_path / "stale-old.keytab"
+    old.write_bytes(krb_env.keytab("stale").read_bytes())
+    krb_env._run("/usr/sbin/kadmin.local", "-r", krb_env.realm, "-q", f"cpw -randkey stale@{krb_env.realm}")
+    sasl = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "GSSAPI", "sasl.kerberos.service.name": SERVICE,
+            "sasl.jaas.config": _jaas(old, krb_env.principal("stale"))}
+    started = time.monotonic()
+    (produced,) = run_java(classpath, gssapi_broker.bootstrap,
+                           [{"op": "produce", "topic": "gssapi-java", "config": sasl,
+                             "records": [{"partition": 0, "key": None, "value": "eA=="}]}], timeout=120)
+    text = str(produced)
+    assert "error" in text and ("Authentication" in text or "Login" in text), produced
+    assert time.monotonic() - started < 60
