@@ -5,6 +5,7 @@ import socket
 
 from kbroker.security.acl import AUTHORIZER_CLASSES, principal_error
 
+from . import listener_ssl
 from .files import Listener, _ZK_CONNECT, load_file, parse_listeners, parse_override, parse_protocol_map
 from .keys import CONFIG_KEYS, NO_EFFECT, REFUSED_UNLESS_DEFAULT, _KEYS, _SECURITY, effect_of
 from .values import ConfigError, Password, _invalid, format_default, format_value, parse_value
@@ -62,8 +63,12 @@ class BrokerConfig:
         self.unknown = {}
         props = dict(props or {})
         sources = sources or {}
+        # listener.name.<l>.ssl.* keys are known keys of one listener (config/listener_ssl.py checks them)
+        self.listener_ssl_values = {}
+        self._listener_ssl_props = {n: r for n, r in props.items() if listener_ssl.is_listener_ssl_key(n)}
+        self._listener_ssl_sources = {n: sources.get(n, "file") for n in self._listener_ssl_props}
         for name, raw in props.items():
-            if name not in CONFIG_KEYS:
+            if name not in CONFIG_KEYS and name not in self._listener_ssl_props:
                 self.unknown[name] = raw
         for name in sorted(self.unknown):
             log.warning("The configuration '%s' was supplied but isn't a known config.", name)
@@ -80,7 +85,7 @@ class BrokerConfig:
                 d = key.default
                 self._values[key.name] = list(d) if isinstance(d, list) else d
         self._validate()
-        self.no_effect = self._check_effects()
+        self.no_effect = self._check_effects() + self._listener_ssl_inert
         for name, reason in self.no_effect:
             log.warning("The configuration '%s' has no effect in kbroker: %s", name, reason)
 
@@ -133,7 +138,10 @@ class BrokerConfig:
             v = self._values[name]
             shown = "[hidden]" if isinstance(v, Password) else format_value(v)
             rows.append((name, shown, self.sources[name]))
-        return rows
+        for name, v in sorted(self.listener_ssl_values.items()):
+            shown = "[hidden]" if isinstance(v, Password) else format_value(v)
+            rows.append((name, shown, self._listener_ssl_sources[name]))
+        return sorted(rows)
 
     # -- derived values -------------------------------------------------------------------------------------------
 
@@ -204,7 +212,7 @@ class BrokerConfig:
         """Listener name brokers use to reach each other: inter.broker.listener.name, else the first listener
         whose security protocol is security.inter.broker.protocol (Kafka's rule)."""
         if self["inter.broker.listener.name"]:
-            return self["inter.broker.listener.name"]
+            return self["inter.broker.listener.name"].strip().upper()  # listener names are upper case (files.py)
         pmap = self.listener_security_protocol_map
         want = self["security.inter.broker.protocol"]
         for l in self.listeners:
@@ -269,6 +277,8 @@ class BrokerConfig:
                                "listener name %s is not in listener.security.protocol.map (%s)"
                                % (l.name, ", ".join(sorted(pmap))))
         self._check_listener_protocols(pmap, listeners)
+        self.listener_ssl_values, self._listener_ssl_inert = listener_ssl.parse_prefixed(
+            self._listener_ssl_props, listeners, pmap)
         names = {l.name for l in listeners}
         if self["advertised.listeners"] is not None and self["advertised.listeners"].strip():
             adv = parse_listeners("advertised.listeners", self["advertised.listeners"])
@@ -294,6 +304,9 @@ class BrokerConfig:
         if cpl is not None and cpl == self.inter_broker_listener.upper():
             raise _invalid("control.plane.listener.name", cpl,
                            "must differ from the inter-broker listener (%s), as in Kafka" % self.inter_broker_listener)
+        self._check_inter_broker_protocol(pmap, listeners)
+        # every TLS listener's keystore, truststore, protocols, ciphers and rules; ssl.* keys no listener uses
+        self._listener_ssl_inert += listener_ssl.check(self)
         bid = self["broker.id"]
         if bid < 0 and not self["broker.id.generation.enable"]:
             raise _invalid("broker.id", bid, "must be >= 0 when broker.id.generation.enable is false")
@@ -342,16 +355,33 @@ class BrokerConfig:
         """The ACL authorizer's class name when one is configured, else None."""
         return (self["authorizer.class.name"] or "").strip() or None
 
+    def _check_inter_broker_protocol(self, pmap, listeners):
+        """A security.inter.broker.protocol set explicitly names the protocol of some listener, and of the
+        inter.broker.listener.name when both are set (Kafka refuses both set at all; kbroker accepts them when they
+        agree): brokers would otherwise talk to each other with other security than the operator asked for."""
+        if not self.is_set("security.inter.broker.protocol"):
+            return
+        want = self["security.inter.broker.protocol"]
+        ibl = self["inter.broker.listener.name"]
+        if ibl and pmap.get(ibl.strip().upper()) != want:
+            raise _invalid("security.inter.broker.protocol", want, "inter.broker.listener.name=%s is %s; set only one "
+                           "of the two, as Kafka requires" % (ibl, pmap.get(ibl.strip().upper())))
+        if not any(pmap.get(l.name) == want for l in listeners):
+            raise _invalid("security.inter.broker.protocol", want, "no listener has security protocol %s (listeners:"
+                           " %s)" % (want, ", ".join("%s=%s" % (l.name, pmap.get(l.name)) for l in listeners)))
+
     def _check_listener_protocols(self, pmap, listeners):
-        """Fail closed: a listener mapped to SSL or SASL_* would otherwise be served as PLAINTEXT. The error names
-        listeners (or listener.security.protocol.map when only the map makes a listener secure) and its value."""
+        """Fail closed: a listener mapped to SASL_* would otherwise be served as PLAINTEXT. The error names
+        listeners (or listener.security.protocol.map when only the map makes a listener secure) and its value.
+        SSL listeners are served with TLS (config/listener_ssl.py checks their settings)."""
         for l in listeners:
             proto = pmap[l.name]
-            if proto == "PLAINTEXT":
+            if proto in ("PLAINTEXT", "SSL"):
                 continue
             key = "listeners" if self.is_set("listeners") else "listener.security.protocol.map"
             raise _invalid(key, self[key], "listener %s has security protocol %s (listener.security.protocol.map), "
-                           "but %s; map every listener to PLAINTEXT" % (l.name, proto, _SECURITY))
+                           "which kbroker does not serve yet; map it to PLAINTEXT or SSL"
+                           % (l.name, proto))
 
     def _check_effects(self):
         """Apply the ``effect`` column of the key table; returns [(key, reason)] of set keys without effect.

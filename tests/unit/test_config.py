@@ -301,9 +301,10 @@ def test_password_hidden():
     value = parse_value("ssl.keystore.password", "password", " s3cret ")
     assert isinstance(value, Password) and value.value == "s3cret"
     assert "s3cret" not in repr(value) and "s3cret" not in str(value)
-    # TLS is refused (issue 10), and the refusal names the key without printing the secret.
+    # A wrong keystore password on a TLS listener stops startup naming the key, never printing the secret.
     with pytest.raises(ConfigError) as ei:
-        BrokerConfig.from_dict({"ssl.keystore.password": "s3cret"})
+        BrokerConfig.from_dict({"listeners": "SSL://127.0.0.1:9093", "ssl.keystore.type": "PKCS12",
+                                "ssl.keystore.location": os.devnull, "ssl.keystore.password": "s3cret"})
     assert ei.value.key == "ssl.keystore.password"
     assert "ssl.keystore.password" in str(ei.value) and "s3cret" not in str(ei.value)
     assert "[hidden]" in str(ei.value)
@@ -514,14 +515,13 @@ def test_refused_key_at_its_default_is_accepted_silently(key, caplog):
     assert [r for r in caplog.records if r.name == "kbroker.config"] == []
 
 
-SECURITY_KEYS = [k.name for k in REFUSED if k.name.startswith(("ssl.", "sasl."))] + [
-    "principal.builder.class", "security.inter.broker.protocol"]   # the authorizer keys: tests/unit/test_authorizer.py
+SECURITY_KEYS = [k.name for k in REFUSED if k.name.startswith("sasl.")] + [
+    "principal.builder.class"]   # the authorizer keys: tests/unit/test_authorizer.py; TLS: tests/unit/test_tls_config.py
 QUOTA_KEYS = ["quota.producer.default", "quota.consumer.default", "quota.window.num", "quota.window.size.seconds",
               "replication.quota.window.num", "replication.quota.window.size.seconds"]
 
 
 def test_security_and_quota_keys_are_all_refused_with_the_reason():
-    assert len([k for k in SECURITY_KEYS if k.startswith("ssl.")]) == 12
     assert len([k for k in SECURITY_KEYS if k.startswith("sasl.")]) == 3
     for name in SECURITY_KEYS + QUOTA_KEYS:
         assert effect_of(CONFIG_KEYS[name])[0] == REFUSED_UNLESS_DEFAULT, name
@@ -535,13 +535,12 @@ def test_security_and_quota_keys_are_all_refused_with_the_reason():
 
 
 @pytest.mark.parametrize("overrides, key, value, listener, proto", [
-    (["listeners=SSL://127.0.0.1:9093"], "listeners", "SSL://127.0.0.1:9093", "SSL", "SSL"),
     (["listeners=SASL_PLAINTEXT://:9094"], "listeners", "SASL_PLAINTEXT://:9094", "SASL_PLAINTEXT", "SASL_PLAINTEXT"),
     (["listeners=PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9095"], "listeners",
      "PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9095", "SASL_SSL", "SASL_SSL"),
     (["listeners=PLAINTEXT://127.0.0.1:9092,INTERNAL://127.0.0.1:9093",
-      "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:SSL"], "listeners",
-     "PLAINTEXT://127.0.0.1:9092,INTERNAL://127.0.0.1:9093", "INTERNAL", "SSL"),
+      "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:SASL_SSL"], "listeners",
+     "PLAINTEXT://127.0.0.1:9092,INTERNAL://127.0.0.1:9093", "INTERNAL", "SASL_SSL"),
     # listeners unset: the default PLAINTEXT listener made secure by the map alone
     (["listener.security.protocol.map=PLAINTEXT:SASL_SSL"], "listener.security.protocol.map", "PLAINTEXT:SASL_SSL",
      "PLAINTEXT", "SASL_SSL"),
@@ -553,15 +552,14 @@ def test_secure_listener_fails_closed(overrides, key, value, listener, proto):
     assert ei.value.key == key
     assert repr(value) in msg
     assert "listener %s has security protocol %s" % (listener, proto) in msg
-    assert "TLS, SASL and ACLs are not supported yet" in msg
 
 
 @pytest.mark.parametrize("proto", ["SSL", "SASL_PLAINTEXT", "SASL_SSL"])
-def test_secure_inter_broker_protocol_fails_closed(proto):
+def test_secure_inter_broker_protocol_without_such_a_listener_fails_closed(proto):
     with pytest.raises(ConfigError) as ei:
         BrokerConfig.from_sources(None, ["security.inter.broker.protocol=%s" % proto])
     assert ei.value.key == "security.inter.broker.protocol"
-    assert repr(proto) in str(ei.value) and "not supported yet" in str(ei.value)
+    assert repr(proto) in str(ei.value) and "no listener has security protocol %s" % proto in str(ei.value)
 
 
 def test_plaintext_listeners_under_any_name_start():
@@ -579,7 +577,7 @@ def test_no_effect_keys_warn_once_each_naming_the_key(caplog):
         c = BrokerConfig.from_sources(None, overrides)
     assert [name for name, _ in c.no_effect] == [k.name for k in NO_EFFECT_KEYS]
     recs = [r.getMessage() for r in caplog.records if r.name == "kbroker.config"]
-    assert len(recs) == len(NO_EFFECT_KEYS) == 21
+    assert len(recs) == len(NO_EFFECT_KEYS) == 23
     for k, msg in zip(NO_EFFECT_KEYS, recs):
         assert msg == "The configuration '%s' has no effect in kbroker: %s" % (k.name, effect_of(k)[1])
         assert "\n" not in msg
