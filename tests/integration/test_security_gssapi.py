@@ -469,6 +469,36 @@ def test_kbroker_gssapi_client_authenticates_and_is_served(gssapi_broker, krb_en
         conn.close()
 
 
+def test_handshake_v0_raw_token_flow(gssapi_broker, krb_env):
+    """SaslHandshake v0, then bare tokens (int32 size + bytes, no request header) as Kafka's pre-1.0 clients
+    send them: AP-REQ -> AP-REP, empty -> wrapped layer offer, wrapped answer -> nothing (the server sends no
+    frame for its final step); the connection then serves ordinary requests."""
+    import struct
+    from kbroker.client.connection import BrokerConnection
+    from kbroker.security.sasl.gssapi import GssapiClient
+    client = GssapiClient(krb_env.principal("client"), str(krb_env.client_keytab), SERVICE, HOST)
+    conn = BrokerConnection(HOST, gssapi_broker.port, timeout=10)
+    try:
+        resp = conn.request("SaslHandshake", {"mechanism": "GSSAPI"}, version=0)
+        assert resp["error_code"] == 0 and resp["mechanisms"] == ["GSSAPI"]
+
+        def raw(token):
+            conn._sendall(struct.pack(">i", len(token)) + token)
+
+        def raw_answer():
+            (size,) = struct.unpack(">i", bytes(conn._recv_exact(4)))
+            return bytes(conn._recv_exact(size)) if size else b""
+
+        raw(client.first())
+        raw(client.step(raw_answer()))          # AP-REP in, empty token out
+        raw(client.step(raw_answer()))          # layer offer in, wrapped answer out
+        assert client.step(b"") is None and client.complete
+        md = conn.request("Metadata", {"topics": None, "allow_auto_topic_creation": False}, version=1)
+        assert [(b["host"], b["port"]) for b in md["brokers"]] == [(HOST, gssapi_broker.port)]
+    finally:
+        conn.close()
+
+
 def test_ticket_for_another_service_gets_sasl_authentication_failed_promptly(gssapi_broker, krb_env):
     """The client holds a valid ticket, but for other/localhost: the broker's acceptor refuses it with
     SASL_AUTHENTICATION_FAILED (58) and Kafka's message, then closes -- within a second, no hang."""
