@@ -36,7 +36,11 @@ import shlex
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 KRB5_MODULE = "com.sun.security.auth.module.Krb5LoginModule"
-LOGIN_MODULES = {PLAIN_MODULE: ("PLAIN",), SCRAM_MODULE: ("SCRAM-SHA-256", "SCRAM-SHA-512"), KRB5_MODULE: ("GSSAPI",)}
+# ZooKeeper's own module, for the Client section (DIGEST-MD5 to ZooKeeper: kbroker/security/zk_client.py); it serves
+# no Kafka mechanism.
+DIGEST_MODULE = "org.apache.zookeeper.server.auth.DigestLoginModule"
+LOGIN_MODULES = {PLAIN_MODULE: ("PLAIN",), SCRAM_MODULE: ("SCRAM-SHA-256", "SCRAM-SHA-512"), KRB5_MODULE: ("GSSAPI",),
+                 DIGEST_MODULE: ()}
 FLAGS = ("required", "requisite", "sufficient", "optional")
 PROPERTY = "java.security.auth.login.config"
 SERVER_SECTION = "KafkaServer"

@@ -17,22 +17,29 @@ Kafka's brokers and tools take these as JVM system properties, which operators p
   by Java's client).
 
 The section must hold one ``org.apache.zookeeper.server.auth.DigestLoginModule`` entry with ``username`` and
-``password``: the login is SASL DIGEST-MD5, the one mechanism kbroker's ZooKeeper client (kazoo) speaks. Any other
-module (``com.sun.security.auth.module.Krb5LoginModule``: Kerberos to ZooKeeper) is refused naming it.
+``password`` (Kafka's PlainLoginModule or ScramLoginModule with the same two options work too, as with Java's
+ZooKeeper client, which logs in with any subject holding a username and password): the login is SASL DIGEST-MD5, the
+one mechanism kbroker's ZooKeeper client (kazoo) speaks. ``com.sun.security.auth.module.Krb5LoginModule`` (Kerberos
+to ZooKeeper) is refused naming it. The file is parsed by kbroker.security.jaas, the parser of the KafkaServer
+sections too.
 
 Errors are ``ZkClientSecurityError`` (a ValueError) whose message names the property, file or module.
 """
 import os
-import re
 import shlex
 
 from kbroker.coord.zk_security import ZkSaslCredentials
 
-LOGIN_CONFIG = "java.security.auth.login.config"
+from . import jaas
+
+LOGIN_CONFIG = jaas.PROPERTY
 SASL_CLIENT = "zookeeper.sasl.client"
 SASL_CLIENT_CONFIG = "zookeeper.sasl.clientconfig"
 SASL_CLIENT_USERNAME = "zookeeper.sasl.client.username"
-DIGEST_LOGIN_MODULE = "org.apache.zookeeper.server.auth.DigestLoginModule"
+DIGEST_LOGIN_MODULE = jaas.DIGEST_MODULE
+# Modules that put a username and password in the JAAS subject: ZooKeeper's client logs in with them over DIGEST-MD5
+# whichever of these the section uses (ZooKeeperSaslClient: a subject without principals means DIGEST-MD5).
+_CREDENTIAL_MODULES = (jaas.DIGEST_MODULE, jaas.PLAIN_MODULE, jaas.SCRAM_MODULE)
 
 # ZooKeeper client TLS system properties (ZooKeeper 3.5+; Kafka >= 2.5 also as zookeeper.ssl.* broker keys, refused
 # in config/keys.py): any of them set would ask for a TLS connection kbroker does not make.
@@ -88,10 +95,7 @@ def zk_sasl_credentials(props=None, load_jaas=None):
     context = props.get(SASL_CLIENT_CONFIG) or "Client"
     if load_jaas is None:
         load_jaas = _load_jaas
-    try:
-        entries = load_jaas(path, context)
-    except OSError as e:
-        raise ZkClientSecurityError("JAAS file %s (%s): %s" % (path, LOGIN_CONFIG, e.strerror or e)) from None
+    entries = load_jaas(path, context)
     if not entries:
         return None
     if not _java_bool(props.get(SASL_CLIENT, "true")):
@@ -100,11 +104,14 @@ def zk_sasl_credentials(props=None, load_jaas=None):
             "ZooKeeper client (JAAS file %s, section %s)" % (SASL_CLIENT, path, context))
     source = "JAAS file %s, section %s" % (path, context)
     module, options = entries[0]
-    if module != DIGEST_LOGIN_MODULE or len(entries) != 1:
+    if len(entries) != 1:
+        raise ZkClientSecurityError("%s: %d login modules; the ZooKeeper client logs in with exactly one (%s)"
+                                    % (source, len(entries), DIGEST_LOGIN_MODULE))
+    if module not in _CREDENTIAL_MODULES:
+        # Krb5LoginModule means GSSAPI to ZooKeeper: kazoo's GSSAPI needs pykerberos, which kbroker does not ship.
         raise ZkClientSecurityError(
-            "%s: login module %s: kbroker logs in to ZooKeeper with SASL DIGEST-MD5 only, which needs exactly one "
-            "%s entry with username and password" % (source, module if module != DIGEST_LOGIN_MODULE
-                                                     else "%d entries" % len(entries), DIGEST_LOGIN_MODULE))
+            "%s: login module %s: kbroker logs in to ZooKeeper with SASL DIGEST-MD5 only (%s with username and "
+            "password); Kerberos to ZooKeeper is not supported" % (source, module, DIGEST_LOGIN_MODULE))
     missing = [k for k in ("username", "password") if options.get(k) is None]
     if missing:
         raise ZkClientSecurityError("%s: %s needs the option(s) %s" % (source, DIGEST_LOGIN_MODULE,
@@ -115,64 +122,9 @@ def zk_sasl_credentials(props=None, load_jaas=None):
 
 def _load_jaas(path, context):
     """``[(login module class, {option: value})]`` of section ``context`` of the JAAS file at ``path`` ([] when the
-    file has no such section). A malformed file is ZkClientSecurityError naming it."""
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
+    file has no such section), read by kbroker.security.jaas (the one JAAS parser: KafkaServer sections too)."""
     try:
-        sections = parse_jaas(text)
-    except ValueError as e:
-        raise ZkClientSecurityError("JAAS file %s (%s) is malformed: %s" % (path, LOGIN_CONFIG, e)) from None
-    return sections.get(context, [])
-
-
-_JAAS_TOKEN = re.compile(r'''\s+|//[^\n]*|/\*.*?\*/|"((?:[^"\\]|\\.)*)"|([{};=])|([^\s{};="]+)''', re.S)
-
-
-def parse_jaas(text):
-    """``{section name: [(login module class, {option: value})]}`` of a JAAS file's text (Java's ConfigFile
-    syntax: ``Name { module flag key=value key="quoted value"; ... };``, ``//`` and ``/* */`` comments). Raises
-    ValueError naming the first thing it cannot read."""
-    tokens = []
-    pos = 0
-    while pos < len(text):
-        m = _JAAS_TOKEN.match(text, pos)
-        if m is None:
-            raise ValueError("unexpected character %r at offset %d" % (text[pos], pos))
-        pos = m.end()
-        if m.group(1) is not None:
-            tokens.append(("word", re.sub(r"\\(.)", r"\1", m.group(1))))
-        elif m.group(2) is not None:
-            tokens.append(("sym", m.group(2)))
-        elif m.group(3) is not None:
-            tokens.append(("word", m.group(3)))
-    sections = {}
-    i = 0
-
-    def take(kind, value=None):
-        nonlocal i
-        if i >= len(tokens) or tokens[i][0] != kind or (value is not None and tokens[i][1] != value):
-            got = tokens[i][1] if i < len(tokens) else "end of file"
-            raise ValueError("expected %s, got %r" % (value or kind, got))
-        i += 1
-        return tokens[i - 1][1]
-
-    while i < len(tokens):
-        name = take("word")
-        take("sym", "{")
-        entries = []
-        while i < len(tokens) and tokens[i] != ("sym", "}"):
-            module = take("word")
-            flag = take("word")
-            if flag.lower() not in ("required", "requisite", "sufficient", "optional"):
-                raise ValueError("section %s: login module %s: bad control flag %r" % (name, module, flag))
-            options = {}
-            while i < len(tokens) and tokens[i] != ("sym", ";"):
-                key = take("word")
-                take("sym", "=")
-                options[key] = take("word")
-            take("sym", ";")
-            entries.append((module, options))
-        take("sym", "}")
-        take("sym", ";")
-        sections[name] = entries
-    return sections
+        section = jaas.load(path).section(context)
+    except jaas.JaasError as e:
+        raise ZkClientSecurityError(str(e)) from None
+    return [(entry.class_name, dict(entry.options)) for entry in section or ()]

@@ -8,8 +8,7 @@ from kbroker.coord.errors import CoordinationError
 from kbroker.coord.zk import ZooKeeperBackend
 from kbroker.coord.zk_security import (
     ALL, READ, SECURE_ROOT_PATHS, Acl, ZkSaslCredentials, default_acls, expected_acls, sasl_options, sensitive_path)
-from kbroker.security.zk_client import (
-    ZkClientSecurityError, parse_jaas, system_properties, zk_sasl_credentials)
+from kbroker.security.zk_client import ZkClientSecurityError, system_properties, zk_sasl_credentials
 
 CREATOR = Acl(ALL, "auth", "")
 WORLD_READ = Acl(READ, "world", "anyone")
@@ -81,6 +80,18 @@ Client {
 """
 
 
+DIGEST = "org.apache.zookeeper.server.auth.DigestLoginModule"
+
+
+def test_kafka_login_modules_with_username_and_password_also_log_in(tmp_path):
+    # Java's ZooKeeper client logs in with any subject holding a username and password (DIGEST-MD5).
+    for module in ("org.apache.kafka.common.security.plain.PlainLoginModule",
+                   "org.apache.kafka.common.security.scram.ScramLoginModule"):
+        path = _jaas(tmp_path, 'Client { %s required username="u" password="p"; };' % module)
+        c = zk_sasl_credentials({"java.security.auth.login.config": path})
+        assert (c.username, c.password, c.mechanism) == ("u", "p", "DIGEST-MD5")
+
+
 def _jaas(tmp_path, text=CLIENT):
     f = tmp_path / "jaas.conf"
     f.write_text(text)
@@ -96,20 +107,9 @@ def test_system_properties_from_kafka_opts():
         system_properties('-Dx="unclosed')
 
 
-def test_parse_jaas_sections_and_errors():
-    sections = parse_jaas(CLIENT)
-    assert sections["Client"] == [("org.apache.zookeeper.server.auth.DigestLoginModule",
-                                   {"username": "kafka", "password": 'kafka "secret"'})]
-    assert sections["KafkaServer"][0][1]["user_admin"] == "admin-secret"
-    for bad, what in (("Client { m required a=b }", "got .}."), ("Client { m maybe; };", "control flag"),
-                      ("Client { m required a; };", "expected ="), ("Client { m required a=b;", "expected }")):
-        with pytest.raises(ValueError, match=what):
-            parse_jaas(bad)
-
-
 def test_no_login_config_or_no_client_section_means_no_sasl(tmp_path):
     assert zk_sasl_credentials({}) is None
-    path = _jaas(tmp_path, "KafkaServer { m required a=\"b\"; };")
+    path = _jaas(tmp_path, CLIENT[:CLIENT.index("/*")])
     assert zk_sasl_credentials({"java.security.auth.login.config": path}) is None
 
 
@@ -138,14 +138,18 @@ def test_kafka_opts_from_the_environment(tmp_path, monkeypatch):
     (CLIENT, {"zookeeper.sasl.client": "false"},
      "JAAS configuration is present, but system property zookeeper.sasl.client is set to false"),
     ('Client { com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true; };', {},
-     "login module com.sun.security.auth.module.Krb5LoginModule: kbroker logs in to ZooKeeper with SASL DIGEST-MD5"),
-    ('Client { org.apache.zookeeper.server.auth.DigestLoginModule required username="k"; };', {},
+     "login module com.sun.security.auth.module.Krb5LoginModule: kbroker logs in to ZooKeeper with SASL DIGEST-MD5"
+     ".*Kerberos to ZooKeeper is not supported"),
+    ('Client { %s required username="k"; };' % DIGEST, {},
      "needs the option\\(s\\) password"),
     (CLIENT, {"zookeeper.client.secure": "true"}, "zookeeper.client.secure=true: ZooKeeper TLS is not supported"),
     (CLIENT, {"zookeeper.ssl.keyStore.location": "/k"}, "zookeeper.ssl.keyStore.location"),
     (CLIENT, {"zookeeper.clientCnxnSocket": "org.apache.zookeeper.ClientCnxnSocketNetty"},
      "zookeeper.clientCnxnSocket"),
-    ("Client { oops", {}, "is malformed"),
+    ("Client { oops", {}, "JAAS file .*: expected"),
+    ('Client { org.example.MyModule required; };', {}, "org.example.MyModule is not supported"),
+    ('Client { %s required username="a" password="b"; %s required username="c" password="d"; };'
+     % (DIGEST, DIGEST), {}, "2 login modules"),
 ])
 def test_refusals_name_the_problem(tmp_path, text, extra, match):
     props = {"java.security.auth.login.config": _jaas(tmp_path, text), **extra}
@@ -211,7 +215,7 @@ def test_migration_tool_refusals(tmp_path, monkeypatch, capsys):
     assert main(["zookeeper-security-migration", "--zookeeper.acl", "secure", "--zookeeper.connect",
                  "127.0.0.1:1"]) == 1
     assert "No JAAS configuration file has been specified" in capsys.readouterr().err
-    path = _jaas(tmp_path, "KafkaServer { m required a=\"b\"; };")
+    path = _jaas(tmp_path, CLIENT[:CLIENT.index("/*")])
     monkeypatch.setenv("KAFKA_OPTS", "-Djava.security.auth.login.config=" + path)
     assert main(["zookeeper-security-migration", "--zookeeper.acl", "unsecure", "--zookeeper.connect",
                  "127.0.0.1:1"]) == 1
