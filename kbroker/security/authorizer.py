@@ -54,6 +54,7 @@ from gevent.lock import RLock
 from kbroker import errors
 from kbroker.coord.errors import BadVersionError, CoordinationError, NodeExistsError, NoNodeError
 from kbroker.security import acl
+from kbroker.timeslice import TimeSlice
 
 log = logging.getLogger(__name__)
 audit = logging.getLogger("kbroker.authorizer")
@@ -253,10 +254,12 @@ def decode_extended_change(data):
 class AclIndex:
     """The ACLs in memory, indexed for checks: ``by_pattern`` {ResourcePattern: (entries tuple, znode version)};
     ``literal`` {(type, name): entries}; ``prefixed`` {type: {name: entries}} with ``prefix_lengths`` {type: the
-    distinct name lengths, ascending}, so the prefixes of a name are found by one slice and lookup per length."""
+    distinct name lengths, ascending}, so the prefixes of a name are found by one slice and lookup per length;
+    ``by_type`` {type: {ResourcePattern}} for the questions about a whole type."""
 
     def __init__(self):
         self.by_pattern = {}
+        self.by_type = {}
         self.literal = {}
         self.prefixed = {}
         self.prefix_lengths = {}
@@ -274,6 +277,7 @@ class AclIndex:
             if not had:
                 return
             del self.by_pattern[pattern]
+            self.by_type[rt].discard(pattern)
             if pt == acl.LITERAL:
                 del self.literal[(rt, name)]
             else:
@@ -281,6 +285,7 @@ class AclIndex:
                 self._count_length(rt, len(name), -1)
             return
         self.by_pattern[pattern] = (entries, version)
+        self.by_type.setdefault(rt, set()).add(pattern)
         if pt == acl.LITERAL:
             self.literal[(rt, name)] = entries
         else:
@@ -319,12 +324,17 @@ class AclIndex:
         return out
 
     def bindings(self, flt=None):
-        """[AclBinding] matching ``flt`` (None: all), by type code, pattern type, name, entry."""
+        """[AclBinding] matching ``flt`` (None: all), by type code, pattern type, name, entry. Yields to the event
+        loop every time slice (100,000 ACLs take longer than one); a resource changed meanwhile is taken as it is
+        when reached."""
         out = []
+        tick = TimeSlice().tick
         for pattern in sorted(self.by_pattern, key=_pattern_order):
+            tick()
             if flt is not None and not flt.pattern.matches(pattern):
                 continue
-            for e in self.by_pattern[pattern][0]:
+            got = self.by_pattern.get(pattern)
+            for e in (got[0] if got else ()):
                 if flt is None or flt.entry.matches(e):
                     out.append(AclBinding(pattern, e))
         return out
@@ -440,7 +450,7 @@ class AclAuthorizer:
             if not entries:
                 allowed = self.allow_everyone_if_no_acl_found
             else:
-                host = identity.host
+                host = _host(identity)
                 allowed = (not _matches(entries, principal, host, (operation,), acl.DENY)
                            and _matches(entries, principal, host, acl.IMPLIED_BY.get(operation, (operation,)),
                                         acl.ALLOW))
@@ -457,14 +467,14 @@ class AclAuthorizer:
         A literal ``*`` deny refuses; ``allow.everyone.if.no.acl.found`` then allows; else some allowing literal
         or prefixed name must survive the denies (a literal denied by name or by a deny prefix of it, a prefix
         under a deny prefix). Scans the type's patterns: for a once-per-request question (InitProducerId)."""
-        principal, host = identity.principal, identity.host
+        principal, host = identity.principal, _host(identity)
         if principal in self.super_users:
             return True
         found = {(acl.ALLOW, acl.LITERAL): set(), (acl.ALLOW, acl.PREFIXED): set(),
                  (acl.DENY, acl.LITERAL): set(), (acl.DENY, acl.PREFIXED): set()}
-        for pattern, (entries, _v) in list(self.index.by_pattern.items()):
-            if pattern.resource_type != resource_type:
-                continue
+        by_pattern = self.index.by_pattern
+        for pattern in self.index.by_type.get(resource_type, ()):
+            entries = by_pattern[pattern][0]
             for perm in (acl.ALLOW, acl.DENY):
                 if _matches(entries, principal, host, (operation,), perm):
                     found[(perm, pattern.pattern_type)].add(pattern.name)
@@ -524,7 +534,9 @@ class AclAuthorizer:
             patterns = set(self.index.by_pattern)
             for f in filters:
                 patterns.update(f.pattern.definite_patterns())
+            tick = TimeSlice().tick
             for pattern in sorted(patterns, key=_pattern_order):
+                tick()
                 matching = [(i, f) for i, f in enumerate(filters) if f.pattern.matches(pattern)]
                 if not matching:
                     continue
@@ -617,7 +629,14 @@ def _api_error(exc, pattern):
 
 def _audit_line(identity, result, operation, resource_type, name, pattern_type=acl.LITERAL):
     return "Principal = %s is %s Operation = %s from host = %s on resource = %s:%s:%s" % (
-        identity.principal, result, operation, identity.host, resource_type, pattern_type, name)
+        identity.principal, result, operation, _host(identity), resource_type, pattern_type, name)
+
+
+def _host(identity):
+    """The client's IP address as Kafka's ACLs name it: an IPv4 client of a dual-stack listener shows up as
+    ``::ffff:10.0.0.7``, which Java reports (and operators write) as ``10.0.0.7``."""
+    h = identity.host
+    return h[7:] if h.startswith("::ffff:") and "." in h else h
 
 
 class _ChangeListener:
