@@ -223,6 +223,23 @@ def test_other_clients_read_but_cannot_change_anything(healthy, user):
     cluster.wait_topic_everywhere("acl-topic", 2)
 
 
+def test_topics_tool_over_zookeeper_logs_in_like_kafkas(healthy, tmp_path):
+    """kafka-topics.sh --zookeeper with KAFKA_OPTS' JAAS file logs in and creates secure znodes; without it the
+    ACLs refuse the tool and nothing is created."""
+    cluster = healthy
+    base = ["topics", "--zookeeper", cluster.connect, "--create", "--partitions", "2", "--replication-factor", "3"]
+    r = run_admin(base + ["--topic", "zk-made"], kafka_opts(write_jaas(tmp_path / "jaas")))
+    assert r.returncode == 0, r.stderr
+    cluster.wait_topic_everywhere("zk-made", 2)
+    made = [p for p in walk(cluster.zk) if "zk-made" in p]
+    assert "/brokers/topics/zk-made" in made and "/config/topics/zk-made" in made
+    assert {p: acls_of(cluster.zk, p) for p in made} == {p: expected_acls(True, p, KAFKA) for p in made}
+    r = run_admin(base + ["--topic", "zk-anon"], {})
+    assert r.returncode == 1
+    assert "ZooKeeper: NoAuthError" in r.stderr, r.stderr
+    assert [p for p in walk(cluster.zk) if "zk-anon" in p] == []
+
+
 # ------------------------------------------------------------------------------------------ fail closed
 
 def _start_expecting_exit(broker, timeout=45.0):
@@ -356,3 +373,35 @@ def test_migration_by_another_user_is_refused_by_the_acls(tmp_path, sasl_zk):
                   kafka_opts(intruder))
     assert r.returncode == 1
     assert "ERROR: could not set the ACLs of /" in r.stderr and "NoAuthError" in r.stderr, r.stderr
+
+
+# ------------------------------------------------------------------------------------------ ensemble (last)
+
+def test_rolling_the_ensemble_to_required_sasl_keeps_the_cluster(healthy, sasl_zk):
+    """Section 7.6.3: the ensemble is restarted node by node to refuse unauthenticated sessions (ZooKeeper's
+    enforce.auth.enabled); the brokers, logged in with SASL, reconnect through every restart and keep working; an
+    anonymous client is now refused outright. Runs last: it leaves the module's ensemble in that mode."""
+    from kazoo.exceptions import SessionClosedRequireSaslError
+
+    cluster = healthy
+    sasl_zk.require_sasl = True
+    for i in range(sasl_zk.n):
+        sasl_zk.restart(i)
+    create_topics(cluster.bootstrap, [("after-roll", 2, 3)])
+    cluster.wait_topic_everywhere("after-roll", 2)
+    records = records_for("after-roll", range(2), per_partition=5)
+    produce(cluster.bootstrap, "after-roll", records)
+    assert consume(cluster.bootstrap, "after-roll", [0, 1], expected=10) == records
+    cluster.wait_converged()
+    assert acls_of(cluster.zk, "/brokers/topics/after-roll") == expected_acls(True, "/brokers/topics/after-roll",
+                                                                             KAFKA)
+    from kazoo.client import KazooClient
+    anon = KazooClient(hosts=cluster.connect, timeout=10.0)
+    try:
+        # ZooKeeper closes the session at its first request (kazoo's start() may already send one)
+        with pytest.raises(SessionClosedRequireSaslError):
+            anon.start(timeout=30)
+            anon.get("/brokers/ids")
+    finally:
+        anon.stop()
+        anon.close()
