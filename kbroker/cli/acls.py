@@ -4,7 +4,8 @@
                        (--add | --remove | --list)
                        [--allow-principal P]... [--deny-principal P]... [--allow-host H]... [--deny-host H]...
                        [--operation OP]... [--topic T]... [--group G]... [--cluster] [--transactional-id T]...
-                       [--delegation-token D]... [--resource-pattern-type literal|prefixed|any|match]
+                       [--delegation-token D]... [--user-principal P]...
+                       [--resource-pattern-type literal|prefixed|any|match]
                        [--producer [--idempotent]] [--consumer] [--principal P]... [--force]
 
 ``--bootstrap-server`` sends DescribeAcls/CreateAcls/DeleteAcls to a broker (which needs an authorizer: else
@@ -39,7 +40,7 @@ from kbroker.client.cluster import Cluster, raise_for_code
 from kbroker.coord.errors import CoordinationError
 from kbroker.security import acl
 from kbroker.security.authorizer import (ANY_ENTRY, AclAuthorizer, AclBinding, AclBindingFilter, AclEntry,
-                                         EntryFilter, PatternFilter, ResourcePattern, filter_error)
+                                         EntryFilter, PatternFilter, ResourcePattern, enum_name, filter_error)
 
 from .common import ArgParser, CommandError, UsageError, usage_error, zookeeper
 
@@ -52,6 +53,7 @@ VALID_OPERATIONS = {
                   acl.ALTER, acl.DESCRIBE),
     acl.TRANSACTIONAL_ID: (acl.DESCRIBE, acl.WRITE),
     acl.DELEGATION_TOKEN: (acl.DESCRIBE,),
+    acl.USER: (acl.CREATE_TOKENS, acl.DESCRIBE_TOKENS),
 }
 PATTERN_TYPES = {"literal": acl.LITERAL, "prefixed": acl.PREFIXED, "any": acl.ANY_PATTERN, "match": acl.MATCH}
 NEWLINE = "\n"
@@ -65,7 +67,7 @@ def parser():
     for a in ("add", "remove", "list"):
         p.add_argument("--" + a, action="store_true")
     for opt in ("allow-principal", "deny-principal", "allow-host", "deny-host", "operation", "topic", "group",
-                "transactional-id", "delegation-token", "principal"):
+                "transactional-id", "delegation-token", "user-principal", "principal"):
         p.add_argument("--" + opt, action="append", default=[])
     p.add_argument("--cluster", action="store_true", help="the cluster resource (kafka-cluster)")
     p.add_argument("--resource-pattern-type", default="literal", type=str.lower, choices=sorted(PATTERN_TYPES))
@@ -141,6 +143,7 @@ def resource_filters(args, pattern_type=None):
     out += [PatternFilter(acl.GROUP, g, pt) for g in args.group]
     out += [PatternFilter(acl.TRANSACTIONAL_ID, t, pt) for t in args.transactional_id]
     out += [PatternFilter(acl.DELEGATION_TOKEN, d, pt) for d in args.delegation_token]
+    out += [PatternFilter(acl.USER, u, pt) for u in args.user_principal]
     return out
 
 
@@ -188,8 +191,7 @@ def filter_to_entries(args):
         bad = [e for e in es if e.operation != acl.ALL and e.operation not in valid]
         if bad:
             raise UsageError("ResourceType %s only supports operations %s" % (
-                f.resource_type.upper() if f.resource_type != acl.TRANSACTIONAL_ID else "TRANSACTIONAL_ID",
-                ", ".join((acl.ALL,) + valid)))
+                enum_name(f.resource_type), ", ".join((acl.ALL,) + valid)))
     return out
 
 

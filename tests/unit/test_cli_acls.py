@@ -96,6 +96,10 @@ def test_producer_consumer_and_idempotent(backend):
     (["--add", "--group", "g", "--allow-principal", "User:a", "--operation", "Write"],
      "ResourceType GROUP only supports operations All, Read, Describe, Delete"),
     (["--add", "--topic", "t"], "You must specify one of: --allow-principal, --deny-principal"),
+    (["--add", "--user-principal", "User:u", "--allow-principal", "User:a", "--operation", "Read"],
+     "ResourceType USER only supports operations All, CreateTokens, DescribeTokens"),
+    (["--add", "--transactional-id", "x", "--allow-principal", "User:a", "--operation", "Read"],
+     "ResourceType TRANSACTIONAL_ID only supports operations All, Describe, Write"),
     (["--add", "--allow-principal", "User:a"], "You must provide at least one resource"),
 ])
 def test_usage_errors(backend, capsys, argv, message):
@@ -103,6 +107,19 @@ def test_usage_errors(backend, capsys, argv, message):
     assert rc == 1
     assert message in capsys.readouterr().err
     assert backend.exists("/kafka-acl/Topic/t") is None
+
+
+def test_delegation_token_and_user_resources(backend):
+    rc, _ = run(backend, "--add", "--allow-principal", "User:a", "--operation", "CreateTokens", "--user-principal",
+                "User:owner")
+    assert rc == 0
+    rc, _ = run(backend, "--add", "--allow-principal", "User:a", "--operation", "Describe", "--delegation-token",
+                "tok1")
+    assert rc == 0
+    assert decode_acls(backend.get("/kafka-acl/User/User:owner")[0]) == {
+        AclEntry("User:a", "*", acl.CREATE_TOKENS, acl.ALLOW)}
+    assert decode_acls(backend.get("/kafka-acl/DelegationToken/tok1")[0]) == {
+        AclEntry("User:a", "*", acl.DESCRIBE, acl.ALLOW)}
 
 
 def test_invalid_binding_is_the_brokers_error(backend, capsys):
