@@ -312,7 +312,7 @@ class AclIndex:
         if found and name != acl.WILDCARD:
             out.extend(found)
         lengths = self.prefix_lengths.get(rt)
-        if lengths:
+        if lengths and name:
             by_name = self.prefixed[rt]
             n = len(name)
             for length in lengths:
@@ -393,8 +393,9 @@ class AclAuthorizer:
         for path in ACL_PATHS:
             self.backend.ensure_path(path)
         if watch:
-            # Watch before loading (Kafka's order): a change made while loading is applied after it. The first
-            # pass of each listener re-reads every resource still announced, which costs little and closes the gap.
+            # The listeners start after the load, and their first pass applies every notification still present
+            # (sequence numbers above -1): a change made while loading is applied after it, as Kafka's order of
+            # "listen, then load" guarantees.
             self._listeners = [_ChangeListener(self, LITERAL_CHANGES, decode_literal_change),
                                _ChangeListener(self, EXTENDED_CHANGES, decode_extended_change)]
         with self._lock:
