@@ -15,6 +15,7 @@ DescribeAcls answers from this broker's cache (what it enforces); the writes go 
 and reach the other brokers through the change notifications.
 """
 from kbroker import errors
+from kbroker.handlers.common import sliced
 from kbroker.security import acl
 from kbroker.security.authorizer import (AclBindingFilter, AclEntry, EntryFilter, PatternFilter, ResourcePattern,
                                          filter_error)
@@ -62,7 +63,7 @@ def describe_acls(ctx, req):
         out["error_code"], out["error_message"] = refusal
         return out
     grouped = {}
-    for pattern, entry in ctx.services.authorizer.acls(flt):
+    for pattern, entry in sliced(ctx.services.authorizer.acls(flt)):
         c = _codes(pattern, entry)
         res = grouped.get(pattern)
         if res is None:
@@ -107,7 +108,7 @@ def delete_acls(ctx, req):
         else:
             valid.append(i)
     deleted = ctx.services.authorizer.delete_acls([filters[i] for i in valid])
-    for i, matched in zip(valid, deleted):
+    for i, matched in sliced(zip(valid, deleted)):
         for (pattern, entry), err in matched:
             m = _codes(pattern, entry)
             m["error_code"], m["error_message"] = (0, None) if err is None else (err.code, err.message)
