@@ -500,3 +500,17 @@ def test_authorizer_config_keys():
     with pytest.raises(ConfigError, match="principalType:principalName") as ei:
         BrokerConfig.from_sources(None, ["super.users=User:a;admin"])
     assert ei.value.key == "super.users"
+
+
+def test_handlers_refuse_unknown_codes(backend):
+    authz = AclAuthorizer(backend, super_users=["User:ANONYMOUS"]).start(watch=False)
+    r = round_trip(30, 1, {"creations": [creation("x", op=99), creation("x", perm=0), creation("x", rt=0),
+                                         creation("x", rt=1), creation("x", pt=0), creation("x", pt=2),
+                                         creation("x", op=1), creation("x", rt=127)]}, authz)
+    assert [x["error_code"] for x in r["results"]] == [42] * 8
+    assert all(x["error_message"].startswith("Failed to create ACL: ") for x in r["results"])
+    for bad in (dict(DESCRIBE_ALL, resource_type_filter=0), dict(DESCRIBE_ALL, pattern_type_filter=9),
+                dict(DESCRIBE_ALL, permission_type=0), dict(DESCRIBE_ALL, operation=50)):
+        r = round_trip(29, 1, bad, authz)
+        assert (r["error_code"], r["resources"]) == (42, [])
+    assert authz.acls() == []
