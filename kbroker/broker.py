@@ -26,6 +26,7 @@ import os
 import time
 
 import gevent
+import gevent.ssl
 from gevent.event import Event
 from gevent.threadpool import ThreadPool
 
@@ -41,7 +42,11 @@ from kbroker.log.log import Log
 from kbroker.log.manager import LogManager, read_properties
 from kbroker.producer_ids import ProducerIdManager
 from kbroker.replica.manager import ReplicaManager
+from kbroker.config import listener_ssl
+from kbroker.security import tls
 from kbroker.security.authorizer import AclAuthorizer
+from kbroker.security.client_channel import ChannelSecurity
+from kbroker.security.tls import ListenerTls
 from kbroker.security.zk_client import zk_sasl_credentials
 from kbroker.server.context import READY_WAIT_S, ControlPlane, Services
 from kbroker.server.loopcall import make_owner_call
@@ -77,6 +82,7 @@ class Broker:
         self.channel = None
         self.registrar = None
         self.authorizer = None   # the ACL authorizer when authorizer.class.name selects it
+        self._channel_security = {}   # {listener: ChannelSecurity} of this broker's connections to other brokers
         # Controller requests are accepted only from the controller /controller and /controller_epoch name
         # (controller_view), stamped with this broker's epoch (registrar.epoch), and, when set, only on the
         # control-plane listener: the handlers see these three as ``control_plane`` (kbroker/handlers/cluster.py).
@@ -130,7 +136,8 @@ class Broker:
             self.broker_id, self.log_manager, log_config_for=self.topic_configs.log_config, isr_writer=self.write_isr,
             connect=self.replica_address, flusher=self._flush_log, config=cfg,
             partition_exists=lambda t, p: self.metadata_cache.partition(t, p) is not None,
-            offload=lambda fn, *args: self._replica_pool.apply(fn, args)).start()
+            offload=lambda fn, *args: self._replica_pool.apply(fn, args),
+            security=self.channel_security(cfg.inter_broker_listener)).start()
         self._start_group_coordinator()
         self._build_controller()
         self._start_authorizer()
@@ -141,7 +148,8 @@ class Broker:
             groups=self.group_coordinator, control_plane=self.control_plane, controller=self.controller,
             ready=self.ready, authorizer=self.authorizer)
         self.channel.local_handler = local_dispatcher(self.services)
-        self.server = KafkaServer(self.services, self.router, cfg.listeners, cfg["socket.request.max.bytes"])
+        self.server = KafkaServer(self.services, self.router, cfg.listeners, cfg["socket.request.max.bytes"],
+                                  tls=self._tls_listeners())
         self.server.start()
         self.endpoints = self._endpoints()
         # Attached before it registers: a controller request may arrive while it does (the handlers wait for it).
@@ -176,6 +184,36 @@ class Broker:
             self.backend, super_users=AclAuthorizer.parse_super_users(cfg["super.users"]),
             allow_everyone_if_no_acl_found=cfg["allow.everyone.if.no.acl.found"]).start()
 
+    def _tls_listeners(self):
+        """{listener: ListenerTls} for the SSL / SASL_SSL listeners: the server context (gevent's SSLContext class:
+        wrapped sockets are cooperative) and principal mapping rules of each (config/listener_ssl.py checked them
+        when the config was built)."""
+        cfg = self.config
+        return {name: ListenerTls(tls.server_context(listener_ssl.settings(cfg, name), gevent.ssl.SSLContext),
+                                  listener_ssl.mapper(cfg, name))
+                for name in listener_ssl.tls_listeners(cfg)}
+
+    def channel_security(self, listener):
+        """How this broker reaches other brokers' endpoints of ``listener`` (the inter-broker or the control-plane
+        listener): its security protocol, a TLS client context from this broker's own ssl.* settings for that
+        listener (truststore, keystore for mutual TLS, host-name check), and for SASL_* the inter-broker SASL client
+        (``_inter_broker_sasl``). One ChannelSecurity per listener, built on first use."""
+        cached = self._channel_security.get(listener)
+        if cached is None:
+            cfg = self.config
+            protocol = cfg.listener_security_protocol_map.get(listener, "PLAINTEXT")
+            context = None
+            if protocol in listener_ssl.TLS_PROTOCOLS:
+                context = tls.client_context(listener_ssl.settings(cfg, listener), gevent.ssl.SSLContext)
+            sasl = self._inter_broker_sasl(listener) if protocol.startswith("SASL_") else None
+            cached = self._channel_security[listener] = ChannelSecurity(protocol, context, sasl)
+        return cached
+
+    def _inter_broker_sasl(self, listener):
+        """``sasl(host) -> ClientMechanism`` for this broker's connections to ``listener`` (the SASL part wires the
+        inter-broker mechanism here); None refuses to build the channel (ChannelSecurity: fail closed)."""
+        return None
+
     def _build_controller(self):
         """The controller and its channel, not started yet (``Services`` names the controller; the channel's
         in-process path to this broker needs the ``Services``, so it is set once they exist)."""
@@ -183,7 +221,8 @@ class Broker:
         from kbroker.controller.controller import Controller
         cfg = self.config
         self.channel = ControllerChannel(local_broker_id=self.broker_id,
-                                         socket_timeout=cfg["controller.socket.timeout.ms"] / 1000.0)
+                                         socket_timeout=cfg["controller.socket.timeout.ms"] / 1000.0,
+                                         security_for=self.channel_security)
         self.controller = Controller(self.broker_id, self.backend, self.channel, cfg, self.topic_store)
 
     def _wait_for_metadata(self):
@@ -253,15 +292,17 @@ class Broker:
         if self.controller is not None and self.controller.is_active():
             return list(self.controller.controlled_shutdown(self.broker_id, epoch))
         cid = self.metadata_cache.controller_id
-        node = None
+        node = via = None
         for listener in (self.control_plane_listener, self.config.inter_broker_listener):
             if listener and node is None:
                 node = next((b for b in self.metadata_cache.alive_brokers(listener) if b.id == cid), None)
+                via = listener
         if node is None:
             raise errors.NotController("no live controller known")
         from kbroker.client.connection import BrokerConnection
         conn = BrokerConnection(node.host, node.port, client_id="kbroker-%d" % self.broker_id,
-                                timeout=self.config["request.timeout.ms"] / 1000.0)
+                                timeout=self.config["request.timeout.ms"] / 1000.0,
+                                security=self.channel_security(via))
         try:
             resp = conn.request(7, {"broker_id": self.broker_id, "broker_epoch": epoch}, version=3)
         finally:

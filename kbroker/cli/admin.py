@@ -465,11 +465,19 @@ USAGE = """usage: kbroker-admin {topics,configs} [options]
   zookeeper-security-migration  set secure or open ACLs on the cluster's znodes (like zookeeper-security-migration.sh)
   acls     add, remove or list ACLs (like kafka-acls.sh)
 
-kbroker-admin <command> --help shows the options of a command."""
+kbroker-admin <command> --help shows the options of a command. Any command takes --command-config FILE: Kafka's
+client properties (security.protocol, ssl.truststore.*, ssl.keystore.*, sasl.mechanism, sasl.jaas.config) to reach
+a TLS or SASL listener."""
 
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
+    try:  # --command-config client.properties, for every command (kbroker/cli/client_config.py)
+        from kbroker.cli import client_config
+        argv = client_config.apply(argv)
+    except ValueError as e:
+        print("ERROR %s" % e, file=sys.stderr)
+        return 1
     if argv and argv[0] in _COMMANDS:
         return _COMMANDS[argv[0]](argv[1:])
     if argv and argv[0].startswith("--") and argv[0] not in ("--help", "-h"):

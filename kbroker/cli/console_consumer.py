@@ -233,12 +233,19 @@ def _raise_stop(signum, frame):
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:  # --consumer.config / --command-config client.properties (kbroker/cli/client_config.py)
+        from kbroker.cli import client_config
+        argv = client_config.apply(argv)
+    except ValueError as e:
+        print("ERROR %s" % e, file=sys.stderr)
+        return 1
     out = sys.stdout.buffer
     consumer = None
     status = 0
     old = signal.signal(signal.SIGTERM, _raise_stop)
     try:
-        args = parse_args(sys.argv[1:] if argv is None else argv)
+        args = parse_args(argv)
         with SimpleClient(args.bootstrap_server, client_id="console-consumer") as client:
             consumer = ConsoleConsumer(client, args, out)
             consumer.run()

@@ -212,7 +212,14 @@ def read_lines(fd, parse, sink, max_pending=MAX_PENDING):
 
 
 def main(argv=None):
-    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:  # --producer.config / --command-config client.properties (kbroker/cli/client_config.py)
+        from kbroker.cli import client_config
+        argv = client_config.apply(argv)
+    except ValueError as e:
+        print("ERROR %s" % e, file=sys.stderr)
+        return 1
+    args = build_parser().parse_args(argv)
     producer = None
     try:
         props = parse_properties(args.property)

@@ -12,6 +12,10 @@ header version (0 or 1) come from ``Api.request_header_version`` / ``Api.respons
 ids count up from 1; a response whose id differs from the request's is a protocol error (the connection is closed,
 ``NetworkException`` raised), as is an EOF or a response frame above ``MAX_RESPONSE`` bytes.
 Produce with ``acks=0`` has no response at all: ``request(..., expect_response=False)`` returns None.
+
+Security: ``security`` (``kbroker/security/client_channel.py`` ChannelSecurity, e.g. from ``--command-config``'s
+client properties) secures the socket -- TLS handshake, then SASL -- before the ApiVersions; a failure raises
+``NetworkException`` saying which step failed (a refused certificate, failed SASL credentials).
 """
 import socket
 import struct
@@ -19,6 +23,7 @@ import struct
 from kbroker import errors
 from kbroker.protocol.apis import APIS, BY_NAME
 from kbroker.protocol.headers import decode_response_header, encode_request_header
+from kbroker.security.client_channel import ChannelError, secure
 
 API_VERSIONS_KEY = 18
 
@@ -27,6 +32,10 @@ API_VERSIONS_KEY = 18
 MAX_RESPONSE = 256 << 20
 
 _SIZE = struct.Struct(">i")
+
+# The security of connections opened without one: the tools' ``--command-config`` sets it for their process
+# (kbroker/cli/client_config.py); None = PLAINTEXT.
+DEFAULT_SECURITY = None
 
 
 def resolve_api(api_name_or_key):
@@ -52,7 +61,7 @@ def parse_host_port(s):
 
 
 class BrokerConnection:
-    def __init__(self, host, port, client_id="kbroker-admin", timeout=30):
+    def __init__(self, host, port, client_id="kbroker-admin", timeout=30, security=None):
         self.host = host
         self.port = int(port)
         self.client_id = client_id
@@ -61,10 +70,15 @@ class BrokerConnection:
         self.api_ranges = {}
         self.last_version = None  # version of the last request sent (callers normalise old-version answers)
         try:
-            self.sock = socket.create_connection((host, self.port), timeout=timeout)
+            sock = socket.create_connection((host, self.port), timeout=timeout)
         except OSError as e:
             raise errors.NetworkException("cannot connect to %s:%d: %s" % (host, self.port, e)) from e
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            self.sock = secure(sock, host, security if security is not None else DEFAULT_SECURITY, timeout,
+                               client_id)
+        except ChannelError as e:
+            raise errors.NetworkException("cannot connect to %s:%d: %s" % (host, self.port, e)) from None
         try:
             resp = self.request(API_VERSIONS_KEY, {}, version=0)
         except Exception:

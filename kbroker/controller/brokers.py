@@ -72,29 +72,43 @@ class Brokers:
     # ------------------------------------------------------------------------------------------------ endpoints
 
     def _connect(self, bid, reg):
-        ep = self._endpoint(reg, control=True)
+        ep = self._listener_endpoint(reg, control=True)
         if ep is not None:
-            self.core.channel.add_broker(bid, ep[0], ep[1])
+            self.core.channel.add_broker(bid, ep[1], ep[2], listener=ep[0])
 
     def _endpoint(self, reg, control=False):
-        """(host, port) of a registration's inter-broker listener (first endpoint as a fallback); with ``control``,
-        its ``control.plane.listener.name`` endpoint when both sides have one (where controller requests go)."""
+        """(host, port) of ``_listener_endpoint``, or None."""
+        ep = self._listener_endpoint(reg, control)
+        return (ep[1], ep[2]) if ep is not None else None
+
+    def _listener_endpoint(self, reg, control=False):
+        """(listener, host, port) of a registration's inter-broker listener -- inter.broker.listener.name, else
+        the first listener whose protocol is security.inter.broker.protocol, as the broker config resolves it; with
+        ``control``, its ``control.plane.listener.name`` endpoint when both sides have one (where controller requests
+        go). None when the broker has no such listener: connecting to another one would use other security than
+        configured (Kafka fails the same way: BrokerEndPointNotAvailable)."""
         cfg = self.core.cfg
         cp = (cfg("control.plane.listener.name") or "").strip().upper() if control else None
         if cp:
             for name, host, port in reg.endpoints:
                 if name.upper() == cp:
-                    return host, port
-        want = cfg("inter.broker.listener.name")
+                    return name, host, port
+        want = (cfg("inter.broker.listener.name") or "").strip().upper()
         proto = cfg("security.inter.broker.protocol")
         for name, host, port in reg.endpoints:
-            if want is not None and name == want:
-                return host, port
-        if want is None:
+            if want and name.upper() == want:
+                return name, host, port
+        if not want:
             for name, host, port in reg.endpoints:
                 if reg.security_protocol_map.get(name, name) == proto:
-                    return host, port
-        return (reg.endpoints[0][1], reg.endpoints[0][2]) if reg.endpoints else None
+                    return name, host, port
+            if proto == "PLAINTEXT" and reg.endpoints:
+                # Unset keys on a broker whose listeners have other names: the first listener, as the broker
+                # config resolves inter_broker_listener then.
+                return reg.endpoints[0]
+        log.error("broker registration %s has no endpoint for the inter-broker listener (%s); not connecting",
+                  [n for n, _, _ in reg.endpoints], want or "protocol %s" % proto)
+        return None
 
     # ------------------------------------------------------------------------------------------------ queries
 

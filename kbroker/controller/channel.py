@@ -11,6 +11,11 @@ The controller's own broker is reached in-process: for ``local_broker_id`` the s
 ``local_handler(api_key, version, body) -> response dict`` instead of using a socket (still from the sender
 greenlet, never from the controller's event loop, so a handler may block).
 
+Security: ``security_for(listener) -> kbroker/security/client_channel.py ChannelSecurity`` says how to reach a
+broker's endpoint of ``listener`` (``add_broker``'s; the control-plane or inter-broker listener): a TLS handshake
+with this broker's own client context for that listener, then SASL, before the first request (a failure is a
+failed round trip: reconnect with backoff). Without it, plaintext.
+
 Versions sent (``VERSIONS``; the cluster handlers serve them, kbroker/handlers/cluster.py): LeaderAndIsr v4,
 UpdateMetadata v6, StopReplica v3 -- the newest ZooKeeper-mode shapes before topic ids (grouped by topic, flexible,
 offline replicas, per-partition delete flag). No ApiVersions round trip: controller and brokers are one release.
@@ -51,10 +56,11 @@ def success_response(api_key, body):
 
 
 class _Sender:
-    def __init__(self, channel, broker_id, host, port):
+    def __init__(self, channel, broker_id, host, port, listener=None):
         self.channel = channel
         self.broker_id = broker_id
         self.host, self.port = host, port
+        self.listener = listener
         self.queue = Queue()
         self.sock = None
         self.correlation_id = 0
@@ -102,9 +108,7 @@ class _Sender:
             return self.channel.local_handler(api_key, version, body)
         api = APIS[api_key]
         if self.sock is None:
-            from gevent import socket as gsocket
-            self.sock = gsocket.create_connection((self.host, self.port), timeout=self.channel.socket_timeout)
-            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.sock = self.channel.connect(self.host, self.port, self.listener)
         self.correlation_id = (self.correlation_id + 1) & 0x7FFFFFFF
         corr = self.correlation_id
         header = encode_request_header(api.request_header_version(version), api_key, version, corr,
@@ -132,23 +136,34 @@ class _Sender:
 
 class ControllerChannel:
     def __init__(self, local_broker_id=None, local_handler=None, client_id="kbroker-controller",
-                 socket_timeout=30.0):
+                 socket_timeout=30.0, security_for=None):
         self.local_broker_id = local_broker_id
         self.local_handler = local_handler
         self.client_id = client_id
         self.socket_timeout = socket_timeout
+        self.security_for = security_for
         self._senders = {}
+
+    def connect(self, host, port, listener):
+        """A connected, secured socket to a broker's endpoint of ``listener`` (module docstring)."""
+        from gevent import socket as gsocket
+        from kbroker.security.client_channel import secure
+
+        sock = gsocket.create_connection((host, port), timeout=self.socket_timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        security = self.security_for(listener) if self.security_for is not None else None
+        return secure(sock, host, security, self.socket_timeout, self.client_id)
 
     def brokers(self):
         return sorted(self._senders)
 
-    def add_broker(self, broker_id, host, port):
+    def add_broker(self, broker_id, host, port, listener=None):
         cur = self._senders.get(broker_id)
         if cur is not None:
-            if (cur.host, cur.port) == (host, port):
+            if (cur.host, cur.port, cur.listener) == (host, port, listener):
                 return
             cur.stop()
-        self._senders[broker_id] = _Sender(self, broker_id, host, port)
+        self._senders[broker_id] = _Sender(self, broker_id, host, port, listener)
 
     def remove_broker(self, broker_id):
         s = self._senders.pop(broker_id, None)

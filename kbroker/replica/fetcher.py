@@ -35,6 +35,7 @@ from gevent.event import Event
 from kbroker import errors
 from kbroker.protocol.apis import APIS
 from kbroker.protocol.headers import decode_response_header, encode_request_header
+from kbroker.security.client_channel import secure
 
 log = logging.getLogger(__name__)
 
@@ -49,15 +50,18 @@ _BACKOFF_ERRORS = frozenset([errors.NOT_LEADER_OR_FOLLOWER, errors.FENCED_LEADER
 
 class LeaderConnection:
     """One gevent TCP connection to a leader, one request in flight, our own codec (no ApiVersions: the peer is a
-    kbroker serving Fetch v11 and OffsetForLeaderEpoch v3)."""
+    kbroker serving Fetch v11 and OffsetForLeaderEpoch v3). ``security``: how the leader's inter-broker listener is
+    reached (``kbroker/security/client_channel.py`` ChannelSecurity: TLS with this broker's client context for that
+    listener, then SASL), secured before the first request; None = plaintext."""
 
-    def __init__(self, host, port, client_id, timeout, rcvbuf=None):
+    def __init__(self, host, port, client_id, timeout, rcvbuf=None, security=None):
         self.host, self.port = host, port
         self.client_id = client_id
-        self.sock = gsocket.create_connection((host, port), timeout=timeout)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock = gsocket.create_connection((host, port), timeout=timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if rcvbuf and rcvbuf > 0:
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.sock = secure(sock, host, security, timeout, client_id)
         self.correlation_id = 0
 
     def request(self, api_key, version, body):
@@ -112,7 +116,7 @@ class FetchState:
 class ReplicaFetcher:
     def __init__(self, broker_id, source_id, host, port, settings, client_id=None):
         """``settings``: dict with wait_ms, min_bytes, max_bytes, response_max_bytes, backoff_ms, socket_timeout_ms,
-        rcvbuf (the replica.* keys)."""
+        rcvbuf (the replica.* keys), and optionally security (LeaderConnection's)."""
         self.broker_id = broker_id
         self.source_id = source_id
         self.host, self.port = host, port
@@ -165,7 +169,7 @@ class ReplicaFetcher:
                 if self.conn is None:
                     self.conn = LeaderConnection(self.host, self.port, self.client_id,
                                                  self.settings["socket_timeout_ms"] / 1000.0,
-                                                 self.settings.get("rcvbuf"))
+                                                 self.settings.get("rcvbuf"), self.settings.get("security"))
                 truncating = {tp: st for tp, st in ready.items() if st.truncating}
                 if truncating:
                     self._reconcile(truncating)

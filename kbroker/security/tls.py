@@ -476,3 +476,52 @@ def _apply_versions_and_ciphers(ctx, settings):
             raise TlsSettingError("ssl.cipher.suites", "no cipher suite listed is usable with the enabled protocols")
     ctx.minimum_version = min(allowed)
     ctx.maximum_version = max(allowed)
+
+
+# ------------------------------------------------------------------------------------------ server handshakes
+
+class HandshakeFailed(Exception):
+    """A connection that did not complete the TLS handshake (or whose certificate no mapping rule names); the
+    server closes it without a word (a Kafka response would be plaintext)."""
+
+
+class ListenerTls:
+    """One TLS listener's server side: ``context`` (from ``server_context``, of gevent's SSLContext class in the
+    broker so that wrapped sockets are cooperative) and ``mapper`` (``principal.SslPrincipalMapper`` of the
+    listener's ssl.principal.mapping.rules)."""
+    __slots__ = ("context", "mapper")
+
+    def __init__(self, context, mapper):
+        self.context = context
+        self.mapper = mapper
+
+    def accept(self, sock, timeout):
+        """Handshake an accepted socket in the calling greenlet, bounded by ``timeout`` seconds (a peer that never
+        finishes holds nothing longer); returns (SSL socket, principal). On failure the socket is closed and
+        HandshakeFailed says why. A plaintext Kafka request is not a ClientHello: it fails here, unanswered."""
+        import gevent  # the server's event loop; kept out of the module's import for the CLI tools
+
+        ssl_sock = self.context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+        timer = gevent.Timeout(timeout)
+        timer.start()
+        try:
+            ssl_sock.do_handshake()
+            peer = ssl_sock.getpeercert(binary_form=True)
+            return ssl_sock, self.mapper.principal(peer)
+        except gevent.Timeout as t:
+            if t is not timer:
+                raise
+            why = "no TLS handshake within %g s" % timeout
+        except ssl.SSLError as e:
+            why = "TLS handshake failed: %s" % (e.reason or e)
+        except OSError as e:
+            why = "TLS handshake failed: %s" % e
+        except Exception as e:  # noqa: BLE001 - principal mapping (NoMatchingRule), an unreadable certificate
+            why = "no principal for the client certificate: %s" % e
+        finally:
+            timer.close()
+        try:
+            ssl_sock.close()
+        except OSError:
+            pass
+        raise HandshakeFailed(why)

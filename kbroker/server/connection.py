@@ -16,6 +16,11 @@ reader works through requests that a client pipelined, their responses queue up 
 long-poll Fetch, an acks=all wait -- the writer runs and flushes what is ready. The queue is bounded
 (``MAX_QUEUED_BYTES``): a client that pipelines without reading stops being read.
 
+Through TLS (SSL / SASL_SSL listeners; the server hands over the handshaken SSL socket) there is no ``sendfile``: the
+kernel cannot encrypt. A file region is read in ``TLS_FILE_CHUNK`` (256 KiB) pieces with ``preadv`` into one buffer
+per region and ``sendall``-ed through the SSL socket (OpenSSL cuts it into 16 KiB records): at most 256 KiB of a
+region is in memory at a time, never the whole region, and the read is from the page cache like sendfile's.
+
 Receiving (hostile peers, issue 8): a frame of at most ``LARGE_FRAME`` bytes is read in ``RECV_CHUNK`` pieces into
 the ``FrameReader`` (under 128 KiB per connection). A larger one goes into a ``PartialFrame``: whole up to
 ``EAGER_FRAME`` (1 MiB), else sized by what has arrived -- the buffered bytes plus what the socket holds (FIONREAD)
@@ -33,9 +38,11 @@ import struct
 import termios
 import time
 import socket as _socket
+import ssl
 from dataclasses import replace
 
 import gevent
+import gevent.ssl
 from gevent.event import Event
 from gevent.socket import wait_write
 
@@ -62,6 +69,12 @@ _FIONREAD_ARG = bytes(4)
 GROW_PROBE = 4096
 # Queued response bytes (file regions excluded: they are not in memory) above which the reader waits for the writer.
 MAX_QUEUED_BYTES = 4 * 1024 * 1024
+# File regions through TLS go out in pieces of this size: 16 TLS records per piece, so the per-piece cost (a preadv
+# and a Python-level sendall) is small next to the encryption; one piece per sending connection in memory.
+TLS_FILE_CHUNK = 256 * 1024
+
+
+_SSL_SOCKETS = (ssl.SSLSocket, gevent.ssl.SSLSocket)
 
 
 class CloseConnection(Exception):
@@ -91,6 +104,7 @@ class Connection:
         self.memory = memory if memory is not None else RequestMemory(limits.request_memory)
         self.reader = FrameReader(limits.max_request_size)
         self.authenticator = authenticator
+        self.tls = isinstance(sock, _SSL_SOCKETS)   # no sendfile through TLS
         if authenticator is not None:   # frames before authentication: sasl.server.max.receive.size at most
             self.reader.max_size = min(limits.max_request_size, authenticator.max_receive_size)
         self._dispatching = False
@@ -197,9 +211,12 @@ class Connection:
     def _readable(self):
         """Bytes waiting in the socket's receive queue (FIONREAD): what a buffer may be sized for right away."""
         try:
-            return struct.unpack("i", fcntl.ioctl(self.sock.fileno(), termios.FIONREAD, _FIONREAD_ARG))[0]
+            n = struct.unpack("i", fcntl.ioctl(self.sock.fileno(), termios.FIONREAD, _FIONREAD_ARG))[0]
         except OSError:
             return 0
+        # TLS: the kernel holds ciphertext (a little more than the plaintext it carries); bytes OpenSSL has
+        # already decrypted are pending in the SSL object.
+        return n + self.sock.pending() if self.tls else n
 
     def _reserve(self, n, size):
         """Reserve ``n`` bytes of request memory for a ``size``-byte request, waiting at most until its receive
@@ -366,6 +383,9 @@ class Connection:
             self.close()
 
     def _sendfile(self, region):
+        if self.tls:
+            self._send_region_tls(region)
+            return
         fd = region.fileno()
         sockfd = self.sock.fileno()
         offset, remaining = region.position, region.size
@@ -380,6 +400,21 @@ class Connection:
                 raise CloseConnection("segment file shorter than the fetch response promised")
             offset += sent
             remaining -= sent
+
+    def _send_region_tls(self, region):
+        """A file region through the SSL socket, TLS_FILE_CHUNK bytes at a time (module docstring)."""
+        fd = region.fileno()
+        offset, remaining = region.position, region.size
+        buf = memoryview(bytearray(min(TLS_FILE_CHUNK, remaining)))
+        sendall = self.sock.sendall
+        while remaining > 0:
+            n = os.preadv(fd, [buf[:remaining]] if remaining < len(buf) else [buf], offset)
+            if n == 0:
+                # The segment shrank under us (truncation): the frame can't be completed honestly.
+                raise CloseConnection("segment file shorter than the fetch response promised")
+            sendall(buf[:n])
+            offset += n
+            remaining -= n
 
     def _peer(self):
         return "%s:%s" % (self.address[0], self.address[1]) if self.address else "?"

@@ -13,7 +13,14 @@ arriving too slowly or that have been idle too long (``Connection.timed_out``), 
 Socket buffers: ``socket.send.buffer.bytes`` / ``socket.receive.buffer.bytes`` set explicitly are applied to every
 accepted connection (``apply_socket_buffers``); left at their default, nothing is set and Linux autotunes them
 (``BrokerConfig.socket_buffer_sizes`` says why).
+
+TLS (SSL and SASL_SSL listeners): the accepted socket is wrapped and handshaken in the connection's own greenlet
+(``kbroker/security/tls.py`` ListenerTls.accept), within ``socket.request.receive.timeout.ms`` -- a peer that never
+completes the handshake is dropped; a plaintext Kafka request fails the handshake and is closed unanswered. The
+connection's ClientIdentity carries the client certificate's principal (``User:ANONYMOUS`` without one); a SASL_SSL
+listener's authenticator replaces it after SASL. A TLS listener missing from ``tls`` serves nobody (fail closed).
 """
+import dataclasses
 import logging
 import socket
 import time
@@ -21,11 +28,14 @@ import time
 import gevent
 from gevent.server import StreamServer
 
+from kbroker.security.tls import HandshakeFailed
 from kbroker.server.connection import Connection
 from kbroker.server.context import ClientIdentity
 from kbroker.server.limits import ConnectionQuotas, RequestMemory, ServerLimits, client_ip
 
 log = logging.getLogger(__name__)
+
+TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 
 
 def apply_socket_buffers(sock, sizes):
@@ -72,14 +82,15 @@ class _Listener(StreamServer):
 
 class KafkaServer:
     def __init__(self, services, router, listeners, max_request_size=None, backlog=1024, limits=None,
-                 protected_listener=None, sasl=None):
+                 protected_listener=None, sasl=None, tls=None):
         """``services``: the broker's Services (kbroker/server/context.py), which every request's context carries
         (None in tests that serve only ApiVersions). listeners: [(name, host, port)]; port 0 picks a free port (see
         ``bound_ports``). ``limits``: a ServerLimits; by default read from ``services.config`` (Kafka's defaults
         without one). ``protected_listener``: exempt from max.connections; by default the inter-broker listener
         when there are several listeners. ``sasl``: {listener name: ``kbroker/security/authenticator.py``
         ListenerSasl} for the SASL_PLAINTEXT / SASL_SSL listeners; a SASL listener missing from it serves nobody
-        (fail closed)."""
+        (fail closed). ``tls``: {listener name: ``kbroker/security/tls.py`` ListenerTls} for the SSL / SASL_SSL
+        listeners, likewise."""
         self.services = services
         self.router = router
         self.listeners = listeners
@@ -101,6 +112,7 @@ class KafkaServer:
         self.protocol_map = getattr(config, "listener_security_protocol_map", None) or {}
         self._sweeper = None
         self.sasl = dict(sasl or {})
+        self.tls = dict(tls or {})
 
     def start(self):
         for name, host, port in self.listeners:
@@ -120,6 +132,11 @@ class KafkaServer:
             if self.socket_buffers:
                 apply_socket_buffers(sock, self.socket_buffers)
             identity = ClientIdentity.accepted(listener_name, self.protocol_map, address)
+            if identity.security_protocol in TLS_PROTOCOLS:
+                sock, identity = self._tls_accept(sock, address, identity)
+                if sock is None:
+                    self.quotas.release(client_ip(address))
+                    return
             sasl = self.sasl.get(listener_name)
             if sasl is None and identity.security_protocol.startswith("SASL_"):
                 log.error("closing %s: listener %s is %s but has no SASL settings", address, listener_name,
@@ -139,6 +156,24 @@ class KafkaServer:
                 self.connections.discard(conn)
                 self.quotas.release(client_ip(address))
         return handle
+
+    def _tls_accept(self, sock, address, identity):
+        """(SSL socket, identity with the certificate's principal), or (None, identity) when the handshake failed
+        (logged; the socket is closed)."""
+        listener_tls = self.tls.get(identity.listener)
+        if listener_tls is None:
+            log.error("closing %s: listener %s is %s but has no TLS settings", address, identity.listener,
+                      identity.security_protocol)
+            sock.close()
+            return None, identity
+        try:
+            ssl_sock, principal = listener_tls.accept(sock, self.limits.receive_timeout_s)
+        except HandshakeFailed as e:
+            log.info("closing %s:%s on listener %s: %s", identity.host, identity.port, identity.listener, e)
+            return None, identity
+        log.info("TLS connection from %s:%s on listener %s: %s %s, principal %s", identity.host, identity.port,
+                 identity.listener, ssl_sock.version(), ssl_sock.cipher()[0], principal)
+        return ssl_sock, dataclasses.replace(identity, principal=principal)
 
     def _close_least_active(self, protected):
         """Over max.connections through the exempt listener: close the least recently active connection of

@@ -20,7 +20,7 @@ class FakeChannel:
         self.sent = []
         self.respond = None
 
-    def add_broker(self, bid, host, port):
+    def add_broker(self, bid, host, port, listener=None):
         self.connected.add(bid)
 
     def remove_broker(self, bid):
