@@ -46,6 +46,8 @@ def effect_of(key):
 # Reasons shared by several keys (one line each in the startup warning / the ConfigError).
 _SECURITY = "TLS, SASL and ACLs are not supported yet (issue 10): kbroker serves PLAINTEXT only and authorizes nothing"
 _QUOTAS = "quotas are not enforced yet (issue 12)"
+_KRB_LOGIN = ("kbroker has no Java Kerberos login thread to tune: a GSSAPI listener accepts tickets with its keytab "
+              "and needs no ticket of its own, and MIT Kerberos fetches fresh client tickets from the keytab itself")
 _TLS_JAVA = "kbroker's TLS is OpenSSL (Python's ssl), not Java's: %s cannot be selected"
 _TLS_STATIC = "keystores are loaded once at startup (no dynamic keystore update), so there is no change to allow"
 _ZK_TLS = ("ZooKeeper TLS is not supported: kbroker's ZooKeeper connection is plaintext; authenticate it with SASL "
@@ -367,8 +369,21 @@ _KEYS = [
        effect=refused_unless_default(_SECURITY)),
     _k("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI", None, M, "SASL mechanism between brokers",
        effect=refused_unless_default(_SECURITY)),
-    _k("sasl.kerberos.service.name", "string", None, None, M, "Kerberos service name",
-       effect=refused_unless_default(_SECURITY)),
+    # GSSAPI (kbroker/security/sasl/gssapi.py, docs/security-gssapi.md)
+    _k("sasl.kerberos.service.name", "string", None, None, M,
+       "Kerberos service name of the brokers (kafka): required by a GSSAPI listener, here or as the JAAS option "
+       "serviceName"),
+    _k("sasl.kerberos.principal.to.local.rules", "list", ["DEFAULT"], None, M,
+       "Kerberos principal -> short name of User:<name>: DEFAULT and RULE:[n:format](match)s/from/to/g[/L|/U] rules, "
+       "first that applies wins; an invalid rule stops a GSSAPI listener at startup"),
+    _k("sasl.kerberos.kinit.cmd", "string", "/usr/bin/kinit", None, L, "Kerberos kinit command path",
+       effect=no_effect(_KRB_LOGIN)),
+    _k("sasl.kerberos.min.time.before.relogin", "long", 60000, None, L, "Login thread sleep between refreshes",
+       effect=no_effect(_KRB_LOGIN)),
+    _k("sasl.kerberos.ticket.renew.jitter", "double", 0.05, None, L, "Random jitter added to the renewal time",
+       effect=no_effect(_KRB_LOGIN)),
+    _k("sasl.kerberos.ticket.renew.window.factor", "double", 0.8, None, L, "Renew the ticket at this part of its life",
+       effect=no_effect(_KRB_LOGIN)),
     # TLS (kbroker/security/tls.py; each may be listener-prefixed: listener.name.<listener lower-case>.ssl.X)
     _k("ssl.keystore.type", "string", "JKS", None, M,
        "Keystore format: PEM (KIP-651) or PKCS12; JKS is refused with the keytool conversion to PKCS12"),
