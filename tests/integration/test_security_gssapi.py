@@ -558,3 +558,46 @@ def test_broker_with_unusable_keytab_stops_at_startup(kdc, tmp_path):
         assert f"cannot use principal {SERVICE}/{HOST}@{kdc.realm} from keyTab {kdc.client_keytab}" in b.log_text()
     finally:
         b.close()
+
+
+def test_principal_to_local_rules_decide_what_the_authorizer_sees(krb_env, tmp_path):
+    """End to end: with an ACL authorizer, client@KBROKER.TEST is mapped by a RULE to User:alice, who holds the
+    topic's ACL; client2@KBROKER.TEST maps (DEFAULT) to User:client2, who holds none. The INTERNAL PLAINTEXT
+    listener's User:ANONYMOUS is a super user (it creates the topic and the ACL)."""
+    import subprocess
+    from kbroker.security.sasl.gssapi import GssapiClient
+    kdc = krb_env
+    from tests.integration.harness import REPO_ROOT
+    from tests.integration.test_clients_common import create_topic
+    kdc.add_principal("client2")
+    b = _gssapi_broker(tmp_path, kdc, _jaas(kdc.broker_keytab, kdc.principal(f"{SERVICE}/{HOST}")), **{
+        "sasl.kerberos.service.name": SERVICE,
+        "sasl.kerberos.principal.to.local.rules": "RULE:[1:$1@$0](client@KBROKER.TEST)s/client@.*/alice/,DEFAULT",
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "allow.everyone.if.no.acl.found": "false",
+        "super.users": "User:ANONYMOUS",
+    })
+    b.start(timeout=60)
+    try:
+        topic = "gssapi-acl"
+        create_topic(b.internal_bootstrap, topic)
+        done = subprocess.run([sys.executable, "-m", "kbroker.cli.admin", "acls", "--bootstrap-server",
+                               b.internal_bootstrap, "--add", "--allow-principal", "User:alice", "--operation",
+                               "Describe", "--topic", topic], capture_output=True, text=True, timeout=60,
+                              cwd=str(REPO_ROOT))
+        assert done.returncode == 0, done.stderr
+
+        def topic_error(principal):
+            conn = _sasl_connect(b, GssapiClient(kdc.principal(principal), str(kdc.keytab(principal)), SERVICE,
+                                                 HOST))
+            try:
+                md = conn.request("Metadata", {"topics": [{"name": topic}], "allow_auto_topic_creation": False},
+                                  version=1)
+            finally:
+                conn.close()
+            return [(t["name"], t["error_code"]) for t in md["topics"]]
+
+        assert topic_error("client") == [(topic, 0)]
+        assert topic_error("client2") == [(topic, 29)]  # TOPIC_AUTHORIZATION_FAILED
+    finally:
+        b.close()
