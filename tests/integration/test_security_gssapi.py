@@ -601,3 +601,36 @@ def test_principal_to_local_rules_decide_what_the_authorizer_sees(krb_env, tmp_p
         assert topic_error("client2") == [(topic, 29)]  # TOPIC_AUTHORIZATION_FAILED
     finally:
         b.close()
+
+
+def test_kbroker_tools_over_gssapi_with_command_config(gssapi_broker, krb_env, tmp_path):
+    """kbroker-admin topics and the console producer/consumer with Kafka's client.properties for GSSAPI
+    (--command-config / --producer.config / --consumer.config): kbroker's own GSSAPI client in a process without
+    gevent's monkey-patching."""
+    import subprocess
+    from tests.integration.harness import REPO_ROOT
+    props = tmp_path / "client.properties"
+    props.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=GSSAPI\n"
+                     f"sasl.kerberos.service.name={SERVICE}\n"
+                     f"sasl.jaas.config={_jaas(krb_env.client_keytab, krb_env.principal('client'))}\n")
+    topic = "gssapi-tools"
+
+    def tool(module, *argv, stdin=None):
+        done = subprocess.run([sys.executable, "-m", module, "--bootstrap-server", gssapi_broker.bootstrap, *argv],
+                              input=stdin, capture_output=True, text=True, timeout=60, cwd=str(REPO_ROOT))
+        assert done.returncode == 0, (argv, done.stdout, done.stderr)
+        return done.stdout
+
+    done = subprocess.run([sys.executable, "-m", "kbroker.cli.admin", "topics", "--bootstrap-server",
+                           gssapi_broker.bootstrap, "--command-config", str(props), "--create", "--topic", topic,
+                           "--partitions", "1", "--replication-factor", "1"], capture_output=True, text=True,
+                          timeout=60, cwd=str(REPO_ROOT))
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    lines = [f"line {i} \u00e9\u4e2d" for i in range(5)]
+    tool("kbroker.cli.console_producer", "--topic", topic, "--producer.config", str(props),
+         stdin="".join(line + "\n" for line in lines))
+    out = tool("kbroker.cli.console_consumer", "--topic", topic, "--from-beginning", "--max-messages", "5",
+               "--timeout-ms", "20000", "--consumer.config", str(props))
+    assert out.splitlines() == lines
+    # What a PLAINTEXT client sees on the INTERNAL listener is the same five records.
+    assert [v for _, _, v in _plain_read(gssapi_broker, topic, 5)] == [line.encode() for line in lines]
