@@ -13,6 +13,8 @@
 //   createTopic  {numPartitions, replicationFactor, configs: {name: value}} -> admin.createTopics first
 //                (waits for leaders; an existing topic is fine); result gains "created": true|false
 //   allowAutoTopicCreation  for producer/consumer/fetch metadata requests, default false
+//   ssl          {ca, cert, key: PEM file paths, passphrase, servername, rejectUnauthorized (default true)}
+//                -> kafkajs's `ssl` (Node's tls.connect options; files read here), default none (plaintext)
 // produce:
 //   messages     [{key, value, headers: {name: b64 | [b64, ...]}, partition, timestamp}]
 //                or `count` alone: count messages with key null and value "message-<i>"
@@ -44,6 +46,21 @@ const stderrLogCreator = () => ({ namespace, level, label, log }) => {
   process.stderr.write(`${label} [${namespace}] ${log.message} ${JSON.stringify(log)}\n`)
 }
 
+// spec.ssl -> Node tls.connect options: the PEM files are read here, so the spec carries paths only.
+function sslOptions (s) {
+  if (!s) return undefined
+  const fs = require('fs')
+  const out = { rejectUnauthorized: s.rejectUnauthorized !== false }
+  for (const field of ['ca', 'cert', 'key']) {
+    if (s[field]) out[field] = [fs.readFileSync(s[field], 'utf-8')]
+  }
+  if (out.cert) out.cert = out.cert[0]
+  if (out.key) out.key = out.key[0]
+  if (s.passphrase) out.passphrase = s.passphrase
+  if (s.servername) out.servername = s.servername
+  return out
+}
+
 function makeKafka () {
   for (const field of ['brokers', 'topic', 'mode']) {
     if (!spec[field]) throw new Error(`spec.${field} is required`)
@@ -56,6 +73,7 @@ function makeKafka () {
     logCreator: stderrLogCreator,
     connectionTimeout: 3000,
     requestTimeout: 10000,
+    ssl: sslOptions(spec.ssl),
     retry: { retries: spec.retries === undefined ? 5 : spec.retries, initialRetryTime: 100 }
   })
 }
