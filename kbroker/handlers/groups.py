@@ -47,7 +47,7 @@ from gevent.event import AsyncResult
 from kbroker import errors
 from kbroker.handlers import auth
 from kbroker.handlers.common import sliced
-from kbroker.internal_topics import GROUP_METADATA_TOPIC as TOPIC
+from kbroker.internal_topics import GROUP_METADATA_TOPIC
 from kbroker.security.acl import DELETE, DESCRIBE, GROUP, READ, TOPIC, TRANSACTIONAL_ID
 from kbroker.server.router import handler
 
@@ -138,7 +138,7 @@ class _CoordinatorFinder:
             brokers = self._shared()
             # None while a concurrent request's creation of the offsets topic has not reached the metadata cache.
             services = self.ctx.services
-            state = services.metadata.partition(TOPIC, services.groups.partition_for(key))
+            state = services.metadata.partition(GROUP_METADATA_TOPIC, services.groups.partition_for(key))
             node = brokers.get(state.leader if state is not None else -1)
             if node is None:
                 raise errors.CoordinatorNotAvailable("the coordinator of group %r is not available" % key)

@@ -473,7 +473,7 @@ class Brokers:
         return [SimpleNamespace(id=1, host="h", port=9092, rack=None)]
 
     def partition(self, topic, p):
-        return SimpleNamespace(leader=1)
+        return SimpleNamespace(leader=1) if topic == "__consumer_offsets" else None
 
 
 def test_find_coordinator_needs_describe_on_group_or_transactional_id():
