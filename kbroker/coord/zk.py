@@ -31,8 +31,10 @@ ZkSaslCredentials, makes every session (the chroot-creating one too) log in with
 request; ``start()`` then makes one round trip, so wrong credentials stop it at once with a CoordinationError naming
 the user and where the credentials came from (kazoo reports CONNECTED before the SASL exchange ends, and ZooKeeper
 answers a failed login by closing the connection: without the round trip a broker would start and then find
-every operation refused). ``secure_acls`` (``zookeeper.set.acl``) creates every znode with
-``default_acls(True, path)`` -- also the chroot and the parents a create makes on its way, each with its own
+every operation refused); a login refused *later* (a server restarted with another JAAS file) loses the session
+and a new one is tried every RELOGIN_BACKOFF_S until one succeeds, as Kafka's ZooKeeperClient reinitializes after an
+auth failure (kazoo itself would stop connecting for good). ``secure_acls`` (``zookeeper.set.acl``) creates every
+znode with ``default_acls(True, path)`` -- also the chroot and the parents a create makes on its way, each with its own
 path's ACL, which kazoo's ``makepath`` would not give (it copies the leaf's ACL to every parent: a sensitive leaf
 would hide its world-readable parents) -- and requires ``sasl`` (Kafka: "zookeeper.set.acl is true, but the
 verification of the JAAS login file failed"): without an authenticated identity the creator-only ACLs would name
@@ -67,6 +69,9 @@ from .errors import (
 from .zk_security import Acl, default_acls, sasl_options
 
 log = logging.getLogger("kbroker.coord.zk")
+
+# Wait between a login ZooKeeper refused after start() and the next session's attempt.
+RELOGIN_BACKOFF_S = 1.0
 
 _TRANSLATE = (
     (kz.NoNodeError, NoNodeError),
@@ -253,13 +258,16 @@ class ZooKeeperBackend(CoordinationBackend):
         if state == KazooState.LOST:
             client = self._client
             if client is not None and client.client_state == KeeperState.AUTH_FAILED:
-                # kazoo stops reconnecting after a refused login: only a restart with working credentials helps.
-                log.error("ZooKeeper refused the SASL login of user %r on reconnecting to %s; this client will not "
-                          "reconnect (restart with valid credentials)", getattr(self.sasl, "username", None),
-                          self.connect_string)
-            log.warning("ZooKeeper session 0x%x expired (%s)", self._session_id, self.connect_string)
-            self._expired = True
-            self._spawn_hooks(self._expired_hooks)
+                # kazoo stops connecting after a refused login. Like Kafka's ZooKeeperClient (fail fast at startup,
+                # later reinitialize the session after a backoff), start a new session until a login succeeds: a
+                # member of the ensemble restarted with a wrong JAAS file must not cut this broker off for good.
+                log.error("ZooKeeper at %s refused the SASL login of user %r; retrying with a new session",
+                          self.connect_string, getattr(self.sasl, "username", None))
+                self._handler.spawn(self._reinitialize, client)
+            if not self._expired:   # one expiry per session: a failed re-login loses no second session
+                log.warning("ZooKeeper session 0x%x expired (%s)", self._session_id, self.connect_string)
+                self._expired = True
+                self._spawn_hooks(self._expired_hooks)
         elif state == KazooState.SUSPENDED:
             log.warning("ZooKeeper connection lost (%s); session 0x%x may still be alive", self.connect_string,
                         self._session_id)
@@ -274,6 +282,17 @@ class ZooKeeperBackend(CoordinationBackend):
                 self._spawn_hooks(self._reconnected_hooks)
             for cw in list(self._child_watchers):
                 self._handler.spawn(cw.run)
+
+    def _reinitialize(self, client):
+        """After a refused login: wait RELOGIN_BACKOFF_S, then let kazoo connect again with a new session; a refused
+        login lands here again through LOST (at most one attempt per second and broker, like Kafka's retry backoff;
+        no growth: kazoo reports CONNECTED before the login ends, so there is no clean success to reset one on)."""
+        gevent.sleep(RELOGIN_BACKOFF_S)
+        if self._stopping or self._client is not client or client.client_state != KeeperState.CLOSED:
+            return
+        # Not client.stop() first: its close request would wait in the queue and end the *next* session as soon as
+        # it is established.
+        client.start_async()
 
     def _spawn_hooks(self, hooks):
         for cb in list(hooks):

@@ -375,6 +375,40 @@ def test_migration_by_another_user_is_refused_by_the_acls(tmp_path, sasl_zk):
     assert "ERROR: could not set the ACLs of /" in r.stderr and "NoAuthError" in r.stderr, r.stderr
 
 
+def test_a_refused_relogin_is_retried_until_the_ensemble_accepts_it(healthy, sasl_zk):
+    """The ensemble is rolled to a JAAS file with another password for ``kafka``: the brokers' re-logins are refused
+    (their sessions expire); once it is rolled back they log in again by themselves (Kafka's ZooKeeperClient
+    reinitializes after an auth failure) and the cluster works."""
+    cluster = healthy
+    good = dict(sasl_zk.sasl_users)
+    marks = {b.broker_id: len(b.log_text()) for b in cluster.brokers}
+    try:
+        sasl_zk.sasl_users = {**good, "kafka": "rotated-elsewhere"}
+        for i in range(sasl_zk.n):
+            sasl_zk.restart(i)
+
+        def refused_everywhere():
+            return all("refused the SASL login of user 'kafka'; retrying with a new session"
+                       in b.log_text()[marks[b.broker_id]:] for b in cluster.brokers)
+
+        wait_until(refused_everywhere, 60, 0.5, "every broker's re-login refused")
+    finally:
+        sasl_zk.sasl_users = good
+        for i in range(sasl_zk.n):
+            sasl_zk.restart(i)
+    # The test's own client gave up at its refused login (plain kazoo does): a new one.
+    old, cluster.zk = cluster.zk, kazoo(cluster.connect, "kafka")
+    old.stop()
+    old.close()
+    assert all(b.running for b in cluster.brokers)
+    cluster.wait_converged(timeout=90)
+    create_topics(cluster.bootstrap, [("after-relogin", 1, 3)])
+    cluster.wait_topic_everywhere("after-relogin", 1)
+    records = records_for("after-relogin", [0], per_partition=3)
+    produce(cluster.bootstrap, "after-relogin", records)
+    assert consume(cluster.bootstrap, "after-relogin", [0], expected=3) == records
+
+
 # ------------------------------------------------------------------------------------------ ensemble (last)
 
 def test_rolling_the_ensemble_to_required_sasl_keeps_the_cluster(healthy, sasl_zk):

@@ -178,7 +178,8 @@ def test_set_acl_needs_zookeeper_connect():
 
 
 @pytest.mark.parametrize("key, value", [
-    ("zookeeper.ssl.client.enable", "true"), ("zookeeper.clientCnxnSocket", "org.apache.zookeeper.ClientCnxnSocketNetty"),
+    ("zookeeper.ssl.client.enable", "true"),
+    ("zookeeper.clientCnxnSocket", "org.apache.zookeeper.ClientCnxnSocketNetty"),
     ("zookeeper.ssl.keystore.location", "/k.jks"), ("zookeeper.ssl.truststore.password", "x"),
     ("zookeeper.ssl.protocol", "TLSv1.3"), ("zookeeper.ssl.endpoint.identification.algorithm", "")])
 def test_zookeeper_tls_keys_are_refused_unless_default(key, value):
