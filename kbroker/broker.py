@@ -42,11 +42,15 @@ from kbroker.log.log import Log
 from kbroker.log.manager import LogManager, read_properties
 from kbroker.producer_ids import ProducerIdManager
 from kbroker.replica.manager import ReplicaManager
-from kbroker.config import listener_ssl
+from kbroker.config import listener_sasl, listener_ssl
+from kbroker.security import jaas
+from kbroker.security.authenticator import ListenerSasl, MechanismContext, load_factory
+from kbroker.security.sasl.client import inter_broker_factory
 from kbroker.security import tls
 from kbroker.security.authorizer import AclAuthorizer
 from kbroker.security.client_channel import ChannelSecurity
 from kbroker.security.tls import ListenerTls
+from kbroker.security.scram_store import ScramAdmin, ScramStore
 from kbroker.security.zk_client import zk_sasl_credentials
 from kbroker.server.context import READY_WAIT_S, ControlPlane, Services
 from kbroker.server.loopcall import make_owner_call
@@ -83,6 +87,8 @@ class Broker:
         self.registrar = None
         self.authorizer = None   # the ACL authorizer when authorizer.class.name selects it
         self._channel_security = {}   # {listener: ChannelSecurity} of this broker's connections to other brokers
+        self.scram_store = None  # every user's SCRAM credentials (kbroker/security/scram_store.py)
+        self.scram_admin = None
         # Controller requests are accepted only from the controller /controller and /controller_epoch name
         # (controller_view), stamped with this broker's epoch (registrar.epoch), and, when set, only on the
         # control-plane listener: the handlers see these three as ``control_plane`` (kbroker/handlers/cluster.py).
@@ -141,15 +147,18 @@ class Broker:
         self._start_group_coordinator()
         self._build_controller()
         self._start_authorizer()
+        # SCRAM credentials (/config/users) cached before the listeners open; ConfigWatcher keeps them current.
+        self.scram_store = ScramStore(self.backend).load_all()
+        self.scram_admin = ScramAdmin(self.backend, self.scram_store)
         self.control_plane = ControlPlane(self.controller_view, self.control_plane_listener)
         self.services = Services(
             config=cfg, broker_id=self.broker_id, cluster_id=self.cluster_id, metadata=self.metadata_cache,
             replicas=self.replica_manager, topics=self.topic_admin, producer_ids=self.producer_ids,
             groups=self.group_coordinator, control_plane=self.control_plane, controller=self.controller,
-            ready=self.ready, authorizer=self.authorizer)
+            ready=self.ready, authorizer=self.authorizer, scram=self.scram_admin)
         self.channel.local_handler = local_dispatcher(self.services)
         self.server = KafkaServer(self.services, self.router, cfg.listeners, cfg["socket.request.max.bytes"],
-                                  tls=self._tls_listeners())
+                                  sasl=self._sasl_listeners(), tls=self._tls_listeners())
         self.server.start()
         self.endpoints = self._endpoints()
         # Attached before it registers: a controller request may arrive while it does (the handlers wait for it).
@@ -157,7 +166,8 @@ class Broker:
                                          cfg.listener_security_protocol_map, rack=self.rack)
         self.control_plane.attach_registrar(self.registrar)
         self.registrar.start()
-        ConfigWatcher(self.backend, self.topic_configs.reload).start()
+        ConfigWatcher(self.backend, self.topic_configs.reload, user_changed=self.scram_store.user_changed).start()
+        self.scram_store.load_all()   # again, now that changes are watched: none written meanwhile is missed
         self.controller.start()  # joins the election
         self._wait_for_metadata()
         self.ready.set()
@@ -183,6 +193,23 @@ class Broker:
         self.authorizer = AclAuthorizer(
             self.backend, super_users=AclAuthorizer.parse_super_users(cfg["super.users"]),
             allow_everyone_if_no_acl_found=cfg["allow.everyone.if.no.acl.found"]).start()
+
+    def _sasl_listeners(self):
+        """{listener: ListenerSasl} for the SASL listeners (kbroker/security/authenticator.py): each enabled
+        mechanism's server factory from its JAAS entry (config/listener_sasl.py checked they exist)."""
+        cfg = self.config
+        out = {}
+        parsed = listener_sasl.jaas_file() if listener_sasl.sasl_listeners(cfg) else None
+        settings = {k: cfg[k] for k in ("sasl.kerberos.service.name", "sasl.kerberos.principal.to.local.rules")
+                    if k in cfg}
+        for listener in listener_sasl.sasl_listeners(cfg):
+            mechanisms, jaas_values = listener_sasl.listener_settings(cfg, listener)
+            context = MechanismContext(listener, self.scram_store.lookup, settings)
+            factories = {m: load_factory(m, jaas.server_entry(listener, m, jaas_values, parsed), context)
+                         for m in mechanisms}
+            out[listener] = ListenerSasl(listener, factories, cfg["sasl.server.max.receive.size"],
+                                         cfg["connection.failed.authentication.delay.ms"])
+        return out
 
     def _tls_listeners(self):
         """{listener: ListenerTls} for the SSL / SASL_SSL listeners: the server context (gevent's SSLContext class:
@@ -211,8 +238,14 @@ class Broker:
 
     def _inter_broker_sasl(self, listener):
         """``sasl(host) -> ClientMechanism`` for this broker's connections to ``listener`` (the SASL part wires the
-        inter-broker mechanism here); None refuses to build the channel (ChannelSecurity: fail closed)."""
-        return None
+        inter-broker mechanism here); None refuses to build the channel (ChannelSecurity: fail closed). The
+        mechanism is sasl.mechanism.inter.broker.protocol, logged in with the listener's KafkaServer JAAS entry for
+        it (kbroker/security/sasl/client.py inter_broker_factory; config/listener_sasl.py checked it exists)."""
+        cfg = self.config
+        mechanism = cfg["sasl.mechanism.inter.broker.protocol"]
+        _, jaas_values = listener_sasl.listener_settings(cfg, listener)
+        entry = jaas.server_entry(listener, mechanism, jaas_values, listener_sasl.jaas_file())
+        return inter_broker_factory(mechanism, entry, cfg["sasl.kerberos.service.name"])
 
     def _build_controller(self):
         """The controller and its channel, not started yet (``Services`` names the controller; the channel's

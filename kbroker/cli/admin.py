@@ -2,7 +2,7 @@
 
     kbroker-admin topics  ...   == kafka-topics.sh  (also: kbroker-admin --list ..., i.e. topics flags without the
                                    sub-command word)
-    kbroker-admin configs ...   == kafka-configs.sh (topics and brokers)
+    kbroker-admin configs ...   == kafka-configs.sh (topics and brokers; users' SCRAM credentials: scram_users.py)
     kbroker-admin consumer-groups ... == kafka-consumer-groups.sh (kbroker/cli/consumer_groups.py)
     kbroker-admin reassign-partitions ... == kafka-reassign-partitions.sh (--zookeeper; kbroker/cli/reassign.py)
     kbroker-admin preferred-replica-election ... == kafka-preferred-replica-election.sh (--zookeeper;
@@ -321,7 +321,7 @@ def configs_parser():
     p.add_argument("--zookeeper", help=argparse.SUPPRESS)
     p.add_argument("--describe", action="store_true")
     p.add_argument("--alter", action="store_true")
-    p.add_argument("--entity-type", choices=sorted(_ENTITY_TYPES))
+    p.add_argument("--entity-type", choices=sorted(_ENTITY_TYPES) + ["users"])
     p.add_argument("--entity-name")
     p.add_argument("--topic", help="shorthand for --entity-type topics --entity-name TOPIC")
     p.add_argument("--add-config", metavar="K1=V1,K2=[A,B]")
@@ -333,9 +333,13 @@ def configs_parser():
 
 def parse_configs_args(argv):
     args = configs_parser().parse_args(argv)
-    if args.zookeeper is not None:
-        raise UsageError("--zookeeper is not supported yet: use --bootstrap-server")
-    if not args.bootstrap_server:
+    if args.zookeeper is not None and args.entity_type != "users":
+        # Kafka 3.x keeps --zookeeper for users' SCRAM credentials only (the brokers' own, before any runs).
+        raise UsageError("--zookeeper is only supported for --entity-type users (SCRAM credentials): use "
+                         "--bootstrap-server")
+    if args.zookeeper is not None and args.bootstrap_server:
+        raise UsageError("Only one of --bootstrap-server or --zookeeper must be specified")
+    if not args.bootstrap_server and args.zookeeper is None:
         raise UsageError('Missing required argument "[bootstrap-server]"')
     if args.describe == args.alter:
         raise UsageError("Command must include exactly one action: --describe, --alter")
@@ -354,7 +358,9 @@ def parse_configs_args(argv):
         raise UsageError("--add-config and --delete-config are only valid with --alter")
     if args.all and not args.describe:
         raise UsageError("--all is only valid with --describe")
-    args.resource_type = _ENTITY_TYPES[args.entity_type]
+    if args.all and args.entity_type == "users":
+        raise UsageError("--all is not supported for users")
+    args.resource_type = _ENTITY_TYPES.get(args.entity_type)
     return args
 
 
@@ -408,6 +414,20 @@ def configs_alter(admin, args):
     return 0
 
 
+def _users_command(args):
+    """Users' SCRAM credentials (kbroker/cli/scram_users.py), over --bootstrap-server or --zookeeper."""
+    from kbroker.cli import scram_users
+    if args.zookeeper:
+        if args.alter:
+            return scram_users.alter(args, parse_add_config(args.add_config), parse_delete_config(args.delete_config))
+        return scram_users.describe(args)
+    with AdminClient(args.bootstrap_server) as admin:
+        if args.alter:
+            return scram_users.alter(args, parse_add_config(args.add_config), parse_delete_config(args.delete_config),
+                                     admin)
+        return scram_users.describe(args, admin)
+
+
 def configs_main(argv):
     try:
         args = parse_configs_args(argv)
@@ -416,6 +436,8 @@ def configs_main(argv):
         return 1
 
     def run(a):
+        if a.entity_type == "users":
+            return _users_command(a)
         with AdminClient(a.bootstrap_server) as admin:
             return (configs_alter if a.alter else configs_describe)(admin, a)
     return _run(run, args, "config")

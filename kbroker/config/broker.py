@@ -5,7 +5,7 @@ import socket
 
 from kbroker.security.acl import AUTHORIZER_CLASSES, principal_error
 
-from . import listener_ssl
+from . import listener_sasl, listener_ssl
 from .files import Listener, _ZK_CONNECT, load_file, parse_listeners, parse_override, parse_protocol_map
 from .keys import CONFIG_KEYS, NO_EFFECT, REFUSED_UNLESS_DEFAULT, _KEYS, _SECURITY, effect_of
 from .values import ConfigError, Password, _invalid, format_default, format_value, parse_value
@@ -67,8 +67,11 @@ class BrokerConfig:
         self.listener_ssl_values = {}
         self._listener_ssl_props = {n: r for n, r in props.items() if listener_ssl.is_listener_ssl_key(n)}
         self._listener_ssl_sources = {n: sources.get(n, "file") for n in self._listener_ssl_props}
+        # listener.name.<l>.sasl.enabled.mechanisms / .<mechanism>.sasl.jaas.config (config/listener_sasl.py)
+        self.listener_sasl_values = {n: r for n, r in props.items() if listener_sasl.is_listener_sasl_key(n)}
         for name, raw in props.items():
-            if name not in CONFIG_KEYS and name not in self._listener_ssl_props:
+            if (name not in CONFIG_KEYS and name not in self._listener_ssl_props
+                    and name not in self.listener_sasl_values):
                 self.unknown[name] = raw
         for name in sorted(self.unknown):
             log.warning("The configuration '%s' was supplied but isn't a known config.", name)
@@ -307,6 +310,7 @@ class BrokerConfig:
         self._check_inter_broker_protocol(pmap, listeners)
         # every TLS listener's keystore, truststore, protocols, ciphers and rules; ssl.* keys no listener uses
         self._listener_ssl_inert += listener_ssl.check(self)
+        listener_sasl.check(self)  # every SASL listener's mechanisms and JAAS entries
         bid = self["broker.id"]
         if bid < 0 and not self["broker.id.generation.enable"]:
             raise _invalid("broker.id", bid, "must be >= 0 when broker.id.generation.enable is false")
@@ -376,11 +380,11 @@ class BrokerConfig:
         SSL listeners are served with TLS (config/listener_ssl.py checks their settings)."""
         for l in listeners:
             proto = pmap[l.name]
-            if proto in ("PLAINTEXT", "SSL"):
+            if proto in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
                 continue
             key = "listeners" if self.is_set("listeners") else "listener.security.protocol.map"
             raise _invalid(key, self[key], "listener %s has security protocol %s (listener.security.protocol.map), "
-                           "which kbroker does not serve yet; map it to PLAINTEXT or SSL"
+                           "which kbroker does not serve; map it to PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"
                            % (l.name, proto))
 
     def _check_effects(self):

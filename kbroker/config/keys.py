@@ -365,10 +365,23 @@ _KEYS = [
        "With an authorizer: allow every principal on a resource no ACL applies to"),
     _k("principal.builder.class", "class", None, _CLASS, M, "Principal builder class",
        effect=refused_unless_default(_SECURITY)),
-    _k("sasl.enabled.mechanisms", "list", ["GSSAPI"], None, M, "SASL mechanisms offered",
-       effect=refused_unless_default(_SECURITY)),
-    _k("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI", None, M, "SASL mechanism between brokers",
-       effect=refused_unless_default(_SECURITY)),
+    # SASL (kbroker/security/authenticator.py; listener.name.<listener lower-case>.sasl.enabled.mechanisms and
+    # listener.name.<listener>.<mechanism lower-case>.sasl.jaas.config per listener, as in Kafka)
+    _k("sasl.enabled.mechanisms", "list", ["GSSAPI"], None, M,
+       "SASL mechanisms offered on SASL_PLAINTEXT/SASL_SSL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, GSSAPI"),
+    _k("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI", None, M,
+       "SASL mechanism brokers use towards each other on a SASL inter-broker listener (credentials: the username/"
+       "password options of the listener's JAAS entry for it)"),
+    _k("sasl.server.max.receive.size", "int", 524288, Range(1), L,
+       "Largest frame a SASL listener reads before a client has authenticated; a larger one closes the connection"),
+    _k("sasl.server.callback.handler.class", "class", None, _CLASS, M, "SASL server callback handler class",
+       effect=refused_unless_default("kbroker's SASL mechanisms have their built-in callbacks only (PLAIN: the JAAS "
+                                     "user_<name> options; SCRAM: /config/users)")),
+    _k("connection.failed.authentication.delay.ms", "int", 100, Range(0), L,
+       "How long a client whose SASL credentials were refused waits for the answer before the connection closes "
+       "(KIP-306); must be below connections.max.idle.ms"),
+    _k("connections.max.reauth.ms", "long", 0, Range(0), M, "SASL re-authentication period (KIP-368); 0 = none",
+       effect=refused_unless_default("SASL re-authentication (KIP-368) is not implemented: sessions never expire")),
     # GSSAPI (kbroker/security/sasl/gssapi.py, docs/security-gssapi.md)
     _k("sasl.kerberos.service.name", "string", None, None, M,
        "Kerberos service name of the brokers (kafka): required by a GSSAPI listener, here or as the JAAS option "

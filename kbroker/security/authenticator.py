@@ -12,7 +12,9 @@ States and what each accepts (anything else closes the connection, as Kafka's Il
     COMPLETE    the connection serves requests as ``User:<authorization id>``.
 
 Failure: a SaslAuthenticate response with SASL_AUTHENTICATION_FAILED (58) and the mechanism's message, then close;
-in RAW there is no way to say why, so the connection just closes (Kafka does the same). The session lifetime is
+in RAW there is no way to say why, so the connection just closes (Kafka does the same). Refused credentials are
+answered ``connection.failed.authentication.delay.ms`` (default 100) late, as Kafka does (KIP-306), and the
+connection then half-closes and reads the peer to its EOF before closing, so that the answer is not lost to a RST. The session lifetime is
 always 0 (no re-authentication: ``connections.max.reauth.ms`` is refused unless 0, KIP-368 is not implemented).
 
 Bounds (hostile clients): every frame before COMPLETE is at most ``sasl.server.max.receive.size`` bytes (the
@@ -43,6 +45,9 @@ log = logging.getLogger(__name__)
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
 UNSUPPORTED_SASL_MECHANISM, ILLEGAL_SASL_STATE, SASL_AUTHENTICATION_FAILED = 33, 34, 58
 DEFAULT_MAX_RECEIVE_SIZE = 524288
+# connection.failed.authentication.delay.ms's default (KIP-306): a refused client hears so 100 ms later, which
+# slows password guessing and lets clients read the answer before the close.
+DEFAULT_FAILURE_DELAY_MS = 100
 # ApiVersions a client may send before its handshake (librdkafka: 1, or 2 after an UNSUPPORTED_VERSION answer).
 MAX_API_VERSIONS = 4
 
@@ -87,12 +92,14 @@ class ListenerSasl:
     """One SASL listener's settings: ``mechanisms`` ({name: factory} in sasl.enabled.mechanisms order) and
     ``max_receive_size``. ``new_authenticator()`` for each accepted connection."""
 
-    def __init__(self, listener, mechanisms, max_receive_size=DEFAULT_MAX_RECEIVE_SIZE):
+    def __init__(self, listener, mechanisms, max_receive_size=DEFAULT_MAX_RECEIVE_SIZE,
+                 failure_delay_ms=DEFAULT_FAILURE_DELAY_MS):
         if not mechanisms:
             raise SaslConfigError("listener %s has no SASL mechanism enabled" % listener)
         self.listener = listener
         self.mechanisms = dict(mechanisms)
         self.max_receive_size = max_receive_size
+        self.failure_delay_s = failure_delay_ms / 1000.0
 
     def new_authenticator(self):
         return Authenticator(self)
@@ -130,15 +137,23 @@ class Authenticator:
     def __init__(self, settings):
         self.settings = settings
         self.max_receive_size = settings.max_receive_size
+        self.failure_delay_s = settings.failure_delay_s
         self.state = HANDSHAKE
         self.mechanism = None
         self.principal = None
         self._api_versions = 0
         self._steps = 0
+        self._credentials_refused = False
 
     @property
     def complete(self):
         return self.state == COMPLETE
+
+    @property
+    def failed(self):
+        """The credentials were refused (not a protocol violation): the connection delays its answer by
+        ``failure_delay_s`` (Kafka's connection.failed.authentication.delay.ms) before closing."""
+        return self.state == FAILED and self._credentials_refused
 
     @property
     def raw(self):
@@ -235,6 +250,7 @@ class Authenticator:
 
     def _failed(self, message, request, detail=None):
         self.state = FAILED
+        self._credentials_refused = True
         reason = "SASL %s authentication failed: %s" % (self.mechanism.name, detail or message)
         if request is None:
             return Verdict(close=reason)

@@ -315,9 +315,13 @@ class Connection:
         """Hand a frame to the SASL authenticator; True when it is a request to serve as usual (ApiVersions)."""
         auth = self.authenticator
         verdict = auth.receive(payload)
+        if verdict.close and auth.failed and auth.failure_delay_s:
+            gevent.sleep(auth.failure_delay_s)   # connection.failed.authentication.delay.ms (KIP-306)
         if verdict.reply is not None:
             self.send(verdict.reply)
         if verdict.close:
+            if verdict.reply is not None:
+                self._linger()
             raise CloseConnection(verdict.close)
         # v0 raw tokens may be shorter than a request header; once authenticated, requests get the full size.
         self.reader.min_size = 0 if auth.raw else MIN_REQUEST_SIZE
@@ -325,6 +329,21 @@ class Connection:
             self.reader.max_size = self.limits.max_request_size
             self.identity = replace(self.identity, principal=auth.principal)
         return verdict.dispatch
+
+    def _linger(self, seconds=1.0):
+        """Before closing after a final answer (a SASL failure): let the writer send it, then wait -- at most
+        ``seconds`` -- for the peer to close first, reading and dropping what it still sends. A client that read
+        the answer closes at once; closing first sends a FIN (or, with unread bytes, a RST) that some clients see
+        before the answer (kafka-python 3 then reports a lost connection instead of the broker's message)."""
+        self._drained.wait(seconds)
+        deadline = time.monotonic() + seconds
+        try:
+            while time.monotonic() < deadline:
+                with gevent.Timeout(max(0.0, deadline - time.monotonic()), False):
+                    if not self.sock.recv(RECV_CHUNK):
+                        return
+        except OSError:
+            pass
 
     def _unsupported_api_versions(self, corr):
         api = APIS[18]

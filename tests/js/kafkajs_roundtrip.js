@@ -15,6 +15,7 @@
 //   allowAutoTopicCreation  for producer/consumer/fetch metadata requests, default false
 //   ssl          {ca, cert, key: PEM file paths, passphrase, servername, rejectUnauthorized (default true)}
 //                -> kafkajs's `ssl` (Node's tls.connect options; files read here), default none (plaintext)
+//   sasl         {mechanism, username, password}  kafkajs's SASL options (SASL_PLAINTEXT), default none
 // produce:
 //   messages     [{key, value, headers: {name: b64 | [b64, ...]}, partition, timestamp}]
 //                or `count` alone: count messages with key null and value "message-<i>"
@@ -74,7 +75,8 @@ function makeKafka () {
     connectionTimeout: 3000,
     requestTimeout: 10000,
     ssl: sslOptions(spec.ssl),
-    retry: { retries: spec.retries === undefined ? 5 : spec.retries, initialRetryTime: 100 }
+    retry: { retries: spec.retries === undefined ? 5 : spec.retries, initialRetryTime: 100 },
+    sasl: spec.sasl // {mechanism: "plain" | "scram-sha-256" | "scram-sha-512", username, password} or undefined
   })
 }
 

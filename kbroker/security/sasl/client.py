@@ -55,3 +55,20 @@ def authenticate(roundtrip, mechanism):
         if token is None:
             raise AuthenticationFailed("the %s exchange ended without completing" % mechanism.name)
     raise AuthenticationFailed("the broker kept the %s exchange going past 8 tokens" % mechanism.name)
+
+
+def inter_broker_factory(mechanism, entry, service_name=None):
+    """``make(host) -> ClientMechanism`` for a broker's own connections to other brokers' SASL listener, as Kafka
+    logs brokers in: with the listener's KafkaServer JAAS entry for ``mechanism``
+    (``sasl.mechanism.inter.broker.protocol``) -- PLAIN/SCRAM its ``username``/``password`` options, GSSAPI its
+    Krb5LoginModule keytab (``kbroker/security/sasl/gssapi.py``). ValueError naming the entry when it lacks them."""
+    if mechanism == "GSSAPI":
+        from kbroker.security.sasl import gssapi
+        return gssapi.client_factory(entry, service_name)
+    username, password = entry.options.get("username"), entry.options.get("password")
+    if not username or password is None:
+        raise ValueError("%s: the %s login module needs username and password options for the broker's own "
+                         "connections (sasl.mechanism.inter.broker.protocol=%s)"
+                         % (entry.source, entry.class_name, mechanism))
+    client_mechanism(mechanism, username, password)   # an unknown mechanism fails here, at startup
+    return lambda host: client_mechanism(mechanism, username, password)

@@ -18,7 +18,8 @@ server_key=<b64>,iterations=<n>``; the password itself is never stored)::
     ServerSignature = HMAC(ServerKey, AuthMessage)
 
 Kafka's rules kept here (``ScramSaslServer`` / ``ScramMechanism``): channel binding is never used (only the gs2
-header ``n,,`` -- ``y`` or ``p`` is refused); an authorization id, when given, must equal the user name; the only
+header ``n,,`` -- ``y`` or ``p`` is refused); the final message's nonce must end with the server-first nonce (not
+equal it: librdkafka 1.9 repeats its own nonce in front); an authorization id, when given, must equal the user name; the only
 extension Kafka knows is ``tokenauth`` (delegation tokens), which kbroker does not have, so any extension fails the
 exchange; iterations are 4096..16384 for both mechanisms (a credential outside is refused when stored, and a client
 refuses a server asking for fewer than 4096). Unlike Kafka, an unknown user is not refused at the first message: the
@@ -52,8 +53,9 @@ _SERVER_FIRST = re.compile(r"(?:m=[^,]*,)?r=(?P<nonce>[^,]*),s=(?P<salt>[^,]*),i
 _PRINTABLE = re.compile(r"[\x21-\x2b\x2d-\x7e]+")   # RFC 5802 "printable": %x21-2B / %x2D-7E (no comma)
 # A per-process secret for the fake credential of an unknown user (the same user always gets the same salt).
 _FAKE_SECRET = os.urandom(32)
-# Our part of the nonce: 32 random bytes, base64 (256 bits; Kafka uses 130 bits in base 36).
-_NONCE_BYTES = 32
+# Our part of the nonce: 24 random bytes in hex (192 bits; Kafka uses 130 bits in base 36): alphanumeric like
+# Kafka's, so no client's attribute parser meets a '=' or '/' in it.
+_NONCE_BYTES = 24
 
 
 class ScramCredential:
@@ -144,7 +146,7 @@ def unescape_username(name):
 
 
 def new_nonce():
-    return base64.b64encode(os.urandom(_NONCE_BYTES)).decode("ascii")
+    return os.urandom(_NONCE_BYTES).hex()
 
 
 def _xor(a, b):
@@ -240,7 +242,8 @@ class ScramServer(ServerMechanism):
         if m is None:
             self._state = "failed"
             raise AuthenticationFailed("Invalid SCRAM client final message format")
-        if m["nonce"] != self._nonce:
+        # Kafka's check is "ends with": Debian 12's librdkafka (1.9) sends its own nonce again in front of ours.
+        if not m["nonce"].endswith(self._nonce):
             self._state = "failed"
             raise AuthenticationFailed("Invalid client nonce in the final client message.")
         if _b64(m["cbind"], "channel binding") != self._gs2.encode("utf-8"):
