@@ -28,8 +28,11 @@ pytestmark = [pytest.mark.zk, pytest.mark.timeout(300)]
 
 USERS = {"kafka": "kafka-secret", "intruder": "intruder-secret"}
 KAFKA = [("sasl", "kafka")]
-# A killed replica leaves the ISR after 6 s (acks=all producers then go on without it).
-OVERRIDES = {"zookeeper.set.acl": "true", "replica.lag.time.max.ms": 6000}
+# A killed replica leaves the ISR after 6 s (acks=all producers then go on without it). The ACL authorizer (open
+# where no ACL applies) makes the brokers keep ACLs under /kafka-acl*, whose znodes must be secure too.
+OVERRIDES = {"zookeeper.set.acl": "true", "replica.lag.time.max.ms": 6000,
+             "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+             "allow.everyone.if.no.acl.found": "true"}
 REPO = harness.REPO_ROOT
 
 
@@ -166,11 +169,22 @@ def test_every_znode_carries_kafkas_acls(healthy):
     cluster = healthy
     create_topics(cluster.bootstrap, [("acl-topic", 2, 3)])
     cluster.wait_topic_everywhere("acl-topic", 2)
+    # ACLs (literal and prefixed, on topics no test reads) and a SCRAM credential, written by the brokers.
+    boot = ["--bootstrap-server", cluster.brokers[0].bootstrap]
+    for extra in (["--topic", "guarded"], ["--topic", "pre-", "--resource-pattern-type", "prefixed"]):
+        r = run_admin(["acls", *boot, "--add", "--allow-principal", "User:alice", "--operation", "Read", *extra], {})
+        assert r.returncode == 0, r.stderr
+    r = run_admin(["configs", *boot, "--alter", "--entity-type", "users", "--entity-name", "alice", "--add-config",
+                   "SCRAM-SHA-256=[iterations=4096,password=alice-secret]"], {})
+    assert r.returncode == 0, r.stderr
+    wait_until(lambda: cluster.zk.exists("/config/users/alice"), 30, 0.1, "/config/users/alice")
     paths = walk(cluster.zk)
     for must in ("/brokers/ids/0", "/brokers/ids/1", "/brokers/ids/2", "/brokers/topics/acl-topic",
                  "/brokers/topics/acl-topic/partitions/1/state", "/controller", "/controller_epoch",
                  "/config/topics/acl-topic", "/config/changes", "/config/users", "/config/brokers", "/cluster/id",
-                 "/admin/delete_topics", "/isr_change_notification", "/consumers", "/brokers/seqid"):
+                 "/admin/delete_topics", "/isr_change_notification", "/consumers", "/brokers/seqid",
+                 "/kafka-acl/Topic/guarded", "/kafka-acl-extended/prefixed/Topic/pre-", "/kafka-acl-changes",
+                 "/kafka-acl-extended-changes", "/config/users/alice"):
         assert must in paths, must
     wrong = {p: acls_of(cluster.zk, p) for p in paths if acls_of(cluster.zk, p) != expected_acls(True, p, KAFKA)}
     assert wrong == {}
@@ -179,6 +193,8 @@ def test_every_znode_carries_kafkas_acls(healthy):
     assert acls_of(cluster.zk, "/brokers/ids/1") == sorted([creator, read])
     assert acls_of(cluster.zk, "/controller") == sorted([creator, read])
     assert acls_of(cluster.zk, "/config/users") == [creator]
+    assert acls_of(cluster.zk, "/config/users/alice") == [creator]   # SCRAM credentials: not world-readable
+    assert acls_of(cluster.zk, "/kafka-acl/Topic/guarded") == sorted([creator, read])
     assert acls_of(cluster.zk, "/consumers") == [Acl(31, "world", "anyone")]
     # The chroot itself, seen from the ensemble's root: created by the first broker with the secure ACL.
     root = kazoo(cluster.ensemble.connect_string, "kafka")
