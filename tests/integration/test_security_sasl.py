@@ -576,3 +576,93 @@ def test_inter_broker_sasl_config_refusals(tmp_path):
             os.environ.pop("KAFKA_OPTS", None)
         else:
             os.environ["KAFKA_OPTS"] = old
+
+
+# ------------------------------------------------------------------------------------------------ SASL_SSL
+
+from tests.integration.certs import pki  # noqa: E402,F401 - session fixture
+
+
+@pytest.fixture(scope="module")
+def sasl_ssl_broker(tmp_path_factory, pki):  # noqa: F811 - the fixture
+    """A broker with a SASL_SSL listener (PEM keystore, KIP-651) serving PLAIN and SCRAM-SHA-256/512, its JAAS entries
+    given as listener-prefixed sasl.jaas.config keys this time; sam's SCRAM-SHA-256 credential from the CLI."""
+    base = tmp_path_factory.mktemp("sasl-ssl")
+    port, ssl_port = free_port(), free_port()
+    plain = ('org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";')
+    scram = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+    overrides = {
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:{ssl_port}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_SSL://localhost:{ssl_port}",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.name.sasl_ssl.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": plain,
+        "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config": scram,
+        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": scram,
+        **pki.broker_ssl("PEM", prefix="listener.name.sasl_ssl."),
+    }
+    b = BrokerProcess(base / "b0", port=port, overrides=overrides, env={"KAFKA_OPTS": ""})
+    b.ssl_bootstrap = f"localhost:{ssl_port}"
+    b.ssl_port = ssl_port
+    b.start()
+    for user, mech in (("sam", "SCRAM-SHA-256"), ("sue", "SCRAM-SHA-512")):
+        admin_cli("configs", "--bootstrap-server", b.bootstrap, "--alter", "--entity-type", "users", "--entity-name",
+                  user, "--add-config", f"{mech}=[password={USERS[mech][1]}]")
+    yield b
+    b.close()
+
+
+@pytest.mark.parametrize("mech", MECHANISMS)
+def test_sasl_ssl_confluent_and_kcat(sasl_ssl_broker, pki, mech):  # noqa: F811
+    topic = topic_for(sasl_ssl_broker, "ssl-ck-" + mech.lower(), partitions=1)
+    conf = {**conf_for(mech), "security.protocol": "SASL_SSL", "ssl.ca.location": pki.ca}
+    recs = sample_records("sslck" + mech, partitions=1, per_partition=5)
+    confluent_produce(sasl_ssl_broker.ssl_bootstrap, topic, recs, **conf)
+    assert confluent_consume(sasl_ssl_broker.ssl_bootstrap, topic, len(recs), **conf) == expected(recs)
+    extra = []
+    for k, v in conf.items():
+        extra += ["-X", f"{k}={v}"]
+    got = kcat_consume(sasl_ssl_broker.ssl_bootstrap, topic, 0, len(recs), extra=extra)
+    assert [(g.key, g.value) for g in got] == [(r.key, r.value) for r in recs]
+
+
+@pytest.mark.parametrize("mech", MECHANISMS)
+def test_sasl_ssl_kafka_python_aiokafka_kafkajs(sasl_ssl_broker, pki, mech):  # noqa: F811
+    from aiokafka.helpers import create_ssl_context
+    topic = topic_for(sasl_ssl_broker, "ssl-py-" + mech.lower(), partitions=1)
+    recs = sample_records("sslpy" + mech, partitions=1, per_partition=4, nulls=False)
+    kp = {**kp_conf(mech), "security_protocol": "SASL_SSL", "ssl_cafile": pki.ca}
+    kafka_python_produce(sasl_ssl_broker.ssl_bootstrap, topic, recs, **kp)
+    aio = {**kp_conf(mech), "security_protocol": "SASL_SSL", "ssl_context": create_ssl_context(cafile=pki.ca)}
+    assert aiokafka_consume(sasl_ssl_broker.ssl_bootstrap, topic, len(recs), **aio) == expected(recs)
+    user, pw = USERS[mech]
+    result = run_kafkajs({"brokers": [sasl_ssl_broker.ssl_bootstrap], "topic": topic, "mode": "fetch",
+                          "count": len(recs), "ssl": {"ca": pki.ca},
+                          "sasl": {"mechanism": mech.lower(), "username": user, "password": pw}})
+    assert kafkajs_records(result) == expected(recs)
+
+
+def test_sasl_ssl_java_and_wrong_password(sasl_ssl_broker, pki, java_driver):  # noqa: F811
+    topic = topic_for(sasl_ssl_broker, "ssl-java", partitions=1)
+    recs = sample_records("ssljava", partitions=1, per_partition=4)
+    config = {"security.protocol": "SASL_SSL", "ssl.truststore.type": "PEM", "ssl.truststore.location": pki.ca,
+              "sasl.mechanism": "SCRAM-SHA-512",
+              "sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required '
+                                  'username="sue" password="sue-secret";'}
+    produce, consume = java_driver(sasl_ssl_broker.ssl_bootstrap, [
+        {"op": "produce", "topic": topic, "records": java_records(recs), "config": config},
+        {"op": "consume", "topic": topic, "count": len(recs), "config": config}])
+    assert [md["offset"] for md in ok(produce)["metadata"]] == list(range(len(recs)))
+    assert got_of(ok(consume)) == expected(recs)
+    from confluent_kafka import KafkaError, Producer
+    seen = []
+    p = Producer({"bootstrap.servers": sasl_ssl_broker.ssl_bootstrap, **conf_for("SCRAM-SHA-512", "bad"),
+                  "security.protocol": "SASL_SSL", "ssl.ca.location": pki.ca, "error_cb": seen.append})
+    wait_until(lambda: p.poll(0.1) is not None and seen or seen, 10, message="an authentication error")
+    assert seen[0].code() == KafkaError._AUTHENTICATION and SCRAM_FAILED % "SCRAM-SHA-512" in seen[0].str()
+
+
+def test_sasl_ssl_plaintext_request_is_never_answered(sasl_ssl_broker):
+    with socket.create_connection(("127.0.0.1", sasl_ssl_broker.ssl_port), timeout=10) as s:
+        s.sendall(_request(17, 1, {"mechanism": "PLAIN"}))
+        assert_closed(s)
