@@ -322,3 +322,51 @@ def test_authorizer_properties_writes_what_brokers_and_kafka_read(zk_pair):
     for b in (b1, b2):
         wait_until(lambda b=b: describe_on(b, resource_type_filter=3) == (0, {}), PROPAGATION_S,
                    message="removal reached %r" % b)
+
+
+# ----------------------------------------------------------------------------------------------- SASL principals
+
+SASL_PASSWORDS = {"admin": "admin-secret", "alice": "alice-secret"}
+
+
+def test_tool_with_command_config_as_sasl_principals(broker_factory, tmp_path):
+    """kbroker-admin acls --command-config over a SASL_PLAINTEXT listener: the super user adds an ACL for alice;
+    alice (no Alter on the cluster) gets CLUSTER_AUTHORIZATION_FAILED for her own --add and --list, and sees only
+    what her ACL allows in Metadata."""
+    ext = harness.free_port()
+    jaas = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
+            + " ".join('user_%s="%s"' % kv for kv in SASL_PASSWORDS.items()) + ";")
+    b = broker_factory(start=False)
+    b.overrides = {
+        "listeners": "INTERNAL://%s:%d,EXTERNAL://%s:%d" % (b.host, b.port, b.host, ext),
+        "advertised.listeners": "INTERNAL://%s:%d,EXTERNAL://%s:%d" % (b.host, b.port, b.host, ext),
+        "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:SASL_PLAINTEXT",
+        "inter.broker.listener.name": "INTERNAL", "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.external.plain.sasl.jaas.config": jaas,
+        "authorizer.class.name": "kafka.security.auth.SimpleAclAuthorizer",
+        "super.users": "User:admin;User:ANONYMOUS", "num.partitions": 1}
+    b.start()
+    configs = {}
+    for user, password in SASL_PASSWORDS.items():
+        configs[user] = tmp_path / ("%s.properties" % user)
+        configs[user].write_text(
+            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.jaas.config=org.apache.kafka.common."
+            'security.plain.PlainLoginModule required username="%s" password="%s";\n' % (user, password))
+    bootstrap = "%s:%d" % (b.host, ext)
+    create_topic(b, "alice-topic")       # over the PLAINTEXT listener: User:ANONYMOUS, a super user here
+    create_topic(b, "other-topic")
+    rc, out, err = admin("--bootstrap-server", bootstrap, "--command-config", configs["admin"], "--add",
+                         "--allow-principal", "User:alice", "--operation", "Read", "--topic", "alice-topic")
+    assert (rc, err) == (0, "")
+    assert "(principal=User:alice, host=*, operation=READ, permissionType=ALLOW)" in out
+    rc, out, err = admin("--bootstrap-server", bootstrap, "--command-config", configs["alice"], "--list")
+    assert (rc, out, err) == (1, "", "Error while executing ACL command: Cluster authorization failed.\n")
+    rc, out, err = admin("--bootstrap-server", bootstrap, "--command-config", configs["alice"], "--add",
+                         "--allow-principal", "User:alice", "--operation", "All", "--topic", "other-topic")
+    assert rc == 1 and err == "Error while executing ACL command: Cluster authorization failed.\n"
+    assert describe_on(b, resource_type_filter=2) == (0, {(2, "alice-topic", 3): {("User:alice", "*", 3, 3)}})
+    from confluent_kafka.admin import AdminClient
+    alice = AdminClient({"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                         "sasl.mechanism": "PLAIN", "sasl.username": "alice", "sasl.password": "alice-secret"})
+    topics = set(alice.list_topics(timeout=15).topics)
+    assert "alice-topic" in topics and "other-topic" not in topics     # Read implies Describe; nothing else
