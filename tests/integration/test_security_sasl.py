@@ -438,7 +438,8 @@ def test_cli_describe_and_delete(sasl_broker):
         authenticate(_roundtrip(s), client_mechanism("SCRAM-SHA-512", "carl", "c2"))
     admin_cli(*args, "--alter", "--entity-name", "carl", "--delete-config", "SCRAM-SHA-512")
     done = admin_cli(*args, "--describe", "--entity-name", "carl")
-    assert done.stdout.decode() == "SCRAM credential configs for user-principal 'carl' are SCRAM-SHA-256=iterations=4096\n"
+    assert done.stdout.decode() == ("SCRAM credential configs for user-principal 'carl' are "
+                                    "SCRAM-SHA-256=iterations=4096\n")
     done = admin_cli(*args, "--describe", "--entity-name", "nobody")
     assert done.stdout.decode() == ("Error retrieving SCRAM credential configs for user-principal 'nobody': "
                                     "ResourceNotFoundException: Attempt to describe a user credential that does not "
@@ -666,3 +667,19 @@ def test_sasl_ssl_plaintext_request_is_never_answered(sasl_ssl_broker):
     with socket.create_connection(("127.0.0.1", sasl_ssl_broker.ssl_port), timeout=10) as s:
         s.sendall(_request(17, 1, {"mechanism": "PLAIN"}))
         assert_closed(s)
+
+
+def test_cli_over_sasl_ssl_with_command_config(sasl_ssl_broker, pki, tmp_path):  # noqa: F811
+    props = tmp_path / "client.properties"
+    props.write_text("security.protocol=SASL_SSL\nssl.truststore.type=PEM\nssl.truststore.location=%s\n"
+                     "sasl.mechanism=SCRAM-SHA-256\nsasl.jaas.config=org.apache.kafka.common.security.scram."
+                     'ScramLoginModule required username="sam" password="sam-secret";\n' % pki.ca)
+    args = ["configs", "--bootstrap-server", sasl_ssl_broker.ssl_bootstrap, "--command-config", str(props),
+            "--entity-type", "users"]
+    admin_cli(*args, "--alter", "--entity-name", "dora", "--add-config", "SCRAM-SHA-512=[password=d]")
+    done = admin_cli(*args, "--describe", "--entity-name", "dora")
+    assert done.stdout.decode() == ("SCRAM credential configs for user-principal 'dora' are "
+                                    "SCRAM-SHA-512=iterations=4096\n")
+    props.write_text(props.read_text().replace("sam-secret", "wrong"))
+    done = admin_cli(*args, "--describe", "--entity-name", "dora", check=False)
+    assert done.returncode == 1 and SCRAM_FAILED.encode() % b"SCRAM-SHA-256" in done.stderr, done.stderr
