@@ -14,8 +14,9 @@ States and what each accepts (anything else closes the connection, as Kafka's Il
 Failure: a SaslAuthenticate response with SASL_AUTHENTICATION_FAILED (58) and the mechanism's message, then close;
 in RAW there is no way to say why, so the connection just closes (Kafka does the same). Refused credentials are
 answered ``connection.failed.authentication.delay.ms`` (default 100) late, as Kafka does (KIP-306), and the
-connection then lets the peer close first (up to 1 s; kbroker/server/connection.py ``_linger``), so that the
-answer is not lost to our FIN or RST. The session lifetime is always 0 (no re-authentication: ``connections.max.reauth.ms`` is refused unless 0, KIP-368 is not implemented).
+connection then lets the peer close first (up to 1 s; kbroker/server/connection.py ``_linger``), so that the answer
+is not lost to our FIN or RST. The session lifetime is always 0 (no re-authentication: ``connections.max.reauth.ms``
+is refused unless 0, KIP-368 is not implemented).
 
 Bounds (hostile clients): every frame before COMPLETE is at most ``sasl.server.max.receive.size`` bytes (the
 connection's FrameReader is set to it; Kafka's default 524288); a mechanism takes at most its ``MAX_STEPS`` tokens;

@@ -19,12 +19,12 @@ server_key=<b64>,iterations=<n>``; the password itself is never stored)::
 
 Kafka's rules kept here (``ScramSaslServer`` / ``ScramMechanism``): channel binding is never used (only the gs2
 header ``n,,`` -- ``y`` or ``p`` is refused); the final message's nonce must end with the server-first nonce (not
-equal it: librdkafka 1.9 repeats its own nonce in front); an authorization id, when given, must equal the user
-name; the only extension Kafka knows is ``tokenauth`` (delegation tokens), which kbroker does not have, so any
-extension fails the exchange; iterations are 4096..16384 for both mechanisms (a credential outside is refused when
-stored, and a client refuses a server asking for fewer than 4096). Unlike Kafka, an unknown user is not refused at the first message: the
-exchange goes on with a fake credential derived from a per-process secret (RFC 5802 section 5.1), so a client learns
-only "invalid credentials" at the end, never whether the user exists.
+equal it: librdkafka 1.9 repeats its own nonce in front); an authorization id, when given, must equal the user name;
+the only extension Kafka knows is ``tokenauth`` (delegation tokens), which kbroker does not have, so any extension
+fails the exchange; iterations are 4096..16384 for both mechanisms (a credential outside is refused when stored, and
+a client refuses a server asking for fewer than 4096). Unlike Kafka, an unknown user is not refused at the first
+message: the exchange goes on with a fake credential derived from a per-process secret (RFC 5802 section 5.1), so a
+client learns only "invalid credentials" at the end, never whether the user exists.
 """
 import base64
 import hashlib
