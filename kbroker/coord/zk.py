@@ -277,11 +277,30 @@ class ZooKeeperBackend(CoordinationBackend):
             if cid:
                 self._session_id = cid[0]
             if self._expired:
-                self._expired = False
-                log.info("new ZooKeeper session 0x%x established", self._session_id)
-                self._spawn_hooks(self._reconnected_hooks)
+                if self.sasl is not None and client is not None:
+                    # kazoo says CONNECTED before the SASL exchange ends: the hooks wait for a confirmed login.
+                    self._handler.spawn(self._after_login, client)
+                else:
+                    self._new_session()
             for cw in list(self._child_watchers):
                 self._handler.spawn(cw.run)
+
+    def _new_session(self):
+        if not self._expired:   # check and clear with no yield between: one call per new session
+            return
+        self._expired = False
+        log.info("new ZooKeeper session 0x%x established", self._session_id)
+        self._spawn_hooks(self._reconnected_hooks)
+
+    def _after_login(self, client):
+        """The reconnected hooks of a SASL session, once a first answer shows ZooKeeper accepted its login (a refused
+        one ends in LOST instead, and the hooks wait for the next session)."""
+        try:
+            client.exists_async("/").get(timeout=self.connection_timeout_ms / 1000.0)
+        except (Exception, self._handler.timeout_exception):   # refused, or lost again: a later CONNECTED retries
+            return
+        if self._client is client:
+            self._new_session()
 
     def _reinitialize(self, client):
         """After a refused login: wait RELOGIN_BACKOFF_S, then let kazoo connect again with a new session; a refused
