@@ -683,3 +683,25 @@ def test_cli_over_sasl_ssl_with_command_config(sasl_ssl_broker, pki, tmp_path): 
     props.write_text(props.read_text().replace("sam-secret", "wrong"))
     done = admin_cli(*args, "--describe", "--entity-name", "dora", check=False)
     assert done.returncode == 1 and SCRAM_FAILED.encode() % b"SCRAM-SHA-256" in done.stderr, done.stderr
+
+
+def test_client_that_never_authenticates_is_dropped(tmp_path):
+    """No request at all, or a handshake and then silence: connections.max.idle.ms closes it (Kafka's only bound
+    on an unauthenticated connection, and kbroker's)."""
+    jaas = tmp_path / "jaas.conf"
+    jaas.write_text(JAAS)
+    port, sasl_port = free_port(), free_port()
+    b = BrokerProcess(tmp_path / "b", port=port, overrides=sasl_overrides(port, sasl_port, {
+        "connections.max.idle.ms": "1500"}), env={"KAFKA_OPTS": f"-Djava.security.auth.login.config={jaas}"})
+    b.start()
+    try:
+        with socket.create_connection(("127.0.0.1", sasl_port), timeout=10) as silent, \
+                socket.create_connection(("127.0.0.1", sasl_port), timeout=10) as stalled:
+            stalled.sendall(_request(17, 1, {"mechanism": "SCRAM-SHA-256"}))
+            assert _response(stalled, 17, 1)["error_code"] == 0
+            started = time.monotonic()
+            assert_closed(silent, timeout=8)
+            assert_closed(stalled, timeout=8)
+            assert time.monotonic() - started < 6
+    finally:
+        b.close()
