@@ -179,9 +179,10 @@ class ZooKeeperBackend(CoordinationBackend):
 
     def _check_login(self, client):
         """One round trip after the SASL exchange (requests are sent only once it ended): a refused login is
-        AuthFailedError here, not on the broker's first real operation."""
+        AuthFailedError here, not on the broker's first real operation. A connection lost meanwhile is retried like
+        any operation (until operation_timeout_ms); a refusal is not retried."""
         try:
-            client.exists_async("/").get(timeout=self.connection_timeout_ms / 1000.0)
+            client.retry(client.exists, "/")
             return
         except kz.AuthFailedError:
             problem = ("ZooKeeper refused the SASL %s login of user %r (%s): wrong username or password, or no such "
