@@ -166,7 +166,11 @@ class Authenticator:
         try:
             api_key, version, corr = peek_request_header(payload)
         except SchemaError as e:
+            if self._legacy_gssapi_frame():
+                return self._start_legacy_gssapi(payload)
             return self._refuse("unparsable request before SASL authentication: %s" % e)
+        if api_key not in APIS and self._legacy_gssapi_frame():
+            return self._start_legacy_gssapi(payload)
         if self.state == HANDSHAKE:
             if api_key == API_VERSIONS:
                 self._api_versions += 1
@@ -181,6 +185,22 @@ class Authenticator:
         return self._refuse("unexpected request (api key %d) during SASL %s" % (api_key, self.state))
 
     # ------------------------------------------------------------------------------------------------- steps
+
+    def _legacy_gssapi_frame(self):
+        """Kafka 0.9 clients send a bare GSSAPI token (ASN.1, first byte 0x60: no request header parses, or its
+        "api key" 0x60xx is none) as their very first frame, without SaslHandshake. Kafka takes such a first frame
+        as GSSAPI when the listener enables it (SaslServerAuthenticator's INITIAL_REQUEST state); so does kbroker."""
+        return self.state == HANDSHAKE and self._api_versions == 0 and "GSSAPI" in self.settings.mechanisms
+
+    def _start_legacy_gssapi(self, payload):
+        try:
+            self.mechanism = self.settings.mechanisms["GSSAPI"]()
+        except Exception as e:  # noqa: BLE001 - as in _handshake: this client fails, never the broker
+            log.warning("SASL GSSAPI on listener %s could not start: %r", self.settings.listener, e)
+            self.state = FAILED
+            return Verdict(close="SASL mechanism GSSAPI failed to start")
+        self.state = RAW
+        return self._token(payload, None)
 
     def _refuse(self, reason):
         self.state = FAILED

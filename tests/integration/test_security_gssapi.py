@@ -509,6 +509,68 @@ def test_handshake_v0_raw_token_flow(gssapi_broker, krb_env):
         conn.close()
 
 
+def _raw_exchange(port):
+    """A socket speaking bare SASL frames (int32 size + bytes) from its first byte, as Kafka 0.9 clients do."""
+    import socket
+    import struct
+    sock = socket.create_connection((HOST, port), timeout=10)
+
+    def send(token):
+        sock.sendall(struct.pack(">i", len(token)) + token)
+
+    def recv():
+        head = b""
+        while len(head) < 4:
+            chunk = sock.recv(4 - len(head))
+            if not chunk:
+                return None
+            head += chunk
+        (size,) = struct.unpack(">i", head)
+        body = b""
+        while len(body) < size:
+            chunk = sock.recv(size - len(body))
+            if not chunk:
+                return None
+            body += chunk
+        return body
+    return sock, send, recv
+
+
+def test_kafka_09_first_frame_gssapi_without_handshake(gssapi_broker, krb_env):
+    """Kafka 0.9 clients open with a bare GSSAPI token, no SaslHandshake: an unparsable first frame on a listener
+    that enables GSSAPI is taken as one (Kafka's SaslServerAuthenticator does the same), and the connection then
+    serves requests. A first frame that is no GSSAPI token either fails authentication: closed, unanswered."""
+    from kbroker.protocol.apis import BY_NAME
+    from kbroker.protocol.headers import decode_response_header, encode_request_header
+    from kbroker.protocol.schema import Writer
+    from kbroker.security.sasl.gssapi import GssapiClient
+    client = GssapiClient(krb_env.principal("client"), str(krb_env.client_keytab), SERVICE, HOST)
+    sock, send, recv = _raw_exchange(gssapi_broker.port)
+    try:
+        first = client.first()
+        assert first[0] == 0x60
+        send(first)
+        send(client.step(recv()))               # AP-REP in, empty token out
+        send(client.step(recv()))               # layer offer in, wrapped answer out
+        api = BY_NAME["Metadata"]
+        w = Writer()
+        w.buf += encode_request_header(api.request_header_version(1), api.key, 1, 7, "legacy")
+        api.encode_request(1, {"topics": None, "allow_auto_topic_creation": False}, w)
+        send(bytes(w.buf))
+        answer = recv()
+        corr, pos = decode_response_header(answer, api.response_header_version(1))
+        md = api.decode_response(1, answer, pos)
+        assert corr == 7 and [(b["host"], b["port"]) for b in md["brokers"]] == [(HOST, gssapi_broker.port)]
+    finally:
+        sock.close()
+    sock, send, recv = _raw_exchange(gssapi_broker.port)
+    try:
+        send(b"\x60\x82" + b"\x00" * 60)
+        assert recv() is None                   # closed by the broker, nothing sent back
+    finally:
+        sock.close()
+
+
 def test_ticket_for_another_service_gets_sasl_authentication_failed_promptly(gssapi_broker, krb_env):
     """The client holds a valid ticket, but for other/localhost: the broker's acceptor refuses it with
     SASL_AUTHENTICATION_FAILED (58) and Kafka's message, then closes -- within a second, no hang."""
