@@ -5,7 +5,8 @@ States and what each accepts (anything else closes the connection, as Kafka's Il
     HANDSHAKE   ApiVersions (any version, served by the router as usual; at most MAX_API_VERSIONS of them),
                 SaslHandshake v0/v1 naming an enabled mechanism -> RAW (v0) or AUTHENTICATE (v1).
                 A mechanism not enabled on the listener: UNSUPPORTED_SASL_MECHANISM (33) with the enabled list,
-                then close.
+                then close. A *first* frame that is no Kafka request (Kafka 0.9's bare GSSAPI token, 0x60...) is
+                GSSAPI's first token when the listener enables GSSAPI -> RAW, as in Kafka; else it closes.
     AUTHENTICATE  SaslAuthenticate v0-v2 requests, one token each; each answer carries the mechanism's challenge.
     RAW         (after a v0 handshake) frames are bare SASL tokens -- size prefix, no request header -- answered
                 the same way (PLAIN's success is a zero-length frame, as in Kafka).
