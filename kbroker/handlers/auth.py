@@ -6,11 +6,14 @@ broker) is always allowed, and a broker without ``authorizer.class.name`` allows
 
 Cost: a handler asks once per distinct resource name of a request (``authorized_names``), never once per
 partition: a Produce of 30,000 partitions of one topic asks once. Without an authorizer no question is asked at
-all (``enforcing`` is False), so unsecured brokers pay one attribute read per request.
+all (``enforcing`` is False), so unsecured brokers pay one attribute read per request. With one, the questions
+about a request's names are asked in time slices (``common.sliced``): a DeleteTopics naming 100,000 topics asks
+100,000 questions, and the event loop is handed back every 20 ms of them.
 
 The table of what each API asks, and the error a denied principal gets, is in docs/security.md; each handler's
 docstring says its part.
 """
+from kbroker.handlers.common import sliced
 from kbroker.security.acl import (ALTER, ALTER_CONFIGS, CLUSTER, CLUSTER_ACTION, CLUSTER_NAME, CREATE, DELETE,
                                   DESCRIBE, DESCRIBE_CONFIGS, GROUP, IDEMPOTENT_WRITE, OPERATION_CODES, READ,
                                   TOPIC, TRANSACTIONAL_ID, WRITE)
@@ -43,7 +46,7 @@ def authorized_names(ctx, operation, resource_type, names):
     if not enforcing(ctx):
         return set(names)
     authorize = ctx.authorize
-    return {n for n in set(names) if authorize(operation, resource_type, n)}
+    return {n for n in sliced(set(names)) if authorize(operation, resource_type, n)}
 
 
 def denied_names(ctx, operation, resource_type, names):
@@ -52,7 +55,7 @@ def denied_names(ctx, operation, resource_type, names):
     if not enforcing(ctx):
         return frozenset()
     authorize = ctx.authorize
-    return {n for n in set(names) if not authorize(operation, resource_type, n)}
+    return {n for n in sliced(set(names)) if not authorize(operation, resource_type, n)}
 
 
 def authorize_any(ctx, operation, resource_type):
