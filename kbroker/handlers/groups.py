@@ -123,8 +123,8 @@ class _CoordinatorFinder:
         refused = self._refusal(key)
         if refused:
             out["error_code"] = refused
-            out["error_message"] = "%s authorization failed" % ("Group" if refused == GROUP_DENIED
-                                                                 else "Transactional Id")
+            out["error_message"] = "%s authorization failed." % ("Group" if refused == GROUP_DENIED
+                                                                  else "Transactional Id")
             return out
         if self.key_type == 1:
             out["error_code"] = errors.COORDINATOR_NOT_AVAILABLE

@@ -114,8 +114,7 @@ def delete_topics(ctx, req):
     denied = auth.denied_names(ctx, DELETE, TOPIC, req["topic_names"])
     for name in sliced(req["topic_names"]):
         if name in denied:
-            out.append({"name": name, "error_code": errors.TOPIC_AUTHORIZATION_FAILED,
-                        "error_message": "Authorization failed."})
+            out.append({"name": name, "error_code": errors.TOPIC_AUTHORIZATION_FAILED, "error_message": None})
             continue
         if not metadata.contains_topic(name):
             # Kafka's check (KafkaApis: metadataCache.contains), and what a name costs when it is unknown: a dict
