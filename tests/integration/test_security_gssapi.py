@@ -318,7 +318,8 @@ def test_client_kdc_round_trips_do_not_stall_a_gevent_loop(krb_env, tmp_path):
         proxy.close()
     assert proxy.relayed >= 2 and result["elapsed"] >= 0.8, (proxy.relayed, result)
     assert result["token"] > 0
-    assert result["max_gap"] < 0.2, result
+    # Inline, the loop would stall for the whole 0.8 s or more (seen: 0.84 s); 0.4 s leaves room for a busy machine.
+    assert result["max_gap"] < 0.4, result
 
 
 def test_confluent_kafka_wheel_has_no_gssapi():
