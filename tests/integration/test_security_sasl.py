@@ -11,10 +11,13 @@ configs --entity-type users`` (SCRAM-SHA-256, 8192 iterations) and with confluen
 * The wire rules, with raw sockets: a request before authentication closes the connection; the v0 handshake's
   raw-token flow (PLAIN answered by a zero-length frame, SCRAM by raw challenges); an unsupported mechanism gets
   UNSUPPORTED_SASL_MECHANISM with the enabled list; a frame above sasl.server.max.receive.size closes.
-* KIP-554's errors and the CLI's output; a credential created through broker 1 authenticates on broker 2.
+* KIP-554's errors and the CLI's output; a credential created through broker 1 authenticates on broker 2 (and stops
+  when removed); a connection that never authenticates is dropped by connections.max.idle.ms.
+* Inter-broker SASL_PLAINTEXT with SCRAM-SHA-256 (the brokers' credential bootstrapped with ``--zookeeper``):
+  replication factor 2, both copies byte-identical.
+* SASL_SSL (tests/integration/certs.py's PEM keystore, listener-prefixed sasl.jaas.config): every client again,
+  and the CLI with ``--command-config``.
 """
-import base64
-import json
 import socket
 import struct
 import subprocess
@@ -31,7 +34,7 @@ from kbroker.security.sasl.scram import ScramClient
 from tests.integration.harness import (REPO_ROOT, BrokerProcess, ZkEnsemble, free_port, recv_exact, run_kafkajs,
                                        wait_until)
 from tests.integration.java_driver import got_of, java_driver, java_records, ok  # noqa: F401 - fixture
-from tests.integration.test_clients_common import (Got, aiokafka_consume, aiokafka_produce, confluent_consume,
+from tests.integration.test_clients_common import (aiokafka_consume, aiokafka_produce, confluent_consume,
                                                    confluent_produce, create_topic, expected, kafka_python_consume,
                                                    kafka_python_produce, kafkajs_records, kafkajs_spec_messages,
                                                    kcat_consume, kcat_produce, sample_records)
@@ -193,7 +196,7 @@ def test_wrong_password_confluent_prompt_exact_error(sasl_broker, mech):
     p = Producer({"bootstrap.servers": sasl_broker.sasl_bootstrap, **conf_for(mech, password="wrong"),
                   "error_cb": seen.append})
     started = time.monotonic()
-    wait_until(lambda: p.poll(0.1) is not None and seen or seen, 10, message="an authentication error")
+    wait_until(lambda: (p.poll(0.1), seen)[1], 10, message="an authentication error")
     assert time.monotonic() - started < 10
     err = seen[0]
     assert err.code() == KafkaError._AUTHENTICATION
@@ -659,7 +662,7 @@ def test_sasl_ssl_java_and_wrong_password(sasl_ssl_broker, pki, java_driver):  #
     seen = []
     p = Producer({"bootstrap.servers": sasl_ssl_broker.ssl_bootstrap, **conf_for("SCRAM-SHA-512", "bad"),
                   "security.protocol": "SASL_SSL", "ssl.ca.location": pki.ca, "error_cb": seen.append})
-    wait_until(lambda: p.poll(0.1) is not None and seen or seen, 10, message="an authentication error")
+    wait_until(lambda: (p.poll(0.1), seen)[1], 10, message="an authentication error")
     assert seen[0].code() == KafkaError._AUTHENTICATION and SCRAM_FAILED % "SCRAM-SHA-512" in seen[0].str()
 
 
