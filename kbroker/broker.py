@@ -51,7 +51,7 @@ from kbroker.security.authorizer import AclAuthorizer
 from kbroker.security.client_channel import ChannelSecurity
 from kbroker.security.tls import ListenerTls
 from kbroker.security.scram_store import ScramAdmin, ScramStore
-from kbroker.security.zk_client import zk_sasl_credentials
+from kbroker.security.zk_client import ZK_TLS_KEYS, zk_sasl_credentials, zk_tls_context
 from kbroker.server.context import READY_WAIT_S, ControlPlane, Services
 from kbroker.server.loopcall import make_owner_call
 from kbroker.server.metadata_cache import MetadataCache
@@ -120,6 +120,8 @@ class Broker:
             # SASL to ZooKeeper from KAFKA_OPTS' JAAS Client section (kbroker/security/zk_client.py); resolved here,
             # inside start(), so a bad JAAS setup is a startup failure with its message, like any other.
             self.backend.sasl = zk_sasl_credentials()
+            self.backend.ssl_context, self.backend.tls_client_auth = zk_tls_context(
+                {key: cfg[key] for key in ZK_TLS_KEYS})
         self.backend.start()
         ensure_persistent_paths(self.backend)
         self.controller_view = ControllerView(self.backend).start()

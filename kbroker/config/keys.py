@@ -50,8 +50,8 @@ _KRB_LOGIN = ("kbroker has no Java Kerberos login thread to tune: a GSSAPI liste
               "and needs no ticket of its own, and MIT Kerberos fetches fresh client tickets from the keytab itself")
 _TLS_JAVA = "kbroker's TLS is OpenSSL (Python's ssl), not Java's: %s cannot be selected"
 _TLS_STATIC = "keystores are loaded once at startup (no dynamic keystore update), so there is no change to allow"
-_ZK_TLS = ("ZooKeeper TLS is not supported: kbroker's ZooKeeper connection is plaintext; authenticate it with SASL "
-           "(JAAS Client section) and keep ZooKeeper on a private network")
+_ZK_TLS = ("kbroker's TLS to ZooKeeper does not check certificate revocation (Python's ssl has no OCSP; CRLs are not "
+           "loaded)")
 _TXN = ("transactions are not served (InitProducerId with a transactional id answers COORDINATOR_NOT_AVAILABLE), "
         "so there is no transaction coordinator and no __transaction_state topic")
 _LOOP = "kbroker serves every connection in a greenlet of one event loop; it has no %s thread pool to size"
@@ -249,31 +249,28 @@ _KEYS = [
     _k("zookeeper.set.acl", "bool", False, None, H,
        "Create znodes with Kafka's secure ACLs (creator-only writes, world read except credentials); needs SASL "
        "to ZooKeeper (JAAS Client section via -Djava.security.auth.login.config in KAFKA_OPTS) and zookeeper.connect"),
-    # ZooKeeper TLS (Kafka >= 2.5, KIP-515): kbroker's ZooKeeper connection is plaintext (+ SASL).
-    _k("zookeeper.clientCnxnSocket", "string", None, None, M, "ZooKeeper client socket class (Netty for TLS)",
-       effect=refused_unless_default(_ZK_TLS)),
-    _k("zookeeper.ssl.client.enable", "bool", False, None, M, "TLS to ZooKeeper",
-       effect=refused_unless_default(_ZK_TLS)),
-    _k("zookeeper.ssl.keystore.location", "string", None, None, L, "ZooKeeper TLS keystore",
-       effect=refused_unless_default(_ZK_TLS)),
-    _k("zookeeper.ssl.keystore.password", "password", None, None, L, "ZooKeeper TLS keystore password",
-       effect=refused_unless_default(_ZK_TLS)),
-    _k("zookeeper.ssl.keystore.type", "string", None, None, L, "ZooKeeper TLS keystore type",
-       effect=refused_unless_default(_ZK_TLS)),
-    _k("zookeeper.ssl.truststore.location", "string", None, None, L, "ZooKeeper TLS truststore",
-       effect=refused_unless_default(_ZK_TLS)),
-    _k("zookeeper.ssl.truststore.password", "password", None, None, L, "ZooKeeper TLS truststore password",
-       effect=refused_unless_default(_ZK_TLS)),
-    _k("zookeeper.ssl.truststore.type", "string", None, None, L, "ZooKeeper TLS truststore type",
-       effect=refused_unless_default(_ZK_TLS)),
-    _k("zookeeper.ssl.protocol", "string", "TLSv1.2", None, L, "ZooKeeper TLS protocol",
-       effect=refused_unless_default(_ZK_TLS)),
-    _k("zookeeper.ssl.enabled.protocols", "list", None, None, L, "ZooKeeper TLS versions",
-       effect=refused_unless_default(_ZK_TLS)),
-    _k("zookeeper.ssl.cipher.suites", "list", None, None, L, "ZooKeeper TLS cipher suites",
-       effect=refused_unless_default(_ZK_TLS)),
+    # ZooKeeper TLS (Kafka >= 2.5, KIP-515): kbroker/security/zk_client.py zk_tls_context.
+    _k("zookeeper.clientCnxnSocket", "string", None, None, M,
+       "ZooKeeper client socket class; org.apache.zookeeper.ClientCnxnSocketNetty (required with "
+       "zookeeper.ssl.client.enable=true)"),
+    _k("zookeeper.ssl.client.enable", "bool", False, None, M, "Connect to ZooKeeper with TLS"),
+    _k("zookeeper.ssl.keystore.location", "string", None, None, L,
+       "ZooKeeper TLS client certificate and key (PEM or PKCS12; JKS refused); authenticates the brokers (x509)"),
+    _k("zookeeper.ssl.keystore.password", "password", None, None, L,
+       "Password of the ZooKeeper TLS keystore (a PEM keystore's: its key's)"),
+    _k("zookeeper.ssl.keystore.type", "string", None, None, L,
+       "PEM or PKCS12; unset: from the file's extension (.pem, .p12, .pfx)"),
+    _k("zookeeper.ssl.truststore.location", "string", None, None, L,
+       "CA certificates the ZooKeeper servers' certificates are checked against; unset: the system's"),
+    _k("zookeeper.ssl.truststore.password", "password", None, None, L, "Password of a PKCS12 truststore"),
+    _k("zookeeper.ssl.truststore.type", "string", None, None, L,
+       "PEM or PKCS12; unset: from the file's extension"),
+    _k("zookeeper.ssl.protocol", "string", "TLSv1.2", None, L,
+       "Highest TLS version to ZooKeeper (TLSv1.2 caps at 1.2)"),
+    _k("zookeeper.ssl.enabled.protocols", "list", None, None, L, "TLS versions to ZooKeeper"),
+    _k("zookeeper.ssl.cipher.suites", "list", None, None, L, "Cipher suites to ZooKeeper (Java names)"),
     _k("zookeeper.ssl.endpoint.identification.algorithm", "string", "HTTPS", None, L,
-       "ZooKeeper TLS hostname verification", effect=refused_unless_default(_ZK_TLS)),
+       "HTTPS: check the ZooKeeper servers' host names; empty: do not"),
     _k("zookeeper.ssl.crl.enable", "bool", False, None, L, "ZooKeeper TLS certificate revocation lists",
        effect=refused_unless_default(_ZK_TLS)),
     _k("zookeeper.ssl.ocsp.enable", "bool", False, None, L, "ZooKeeper TLS OCSP",

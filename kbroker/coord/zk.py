@@ -52,6 +52,7 @@ import contextlib
 import logging
 
 import gevent
+import gevent.socket
 
 from kazoo import exceptions as kz
 from kazoo.client import KazooClient, KazooState
@@ -108,6 +109,26 @@ def _stat(st):
     return ZnodeStat(st.version, st.ctime, st.mtime, st.ephemeralOwner, st.czxid)
 
 
+class _TlsGeventHandler(SequentialGeventHandler):
+    """kazoo's gevent handler whose connections are TLS with the SSLContext it is given (zookeeper.ssl.*, built by
+    the composition root), instead of the one kazoo would build itself from file names -- which also trusts the
+    system's CA certificates and cannot read PKCS12 stores."""
+
+    def __init__(self, ssl_context):
+        super().__init__()
+        self.ssl_context = ssl_context
+
+    def create_connection(self, address, hostname=None, timeout=None, **_ignored):
+        sock = gevent.socket.create_connection(address, timeout)
+        try:
+            conn = self.ssl_context.wrap_socket(sock, server_hostname=hostname or address[0])
+        except BaseException:
+            sock.close()
+            raise
+        conn.setsockopt(gevent.socket.IPPROTO_TCP, gevent.socket.TCP_NODELAY, 1)
+        return conn
+
+
 def _kazoo_acls(acls):
     return [ACL(a.perms, Id(a.scheme, a.id)) for a in acls]
 
@@ -118,9 +139,11 @@ def _acls(kazoo_acls):
 
 class ZooKeeperBackend(CoordinationBackend):
     def __init__(self, connect_string, session_timeout_ms=18000, connection_timeout_ms=None,
-                 operation_timeout_ms=None, sasl=None, secure_acls=False):
+                 operation_timeout_ms=None, sasl=None, secure_acls=False, ssl_context=None, tls_client_auth=False):
         self.connect_string = connect_string.strip()
         self.sasl = sasl
+        self.ssl_context = ssl_context
+        self.tls_client_auth = bool(tls_client_auth)
         self.secure_acls = bool(secure_acls)
         self.hosts, self.chroot = split_connect_string(self.connect_string)
         self.session_timeout_ms = int(session_timeout_ms)
@@ -163,6 +186,7 @@ class ZooKeeperBackend(CoordinationBackend):
                                      deadline=self.operation_timeout_ms / 1000.0,
                                      sleep_func=self._handler.sleep_func),
             sasl_options=sasl_options(self.sasl),
+            use_ssl=self.ssl_context is not None,
         )
 
     def _start_client(self, client):
@@ -200,12 +224,15 @@ class ZooKeeperBackend(CoordinationBackend):
     def start(self):
         if self._client is not None:
             return self
-        if self.secure_acls and self.sasl is None:
+        if self.secure_acls and self.sasl is None and not (self.ssl_context is not None and self.tls_client_auth):
             # Kafka's KafkaServer.initZkClient refuses the same way: creator-only ACLs need an authenticated creator.
-            raise CoordinationError("zookeeper.set.acl is true, but the verification of the JAAS login file failed: "
-                                    "no SASL credentials for ZooKeeper (a JAAS file given with "
+            raise CoordinationError("zookeeper.set.acl is true, but ZooKeeper client TLS configuration identifying at "
+                                    "least zookeeper.ssl.client.enable, zookeeper.clientCnxnSocket, and "
+                                    "zookeeper.ssl.keystore.location was not present and the verification of the JAAS "
+                                    "login file failed: no SASL credentials for ZooKeeper (a JAAS file given with "
                                     "-Djava.security.auth.login.config in KAFKA_OPTS, with a Client section)")
-        self._handler = SequentialGeventHandler()
+        self._handler = (SequentialGeventHandler() if self.ssl_context is None
+                         else _TlsGeventHandler(self.ssl_context))
         if self.chroot:
             root = self._new_client(self.hosts)
             self._start_client(root)

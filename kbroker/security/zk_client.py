@@ -11,10 +11,11 @@ Kafka's brokers and tools take these as JVM system properties, which operators p
 * ``zookeeper.sasl.client`` (default ``true``) -- ``false`` with the section present is an error, as in Kafka
   ("JAAS configuration is present, but system property zookeeper.sasl.client is set to false").
 * ``zookeeper.sasl.client.username`` (default ``zookeeper``) -- the SASL service name of the ensemble.
-* ZooKeeper TLS (``zookeeper.client.secure=true``, ``zookeeper.clientCnxnSocket``, ``zookeeper.ssl.*``) is not
-  implemented: setting any of them stops startup naming it (never a plaintext connection the operator did not ask
-  for). ``zookeeper.authProvider.*`` are ZooKeeper *server* properties and mean nothing to a client (ignored, as
-  by Java's client).
+* ZooKeeper TLS as system properties (``zookeeper.client.secure=true``, ``zookeeper.clientCnxnSocket``,
+  ``zookeeper.ssl.*``) stops startup naming the property: kbroker takes TLS from the broker keys of the same names
+  (Kafka >= 2.5's; ``zk_tls_context`` below), so the tools, which have no broker config, never connect in plaintext
+  where TLS was asked for. ``zookeeper.authProvider.*`` are ZooKeeper *server* properties and mean nothing to a
+  client (ignored, as by Java's client).
 
 The section must hold one ``org.apache.zookeeper.server.auth.DigestLoginModule`` entry with ``username`` and
 ``password`` (Kafka's PlainLoginModule or ScramLoginModule with the same two options work too, as with Java's
@@ -79,8 +80,8 @@ def _check_no_tls(props):
             if name == "zookeeper.client.secure" and not _java_bool(props[name]):
                 continue
             raise ZkClientSecurityError(
-                "system property %s=%s: ZooKeeper TLS is not supported by kbroker (its ZooKeeper connection is "
-                "plaintext); authenticate with SASL (a JAAS Client section) instead" % (name, props[name]))
+                "system property %s=%s: kbroker takes ZooKeeper TLS from the broker keys zookeeper.ssl.* and "
+                "zookeeper.clientCnxnSocket (Kafka >= 2.5), not from system properties" % (name, props[name]))
 
 
 def zk_sasl_credentials(props=None, load_jaas=None):
@@ -128,3 +129,95 @@ def _load_jaas(path, context):
     except jaas.JaasError as e:
         raise ZkClientSecurityError(str(e)) from None
     return [(entry.class_name, dict(entry.options)) for entry in section or ()]
+
+
+# --------------------------------------------------------------------------------------------- TLS (Kafka >= 2.5)
+
+NETTY_SOCKET = "org.apache.zookeeper.ClientCnxnSocketNetty"
+# zookeeper.ssl.X -> the ssl.X setting of kbroker.security.tls (the same meaning, Kafka's KIP-515 naming).
+ZK_TLS_KEYS = ("zookeeper.ssl.client.enable", "zookeeper.clientCnxnSocket", "zookeeper.ssl.keystore.location",
+               "zookeeper.ssl.keystore.password", "zookeeper.ssl.keystore.type", "zookeeper.ssl.truststore.location",
+               "zookeeper.ssl.truststore.password", "zookeeper.ssl.truststore.type", "zookeeper.ssl.protocol",
+               "zookeeper.ssl.enabled.protocols", "zookeeper.ssl.cipher.suites",
+               "zookeeper.ssl.endpoint.identification.algorithm")
+_EXTENSION_TYPES = {".pem": "PEM", ".p12": "PKCS12", ".pfx": "PKCS12", ".jks": "JKS"}
+
+
+def _store_type(values, key, location_key):
+    """The store type ``values[key]``, or, unset, ZooKeeper's guess from the extension of ``values[location_key]``."""
+    declared = values.get(key)
+    if declared:
+        return declared.strip().upper()
+    location = values.get(location_key) or ""
+    guessed = _EXTENSION_TYPES.get(os.path.splitext(location)[1].lower())
+    if guessed is None:
+        raise ZkClientSecurityError("%s: unset, and the file name %r does not tell it (.pem, .p12, .pfx, .jks): set "
+                                    "it to PEM or PKCS12" % (key, location))
+    return guessed
+
+
+def zk_tls_context(values, context_class=None):
+    """``(SSLContext, client_auth)`` for TLS to ZooKeeper from the ``zookeeper.ssl.*`` / ``zookeeper.clientCnxnSocket``
+    values (``{key: value}``, ZK_TLS_KEYS), or ``(None, False)`` when ``zookeeper.ssl.client.enable`` is false.
+    ``client_auth``: a keystore is set, so the session is authenticated by its certificate (ZooKeeper's ``x509``
+    scheme) and may create secure ACLs without SASL, as in Kafka. Rules:
+
+    * TLS needs ``zookeeper.clientCnxnSocket=org.apache.zookeeper.ClientCnxnSocketNetty`` (ZooKeeper's NIO client
+      socket has no TLS); any other value is refused, and so is any zookeeper.ssl.* store or protocol key set while
+      ``zookeeper.ssl.client.enable`` is false (it would do nothing).
+    * Stores as kbroker.security.tls reads the ``ssl.*`` ones (PEM, PKCS12; JKS refused with the conversion), type
+      guessed from the extension when unset, as ZooKeeper does. A PEM keystore's password is its key's.
+    * ``zookeeper.ssl.endpoint.identification.algorithm`` (default HTTPS) checks the server's host name.
+    ZkClientSecurityError names the zookeeper.* key at fault."""
+    from . import tls
+
+    enabled = values.get("zookeeper.ssl.client.enable")
+    socket_class = values.get("zookeeper.clientCnxnSocket")
+    if not enabled:
+        stray = [k for k in ZK_TLS_KEYS[1:] if k.startswith("zookeeper.ssl.") and k.endswith((".location", ".type"))
+                 and values.get(k)]
+        if socket_class and socket_class != NETTY_SOCKET:
+            stray.insert(0, "zookeeper.clientCnxnSocket")
+        if stray:
+            raise ZkClientSecurityError("%s: set while zookeeper.ssl.client.enable is false, where it does nothing"
+                                        % stray[0])
+        return None, False
+    if socket_class != NETTY_SOCKET:
+        raise ZkClientSecurityError("zookeeper.clientCnxnSocket: must be %s with zookeeper.ssl.client.enable=true "
+                                    "(ZooKeeper's TLS client socket), not %r" % (NETTY_SOCKET, socket_class))
+    settings = {"ssl.protocol": values.get("zookeeper.ssl.protocol"),
+                "ssl.enabled.protocols": values.get("zookeeper.ssl.enabled.protocols"),
+                "ssl.cipher.suites": values.get("zookeeper.ssl.cipher.suites"),
+                "ssl.endpoint.identification.algorithm": values.get("zookeeper.ssl.endpoint.identification.algorithm",
+                                                                     "HTTPS")}
+    if values.get("zookeeper.ssl.keystore.location"):
+        kind = _store_type(values, key="zookeeper.ssl.keystore.type", location_key="zookeeper.ssl.keystore.location")
+        settings.update({"ssl.keystore.location": values["zookeeper.ssl.keystore.location"], "ssl.keystore.type": kind})
+        password = _secret(values.get("zookeeper.ssl.keystore.password"))
+        settings["ssl.key.password" if kind == "PEM" else "ssl.keystore.password"] = password
+    if values.get("zookeeper.ssl.truststore.location"):
+        kind = _store_type(values, key="zookeeper.ssl.truststore.type",
+                           location_key="zookeeper.ssl.truststore.location")
+        settings.update({"ssl.truststore.location": values["zookeeper.ssl.truststore.location"],
+                         "ssl.truststore.type": kind})
+        if kind != "PEM":
+            settings["ssl.truststore.password"] = _secret(values.get("zookeeper.ssl.truststore.password"))
+    settings = {k: v for k, v in settings.items() if v is not None}
+    if context_class is None:
+        import gevent.ssl
+        context_class = gevent.ssl.SSLContext   # cooperative sockets, whether or not the process is monkey-patched
+    try:
+        ctx = tls.client_context(settings, context_class=context_class)
+    except tls.TlsSettingError as e:
+        raise ZkClientSecurityError("zookeeper.%s: %s" % (_zk_key(e.key), e.reason)) from None
+    return ctx, "ssl.keystore.location" in settings
+
+
+def _secret(value):
+    """A password as a str: the broker config hands its hidden wrapper (``.value``), tests a plain str."""
+    return getattr(value, "value", value)
+
+
+def _zk_key(ssl_key):
+    """``ssl.key.password`` (a PEM keystore's) -> ``ssl.keystore.password``: the zookeeper.* key that fed it."""
+    return "ssl.keystore.password" if ssl_key == "ssl.key.password" else ssl_key

@@ -52,6 +52,8 @@ LOCALHOST = "127.0.0.1"
 # (slf4j-api alone binds to NOP). Both come from packages the zookeeper package depends on.
 ZK_JARS = ("/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar")
 ZK_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+ZK_TLS_JARS = ("/usr/share/java/netty-codec.jar", "/usr/share/java/netty-resolver.jar",
+               "/usr/share/java/netty-transport-native-unix-common.jar")
 # Small heaps and the C1 compiler only: three JVMs share 2 cores with the tests; ZK needs neither.
 ZK_JVM_FLAGS = ("-Xms32m", "-Xmx192m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true",
                 "-Dzookeeper.admin.enableServer=false", "-Dzookeeper.4lw.commands.whitelist=*",
@@ -437,10 +439,14 @@ class ZkEnsemble:
     section 7.6); `require_sasl=True` also makes the nodes refuse every request of an unauthenticated session
     (ZooKeeper 3.7+'s `enforce.auth.enabled` / `enforce.auth.schemes=sasl`). Changing either and restarting the
     nodes one by one is a rolling reconfiguration.
+
+    TLS mode (`tls={"keystore": path, "password": p, "type": "PKCS12"|"PEM", "truststore": CA PEM path}`): every node
+    also serves TLS on its own port (`secure_connect_string`; Netty, client certificates required and authenticated
+    as `x509:<subject DN>`); the plaintext ports stay for the harness's four-letter probes.
     """
 
     def __init__(self, tmpdir, n: int = 3, tick_ms: int = 500, java: str | None = None,
-                 sasl_users: dict | None = None, require_sasl: bool = False):
+                 sasl_users: dict | None = None, require_sasl: bool = False, tls: dict | None = None):
         if n < 1:
             raise ValueError("an ensemble needs at least one node")
         if require_sasl and not sasl_users:
@@ -449,6 +455,8 @@ class ZkEnsemble:
         self.n = n
         self.sasl_users = dict(sasl_users or {})
         self.require_sasl = require_sasl
+        self.tls = dict(tls) if tls else None
+        self.secure_ports = free_ports(n) if tls else []
         self.tick_ms = tick_ms
         self.java = java or shutil.which("java")
         self.classpath = zookeeper_classpath()
@@ -462,6 +470,10 @@ class ZkEnsemble:
     @property
     def connect_string(self) -> str:
         return ",".join(f"{LOCALHOST}:{p}" for p in self.client_ports)
+
+    @property
+    def secure_connect_string(self) -> str:
+        return ",".join(f"{LOCALHOST}:{p}" for p in self.secure_ports)
 
     def node_dir(self, i: int) -> Path:
         return self.dir / f"zk{i + 1}"
@@ -490,6 +502,14 @@ class ZkEnsemble:
             lines.append("authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider")
         if self.require_sasl:
             lines += ["enforce.auth.enabled=true", "enforce.auth.schemes=sasl"]
+        if self.tls:
+            lines += [f"secureClientPort={self.secure_ports[i]}", f"secureClientPortAddress={LOCALHOST}",
+                      "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
+                      f"ssl.keyStore.location={self.tls['keystore']}", f"ssl.keyStore.password={self.tls['password']}",
+                      f"ssl.keyStore.type={self.tls.get('type', 'PKCS12')}",
+                      f"ssl.trustStore.location={self.tls['truststore']}", "ssl.trustStore.type=PEM",
+                      "ssl.clientAuth=need",
+                      "authProvider.x509=org.apache.zookeeper.server.auth.X509AuthenticationProvider"]
         return "\n".join(lines) + "\n"
 
     def jaas_text(self) -> str:
@@ -515,7 +535,10 @@ class ZkEnsemble:
         if self.sasl_users:
             (d / "jaas.conf").write_text(self.jaas_text())
             jaas = [f"-Djava.security.auth.login.config={d / 'jaas.conf'}"]
-        argv = [self.java, *ZK_JVM_FLAGS, *jaas, f"-Dzookeeper.log.dir={d}", "-cp", self.classpath, ZK_MAIN, cfg]
+        classpath = self.classpath
+        if self.tls:   # Netty's TLS handler needs the codec jars zookeeper.jar's manifest does not list
+            classpath = os.pathsep.join([classpath, *ZK_TLS_JARS])
+        argv = [self.java, *ZK_JVM_FLAGS, *jaas, f"-Dzookeeper.log.dir={d}", "-cp", classpath, ZK_MAIN, cfg]
         self.procs[i] = _spawn(argv, self.log_path(i), None, d, f"start zk node {i} (myid {i + 1})")
         if wait:
             self.wait_serving([i], timeout)
@@ -539,6 +562,7 @@ class ZkEnsemble:
                 if not lost_port or attempt == attempts:
                     raise
                 ports = free_ports(3 * self.n)
+                self.secure_ports = free_ports(self.n) if self.tls else []
                 self.client_ports = ports[:self.n]
                 self.quorum_ports = ports[self.n:2 * self.n]
                 self.election_ports = ports[2 * self.n:]

@@ -8,7 +8,7 @@ from kbroker.coord.errors import CoordinationError
 from kbroker.coord.zk import ZooKeeperBackend
 from kbroker.coord.zk_security import (
     ALL, READ, SECURE_ROOT_PATHS, Acl, ZkSaslCredentials, default_acls, expected_acls, sasl_options, sensitive_path)
-from kbroker.security.zk_client import ZkClientSecurityError, system_properties, zk_sasl_credentials
+from kbroker.security.zk_client import ZkClientSecurityError, system_properties, zk_sasl_credentials, zk_tls_context
 
 CREATOR = Acl(ALL, "auth", "")
 WORLD_READ = Acl(READ, "world", "anyone")
@@ -142,7 +142,7 @@ def test_kafka_opts_from_the_environment(tmp_path, monkeypatch):
      ".*Kerberos to ZooKeeper is not supported"),
     ('Client { %s required username="k"; };' % DIGEST, {},
      "needs the option\\(s\\) password"),
-    (CLIENT, {"zookeeper.client.secure": "true"}, "zookeeper.client.secure=true: ZooKeeper TLS is not supported"),
+    (CLIENT, {"zookeeper.client.secure": "true"}, "zookeeper.client.secure=true: kbroker takes ZooKeeper TLS from the"),
     (CLIENT, {"zookeeper.ssl.keyStore.location": "/k"}, "zookeeper.ssl.keyStore.location"),
     (CLIENT, {"zookeeper.clientCnxnSocket": "org.apache.zookeeper.ClientCnxnSocketNetty"},
      "zookeeper.clientCnxnSocket"),
@@ -177,15 +177,73 @@ def test_set_acl_needs_zookeeper_connect():
     assert cfg["zookeeper.set.acl"] is True
 
 
-@pytest.mark.parametrize("key, value", [
-    ("zookeeper.ssl.client.enable", "true"),
-    ("zookeeper.clientCnxnSocket", "org.apache.zookeeper.ClientCnxnSocketNetty"),
-    ("zookeeper.ssl.keystore.location", "/k.jks"), ("zookeeper.ssl.truststore.password", "x"),
-    ("zookeeper.ssl.protocol", "TLSv1.3"), ("zookeeper.ssl.endpoint.identification.algorithm", "")])
-def test_zookeeper_tls_keys_are_refused_unless_default(key, value):
-    with pytest.raises(ConfigError, match="ZooKeeper TLS is not supported") as ei:
-        BrokerConfig.from_sources(None, ["zookeeper.connect=127.0.0.1:1", "%s=%s" % (key, value)])
+@pytest.mark.parametrize("key", ["zookeeper.ssl.crl.enable", "zookeeper.ssl.ocsp.enable"])
+def test_zookeeper_tls_revocation_checks_are_refused(key):
+    with pytest.raises(ConfigError, match="does not check certificate revocation") as ei:
+        BrokerConfig.from_sources(None, ["zookeeper.connect=127.0.0.1:1", "%s=true" % key])
     assert ei.value.key == key
+
+
+NETTY = "org.apache.zookeeper.ClientCnxnSocketNetty"
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    from tests.integration.certs import make_pki
+    return make_pki(tmp_path_factory.mktemp("pki"), clients=())
+
+
+def _tls(pki, **extra):
+    values = {"zookeeper.ssl.client.enable": True, "zookeeper.clientCnxnSocket": NETTY,
+              "zookeeper.ssl.truststore.location": pki.ca}
+    values.update(extra)
+    return values
+
+
+def test_zookeeper_tls_off_means_no_context_and_stray_keys_are_refused(pki):
+    assert zk_tls_context({}) == (None, False)
+    assert zk_tls_context({"zookeeper.ssl.client.enable": False, "zookeeper.ssl.protocol": "TLSv1.2"}) == (None, False)
+    for key, value in (("zookeeper.ssl.keystore.location", pki.broker.p12), ("zookeeper.ssl.truststore.type", "PEM"),
+                       ("zookeeper.clientCnxnSocket", "org.apache.zookeeper.ClientCnxnSocketNIO")):
+        with pytest.raises(ZkClientSecurityError, match="%s: set while zookeeper.ssl.client.enable is false" % key):
+            zk_tls_context({key: value})
+
+
+def test_zookeeper_tls_contexts_from_pkcs12_and_pem_keystores(pki):
+    import ssl
+    ctx, client_auth = zk_tls_context(_tls(pki, **{
+        "zookeeper.ssl.keystore.location": pki.broker.p12, "zookeeper.ssl.keystore.password": pki.broker.password}),
+        context_class=ssl.SSLContext)
+    assert client_auth and ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname   # HTTPS by default
+    ctx, client_auth = zk_tls_context(_tls(pki, **{
+        "zookeeper.ssl.keystore.location": pki.broker.keystore_pem,
+        "zookeeper.ssl.keystore.password": pki.broker.password,
+        "zookeeper.ssl.endpoint.identification.algorithm": ""}), context_class=ssl.SSLContext)
+    assert client_auth and not ctx.check_hostname
+    ctx, client_auth = zk_tls_context(_tls(pki), context_class=ssl.SSLContext)
+    assert ctx is not None and not client_auth   # server verified, no client certificate: no x509 identity
+
+
+@pytest.mark.parametrize("extra, match", [
+    ({"zookeeper.clientCnxnSocket": None}, "zookeeper.clientCnxnSocket: must be org.apache.zookeeper"),
+    ({"zookeeper.ssl.keystore.location": "/x/store.bin"}, "zookeeper.ssl.keystore.type: unset, and the file name"),
+    ({"zookeeper.ssl.keystore.location": "/x/store.jks"}, "zookeeper.ssl.keystore.type: .*keytool -importkeystore"),
+    ({"zookeeper.ssl.keystore.type": "PKCS12", "zookeeper.ssl.keystore.location": "/nonexistent.p12",
+      "zookeeper.ssl.keystore.password": "x"}, "zookeeper.ssl.keystore.location"),
+    ({"zookeeper.ssl.keystore.location": "/x/s.p12"}, "zookeeper.ssl.keystore.password: .* password is not"),
+    ({"zookeeper.ssl.protocol": "SSLv3"}, "zookeeper.ssl.protocol"),
+])
+def test_zookeeper_tls_refusals_name_the_zookeeper_key(pki, extra, match):
+    with pytest.raises(ZkClientSecurityError, match=match):
+        zk_tls_context(_tls(pki, **extra))
+
+
+def test_secure_acls_with_tls_client_auth_need_no_sasl():
+    import ssl
+    b = ZooKeeperBackend("127.0.0.1:1/kafka", 4000, 1000, secure_acls=True, ssl_context=ssl.create_default_context(),
+                         tls_client_auth=False)
+    with pytest.raises(CoordinationError, match="zookeeper.set.acl is true"):
+        b.start()   # a server-verified TLS session without a client certificate authenticates nobody
 
 
 def test_make_backend_passes_set_acl(tmp_path):
@@ -199,7 +257,7 @@ def test_make_backend_passes_set_acl(tmp_path):
 def test_secure_acls_without_sasl_stop_the_backend_before_connecting():
     # Port 1: nothing listens; the refusal must come first, naming Kafka's reason, without any wait.
     b = ZooKeeperBackend("127.0.0.1:1/kafka", 4000, 60000, secure_acls=True)
-    with pytest.raises(CoordinationError, match="zookeeper.set.acl is true, but the verification of the JAAS login "
+    with pytest.raises(CoordinationError, match="zookeeper.set.acl is true, but .* the verification of the JAAS login "
                                                 "file failed"):
         b.start()
 
