@@ -374,6 +374,12 @@ _KEYS = [
     _k("sasl.server.callback.handler.class", "class", None, _CLASS, M, "SASL server callback handler class",
        effect=refused_unless_default("kbroker's SASL mechanisms have their built-in callbacks only (PLAIN: the JAAS "
                                      "user_<name> options; SCRAM: /config/users)")),
+    _k("sasl.login.class", "class", None, _CLASS, L, "SASL login class",
+       effect=refused_unless_default("kbroker logs in with its built-in mechanisms only (JAAS options, keytabs)")),
+    _k("sasl.login.callback.handler.class", "class", None, _CLASS, L, "SASL login callback handler class",
+       effect=refused_unless_default("kbroker logs in with its built-in mechanisms only (JAAS options, keytabs)")),
+    _k("sasl.client.callback.handler.class", "class", None, _CLASS, L, "SASL client callback handler class",
+       effect=refused_unless_default("kbroker logs in with its built-in mechanisms only (JAAS options, keytabs)")),
     _k("connection.failed.authentication.delay.ms", "int", 100, Range(0), L,
        "How long a client whose SASL credentials were refused waits for the answer before the connection closes "
        "(KIP-306); must be below connections.max.idle.ms"),

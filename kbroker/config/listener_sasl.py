@@ -8,7 +8,8 @@ Kafka's per-listener keys, listener and mechanism names lower-cased in the prefi
   ``-Djava.security.auth.login.config=<path>`` of ``KAFKA_OPTS``).
 
 Fail closed: a listener-prefixed SASL key naming no SASL listener of this broker, or a mechanism kbroker does not
-serve, stops startup naming it (Kafka would ignore it silently); so does a SASL listener enabling a mechanism
+serve, or any other listener-prefixed ``sasl.*`` key (a per-listener callback handler or login class) stops
+startup naming it (Kafka would ignore it silently); so does a SASL listener enabling a mechanism
 kbroker does not serve or lacking a JAAS entry for one it enables. When the inter-broker (or control-plane)
 listener is SASL, ``sasl.mechanism.inter.broker.protocol`` must be one it enables and its JAAS entry must carry the
 ``username``/``password`` this broker logs in to the others with (GSSAPI: its keytab entry).
@@ -21,10 +22,13 @@ from kbroker.security.authenticator import SERVER_MECHANISMS
 from .values import ConfigError, _invalid
 
 _KEY = re.compile(r"listener\.name\.([^.]+)\.(?:sasl\.enabled\.mechanisms|([^.]+)\.sasl\.jaas\.config)")
+# Any other listener-prefixed SASL key (Kafka's listener.name.<l>.<mechanism>.sasl.server.callback.handler.class,
+# .sasl.login.class, .sasl.kerberos.service.name, ...): refused, never silently ignored.
+_ANY = re.compile(r"listener\.name\.[^.]+\.(?:[^.]+\.)?sasl\..+")
 
 
 def is_listener_sasl_key(name):
-    return _KEY.fullmatch(name) is not None
+    return _ANY.fullmatch(name) is not None
 
 
 def sasl_listeners(cfg):
@@ -58,6 +62,10 @@ def check(cfg):
     sasl = {l.lower(): l for l in sasl_listeners(cfg)}
     for name in sorted(cfg.listener_sasl_values):
         m = _KEY.fullmatch(name)
+        if m is None:
+            raise _invalid(name, "[hidden]", "kbroker applies only listener.name.<listener>.sasl.enabled.mechanisms "
+                           "and listener.name.<listener>.<mechanism>.sasl.jaas.config per listener; set the "
+                           "unprefixed key if kbroker has it (docs/config-effects.md)")
         if m.group(1) not in sasl:
             raise _invalid(name, "[hidden]" if m.group(2) else cfg.listener_sasl_values[name],
                            "names no SASL listener of this broker (listener names in keys are lower-case: %s)"

@@ -59,6 +59,12 @@ def test_jaas_file_from_kafka_opts(tmp_path, monkeypatch):
     ({"sasl.server.callback.handler.class": "com.example.Handler"}, "sasl.server.callback.handler.class",
      "built-in callbacks only"),
     ({"connections.max.reauth.ms": "60000"}, "connections.max.reauth.ms", "KIP-368"),
+    ({"sasl.login.class": "com.example.Login"}, "sasl.login.class", "built-in mechanisms only"),
+    ({"sasl.client.callback.handler.class": "com.example.H"}, "sasl.client.callback.handler.class", "built-in"),
+    ({"listener.name.sasl_plaintext.plain.sasl.server.callback.handler.class": "com.example.H"},
+     "listener.name.sasl_plaintext.plain.sasl.server.callback.handler.class", "applies only"),
+    ({"listener.name.sasl_plaintext.sasl.login.class": "com.example.L"},
+     "listener.name.sasl_plaintext.sasl.login.class", "applies only"),
 ])
 def test_refusals_name_the_key(extra, key, match):
     with pytest.raises(ConfigError, match=match) as e:
@@ -67,7 +73,8 @@ def test_refusals_name_the_key(extra, key, match):
 
 
 def test_refused_keys_classified():
-    for name in ("sasl.server.callback.handler.class", "connections.max.reauth.ms"):
+    for name in ("sasl.server.callback.handler.class", "connections.max.reauth.ms", "sasl.login.class",
+                 "sasl.login.callback.handler.class", "sasl.client.callback.handler.class"):
         assert effect_of(CONFIG_KEYS[name])[0] == REFUSED_UNLESS_DEFAULT
     for name in ("sasl.enabled.mechanisms", "sasl.mechanism.inter.broker.protocol", "sasl.server.max.receive.size",
                  "connection.failed.authentication.delay.ms"):
