@@ -69,6 +69,7 @@ class BrokerConfig:
         self._listener_ssl_sources = {n: sources.get(n, "file") for n in self._listener_ssl_props}
         # listener.name.<l>.sasl.enabled.mechanisms / .<mechanism>.sasl.jaas.config (config/listener_sasl.py)
         self.listener_sasl_values = {n: r for n, r in props.items() if listener_sasl.is_listener_sasl_key(n)}
+        self._listener_sasl_sources = {n: sources.get(n, "file") for n in self.listener_sasl_values}
         for name, raw in props.items():
             if (name not in CONFIG_KEYS and name not in self._listener_ssl_props
                     and name not in self.listener_sasl_values):
@@ -144,6 +145,9 @@ class BrokerConfig:
         for name, v in sorted(self.listener_ssl_values.items()):
             shown = "[hidden]" if isinstance(v, Password) else format_value(v)
             rows.append((name, shown, self._listener_ssl_sources[name]))
+        for name, v in sorted(self.listener_sasl_values.items()):   # a sasl.jaas.config value holds passwords
+            rows.append((name, "[hidden]" if name.endswith(".sasl.jaas.config") else str(v),
+                         self._listener_sasl_sources[name]))
         return sorted(rows)
 
     # -- derived values -------------------------------------------------------------------------------------------

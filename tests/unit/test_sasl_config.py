@@ -85,3 +85,9 @@ def test_sasl_ssl_listener_needs_both_keystore_and_jaas():
     with pytest.raises(ConfigError) as e:
         BrokerConfig.from_dict({"listeners": "SASL_SSL://127.0.0.1:9094", "sasl.enabled.mechanisms": "PLAIN"})
     assert e.value.key == "ssl.keystore.location"
+
+
+def test_check_config_lists_listener_sasl_keys_with_jaas_hidden():
+    rows = {name: (shown, source) for name, shown, source in BrokerConfig.from_dict(BASE).describe()}
+    assert rows["listener.name.sasl_plaintext.plain.sasl.jaas.config"] == ("[hidden]", "override")
+    assert rows["sasl.enabled.mechanisms"] == ("PLAIN,SCRAM-SHA-512", "override")
