@@ -205,6 +205,14 @@ class Brokers:
             ctx.broker_epochs[bid] = epoch
             self._connect(bid, reg)
         new = [b for b in new if b in ctx.live_brokers]
+        # Every live broker's endpoints reach the new brokers before any LeaderAndIsr (Kafka's onBrokerStartup
+        # sends this UpdateMetadata first): a follower looks its leader up on its *own* inter-broker listener in
+        # the metadata cache, which differs from the controller's while a cluster is rolled to another
+        # security.inter.broker.protocol (section 7.5); without it, a restarted broker's first fetchers would use
+        # live_leaders (the controller's listener) and never get in.
+        first = RequestBatch()
+        first.add_update_metadata(sorted(ctx.live_brokers), ALL)
+        core.send(first)
         batch = RequestBatch()
         batch.add_update_metadata(sorted(ctx.live_brokers), ALL)
         new_set = set(new)

@@ -12,8 +12,8 @@ include this broker -> UNKNOWN_TOPIC_OR_PARTITION (3); a leader_epoch <= the one
 STALE_CONTROLLER_EPOCH (11), nothing changes; otherwise leader == this broker -> ``Partition.make_leader`` (follower
 state reset, the epoch's start offset = LEO recorded) and the partition leaves its fetcher; else
 ``make_follower`` and the partition joins the fetcher of the new leader (reconciling by leader epoch first).
-The leader's address comes from the request's live_leaders, else ``connect(broker_id)``; with neither the
-partition waits for the next LeaderAndIsr.
+The leader's address comes from ``connect(broker_id)`` (this broker's inter-broker listener in the metadata
+cache, Kafka's rule), else the request's live_leaders; with neither the partition waits for the next LeaderAndIsr.
 
 Bounded loop time (issue 8): one LeaderAndIsr may name every partition of a new topic (max.topic.partitions,
 10,000), and hosting one is file work: a directory, a segment, the leader-epoch checkpoint. Done per partition on
@@ -304,8 +304,12 @@ class ReplicaManager:
                 "rcvbuf": s["replica.socket.receive.buffer.bytes"], "security": self.security}
 
     def _add_to_fetcher(self, tp, part, leader, epoch, endpoint):
-        if endpoint is None:
-            endpoint = self.connect(leader) if self.connect is not None else None
+        # This broker's own inter-broker listener first (``connect``: the metadata cache), as Kafka's makeFollowers
+        # does: live_leaders carry the endpoint of the *controller's* inter-broker listener, which differs while a
+        # cluster is rolled to another security.inter.broker.protocol (section 7.5), and a TLS/SASL fetcher on a
+        # PLAINTEXT port never gets in. live_leaders only when the cache does not know the leader yet.
+        cached = self.connect(leader) if self.connect is not None else None
+        endpoint = cached if cached is not None else endpoint
         if endpoint is None:
             log.warning("%s-%d: no address for leader %d; waiting for the next LeaderAndIsr", tp[0], tp[1], leader)
             return

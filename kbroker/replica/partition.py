@@ -211,12 +211,14 @@ class Partition:
         if self.epoch_cache.latest_epoch != info.leader_epoch:
             # A standalone Partition (never made leader) or the first append after a log reset.
             self.epoch_cache.assign(info.leader_epoch, info.first_offset)
+        if info.producer_id >= 0:
+            # Before the flush below: the flusher yields (fsync in the worker pool), and a retry of this batch
+            # handled meanwhile must find it in the producer state, or it is appended twice.
+            self.producers.update(info.producer_id, info.producer_epoch, info.base_sequence, info.last_sequence,
+                                  info.first_offset, info.last_offset)
         if self.flusher is not None and lg.unflushed_messages >= self.log_config.flush_interval_messages:
             # flush.messages reached: fsync before acknowledging, as Kafka does after the append.
             self.flusher(lg)
-        if info.producer_id >= 0:
-            self.producers.update(info.producer_id, info.producer_epoch, info.base_sequence, info.last_sequence,
-                                  info.first_offset, info.last_offset)
         if len(self.isr) == 1 and self._pending_isr is None:
             self.high_watermark = lg.log_end_offset        # ISR = [self]: committed at once
             self._wake()
@@ -363,8 +365,9 @@ class Partition:
         else:
             for e in entries:                         # never hand the log more than one segment's worth at once
                 self._append_entries(lg, view, [e])
-        if self.flusher is not None and lg.unflushed_messages >= self.log_config.flush_interval_messages:
-            self.flusher(lg)                          # flush.messages applies to replicated data too
+        # Epochs and producer state follow the appended batches before anything yields: the flush below runs in the
+        # worker pool, and if this broker is made leader meanwhile, a producer's retry of a batch copied here must
+        # be recognised as a duplicate (seen in a rolling bounce: the same sequence appended at two offsets).
         cache = self.epoch_cache
         producers = self.producers
         for pos, _size, base, last, _ts, _count in entries:
@@ -373,6 +376,8 @@ class Partition:
                 cache.assign(epoch, base)
             if pid >= 0:
                 producers.update(pid, pepoch, seq, seq + (last - base), base, last)
+        if self.flusher is not None and lg.unflushed_messages >= self.log_config.flush_interval_messages:
+            self.flusher(lg)                          # flush.messages applies to replicated data too
         if self.replica_waiters:
             for ev in list(self.replica_waiters):
                 ev.set()
