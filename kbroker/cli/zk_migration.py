@@ -3,7 +3,7 @@
     KAFKA_OPTS="-Djava.security.auth.login.config=/etc/kafka/jaas.conf" \\
     kbroker-admin zookeeper-security-migration --zookeeper.acl secure|unsecure \\
         [--zookeeper.connect H:P[,H:P][/chroot]] [--zookeeper.session.timeout MS] \\
-        [--zookeeper.connection.timeout MS] [--enable.path.check]
+        [--zookeeper.connection.timeout MS] [--enable.path.check] [--zk-tls-config-file FILE]
 
 It rewrites the ACLs of the znodes a Kafka (or kbroker) cluster keeps, so that a cluster can move to (``secure``)
 or away from (``unsecure``) ZooKeeper authentication while it runs -- section 7.6.2 of Kafka's documentation:
@@ -26,9 +26,14 @@ migrating user with every permission plus world read, except the sensitive paths
 read and ``/consumers``, which stays open; unsecure is world-open. The tree walk is pipelined
 (ZooKeeperBackend.set_default_acls). A node deleted while the tool runs is skipped, as in Kafka.
 
+``--zk-tls-config-file FILE`` (Kafka 2.5+): a properties file whose ``zookeeper.ssl.*`` and
+``zookeeper.clientCnxnSocket`` keys (any other key is ignored, as by Kafka) make the tool connect over TLS, as a
+broker with those keys does (kbroker/security/zk_client.py ``zk_tls_context``); with a client certificate the
+session is authenticated by it (``x509``) and no JAAS file is needed -- Kafka's tool then says, without either: ``No
+JAAS configuration file has been specified and no TLS client certificate has been specified...``.
+
 Output: ``Set secure ACLs on N znodes under <connect>.`` (unsecure likewise) on stdout. Errors: the message on
-stderr, exit 1 (a node this user may not change: NoAuthError naming it). ``--zk-tls-config-file`` (ZooKeeper TLS,
-Kafka 2.5+) is refused: kbroker's ZooKeeper connection is plaintext.
+stderr, exit 1 (a node this user may not change: NoAuthError naming it).
 """
 import sys
 
@@ -53,12 +58,34 @@ def parser():
     p.add_argument("--enable.path.check", dest="path_check", action="store_true",
                    help="Checks if all the root paths exist in ZooKeeper before migration. If not, exit the command.")
     p.add_argument("--zk-tls-config-file", dest="tls_config", metavar="FILE",
-                   help="ZooKeeper TLS configuration: not supported by kbroker (refused)")
+                   help="Identifies the file where ZooKeeper client TLS connectivity properties are defined. Any "
+                        "properties other than zookeeper.ssl.* and zookeeper.clientCnxnSocket are ignored.")
     return p
 
 
-def _credentials():
-    """The JAAS Client section's credentials, or CommandError with Kafka's message."""
+def _tls(path):
+    """``(SSLContext | None, client_auth)`` from the ``--zk-tls-config-file`` properties file (None: no file)."""
+    if path is None:
+        return None, False
+    from kbroker.config import BrokerConfig, ConfigError
+    from kbroker.config.files import load_file
+    from kbroker.security.zk_client import ZK_TLS_KEYS, ZkClientSecurityError, zk_tls_context
+
+    revocation = ("zookeeper.ssl.crl.enable", "zookeeper.ssl.ocsp.enable")
+    try:
+        raw = load_file(path)
+        # Typed and checked by the broker's own key table (booleans, lists, refused revocation checks).
+        cfg = BrokerConfig({k: v for k, v in raw.items() if k in ZK_TLS_KEYS or k in revocation})
+        return zk_tls_context({k: cfg[k] for k in ZK_TLS_KEYS})
+    except OSError as e:
+        raise CommandError("ERROR: --zk-tls-config-file %s: %s" % (path, e.strerror or e)) from None
+    except (ConfigError, ZkClientSecurityError) as e:
+        raise CommandError("ERROR: --zk-tls-config-file %s: %s" % (path, e)) from None
+
+
+def _credentials(tls_client_auth):
+    """The JAAS Client section's credentials (None when a TLS client certificate authenticates the tool and no
+    JAAS file is given), or CommandError with Kafka's message."""
     from kbroker.security.zk_client import LOGIN_CONFIG, ZkClientSecurityError, system_properties, \
         zk_sasl_credentials
 
@@ -66,12 +93,18 @@ def _credentials():
         props = system_properties()
         path = props.get(LOGIN_CONFIG)
         if not path:
-            raise CommandError("ERROR: No JAAS configuration file has been specified. Please make sure that you set "
-                               "the system property %s (in KAFKA_OPTS: -D%s=<file>)" % (LOGIN_CONFIG, LOGIN_CONFIG))
+            if tls_client_auth:
+                return None
+            raise CommandError("ERROR: No JAAS configuration file has been specified and no TLS client certificate "
+                               "has been specified. Please make sure that you set the system property %s (in "
+                               "KAFKA_OPTS: -D%s=<file>) or provide a ZooKeeper client TLS configuration via "
+                               "--zk-tls-config-file <filename> identifying at least zookeeper.ssl.client.enable, "
+                               "zookeeper.clientCnxnSocket, and zookeeper.ssl.keystore.location"
+                               % (LOGIN_CONFIG, LOGIN_CONFIG))
         creds = zk_sasl_credentials(props)
     except ZkClientSecurityError as e:
         raise CommandError("ERROR: %s" % e) from None
-    if creds is None:
+    if creds is None and not tls_client_auth:
         raise CommandError("ERROR: Security isn't enabled, most likely the file isn't set properly: %s" % path)
     return creds
 
@@ -107,17 +140,15 @@ def main(argv):
         if args.acl not in ("secure", "unsecure"):
             raise UsageError("--zookeeper.acl must be 'secure' or 'unsecure'%s"
                              % ("" if args.acl is None else ", not %r" % args.acl))
-        if args.tls_config is not None:
-            raise UsageError("--zk-tls-config-file: ZooKeeper TLS is not supported by kbroker (its ZooKeeper "
-                             "connection is plaintext + SASL)")
     except UsageError as e:
         print(USAGE_MESSAGE, file=sys.stderr)
         usage_error(p, e)
         return 1
     secure = args.acl == "secure"
     try:
-        creds = _credentials()
-        count = _run(args, creds, secure)
+        ssl_context, tls_client_auth = _tls(args.tls_config)
+        creds = _credentials(tls_client_auth)
+        count = _run(args, creds, secure, ssl_context, tls_client_auth)
     except CommandError as e:
         print(str(e), file=sys.stderr)
         return 1
@@ -125,12 +156,12 @@ def main(argv):
     return 0
 
 
-def _run(args, creds, secure):
+def _run(args, creds, secure, ssl_context=None, tls_client_auth=False):
     from kbroker.coord.errors import CoordinationError
     from kbroker.coord.zk import ZooKeeperBackend
 
     backend = ZooKeeperBackend(args.connect, args.session_timeout, args.connection_timeout, sasl=creds,
-                               secure_acls=secure)
+                               secure_acls=secure, ssl_context=ssl_context, tls_client_auth=tls_client_auth)
     try:
         backend.start()
     except CoordinationError as e:

@@ -156,3 +156,47 @@ def test_tls_without_the_netty_socket_stops_the_broker(tmp_path, tls_zk, pki):
         b.close()
     assert b.proc.returncode == 1
     assert "zookeeper.clientCnxnSocket: must be org.apache.zookeeper.ClientCnxnSocketNetty" in log, log[-3000:]
+
+
+def test_migration_over_tls_authenticated_by_the_certificate(tmp_path, tls_zk, pki):
+    """zookeeper-security-migration --zk-tls-config-file: no JAAS file, the brokers' certificate is the identity the
+    secure ACLs name; unsecure opens the tree again."""
+    import os
+    import subprocess
+    import sys
+    from kazoo.security import OPEN_ACL_UNSAFE
+
+    from kbroker.coord.zk_security import Acl
+
+    connect = tls_zk.secure_connect_string + "/mig"
+    admin = kazoo_tls(pki, tls_zk.secure_connect_string, pki.broker)
+    try:
+        for path in ("/mig/brokers/topics/t/partitions/0/state", "/mig/config/users/alice", "/mig/consumers"):
+            admin.create(path, b"{}", acl=OPEN_ACL_UNSAFE, makepath=True)
+    finally:
+        admin.stop()
+        admin.close()
+    props = tmp_path / "zk-tls.properties"
+    props.write_text("\n".join("%s=%s" % kv for kv in tls_overrides(pki).items()
+                               if kv[0].startswith(("zookeeper.ssl.", "zookeeper.clientCnxnSocket"))) + "\n")
+    env = {k: v for k, v in os.environ.items() if k != "KAFKA_OPTS"}
+    env["PYTHONPATH"] = str(harness.REPO_ROOT)
+
+    def migrate(mode):
+        return subprocess.run([sys.executable, "-m", "kbroker.cli.admin", "zookeeper-security-migration",
+                               "--zookeeper.acl", mode, "--zookeeper.connect", connect, "--zk-tls-config-file",
+                               str(props)], capture_output=True, text=True, env=env, timeout=60)
+
+    r = migrate("secure")
+    assert r.returncode == 0, r.stderr
+    c = kazoo_tls(pki, connect, pki.broker)
+    try:
+        paths = walk(c)
+        assert "/config/users/alice" in paths and "/brokers/topics/t/partitions/0/state" in paths
+        assert {p: acls_of(c, p) for p in paths} == {p: expected_acls(True, p, BROKERS_ID) for p in paths}
+        r = migrate("unsecure")
+        assert r.returncode == 0, r.stderr
+        assert {p: acls_of(c, p) for p in walk(c)} == {p: [Acl(31, "world", "anyone")] for p in walk(c)}
+    finally:
+        c.stop()
+        c.close()

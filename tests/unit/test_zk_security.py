@@ -279,5 +279,15 @@ def test_migration_tool_refusals(tmp_path, monkeypatch, capsys):
     assert main(["zookeeper-security-migration", "--zookeeper.acl", "unsecure", "--zookeeper.connect",
                  "127.0.0.1:1"]) == 1
     assert "Security isn't enabled, most likely the file isn't set properly: " + path in capsys.readouterr().err
-    assert main(["zookeeper-security-migration", "--zookeeper.acl", "secure", "--zk-tls-config-file", "f"]) == 1
-    assert "ZooKeeper TLS is not supported" in capsys.readouterr().err
+    missing = str(tmp_path / "nope.properties")
+    assert main(["zookeeper-security-migration", "--zookeeper.acl", "secure", "--zk-tls-config-file", missing]) == 1
+    assert "ERROR: --zk-tls-config-file %s: No such file" % missing in capsys.readouterr().err
+    tls_file = tmp_path / "zk-tls.properties"
+    tls_file.write_text("zookeeper.ssl.client.enable=true\nzookeeper.ssl.crl.enable=true\n")
+    assert main(["zookeeper-security-migration", "--zookeeper.acl", "secure", "--zk-tls-config-file",
+                 str(tls_file)]) == 1
+    assert "zookeeper.ssl.crl.enable" in capsys.readouterr().err
+    tls_file.write_text("zookeeper.ssl.client.enable=true\nlisteners=ignored\n")
+    assert main(["zookeeper-security-migration", "--zookeeper.acl", "secure", "--zk-tls-config-file",
+                 str(tls_file)]) == 1
+    assert "zookeeper.clientCnxnSocket: must be org.apache.zookeeper.ClientCnxnSocketNetty" in capsys.readouterr().err
