@@ -17,12 +17,16 @@ not have -> RESOURCE_NOT_FOUND "Attempt to delete a user credential that does no
 stored and server keys from the salted password (kbroker/security/sasl/scram.py) and writes ``/config/users/<u>``
 plus a change notification (kbroker/security/scram_store.py), which every broker applies.
 """
+import logging
+
 from kbroker import errors
 from kbroker.handlers import auth
 from kbroker.security.acl import ALTER, DESCRIBE
 from kbroker.security.sasl.scram import MAX_ITERATIONS, MECHANISM_BY_ID, MIN_ITERATIONS, credential_from_salted
 from kbroker.security.scram_store import valid_user_name
 from kbroker.server.router import handler
+
+log = logging.getLogger(__name__)
 
 
 def _no_store():
@@ -51,7 +55,13 @@ def describe_user_scram_credentials(ctx, req):
                             "error_message": "Cannot describe SCRAM credentials for the same user twice in a single "
                                              "request: %s" % user})
             continue
-        creds = scram.describe(user) if valid_user_name(user) else {}
+        try:
+            creds = scram.describe(user) if valid_user_name(user) else {}
+        except Exception as e:  # noqa: BLE001 - a corrupt znode fails this user only
+            log.warning("DescribeUserScramCredentials for %s failed: %r", user, e)
+            results.append({"user": user, "error_code": errors.UNKNOWN_SERVER_ERROR, "credential_infos": [],
+                            "error_message": "could not read the credentials of %s: %s" % (user, e)})
+            continue
         if not creds:
             results.append({"user": user, "error_code": errors.RESOURCE_NOT_FOUND, "credential_infos": [],
                             "error_message": "Attempt to describe a user credential that does not exist: %s" % user})
@@ -115,19 +125,27 @@ def alter_user_scram_credentials(ctx, req):
             code, message = errors_by_user[user]
             results.append({"user": user, "error_code": code, "error_message": message})
             continue
-        deletes = [MECHANISM_BY_ID[d["mechanism"]] for d in req["deletions"] if d["name"] == user]
-        if deletes:
-            have = scram.describe(user)
-            if any(m not in have for m in deletes):
-                results.append({"user": user, "error_code": errors.RESOURCE_NOT_FOUND,
-                                "error_message": "Attempt to delete a user credential that does not exist"})
-                continue
-        upserts = {}
-        for u in req["upsertions"]:
-            if u["name"] == user:
-                mech = MECHANISM_BY_ID[u["mechanism"]]
-                upserts[mech] = credential_from_salted(mech, bytes(u["salt"]), bytes(u["salted_password"]),
-                                                       u["iterations"])
-        scram.alter(user, upserts, deletes)
-        results.append({"user": user, "error_code": 0, "error_message": None})
+        try:
+            results.append(_alter_one(scram, req, user))
+        except Exception as e:  # noqa: BLE001 - a corrupt znode or a backend failure fails this user only
+            log.warning("AlterUserScramCredentials for %s failed: %r", user, e)
+            results.append({"user": user, "error_code": errors.UNKNOWN_SERVER_ERROR,
+                            "error_message": "could not update the credentials of %s: %s" % (user, e)})
     return {"results": results}
+
+
+def _alter_one(scram, req, user):
+    deletes = [MECHANISM_BY_ID[d["mechanism"]] for d in req["deletions"] if d["name"] == user]
+    if deletes:
+        have = scram.describe(user)
+        if any(m not in have for m in deletes):
+            return {"user": user, "error_code": errors.RESOURCE_NOT_FOUND,
+                    "error_message": "Attempt to delete a user credential that does not exist"}
+    upserts = {}
+    for u in req["upsertions"]:
+        if u["name"] == user:
+            mech = MECHANISM_BY_ID[u["mechanism"]]
+            upserts[mech] = credential_from_salted(mech, bytes(u["salt"]), bytes(u["salted_password"]),
+                                                   u["iterations"])
+    scram.alter(user, upserts, deletes)
+    return {"user": user, "error_code": 0, "error_message": None}

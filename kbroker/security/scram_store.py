@@ -154,7 +154,14 @@ class ScramAdmin:
             names = self.backend.get_children(USERS)
         except NoNodeError:
             return []
-        return [u for u in names if read_user(self.backend, u)]
+        out = []
+        for user in names:
+            try:
+                if read_user(self.backend, user):
+                    out.append(user)
+            except (ValueError, UnicodeDecodeError) as e:   # a corrupt znode: described (as an error) by name only
+                log.warning("cannot read %s: %s", user_path(user), e)
+        return out
 
     def describe(self, user):
         """{mechanism: iterations} stored for ``user`` ({} when none)."""

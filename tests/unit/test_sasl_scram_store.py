@@ -96,3 +96,15 @@ def test_handlers_authorization(backend):
     assert resp["results"] == [{"user": "x", "error_code": 31, "error_message": "Cluster authorization failed."}]
     assert describe_user_scram_credentials(denied, {"users": None})["error_code"] == 31
     assert backend.get_children("/config/users") == []
+
+
+def test_corrupt_user_znode_fails_that_user_only(backend):
+    backend.create("/config/users/mangled", b"{not json")
+    admin = ScramAdmin(backend, ScramStore(backend))
+    up = {"name": "mangled", "mechanism": 1, "iterations": 4096, "salt": b"s", "salted_password": b"p" * 32}
+    ok_up = dict(up, name="fine")
+    resp = alter_user_scram_credentials(Ctx(admin), {"deletions": [], "upsertions": [up, ok_up]})
+    codes = {r["user"]: r["error_code"] for r in resp["results"]}
+    assert codes == {"mangled": -1, "fine": 0}
+    resp = describe_user_scram_credentials(Ctx(admin), {"users": [{"name": "mangled"}, {"name": "fine"}]})
+    assert [(r["user"], r["error_code"]) for r in resp["results"]] == [("mangled", -1), ("fine", 0)]
