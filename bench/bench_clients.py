@@ -2,6 +2,7 @@
 """Side-by-side client benchmark: kbroker vs Tansu, driven by confluent-kafka (librdkafka).
 
     python bench/bench_clients.py --brokers kbroker,tansu --seconds 10
+    python bench/bench_clients.py --brokers kbroker,kbroker-tls --phases produce,consume   # TLS next to plaintext
 
 For each broker in turn (never two at once, so they get the same machine) the script
   * starts the broker as a child process on a free 127.0.0.1 port with a fresh temp data dir,
@@ -32,7 +33,13 @@ table, one column per broker, and written as JSON to ``bench/results/bench-<UTC 
                 The first ``--warmup-seconds`` of records are discarded. p50/p99/max are nearest-rank.
   broker CPU    utime+stime of the broker process (all its threads) from /proc/<pid>/stat, sampled just before
                 and after each produce phase, divided by the payload GB (10**9 bytes of values) delivered.
-Client-side CPU (this process incl. librdkafka threads, from getrusage) is reported too.
+Client-side CPU (this process incl. librdkafka threads, from getrusage) is reported too. Consume phases report the
+broker's CPU per GB read as well (plaintext fetches go out with sendfile; TLS ones are read and encrypted).
+
+``kbroker-tls`` is kbroker with its one listener on TLS (issue 10): ``SSL://`` with a throwaway CA and server
+certificate from tests/integration/certs.py (RSA 2048, PEM keystore), every client (admin, producers, consumers)
+with ``security.protocol=SSL`` and the CA; no client certificate. With both ``kbroker`` and ``kbroker-tls`` the
+table gains a ``kbroker-tls / kbroker`` column.
 
 Exit code 0 when every requested broker ran every phase, 1 otherwise (figures of a failed phase are ``n/a``).
 """
@@ -91,10 +98,21 @@ class BrokerProc:
         self.out_path = os.path.join(self.tmp, "broker.out")
         self.tansu_bin = tansu_bin
         self.proc = None
+        self.client_conf = {}   # librdkafka keys every client of this broker adds (TLS: protocol and CA)
+        if kind == "kbroker-tls":
+            sys.path.insert(0, REPO)
+            from tests.integration.certs import make_pki
+            pki = make_pki(os.path.join(self.tmp, "pki"), clients=())
+            self.overrides.update(pki.broker_ssl("PEM"))
+            self.client_conf = {"security.protocol": "SSL", "ssl.ca.location": pki.ca}
+
+    def conf(self, **extra):
+        """A librdkafka config for this broker: bootstrap, the client security keys, then ``extra``."""
+        return dict({"bootstrap.servers": self.bootstrap}, **self.client_conf, **extra)
 
     def argv(self):
-        if self.kind == "kbroker":
-            addr = "PLAINTEXT://127.0.0.1:%d" % self.port
+        if self.kind in ("kbroker", "kbroker-tls"):
+            addr = "%s://127.0.0.1:%d" % ("SSL" if self.kind == "kbroker-tls" else "PLAINTEXT", self.port)
             return [sys.executable, "-m", "kbroker.cli.server",
                     "--override", "listeners=" + addr,
                     "--override", "advertised.listeners=" + addr,
@@ -127,7 +145,7 @@ class BrokerProc:
                 time.sleep(0.1)
                 continue
             try:
-                AdminClient({"bootstrap.servers": self.bootstrap}).list_topics(timeout=5)
+                AdminClient(self.conf()).list_topics(timeout=5)
                 return
             except ck.KafkaException:
                 time.sleep(0.2)
@@ -179,7 +197,7 @@ class BrokerProc:
 
 
 def create_topics(broker, names, partitions, timeout=20.0):
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = AdminClient(broker.conf())
     errors = {}
     futures = admin.create_topics([NewTopic(n, partitions, 1) for n in names], request_timeout=timeout)
     for name, fut in futures.items():
@@ -213,8 +231,8 @@ def client_cpu():
     return r.ru_utime + r.ru_stime
 
 
-def producer_conf(bootstrap, linger_ms):
-    return {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": linger_ms,
+def producer_conf(broker, linger_ms):
+    return {**broker.conf(), "acks": "all", "linger.ms": linger_ms,
             "compression.type": "none", "enable.idempotence": False,
             # a deep local queue so produce() only waits when the broker is the bottleneck
             "queue.buffering.max.messages": 1000000, "queue.buffering.max.kbytes": 1048576}
@@ -234,7 +252,7 @@ def produce_phase(broker, topic, size, count, seconds, linger_ms):
         state["err"] += 1
         state["first_err"] = state["first_err"] or str(err)
 
-    p = ck.Producer(dict(producer_conf(broker.bootstrap, linger_ms), on_delivery=on_error,
+    p = ck.Producer(dict(producer_conf(broker, linger_ms), on_delivery=on_error,
                          **{"delivery.report.only.error": True}))
     # warm the connection + metadata so the timed part measures steady state, not bootstrap
     p.produce(topic, value)
@@ -294,10 +312,10 @@ def ceiling_phase(broker, topic, size, count, seconds):
     librdkafka's sender thread is idle; they are purged afterwards). No broker can be driven this fast: while
     producing for real the sender thread builds and sends batches beside the loop. Whether a produce figure is at
     the client's limit is told by its own ``loop_thread_busy`` and ``backpressure_waits``; this is the reference
-    for how much of the client the sending itself costs. ``broker`` is unused (kept for the phase signature)."""
-    del broker
+    for how much of the client the sending itself costs. ``broker`` only lends its client keys."""
     value = os.urandom(size)
-    p = ck.Producer(dict(producer_conf("127.0.0.1:%d" % free_port(), 5), log_level=0,
+    # nothing is sent: the bootstrap is a closed port (the broker's own config only lends its client keys)
+    p = ck.Producer(dict(producer_conf(broker, 5), log_level=0, **{"bootstrap.servers": "127.0.0.1:%d" % free_port()},
                          **{"delivery.report.only.error": True}))
     t0 = time.perf_counter()
     deadline = t0 + seconds
@@ -323,9 +341,8 @@ def ceiling_phase(broker, topic, size, count, seconds):
 
 def consume_phase(broker, topic, partitions, expected, size, seconds):
     """Read ``expected`` records from offset 0 of every partition; bounded by ``seconds``."""
-    c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "kbench-tput",
-                     "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                     "enable.partition.eof": False})
+    c = ck.Consumer(broker.conf(**{"group.id": "kbench-tput", "enable.auto.commit": False,
+                                   "auto.offset.reset": "earliest", "enable.partition.eof": False}))
     cpu0, ccpu0 = broker.cpu_seconds(), client_cpu()
     t0 = time.perf_counter()
     c.assign([ck.TopicPartition(topic, i, 0) for i in range(partitions)])
@@ -349,13 +366,14 @@ def consume_phase(broker, topic, partitions, expected, size, seconds):
     return {"records": got, "expected": expected, "errors": errs, "first_error": first_err,
             "seconds": round(elapsed, 3), "records_per_s": round(got / elapsed, 1),
             "mb_per_s": round(nbytes / elapsed / 1e6, 2), "broker_cpu_s": round(cpu1 - cpu0, 3),
+            "broker_cpu_s_per_gb": round((cpu1 - cpu0) / (nbytes / 1e9), 3) if nbytes else None,
             "client_cpu_cores": round((ccpu1 - ccpu0) / elapsed, 2), "complete": got >= expected}
 
 
-def _latency_consumer(bootstrap, topic, partitions, expected, warmup, seconds, fetch_wait_ms, ready, out):
+def _latency_consumer(conf, topic, partitions, expected, warmup, seconds, fetch_wait_ms, ready, out):
     """Child process: stamp receive time of every record, send back sorted latencies (ms) of non-warm-up ones."""
-    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "kbench-lat", "enable.auto.commit": False,
-                     "enable.partition.eof": False, "fetch.wait.max.ms": fetch_wait_ms})
+    c = ck.Consumer(dict(conf, **{"group.id": "kbench-lat", "enable.auto.commit": False,
+                                  "enable.partition.eof": False, "fetch.wait.max.ms": fetch_wait_ms}))
     c.assign([ck.TopicPartition(topic, i, 0) for i in range(partitions)])
     c.consume(1, 1.0)  # connection + first Fetch in flight before the producer starts
     ready.set()
@@ -393,13 +411,13 @@ def latency_phase(broker, topic, partitions, rate, seconds, warmup_s, size, ling
     ctx = mp.get_context("spawn")  # never fork a process that holds librdkafka threads
     ready, out = ctx.Event(), ctx.Queue()
     child = ctx.Process(target=_latency_consumer,
-                        args=(broker.bootstrap, topic, partitions, total + 1, warmup, seconds + warmup_s + 20,
+                        args=(broker.conf(), topic, partitions, total + 1, warmup, seconds + warmup_s + 20,
                               fetch_wait_ms, ready, out), daemon=True)
     child.start()
     try:
         if not ready.wait(30):
             raise RuntimeError("latency consumer did not start within 30 s")
-        conf = producer_conf(broker.bootstrap, linger_ms)
+        conf = producer_conf(broker, linger_ms)
         p = ck.Producer(conf)
         acks = []
 
@@ -507,7 +525,7 @@ def run_broker(kind, args, tansu_bin):
     try:
         t_phase("start")
         b.start()
-        if kind == "kbroker":
+        if kind.startswith("kbroker"):
             try:
                 import kbroker._native as kn
                 res["kbroker_native"] = kn.IMPL
@@ -543,7 +561,7 @@ def run_broker(kind, args, tansu_bin):
                 break
             t_phase(name)
             try:
-                if args.profile and kind == "kbroker" and not name.startswith("latency"):
+                if args.profile and kind.startswith("kbroker") and not name.startswith("latency"):
                     os.makedirs(args.profile, exist_ok=True)
                     path = os.path.join(args.profile, "kbroker-%s.txt" % name)
                     with Profiler(b.proc.pid, path):
@@ -586,8 +604,10 @@ ROWS = [  # (label, phase, key, unit-format)
     ("client enqueue-only rate 100 B (nothing sent): records/s", "ceiling-100", "records_per_s"),
     ("consume 1 KB: MB/s", "consume-1k", "mb_per_s"),
     ("consume 1 KB: records/s", "consume-1k", "records_per_s"),
+    ("consume 1 KB: broker CPU s per GB", "consume-1k", "broker_cpu_s_per_gb"),
     ("consume 100 B: MB/s", "consume-100", "mb_per_s"),
     ("consume 100 B: records/s", "consume-100", "records_per_s"),
+    ("consume 100 B: broker CPU s per GB", "consume-100", "broker_cpu_s_per_gb"),
     ("broker peak RSS MB", None, "broker_peak_rss_mb"),
     ("1-min load average before / after", None, "loadavg_before_after"),
 ]
@@ -648,8 +668,10 @@ def median_result(runs):
 
 def table(results, fetch_waits=()):
     names = [r["broker"] for r in results]
-    ratio = "kbroker" in names and "tansu" in names
-    head = "| metric | " + " | ".join(names) + (" | kbroker / tansu |" if ratio else " |")
+    other = "tansu" if "tansu" in names else "kbroker-tls" if "kbroker-tls" in names else None
+    pair = ("kbroker", "tansu") if other == "tansu" else ("kbroker-tls", "kbroker")
+    ratio = other is not None and "kbroker" in names
+    head = "| metric | " + " | ".join(names) + (" | %s / %s |" % pair if ratio else " |")
     lines = [head, "|" + "---|" * (len(names) + 1 + (1 if ratio else 0))]
     by = {r["broker"]: r for r in results}
     for label, phase, key in ROWS[:-2] + latency_rows(fetch_waits) + ROWS[-2:]:
@@ -667,7 +689,7 @@ def table(results, fetch_waits=()):
             cells.append(fmt(v))
         row = "| %s | %s |" % (label, " | ".join(cells))
         if ratio:
-            a, b = vals["kbroker"], vals["tansu"]
+            a, b = vals[pair[0]], vals[pair[1]]
             row += " %s |" % ("%.2fx" % (a / b) if isinstance(a, (int, float)) and isinstance(b, (int, float))
                                and b else "")
         lines.append(row)
@@ -699,7 +721,8 @@ def machine():
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--brokers", default="kbroker,tansu", help="comma list of kbroker, tansu (run in this order)")
+    ap.add_argument("--brokers", default="kbroker,tansu",
+                    help="comma list of kbroker, kbroker-tls, tansu (run in this order)")
     ap.add_argument("--seconds", type=float, default=10.0, help="wall-clock cap of each produce/consume phase")
     ap.add_argument("--records-1k", type=int, default=1000000, help="record cap of produce-1k (1 KB values)")
     ap.add_argument("--records-100", type=int, default=3000000, help="record cap of produce-100 (100 B values)")
@@ -731,7 +754,7 @@ def main(argv=None):
     tansu_bin = args.tansu_bin or tansu_binary()
     brokers = [b.strip() for b in args.brokers.split(",") if b.strip()]
     for b in brokers:
-        if b not in ("kbroker", "tansu"):
+        if b not in ("kbroker", "kbroker-tls", "tansu"):
             ap.error("unknown broker %r" % b)
 
     # a hard stop for the whole run: every phase is bounded, this catches a wedged client call

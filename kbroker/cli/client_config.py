@@ -26,7 +26,6 @@ import ssl
 import sys
 
 from kbroker.client import connection
-from kbroker.config.files import load_file
 from kbroker.security import tls
 from kbroker.security.client_channel import PROTOCOLS, ChannelSecurity
 
@@ -132,6 +131,7 @@ def _sasl_factory(props, source):
 
 def load(path):
     """The ChannelSecurity of a client properties file (module docstring)."""
+    from kbroker.config.files import load_file   # the config package: only when a file is given
     try:
         props = load_file(path)
     except OSError as e:

@@ -16,7 +16,7 @@ listener) and by the command-line tools (``--command-config client.properties``)
 
 ``secure(sock, host, security, timeout, client_id)`` turns a connected TCP socket into a ready channel: TLS
 handshake (``server_hostname=host``, verified when the context checks host names), then SASL; it returns the socket
-to use (the SSL socket for TLS) or raises ``ChannelError`` -- and closes the socket -- on any failure, within
+to use (a ``kbroker/security/tls_stream.py`` TlsStream for TLS) or raises ``ChannelError`` -- and closes the socket -- on any failure, within
 ``timeout`` seconds for the TLS handshake (the socket's own timeout bounds each SASL round trip).
 """
 import struct
@@ -81,11 +81,13 @@ def secure(sock, host, security, timeout=None, client_id="kbroker"):
 def _tls(sock, host, context, timeout):
     import ssl
 
+    from kbroker.security.tls_stream import TlsStream   # memory-BIO TLS: big reads, one send per piece
+
     previous = sock.gettimeout()
     if timeout is not None:
         sock.settimeout(timeout)
     try:
-        ssl_sock = context.wrap_socket(sock, server_hostname=host, do_handshake_on_connect=False)
+        ssl_sock = TlsStream(sock, context, server_side=False, server_hostname=host)
         ssl_sock.do_handshake()
     except ssl.SSLCertVerificationError as e:
         raise ChannelError("TLS to %s: the broker's certificate was refused: %s" % (host, e.verify_message or e)) \
@@ -94,7 +96,7 @@ def _tls(sock, host, context, timeout):
         raise ChannelError("TLS handshake with %s failed: %s" % (host, e.reason or e)) from None
     except OSError as e:
         raise ChannelError("TLS handshake with %s failed: %s" % (host, e)) from None
-    ssl_sock.settimeout(previous)
+    sock.settimeout(previous)
     return ssl_sock
 
 

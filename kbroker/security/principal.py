@@ -22,8 +22,6 @@ same; one Python cannot compile stops startup naming the key.
 """
 import re
 
-from cryptography import x509
-
 ANONYMOUS = "User:ANONYMOUS"
 USER = "User:"
 
@@ -141,6 +139,7 @@ def rfc2253(name_der):
 
 def certificate_dn(cert_der):
     """The subject distinguished name (Java's RFC 2253 form) of a DER certificate."""
+    from cryptography import x509   # imported on first use: ~60 ms the config and tools need not pay
     cert = x509.load_der_x509_certificate(cert_der)
     return rfc2253(cert.subject.public_bytes())
 

@@ -46,9 +46,8 @@ import shutil
 import ssl
 import tempfile
 
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.serialization import pkcs12
+# ``cryptography`` (~60 ms to import) is imported where a store is read, so that importing this module -- the
+# broker config does, and the command-line tools through it -- costs nothing when no listener uses TLS.
 
 KEYS = frozenset([
     "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password", "ssl.keystore.key",
@@ -189,6 +188,7 @@ def load_keystore(settings):
         raise TlsSettingError("ssl.keystore.password", "the key store %s is set, but its password is not" % location)
     data = _read_bytes(location, "ssl.keystore.location")
     _refuse_jks_bytes(data, "ssl.keystore.type", location)
+    from cryptography.hazmat.primitives.serialization import pkcs12
     try:
         key, cert, extra = pkcs12.load_key_and_certificates(data, password.encode())
     except ValueError:
@@ -231,6 +231,7 @@ def load_trusted(settings):
         raise TlsSettingError("ssl.truststore.type", "%r is not supported: use PEM or PKCS12" % ttype)
     data = _read_bytes(location, "ssl.truststore.location")
     _refuse_jks_bytes(data, "ssl.truststore.type", location)
+    from cryptography.hazmat.primitives.serialization import pkcs12
     try:
         store = pkcs12.load_pkcs12(data, password.encode() if password is not None else None)
     except ValueError:
@@ -326,6 +327,7 @@ def _pem_private_key(text, password, key):
         raise TlsSettingError(key, "no PEM private key found")
     if len(blocks) > 1:
         raise TlsSettingError(key, "%d private keys found; a key store holds one" % len(blocks))
+    from cryptography.hazmat.primitives import serialization
     block = blocks[0]
     encrypted = "ENCRYPTED" in block.split("\n", 1)[0] or "Proc-Type: 4,ENCRYPTED" in block
     if encrypted and password is None:
@@ -349,6 +351,7 @@ def _pem_certificates(text, key):
     blocks = _pem_blocks(text, ("CERTIFICATE",))
     if not blocks:
         raise TlsSettingError(key, "no PEM certificate found")
+    from cryptography import x509
     certs = []
     for block in blocks:
         try:
@@ -359,10 +362,12 @@ def _pem_certificates(text, key):
 
 
 def _pem_text(certs):
+    from cryptography.hazmat.primitives import serialization
     return "".join(c.public_bytes(serialization.Encoding.PEM).decode("ascii") for c in certs)
 
 
 def _public_der(public_key):
+    from cryptography.hazmat.primitives import serialization
     return public_key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
 
 
@@ -378,6 +383,7 @@ def _matched(key, chain, what):
 def _load_cert_chain(ctx, key, chain, what):
     """Load key + chain into ``ctx`` through a private temporary file holding the key encrypted under a one-time
     password (module docstring), removed as soon as OpenSSL has read it."""
+    from cryptography.hazmat.primitives import serialization
     one_time = secrets.token_hex(32).encode()
     data = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                              serialization.BestAvailableEncryption(one_time))
@@ -497,11 +503,12 @@ class ListenerTls:
 
     def accept(self, sock, timeout):
         """Handshake an accepted socket in the calling greenlet, bounded by ``timeout`` seconds (a peer that never
-        finishes holds nothing longer); returns (SSL socket, principal). On failure the socket is closed and
+        finishes holds nothing longer); returns (``tls_stream.TlsStream``, principal). On failure the socket is closed and
         HandshakeFailed says why. A plaintext Kafka request is not a ClientHello: it fails here, unanswered."""
         import gevent  # the server's event loop; kept out of the module's import for the CLI tools
+        from kbroker.security.tls_stream import TlsStream
 
-        ssl_sock = self.context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+        ssl_sock = TlsStream(sock, self.context, server_side=True)
         timer = gevent.Timeout(timeout)
         timer.start()
         try:
@@ -514,7 +521,7 @@ class ListenerTls:
             why = "no TLS handshake within %g s" % timeout
         except ssl.SSLError as e:
             why = "TLS handshake failed: %s" % (e.reason or e)
-        except OSError as e:
+        except OSError as e:   # ConnectionError included: the peer closed during the handshake
             why = "TLS handshake failed: %s" % e
         except Exception as e:  # noqa: BLE001 - principal mapping (NoMatchingRule), an unreadable certificate
             why = "no principal for the client certificate: %s" % e

@@ -16,10 +16,11 @@ reader works through requests that a client pipelined, their responses queue up 
 long-poll Fetch, an acks=all wait -- the writer runs and flushes what is ready. The queue is bounded
 (``MAX_QUEUED_BYTES``): a client that pipelines without reading stops being read.
 
-Through TLS (SSL / SASL_SSL listeners; the server hands over the handshaken SSL socket) there is no ``sendfile``: the
-kernel cannot encrypt. A file region is read in ``TLS_FILE_CHUNK`` (256 KiB) pieces with ``preadv`` into one buffer
-per region and ``sendall``-ed through the SSL socket (OpenSSL cuts it into 16 KiB records): at most 256 KiB of a
-region is in memory at a time, never the whole region, and the read is from the page cache like sendfile's.
+Through TLS (SSL / SASL_SSL listeners; the server hands over the handshaken ``kbroker/security/tls_stream.py``
+TlsStream) there is no ``sendfile``: the kernel cannot encrypt. A file region is read in ``TLS_FILE_CHUNK`` (256 KiB)
+pieces with ``preadv`` into one buffer per region and ``sendall``-ed through the stream (OpenSSL cuts it into 16 KiB
+records, sent in one syscall): at most 256 KiB of a region is in memory at a time, never the whole region, and the
+read is from the page cache like sendfile's.
 
 Receiving (hostile peers, issue 8): a frame of at most ``LARGE_FRAME`` bytes is read in ``RECV_CHUNK`` pieces into
 the ``FrameReader`` (under 128 KiB per connection). A larger one goes into a ``PartialFrame``: whole up to
@@ -51,6 +52,7 @@ from kbroker.protocol.apis import APIS
 from kbroker.protocol.framing import MIN_REQUEST_SIZE, FrameError, FrameReader, frame
 from kbroker.protocol.headers import decode_request_header, encode_response_header, peek_request_header
 from kbroker.protocol.schema import ElementLimitError, SchemaError, Writer
+from kbroker.security.tls_stream import TlsStream
 from kbroker.server.context import ClientIdentity, RequestContext
 from kbroker.server.limits import RequestMemory, ServerLimits
 from kbroker.timeslice import TimeSlice
@@ -74,7 +76,7 @@ MAX_QUEUED_BYTES = 4 * 1024 * 1024
 TLS_FILE_CHUNK = 256 * 1024
 
 
-_SSL_SOCKETS = (ssl.SSLSocket, gevent.ssl.SSLSocket)
+_SSL_SOCKETS = (ssl.SSLSocket, gevent.ssl.SSLSocket, TlsStream)
 
 
 class CloseConnection(Exception):
