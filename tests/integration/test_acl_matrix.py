@@ -11,8 +11,10 @@ INTERNAL are User:ANONYMOUS, which is a super user here -- Kafka's usual setup f
 (the brokers' principal must hold ClusterAction; see docs/security.md). Every client below uses EXTERNAL.
 
 Propagation: an ACL change is applied by the broker that wrote it at once and by the other when its watch on
-``/kafka-acl-changes`` fires (milliseconds); so "allowed now" is checked with a bounded retry (``eventually``),
-"still denied" never needs one.
+``/kafka-acl-changes`` fires (milliseconds); ``grant`` returns once both brokers' caches hold the new ACLs (asked
+with DescribeAcls of each broker), except in the cross-broker test, which is about exactly that wait. A few
+"allowed now" checks still retry (``eventually``, bounded) where a client caches an earlier refusal (librdkafka's
+metadata, a consumer's coordinator lookup); "still denied" never retries.
 """
 from __future__ import annotations
 
@@ -132,8 +134,27 @@ def error_code(exc):
 
 
 def grant(cluster, *bindings):
+    """Create ACL ``bindings`` as admin, then wait until both brokers' caches hold them (DescribeAcls answers
+    from the cache): the broker that wrote them applies them at once, the other when ZooKeeper's change
+    notification reaches it -- and any broker may answer a request (FindCoordinator, Metadata)."""
     for f in cluster.admin.create_acls(list(bindings)).values():
         assert result(f) is None
+    for b in cluster.brokers:
+        wait_until(lambda: all(_cached(b, x) for x in bindings), CALL_S, 0.05,
+                   f"broker {b.broker_id} to cache {bindings}")
+
+
+def _cached(broker, binding):
+    """Whether ``broker``'s ACL cache holds ``binding`` (DescribeAcls v1 on its INTERNAL listener)."""
+    from kbroker.protocol.apis import APIS
+    api = APIS[29]
+    flt = {"resource_type_filter": int(binding.restype.value), "resource_name_filter": binding.name,
+           "pattern_type_filter": int(binding.resource_pattern_type.value), "principal_filter": binding.principal,
+           "host_filter": binding.host, "operation": int(binding.operation.value),
+           "permission_type": int(binding.permission_type.value)}
+    resp = api.decode_response(1, raw_request(broker.host, broker.port, 29, 1, api.encode_request(1, flt).getvalue()))
+    assert resp["error_code"] == 0, resp
+    return any(r["acls"] for r in resp["resources"])
 
 
 def acl(user, op, rtype, name, pattern=LITERAL, perm=ALLOW):
@@ -277,6 +298,13 @@ def test_idempotent_producer_needs_write_on_some_topic_or_idempotent_write(clust
     assert watermarks(cluster, t) == (0, 1)
 
 
+def test_transactional_producer_needs_describe_on_its_transactional_id(cluster):
+    p = Producer({**cluster.conf("alice"), "transactional.id": unique("tx")})
+    with pytest.raises(ck.KafkaException) as e:
+        p.init_transactions(CALL_S)                     # FindCoordinator(key type 1) without Describe
+    assert error_code(e.value) == 53                    # TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
 # ------------------------------------------------------------------------------------------------ Fetch and groups
 
 def test_consume_needs_read_on_topic_and_group(cluster):
@@ -340,9 +368,18 @@ def test_group_listing_describing_and_deleting(cluster):
         result(bob.delete_consumer_groups([g1])[g1])                # Describe is not Delete
     assert error_code(e.value) == GROUP_AUTH
     assert listed(cluster.admin) == {g1, g2}
+    # OffsetFetch of all the group's offsets leaves out the topics bob may not Describe.
+    assert _offsets(bob, g1) == []
+    grant(cluster, acl("bob", OP.DESCRIBE, ResourceType.TOPIC, t))
+    eventually(lambda: _offsets(bob, g1) == [(t, 0, 1)], "g1's offsets of t for bob")
     grant(cluster, acl("bob", OP.DELETE, ResourceType.GROUP, g1))
     eventually(lambda: _deleted(bob, g1), "bob's DeleteGroups of g1")
     assert listed(cluster.admin) == {g2}
+
+
+def _offsets(admin, group):
+    found = result(admin.list_consumer_group_offsets([ck.ConsumerGroupTopicPartitions(group)])[group])
+    return [(tp.topic, tp.partition, tp.offset) for tp in found.topic_partitions]
 
 
 def _deleted(admin, group):
