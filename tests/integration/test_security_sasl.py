@@ -708,3 +708,14 @@ def test_client_that_never_authenticates_is_dropped(tmp_path):
             assert time.monotonic() - started < 6
     finally:
         b.close()
+
+
+def test_after_authentication_requests_may_exceed_the_sasl_receive_limit(sasl_broker):
+    """sasl.server.max.receive.size bounds frames before authentication only: a 900 KB record produces."""
+    topic = topic_for(sasl_broker, "big-after-auth", partitions=1)
+    value = bytes(range(256)) * 3600   # 921,600 bytes: one Produce frame well above 524,288
+    from tests.integration.test_clients_common import Rec
+    confluent_produce(sasl_broker.sasl_bootstrap, topic, [Rec(0, b"k", value, (), None)],
+                      **conf_for("SCRAM-SHA-256"), **{"compression.type": "none", "message.max.bytes": 2000000})
+    got = confluent_consume(sasl_broker.sasl_bootstrap, topic, 1, **conf_for("SCRAM-SHA-256"))
+    assert got[0].value == value
