@@ -24,6 +24,7 @@ from kbroker.producer_ids import ProducerIdManager
 from kbroker.protocol.apis import APIS
 from kbroker.protocol.headers import encode_request_header
 from kbroker.replica.manager import ReplicaManager
+from kbroker.security.scram_store import ScramAdmin
 from kbroker.server import context
 from kbroker.server.context import ANONYMOUS, IN_PROCESS, ClientIdentity, RequestContext
 from kbroker.server.router import Handler, Router
@@ -113,6 +114,7 @@ def _members(proto):
     (context.ProducerIds, ProducerIdManager),
     (context.GroupCoordination, GroupCoordinator),
     (context.ControllerAccess, Controller),
+    (context.ScramCredentials, ScramAdmin),
 ], ids=lambda x: x.__name__)
 def test_real_collaborators_offer_what_the_handlers_call(proto, real):
     assert _members(proto), proto
