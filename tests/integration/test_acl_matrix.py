@@ -18,13 +18,15 @@ metadata, a consumer's coordinator lookup); "still denied" never retries.
 """
 from __future__ import annotations
 
+import socket
 import time
 import uuid
 
 import pytest
 
 from tests.integration import harness
-from tests.integration.harness import BrokerProcess, ZkEnsemble, free_port, raw_request, wait_until
+from tests.integration.harness import (BrokerProcess, ZkEnsemble, encode_request, free_port, raw_request,
+                                       read_response, wait_until)
 
 ck = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
@@ -363,7 +365,8 @@ def test_group_listing_describing_and_deleting(cluster):
     with pytest.raises(ck.KafkaException) as e:
         result(bob.describe_consumer_groups([g2])[g2])
     assert error_code(e.value) == GROUP_AUTH
-    assert result(bob.describe_consumer_groups([g1])[g1]).group_id == g1
+    described = result(bob.describe_consumer_groups([g1], include_authorized_operations=True)[g1])
+    assert described.group_id == g1 and described.authorized_operations == [OP.DESCRIBE]     # KIP-430
     with pytest.raises(ck.KafkaException) as e:
         result(bob.delete_consumer_groups([g1])[g1])                # Describe is not Delete
     assert error_code(e.value) == GROUP_AUTH
@@ -548,3 +551,62 @@ def test_acls_created_on_one_broker_apply_on_the_other(cluster):
     eventually(lambda: produce(cluster, "alice", on1, b"via broker 1") == 0, "broker 1 to apply broker 0's ACL")
     assert produce(cluster, "alice", on0, b"via broker 0") == 0
     assert watermarks(cluster, on0) == (0, 1) and watermarks(cluster, on1) == (0, 1)
+
+
+# ------------------------------------------------------------------------------------------------ inter-broker APIs
+
+class SaslConnection:
+    """A raw client connection to a broker's EXTERNAL listener, authenticated as ``user`` (SASL PLAIN through
+    kbroker's client side: SaslHandshake v1 + SaslAuthenticate v1); ``request(api_key, version, body) -> dict``."""
+
+    def __init__(self, cluster, broker_index, user):
+        from kbroker.security.sasl.client import authenticate, client_mechanism
+        host, port = cluster.external[broker_index].rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=CALL_S)
+        self.correlation = 0
+        authenticate(self.request, client_mechanism("PLAIN", user, PASSWORDS[user]))
+
+    def request(self, api_key, version, body):
+        from kbroker.protocol.apis import APIS
+        api = APIS[api_key]
+        self.correlation += 1
+        self.sock.sendall(encode_request(api_key, version, self.correlation, api.encode_request(version, body).getvalue(),
+                                         "acl-matrix", api.request_header_version(version)))
+        got, rest = read_response(self.sock)
+        assert got == self.correlation
+        if api.response_header_version(version) >= 1:
+            rest = rest[1:]                                     # the response header's empty tagged fields
+        return api.decode_response(version, rest)
+
+    def close(self):
+        self.sock.close()
+
+
+def test_controller_requests_need_cluster_action(cluster):
+    """LeaderAndIsr, StopReplica, UpdateMetadata and ControlledShutdown from a client without ClusterAction:
+    CLUSTER_AUTHORIZATION_FAILED, and the StopReplica that would delete a partition deletes nothing. The super
+    user gets past authorization to the controller checks (a made-up broker epoch: STALE_BROKER_EPOCH 77)."""
+    t = unique("m-ctl")
+    create_topic(cluster, t, assignment=[[0]])
+    assert produce(cluster, "admin", t, b"keep") == 0
+    stop = {"controller_id": 0, "controller_epoch": 1, "broker_epoch": 1, "topic_states": [
+        {"topic_name": t, "partition_states": [{"partition_index": 0, "delete_partition": True}]}]}
+    update = {"controller_id": 0, "controller_epoch": 1, "broker_epoch": 1, "live_brokers": [], "topic_states": []}
+    lai = {"controller_id": 0, "controller_epoch": 1, "broker_epoch": 1, "topic_states": [], "live_leaders": []}
+    shutdown = {"broker_id": 1, "broker_epoch": 1}
+    requests = [(5, 3, stop), (6, 6, update), (4, 4, lai), (7, 3, shutdown)]
+    bob = SaslConnection(cluster, 0, "bob")
+    try:
+        codes = [bob.request(k, v, body)["error_code"] for k, v, body in requests]
+    finally:
+        bob.close()
+    assert codes == [CLUSTER_AUTH] * 4
+    assert watermarks(cluster, t) == (0, 1)
+    assert consume(cluster, "admin", t, 1) == ([b"keep"], 0)
+    admin = SaslConnection(cluster, 0, "admin")
+    try:
+        codes = [admin.request(k, v, body)["error_code"] for k, v, body in requests[:3]]
+    finally:
+        admin.close()
+    assert codes == [77, 77, 77]
+    assert watermarks(cluster, t) == (0, 1)
