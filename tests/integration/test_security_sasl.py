@@ -719,3 +719,16 @@ def test_after_authentication_requests_may_exceed_the_sasl_receive_limit(sasl_br
                       **conf_for("SCRAM-SHA-256"), **{"compression.type": "none", "message.max.bytes": 2000000})
     got = confluent_consume(sasl_broker.sasl_bootstrap, topic, 1, **conf_for("SCRAM-SHA-256"))
     assert got[0].value == value
+
+
+@pytest.mark.parametrize("mech", MECHANISMS)
+def test_kafka_python_as_a_0_10_client_uses_the_v0_raw_flow(sasl_broker, mech):
+    """kafka-python pinned to api_version (0, 10, 1) sends SaslHandshake v0 and then bare tokens (Kafka 0.10's
+    flow); it produces and consumes through it."""
+    topic = topic_for(sasl_broker, "kp010-" + mech.lower(), partitions=1)
+    recs = sample_records("kp010" + mech, partitions=1, per_partition=3, headers=False, nulls=False,
+                          timestamps=False)
+    kafka_python_produce(sasl_broker.sasl_bootstrap, topic, recs, api_version=(0, 10, 1), **kp_conf(mech))
+    got = kafka_python_consume(sasl_broker.sasl_bootstrap, topic, len(recs), api_version=(0, 10, 1),
+                               **kp_conf(mech))
+    assert [(g.key, g.value) for g in got] == [(r.key, r.value) for r in recs]
