@@ -732,3 +732,26 @@ def test_kafka_python_as_a_0_10_client_uses_the_v0_raw_flow(sasl_broker, mech):
     got = kafka_python_consume(sasl_broker.sasl_bootstrap, topic, len(recs), api_version=(0, 10, 1),
                                **kp_conf(mech))
     assert [(g.key, g.value) for g in got] == [(r.key, r.value) for r in recs]
+
+
+def test_confluent_admin_describes_and_deletes_scram_credentials(sasl_broker):
+    """librdkafka's AdminClient reads KIP-554's answers: mechanisms and iterations, RESOURCE_NOT_FOUND by name."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialDeletion,
+                                       UserScramCredentialUpsertion)
+    admin = AdminClient({"bootstrap.servers": sasl_broker.bootstrap})
+    futs = admin.alter_user_scram_credentials([
+        UserScramCredentialUpsertion("cfk", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 10000), b"pw1"),
+        UserScramCredentialUpsertion("cfk", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"pw2")])
+    assert futs["cfk"].result(30) is None
+    desc = admin.describe_user_scram_credentials(["cfk"])["cfk"].result(30)
+    assert sorted((i.mechanism, i.iterations) for i in desc.scram_credential_infos) == [
+        (ScramMechanism.SCRAM_SHA_256, 10000), (ScramMechanism.SCRAM_SHA_512, 4096)]
+    futs = admin.alter_user_scram_credentials([UserScramCredentialDeletion("cfk", ScramMechanism.SCRAM_SHA_256)])
+    assert futs["cfk"].result(30) is None
+    desc = admin.describe_user_scram_credentials(["cfk"])["cfk"].result(30)
+    infos = [(i.mechanism, i.iterations) for i in desc.scram_credential_infos]
+    assert infos == [(ScramMechanism.SCRAM_SHA_512, 4096)]
+    with pytest.raises(KafkaException) as e:
+        admin.describe_user_scram_credentials(["nobody"])["nobody"].result(30)
+    assert e.value.args[0].code() == 91   # RESOURCE_NOT_FOUND
