@@ -11,9 +11,11 @@ Kafka's section 7.5 rolling upgrade from PLAINTEXT to SASL_SSL with producers ru
     ``kbroker-admin acls --authorizer-properties zookeeper.connect=...``. Why replication proves inter-broker
     SASL_SSL: the followers' Fetch needs ClusterAction, which only the super user ``User:broker`` holds, and the
     only listener the brokers may use between them serves nothing before a TLS handshake and a SASL exchange --
-    so a full ISR means every replica fetcher did TLS, then SCRAM-SHA-512 as ``broker``. The test client never
-    touches INTERNAL, so its TLS connections (the broker log's "TLS connection from ... on listener INTERNAL"
-    lines) are the brokers'.
+    so an ``acks=all`` produce completing with an ISR of 3 (``min.insync.replicas=2``, replicas falling out of
+    the ISR after 6 s), and a killed broker coming back into every ISR, mean the replica fetchers did TLS, then
+    SCRAM-SHA-512 as ``broker`` (checked by breaking it: with a wrong password in the brokers' JAAS entry the
+    produce times out). The test client never touches INTERNAL, so its TLS connections (the broker log's "TLS
+    connection from ... on listener INTERNAL" lines) are the brokers'.
 
 ``test_rolling_upgrade_plaintext_to_sasl_ssl``
     Section 7.5 on a plain ensemble: 3 PLAINTEXT brokers and an idempotent acks=all producer writing sequence-
@@ -363,7 +365,7 @@ def test_sasl_ssl_cluster_on_secure_zookeeper(tmp_path, sasl_ensemble, pki):
         try:
             paths = walk(zk)
             for must in ("/brokers/ids/0", "/controller", f"/brokers/topics/{topic}/partitions/0/state",
-                         f"/config/users/{BROKER_USER}", "/kafka-acl/Topic", "/kafka-acl-extended/prefixed/Topic/secure-"):
+                         f"/config/users/{BROKER_USER}", "/kafka-acl/Group/*", "/kafka-acl-extended/prefixed/Topic/secure-"):
                 assert must in paths, (must, paths)
             for path in paths:
                 if path != "/consumers":   # the old consumers' root is world-writable, as in Kafka
