@@ -526,6 +526,39 @@ def _altered(admin, change):
         raise
 
 
+def test_kafka_python_clients_get_the_same_answers(cluster):
+    """kafka-python (another client stack) as bob: CreateTopics, DeleteTopics and Produce denied with its
+    TopicAuthorizationFailedError, then CreateTopics allowed."""
+    kafka = pytest.importorskip("kafka")
+    from kafka.admin import NewTopic as KpNewTopic
+    from kafka.errors import TopicAuthorizationFailedError
+    sasl = dict(bootstrap_servers=cluster.external, security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
+                sasl_plain_username="bob", sasl_plain_password=PASSWORDS["bob"])
+    mine, existing = unique("m-kp"), unique("m-kp-existing")
+    create_topic(cluster, existing)
+    admin = kafka.KafkaAdminClient(**sasl)
+    try:
+        with pytest.raises(TopicAuthorizationFailedError):
+            admin.create_topics([KpNewTopic(mine, 1, 1)])
+        with pytest.raises(TopicAuthorizationFailedError):
+            admin.delete_topics([existing])
+        assert mine not in topic_names(cluster) and existing in topic_names(cluster)
+        grant(cluster, acl("bob", OP.CREATE, ResourceType.TOPIC, mine))
+        admin.create_topics([KpNewTopic(mine, 1, 1)])
+        eventually(lambda: mine in topic_names(cluster), "bob's topic")
+    finally:
+        admin.close()
+    # Describe (so the producer learns the partitions) but no Write: the Produce itself is refused.
+    grant(cluster, acl("bob", OP.DESCRIBE, ResourceType.TOPIC, existing))
+    producer = kafka.KafkaProducer(**sasl, retries=0, max_block_ms=int(CALL_S * 1000))
+    try:
+        with pytest.raises(TopicAuthorizationFailedError):
+            producer.send(existing, b"denied", partition=0).get(timeout=CALL_S)
+    finally:
+        producer.close(timeout=5)
+    assert watermarks(cluster, existing) == (0, 0)
+
+
 # ------------------------------------------------------------------------------------------------ 2 brokers
 
 def _create_acls_on(broker, bindings):
