@@ -286,7 +286,9 @@ def test_set_acl_without_jaas_stops_the_broker(tmp_path, sasl_zk):
     finally:
         b.close()
     assert code == 1
-    assert "zookeeper.set.acl is true, but the verification of the JAAS login file failed" in log, log[-3000:]
+    assert ("zookeeper.set.acl is true, but ZooKeeper client TLS configuration identifying at least "
+            "zookeeper.ssl.client.enable, zookeeper.clientCnxnSocket, and zookeeper.ssl.keystore.location was not "
+            "present and the verification of the JAAS login file failed") in log, log[-3000:]
     # Fail closed: it never got as far as creating its chroot.
     root = kazoo(sasl_zk.connect_string, "kafka")
     try:
