@@ -210,8 +210,10 @@ class Brokers:
         # the metadata cache, which differs from the controller's while a cluster is rolled to another
         # security.inter.broker.protocol (section 7.5); without it, a restarted broker's first fetchers would use
         # live_leaders (the controller's listener) and never get in.
+        # Only to the new brokers: the others learn the new endpoints from the batch below, and an UpdateMetadata of
+        # every partition costs a full encode per recipient.
         first = RequestBatch()
-        first.add_update_metadata(sorted(ctx.live_brokers), ALL)
+        first.add_update_metadata(sorted(new), ALL)
         core.send(first)
         batch = RequestBatch()
         batch.add_update_metadata(sorted(ctx.live_brokers), ALL)
