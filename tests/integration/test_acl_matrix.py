@@ -603,8 +603,9 @@ class SaslConnection:
         from kbroker.protocol.apis import APIS
         api = APIS[api_key]
         self.correlation += 1
-        self.sock.sendall(encode_request(api_key, version, self.correlation, api.encode_request(version, body).getvalue(),
-                                         "acl-matrix", api.request_header_version(version)))
+        payload = api.encode_request(version, body).getvalue()
+        self.sock.sendall(encode_request(api_key, version, self.correlation, payload, "acl-matrix",
+                                         api.request_header_version(version)))
         got, rest = read_response(self.sock)
         assert got == self.correlation
         if api.response_header_version(version) >= 1:

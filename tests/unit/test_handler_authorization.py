@@ -27,9 +27,9 @@ from kbroker.server.router import _REGISTRY
 from tests.unit.ctx import FakeConn, Unused, make_services
 
 ALICE = ClientIdentity("SASL_PLAINTEXT", "SASL_PLAINTEXT", "User:alice", "10.0.0.5", 40000)
-TA, GA, TXA, CA = TOPIC_AUTH, GROUP_AUTH, TXN_AUTH, CLUSTER_AUTH = (
-    errors.TOPIC_AUTHORIZATION_FAILED, errors.GROUP_AUTHORIZATION_FAILED,
-    errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, errors.CLUSTER_AUTHORIZATION_FAILED)
+# Topic, group, transactional id and cluster authorization failures.
+TA, GA, TXA, CA = (errors.TOPIC_AUTHORIZATION_FAILED, errors.GROUP_AUTHORIZATION_FAILED,
+                   errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, errors.CLUSTER_AUTHORIZATION_FAILED)
 assert (TA, GA, TXA, CA) == (29, 30, 53, 31)
 
 # The API keys each test below exercises (test_every_api_of_the_handler_files_is_covered checks the list).
