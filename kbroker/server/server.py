@@ -158,8 +158,8 @@ class KafkaServer:
         return handle
 
     def _tls_accept(self, sock, address, identity):
-        """(SSL socket, identity with the certificate's principal), or (None, identity) when the handshake failed
-        (logged; the socket is closed)."""
+        """(TlsStream, identity with the certificate's principal), or (None, identity) when the handshake failed
+        (logged; the socket is closed). The log line names the principal the connection's identity carries."""
         listener_tls = self.tls.get(identity.listener)
         if listener_tls is None:
             log.error("closing %s: listener %s is %s but has no TLS settings", address, identity.listener,
@@ -171,9 +171,10 @@ class KafkaServer:
         except HandshakeFailed as e:
             log.info("closing %s:%s on listener %s: %s", identity.host, identity.port, identity.listener, e)
             return None, identity
+        identity = dataclasses.replace(identity, principal=principal)
         log.info("TLS connection from %s:%s on listener %s: %s %s, principal %s", identity.host, identity.port,
-                 identity.listener, ssl_sock.version(), ssl_sock.cipher()[0], principal)
-        return ssl_sock, dataclasses.replace(identity, principal=principal)
+                 identity.listener, ssl_sock.version(), ssl_sock.cipher()[0], identity.principal)
+        return ssl_sock, identity
 
     def _close_least_active(self, protected):
         """Over max.connections through the exempt listener: close the least recently active connection of
