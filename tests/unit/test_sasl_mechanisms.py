@@ -253,3 +253,21 @@ def test_rfc5802_sha1_vector_through_the_same_code(monkeypatch):
     s = ScramServer("SCRAM-SHA-1", {"user": cred}.get, server_nonce=snonce)
     assert s.step(first) == server_first and s.step(final) == server_final and s.complete
 
+
+
+def test_final_nonce_must_end_with_ours_as_kafka_checks():
+    """Debian 12's librdkafka (1.9) repeats its nonce: its final message says r=<cnonce><cnonce><snonce>. Kafka
+    checks "ends with the server-first nonce", so it works there; the proof is over the message as sent."""
+    import hashlib
+    import hmac
+    salt = b"0123456789abcdef"
+    s = ScramServer("SCRAM-SHA-256", {"sam": make_credential("SCRAM-SHA-256", "pw", 4096, salt=salt)}.get)
+    server_first = s.step(b"n,,n=sam,r=abc").decode()
+    nonce = server_first.split(",")[0][2:]
+    without_proof = "c=biws,r=abc" + nonce
+    auth = ("n=sam,r=abc," + server_first + "," + without_proof).encode()
+    salted = salted_password("SCRAM-SHA-256", "pw", salt, 4096)
+    client_key = hmac.new(salted, b"Client Key", "sha256").digest()
+    signature = hmac.new(hashlib.sha256(client_key).digest(), auth, "sha256").digest()
+    proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature))).decode()
+    assert s.step(("%s,p=%s" % (without_proof, proof)).encode()).startswith(b"v=") and s.complete
