@@ -3,9 +3,14 @@
 Why not ``ssl.SSLSocket`` (gevent's): OpenSSL there reads the socket itself, a TLS record at a time with read-ahead
 off (Python offers no switch): two ``read`` syscalls per 16 KiB record, each a chance to hit EAGAIN and go through
 the event loop. Measured on 1 KiB produce (bench/bench_clients.py, kbroker-tls): 5.3 s of broker CPU per GB, 3.1 of
-them in the kernel, against 0.9 s/GB in plaintext. Here the raw socket is read in ``RECV_SIZE`` (256 KiB) pieces into
+them in the kernel, against 0.9 s/GB in plaintext. Here the raw socket is read in ``RECV_SIZE`` (64 KiB) pieces into
 an incoming ``ssl.MemoryBIO`` and OpenSSL decrypts from memory; writes are encrypted into an outgoing BIO and leave
 in one ``sendall`` per ``WRITE_SIZE`` piece.
+
+Memory: the incoming BIO is filled only when OpenSSL has nothing left to decrypt, so a connection holds at most
+``RECV_SIZE`` bytes of ciphertext in user space (while its reader waits, e.g. for request memory) -- the same bound
+as a plaintext connection's receive chunk. 64 KiB rather than more: 256 KiB pieces measured no cheaper (0.93 vs
+0.9-1.1 s of CPU per GB received) and would hold 4x as much per connection.
 
 The interface is what ``kbroker/server/connection.py`` uses of a socket: ``recv``, ``recv_into``, ``sendall``,
 ``fileno``, ``setsockopt``, ``close`` (and ``settimeout``/``gettimeout``/``getpeername``/``shutdown`` of the raw
@@ -21,7 +26,7 @@ import ssl
 
 from gevent.lock import Semaphore
 
-RECV_SIZE = 256 * 1024
+RECV_SIZE = 64 * 1024
 WRITE_SIZE = 256 * 1024
 
 
