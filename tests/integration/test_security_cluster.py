@@ -564,7 +564,8 @@ def test_rolling_upgrade_plaintext_to_sasl_ssl(tmp_path, zk_ensemble, pki):
         assert old.failed == [] and new.failed == []
         acked = sorted(old.acked + new.acked)
         assert len(acked) == old.sent + new.sent
-        got = consume_all(sasl_bootstrap, ROLLING_TOPIC, range(PARTITIONS), **librdkafka_sasl(pki, "PLAIN", "alice", "alice-secret"))
+        got = consume_all(sasl_bootstrap, ROLLING_TOPIC, range(PARTITIONS),
+                          **librdkafka_sasl(pki, "PLAIN", "alice", "alice-secret"))
         extra, missing = sorted(set(got) - set(acked)), sorted(set(acked) - set(got))
         assert (extra[:10], missing[:10]) == ([], []), f"{len(extra)} records not acknowledged, {len(missing)} lost"
         assert got == acked
