@@ -7,7 +7,7 @@ from kbroker.security.acl import AUTHORIZER_CLASSES, principal_error
 
 from . import listener_sasl, listener_ssl
 from .files import Listener, _ZK_CONNECT, load_file, parse_listeners, parse_override, parse_protocol_map
-from .keys import CONFIG_KEYS, NO_EFFECT, REFUSED_UNLESS_DEFAULT, _KEYS, _SECURITY, effect_of
+from .keys import CONFIG_KEYS, NO_EFFECT, REFUSED_UNLESS_DEFAULT, _KEYS, effect_of
 from .values import ConfigError, Password, _invalid, format_default, format_value, parse_value
 
 

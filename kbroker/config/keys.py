@@ -44,7 +44,8 @@ def effect_of(key):
 
 
 # Reasons shared by several keys (one line each in the startup warning / the ConfigError).
-_SECURITY = "TLS, SASL and ACLs are not supported yet (issue 10): kbroker serves PLAINTEXT only and authorizes nothing"
+_PRINCIPAL_BUILDER = ("kbroker builds principals as Kafka's DefaultKafkaPrincipalBuilder does (ssl.principal.mapping.rules, "
+                      "sasl.kerberos.principal.to.local.rules): a Java principal builder class cannot be loaded")
 _QUOTAS = "quotas are not enforced yet (issue 12)"
 _KRB_LOGIN = ("kbroker has no Java Kerberos login thread to tune: a GSSAPI listener accepts tickets with its keytab "
               "and needs no ticket of its own, and MIT Kerberos fetches fresh client tickets from the keytab itself")
@@ -361,7 +362,7 @@ _KEYS = [
     _k("allow.everyone.if.no.acl.found", "bool", False, None, L,
        "With an authorizer: allow every principal on a resource no ACL applies to"),
     _k("principal.builder.class", "class", None, _CLASS, M, "Principal builder class",
-       effect=refused_unless_default(_SECURITY)),
+       effect=refused_unless_default(_PRINCIPAL_BUILDER)),
     # SASL (kbroker/security/authenticator.py; listener.name.<listener lower-case>.sasl.enabled.mechanisms and
     # listener.name.<listener>.<mechanism lower-case>.sasl.jaas.config per listener, as in Kafka)
     _k("sasl.enabled.mechanisms", "list", ["GSSAPI"], None, M,

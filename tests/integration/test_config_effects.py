@@ -51,12 +51,13 @@ def test_ssl_listener_without_keystore_stops_startup_naming_the_key(tmp_path):
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
 
 
-def test_sasl_key_stops_startup_naming_the_key(tmp_path):
-    code, log, b = _refused(tmp_path, {"sasl.enabled.mechanisms": "PLAIN"})
+def test_security_key_without_effect_stops_startup_naming_the_key(tmp_path):
+    cls = "org.example.CustomPrincipalBuilder"
+    code, log, b = _refused(tmp_path, {"principal.builder.class": cls})
     assert code == 1, log
     line = next(l for l in log.splitlines() if "configuration error" in l)
-    assert "configuration sasl.enabled.mechanisms" in line and "'PLAIN'" in line, line
-    assert "TLS, SASL and ACLs are not supported yet" in line, line
+    assert "configuration principal.builder.class" in line and "'%s'" % cls in line, line
+    assert "a Java principal builder class cannot be loaded" in line, line
     assert not b.log_dir.exists()
 
 
