@@ -216,6 +216,18 @@ def consume_all(bootstrap, topic, partitions, timeout=60.0, **conf):
     return sorted(out)
 
 
+def wait_brokers_known(bootstraps, conf, n=3, timeout=60.0):
+    """Bounded wait until each broker (its own bootstrap address, asked alone) answers Metadata listing ``n``
+    brokers: a CreateTopics sent earlier may be refused with INVALID_REPLICATION_FACTOR by a broker whose metadata
+    cache has not heard of every registration yet."""
+    from confluent_kafka.admin import AdminClient
+
+    for bootstrap in bootstraps:
+        admin = AdminClient({"bootstrap.servers": bootstrap, **conf})
+        wait_until(lambda: len(admin.list_topics(timeout=5).brokers) == n, timeout, 0.2,
+                   f"the broker at {bootstrap} to know {n} brokers", ignore=(Exception,))
+
+
 def step(what):
     """A progress line (pytest shows the captured ones when a test fails: which phase it got to, and when)."""
     print(f"{time.strftime('%H:%M:%S')} {what}", flush=True)
@@ -303,6 +315,7 @@ def test_sasl_ssl_cluster_on_secure_zookeeper(tmp_path, sasl_ensemble, pki):
         bootstrap = ",".join(b.bootstrap for b in brokers)
         wait_until(lambda: sorted(zk.get_children("/brokers/ids")) == ["0", "1", "2"], 60, 0.2,
                    "three brokers registered")
+        wait_brokers_known([b.bootstrap for b in brokers], alice)
 
         # The registrations: two SASL_SSL endpoints each, no PLAINTEXT anywhere.
         import json
@@ -503,7 +516,7 @@ def test_rolling_upgrade_plaintext_to_sasl_ssl(tmp_path, zk_ensemble, pki):
         if n >= 3:
             b.probe = (b.sasl_port, admin_sasl)
 
-    zk = kazoo_client(connect)
+    zk = None
     producers = []
     try:
         for b in brokers:
@@ -511,6 +524,8 @@ def test_rolling_upgrade_plaintext_to_sasl_ssl(tmp_path, zk_ensemble, pki):
             b.start(wait=False)
         for b in brokers:
             b.wait_ready(60)
+        zk = kazoo_client(connect)   # once the brokers made the chroot
+        wait_brokers_known([b.bootstrap for b in brokers], {})
         plaintext = ",".join(b.bootstrap for b in brokers)
         sasl_bootstrap = ",".join(f"{HOST}:{b.sasl_port}" for b in brokers)
         admin = AdminClient({"bootstrap.servers": plaintext})
@@ -576,6 +591,7 @@ def test_rolling_upgrade_plaintext_to_sasl_ssl(tmp_path, zk_ensemble, pki):
     finally:
         for p in producers:
             p._stop.set()
-        close_kazoo(zk)
+        if zk is not None:
+            close_kazoo(zk)
         for b in brokers:
             b.close()
