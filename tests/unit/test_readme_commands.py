@@ -16,7 +16,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 # Programs the README may call by bare name: the shell's own, and what scripts/setup.sh apt-installs.
-SYSTEM_PROGRAMS = {"printf": None, "cat": None, "export": None, "kcat": "kcat"}
+SYSTEM_PROGRAMS = {"printf": None, "echo": None, "cat": None, "export": None, "kcat": "kcat"}
 
 try:
     import tomllib
@@ -29,7 +29,8 @@ def readme_commands():
     text = (REPO / "README.md").read_text()
     out = []
     for block in re.findall(r"^```sh\n(.*?)^```", text, re.M | re.S):
-        for line in block.splitlines():
+        # A line ending in a backslash continues on the next one, as in the shell.
+        for line in block.replace("\\\n", " ").splitlines():
             lexer = shlex.shlex(line, posix=True, punctuation_chars="|&;")
             lexer.whitespace_split = True
             lexer.commenters = "#"
