@@ -351,7 +351,9 @@ RECORD_CASES = {
     "codec-7": (lambda b: _with_attributes(b, 7), 7, 76),                 # UNSUPPORTED_COMPRESSION_TYPE
     "zstd-before-v7": (lambda b: build_batch([Record(0, now_ms(), None, b"z")], codec=4), 6, 76),
     "control-batch-from-client": (lambda b: _with_attributes(b, 0x20), 7, INVALID_RECORD),
-    "transactional-without-pid": (lambda b: _with_attributes(b, 0x10), 7, INVALID_RECORD),
+    # Kafka's KafkaApis answers transactional records without a transactional id with
+    # TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53) before looking at the records, authorizer or not.
+    "transactional-without-pid": (lambda b: _with_attributes(b, 0x10), 7, 53),
 }
 
 

@@ -102,9 +102,11 @@ def confluent_produce(bootstrap: str, topic: str, recs, timeout: float = TIMEOUT
     """
     from confluent_kafka import Producer
 
-    # linger.ms 50: a loop of produce() calls lands in one batch per partition, so stored codecs are deterministic
-    # (librdkafka leaves a batch uncompressed when compression would not shrink it, e.g. a lone tiny record).
-    cfg = {"bootstrap.servers": bootstrap, "linger.ms": 50, "message.timeout.ms": int(timeout * 1000)}
+    # linger.ms 1000: a loop of produce() calls lands in one batch per partition, so stored codecs are deterministic
+    # (librdkafka leaves a batch uncompressed when compression would not shrink it, e.g. a lone tiny record). 50 ms
+    # was too short on a loaded 2-core machine: the loop outlasted it and a lone last record went out uncompressed.
+    # It costs nothing: flush() sends at once, whatever linger.ms says (librdkafka >= 1.5).
+    cfg = {"bootstrap.servers": bootstrap, "linger.ms": 1000, "message.timeout.ms": int(timeout * 1000)}
     cfg.update(conf)
     producer = Producer(cfg)
     reports, failures = [], []
