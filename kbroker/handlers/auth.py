@@ -35,27 +35,28 @@ def enforcing(ctx):
     return services is not None and services.authorizer is not None and not ctx.identity.in_process
 
 
-def cluster(ctx, operation):
-    """May the principal perform ``operation`` on the Cluster resource?"""
-    return ctx.authorize(operation, CLUSTER, CLUSTER_NAME)
+def cluster(ctx, operation, log_denied=True):
+    """May the principal perform ``operation`` on the Cluster resource? (``log_denied``: ``ctx.authorize``'s.)"""
+    return ctx.authorize(operation, CLUSTER, CLUSTER_NAME, log_denied)
 
 
-def authorized_names(ctx, operation, resource_type, names):
+def authorized_names(ctx, operation, resource_type, names, log_denied=True):
     """The subset of ``names`` (any iterable; repeats allowed) the principal may perform ``operation`` on, as a
-    set: one question per distinct name (Kafka's filterByAuthorized)."""
+    set: one question per distinct name (Kafka's filterByAuthorized). ``log_denied=False`` when the denied names
+    are only left out of the answer (``ctx.authorize``)."""
     if not enforcing(ctx):
         return set(names)
     authorize = ctx.authorize
-    return {n for n in sliced(set(names)) if authorize(operation, resource_type, n)}
+    return {n for n in sliced(set(names)) if authorize(operation, resource_type, n, log_denied)}
 
 
-def denied_names(ctx, operation, resource_type, names):
+def denied_names(ctx, operation, resource_type, names, log_denied=True):
     """The complement of ``authorized_names``: the distinct names the principal may NOT perform ``operation`` on
     (empty without an authorizer, with no question asked)."""
     if not enforcing(ctx):
         return frozenset()
     authorize = ctx.authorize
-    return {n for n in sliced(set(names)) if not authorize(operation, resource_type, n)}
+    return {n for n in sliced(set(names)) if not authorize(operation, resource_type, n, log_denied)}
 
 
 def authorize_any(ctx, operation, resource_type):
@@ -74,6 +75,6 @@ def authorized_operations(ctx, resource_type, name):
     bits = 0
     authorize = ctx.authorize
     for op in SUPPORTED_OPERATIONS[resource_type]:
-        if authorize(op, resource_type, name):
+        if authorize(op, resource_type, name, False):   # a bit field, not a refusal: Kafka logs none
             bits |= 1 << OPERATION_CODES[op]
     return bits

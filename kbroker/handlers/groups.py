@@ -338,8 +338,8 @@ def describe_groups(ctx, req):
 def list_groups(ctx, req):
     coord = _coordinator(ctx)
     err, groups = (errors.COORDINATOR_NOT_AVAILABLE, []) if coord is None else coord.list_groups()
-    if auth.enforcing(ctx) and not auth.cluster(ctx, DESCRIBE):
-        visible = auth.authorized_names(ctx, DESCRIBE, GROUP, (g for g, _, _ in groups))
+    if auth.enforcing(ctx) and not auth.cluster(ctx, DESCRIBE, log_denied=False):   # filters only: not audited
+        visible = auth.authorized_names(ctx, DESCRIBE, GROUP, (g for g, _, _ in groups), log_denied=False)
         groups = [g for g in groups if g[0] in visible]
     wanted = {s.lower() for s in (req["states_filter"] or ())}
     return {"throttle_time_ms": 0, "error_code": err,

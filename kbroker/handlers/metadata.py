@@ -56,7 +56,9 @@ def metadata(ctx, req):
                                   % (len(names), limit))
     auto = services.config["auto.create.topics.enable"] and req["allow_auto_topic_creation"]
     # None: no authorizer, every topic may be described (and no question is asked per topic).
-    describable = auth.authorized_names(ctx, DESCRIBE, TOPIC, names) if auth.enforcing(ctx) else None
+    # Listing all topics only leaves out the ones the principal may not see: no denial in the audit log (Kafka's).
+    describable = auth.authorized_names(ctx, DESCRIBE, TOPIC, names, log_denied=explicit) \
+        if auth.enforcing(ctx) else None
     if describable is not None and not explicit:
         names = [n for n in names if n in describable]
     may_create = _CreateCheck(ctx)
@@ -104,7 +106,7 @@ def metadata(ctx, req):
     }
     if 8 <= version <= 10 and req["include_cluster_authorized_operations"]:
         out["cluster_authorized_operations"] = auth.authorized_operations(ctx, CLUSTER, CLUSTER_NAME) \
-            if auth.cluster(ctx, DESCRIBE) else 0
+            if auth.cluster(ctx, DESCRIBE, log_denied=False) else 0
     return out
 
 
@@ -119,7 +121,7 @@ class _CreateCheck:
 
     def __call__(self, name):
         if self._cluster is None:
-            self._cluster = auth.cluster(self.ctx, CREATE)
+            self._cluster = auth.cluster(self.ctx, CREATE, log_denied=False)  # Create on the topic may do
         return self._cluster or self.ctx.authorize(CREATE, TOPIC, name)
 
 

@@ -25,7 +25,7 @@ DEBUGGING_REPLICA_ID = -2
 def offset_for_leader_epoch(ctx, req):
     replicas = ctx.services.replicas
     any_replica = req.get("replica_id", DEBUGGING_REPLICA_ID) == DEBUGGING_REPLICA_ID
-    denied = frozenset() if not auth.enforcing(ctx) or auth.cluster(ctx, CLUSTER_ACTION) \
+    denied = frozenset() if not auth.enforcing(ctx) or auth.cluster(ctx, CLUSTER_ACTION, log_denied=False) \
         else auth.denied_names(ctx, DESCRIBE, TOPIC, (t["topic"] for t in req["topics"]))
     topics = []
     for t in req["topics"]:

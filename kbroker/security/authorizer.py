@@ -441,8 +441,10 @@ class AclAuthorizer:
 
     # -- checks -------------------------------------------------------------------------------------------------
 
-    def authorize(self, identity, operation, resource_type, name):
-        """May ``identity`` (its ``principal`` and ``host``) perform ``operation`` on the resource? From memory."""
+    def authorize(self, identity, operation, resource_type, name, log_denied=True):
+        """May ``identity`` (its ``principal`` and ``host``) perform ``operation`` on the resource? From memory.
+        A denial is audited at INFO, or at DEBUG when ``log_denied`` is False (a check that only filters an
+        answer: Kafka's logIfDenied)."""
         principal = identity.principal
         if principal in self.super_users:
             allowed = True
@@ -458,8 +460,9 @@ class AclAuthorizer:
         if allowed:
             if audit.isEnabledFor(logging.DEBUG):
                 audit.debug(_audit_line(identity, "Allowed", operation, resource_type, name))
-        elif audit.isEnabledFor(logging.INFO):
-            audit.info(_audit_line(identity, "Denied", operation, resource_type, name))
+        elif audit.isEnabledFor(logging.INFO if log_denied else logging.DEBUG):
+            audit.log(logging.INFO if log_denied else logging.DEBUG,
+                      _audit_line(identity, "Denied", operation, resource_type, name))
         return allowed
 
     def authorize_by_resource_type(self, identity, operation, resource_type):

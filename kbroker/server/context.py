@@ -96,14 +96,16 @@ class RequestContext:
         """The listener name the request came in on (None in-process)."""
         return self.identity.listener
 
-    def authorize(self, operation, resource_type, name):
+    def authorize(self, operation, resource_type, name, log_denied=True):
         """May this connection's principal perform ``operation`` on the resource (``kbroker/security/acl.py``
         names: ``ctx.authorize(acl.READ, acl.TOPIC, "orders")``)? True without an authorizer and for the in-process
-        path (the controller's own requests to its broker)."""
+        path (the controller's own requests to its broker). ``log_denied=False`` where a "no" only filters what
+        the answer shows (Metadata listing all topics, ListGroups: Kafka's ``logIfDenied = false``): the audit log
+        then records the denial at DEBUG, not INFO."""
         authorizer = self.services.authorizer if self.services is not None else None
         if authorizer is None or self.identity.in_process:
             return True
-        return authorizer.authorize(self.identity, operation, resource_type, name)
+        return authorizer.authorize(self.identity, operation, resource_type, name, log_denied)
 
 
 # ------------------------------------------------------------------------------------------------ interfaces
@@ -193,8 +195,9 @@ class Authorization(Protocol):
     """The authorizer (kbroker/security/authorizer.py): answers from its in-memory ACL cache, never blocking on
     the coordination backend, so a handler may ask once per partition."""
 
-    def authorize(self, identity, operation, resource_type, name):
-        """True when ``identity`` (a ClientIdentity) may perform ``operation`` on ``resource_type``/``name``."""
+    def authorize(self, identity, operation, resource_type, name, log_denied=True):
+        """True when ``identity`` (a ClientIdentity) may perform ``operation`` on ``resource_type``/``name``; a
+        denial is audited at INFO when ``log_denied``, else at DEBUG."""
 
     def authorize_by_resource_type(self, identity, operation, resource_type):
         """True when ``identity`` may perform ``operation`` on at least one resource of the type (KIP-679)."""

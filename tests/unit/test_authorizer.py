@@ -193,6 +193,14 @@ def test_audit_log(authz, caplog):
                  "Topic:LITERAL:orders"),
         ("DEBUG", "Principal = User:alice is Allowed Operation = Read from host = 10.0.0.1 on resource = "
                   "Topic:LITERAL:orders")]
+    # A check that only filters an answer (Kafka's logIfDenied = false): the denial is audited at DEBUG only.
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="kbroker.authorizer"):
+        assert not authz.authorize(who(BOB, "10.0.0.7"), acl.READ, acl.TOPIC, "orders", log_denied=False)
+    assert [r for r in caplog.records if r.name == "kbroker.authorizer"] == []
+    with caplog.at_level(logging.DEBUG, logger="kbroker.authorizer"):
+        authz.authorize(who(BOB, "10.0.0.7"), acl.READ, acl.TOPIC, "orders", log_denied=False)
+    assert [r.levelname for r in caplog.records if r.name == "kbroker.authorizer"] == ["DEBUG"]
 
 
 # ----------------------------------------------------------------------------------------------- storage

@@ -47,10 +47,13 @@ class Authorizer:
         self.allowed = set(allowed)
         self.any_type = set(any_type)
         self.asked = []
+        self.quiet = []     # questions asked with log_denied=False (a denial only filters the answer)
 
-    def authorize(self, identity, operation, resource_type, name):
+    def authorize(self, identity, operation, resource_type, name, log_denied=True):
         assert identity is ALICE, identity
         self.asked.append((operation, resource_type, name))
+        if not log_denied:
+            self.quiet.append((operation, resource_type, name))
         return (operation, resource_type, name) in self.allowed
 
     def authorize_by_resource_type(self, identity, operation, resource_type):
@@ -354,8 +357,15 @@ def metadata(a, topics, version=9, auto=True, **flags):
 
 
 def test_metadata_all_topics_lists_only_describable_ones():
-    got, _, _, _ = metadata(Authorizer((DESCRIBE, TOPIC, "u")), None)
+    a = Authorizer((DESCRIBE, TOPIC, "u"))
+    got, _, _, _ = metadata(a, None)
     assert got == {"u": 0}
+    # Listing all topics only filters: no question is a refusal to audit (Kafka's logIfDenied = false) ...
+    assert a.asked and sorted(a.quiet) == sorted(a.asked)
+    # ... while naming a topic the principal may not describe is one.
+    a = Authorizer((DESCRIBE, TOPIC, "u"))
+    metadata(a, ["t"])
+    assert (DESCRIBE, TOPIC, "t") in a.asked and (DESCRIBE, TOPIC, "t") not in a.quiet
     got, _, _, _ = metadata(Authorizer((DESCRIBE, TOPIC, "u")), [], version=0)  # v0: empty = all
     assert got == {"u": 0}
 
