@@ -480,7 +480,8 @@ def test_cluster_replicates_over_mutual_tls_and_fails_over(tls_cluster):
     # Failover: kill the leader; a follower (caught up over TLS) takes over with every record.
     old_epoch = cluster.state(topic, 0)[0]["leader_epoch"]
     cluster.broker(leader).kill9()
-    new_leader = wait_until(lambda: (lambda s: s["leader"] if s["leader"] not in (-1, leader) else None)(
+    # A 1-tuple: broker 0 as the new leader is falsy, and wait_until would keep waiting for it.
+    (new_leader,) = wait_until(lambda: (lambda s: (s["leader"],) if s["leader"] not in (-1, leader) else None)(
         cluster.state(topic, 0)[0]), FAILOVER_WAIT_S, 0.2, "a new leader")
     assert cluster.state(topic, 0)[0]["leader_epoch"] > old_epoch
     survivors = ",".join(b.bootstrap for b in cluster.running())
