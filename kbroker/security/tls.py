@@ -17,7 +17,9 @@ Stores (``ssl.keystore.type`` / ``ssl.truststore.type``, case-insensitive like J
   takes no store password (Kafka's rule: naming ``ssl.keystore.password`` / ``ssl.truststore.password``).
 * PKCS12: loaded with ``cryptography`` using ``ssl.keystore.password`` (the key is in the same bag: PKCS#12 has one
   password in practice, and Java's keytool refuses different ones too). A truststore's every certificate is trusted.
-* JKS: no maintained Python library reads it (pyjks has been unmaintained since 2020), so it is refused, naming the
+* JKS: a file declared JKS (also by default) that is really PKCS12 is read as PKCS12, as Java's JKS key store does
+  (keystore.type.compat). A real JKS: no maintained Python library reads it (pyjks has been unmaintained since
+  2020), so it is refused, naming the
   key and the one-line conversion ``keytool -importkeystore -srckeystore X.jks -destkeystore X.p12
   -deststoretype PKCS12``. Also when a file declared PKCS12 turns out to be JKS (magic 0xFEEDFEED).
 * No truststore: the system's default CA certificates, as Java falls back to its cacerts.
@@ -181,7 +183,7 @@ def load_keystore(settings):
         chain = _pem_certificates(text, "ssl.keystore.location")
         return _matched(key, chain, "ssl.keystore.location")
     if ktype == "JKS" or ktype == "JCEKS":
-        raise _jks_refused("ssl.keystore.type", location, ktype)
+        ktype = _jks_compat(ktype, "ssl.keystore.type", location, "ssl.keystore.location")
     if ktype != "PKCS12":
         raise TlsSettingError("ssl.keystore.type", "%r is not supported: use PEM or PKCS12" % ktype)
     if password is None:
@@ -226,7 +228,7 @@ def load_trusted(settings):
             raise TlsSettingError("ssl.truststore.password", "a PEM trust store takes no password")
         return _pem_text(_pem_certificates(_read_text(location, "ssl.truststore.location"), "ssl.truststore.location"))
     if ttype == "JKS" or ttype == "JCEKS":
-        raise _jks_refused("ssl.truststore.type", location, ttype)
+        ttype = _jks_compat(ttype, "ssl.truststore.type", location, "ssl.truststore.location")
     if ttype != "PKCS12":
         raise TlsSettingError("ssl.truststore.type", "%r is not supported: use PEM or PKCS12" % ttype)
     data = _read_bytes(location, "ssl.truststore.location")
@@ -271,11 +273,25 @@ def _store_type(settings, key):
     return "JKS" if value is None else value.strip().upper()
 
 
+def _jks_compat(stype, type_key, location, location_key):
+    """A store declared JKS (Kafka's default type) whose file is PKCS12 is read as PKCS12, as Java's JKS key store
+    does (keystore.type.compat, JDK 8u60+), so ``ssl.keystore.location=x.p12`` without a type works as with Kafka.
+    A real JKS (or JCEKS) file, or anything else, is refused with the conversion."""
+    try:
+        data = _read_bytes(location, location_key)
+    except TlsSettingError:   # unreadable: say what the declared type needs, as before the compat rule
+        data = b""
+    if stype == "JKS" and data[:1] == b"\x30":   # DER SEQUENCE: a PKCS12 PFX; JKS starts with 0xFEEDFEED
+        return "PKCS12"
+    raise _jks_refused(type_key, location, stype)
+
+
 def _jks_refused(key, location, ktype):
     base, _ = os.path.splitext(location)
+    dest = base + ".p12" if base + ".p12" != location else base + "-pkcs12.p12"
     return TlsSettingError(key, "%s stores cannot be read by kbroker (no maintained Python library reads them); "
                            "convert %s to PKCS12 once with: %s and set %s=PKCS12 (or use PEM files)"
-                           % (ktype, location, JKS_CONVERSION % (location, base + ".p12"), key))
+                           % (ktype, location, JKS_CONVERSION % (location, dest), key))
 
 
 def _refuse_jks_bytes(data, key, location):

@@ -221,3 +221,18 @@ def test_jks_is_refused_with_the_conversion(pki):
             "ssl.keystore.type", "keytool -importkeystore")
     # the default truststore type is JKS (Kafka's): a truststore location with no type is refused the same way
     refused({**pki.broker_ssl("PEM"), "ssl.truststore.type": None}, "ssl.truststore.type", "keytool")
+
+
+def test_pkcs12_files_under_the_default_jks_type_are_read_as_java_does(pki):
+    """Java's JKS key store reads PKCS12 files (keystore.type.compat): Kafka's default ssl.*.type=JKS with .p12
+    files works, so it must here too; a real JKS file under the same settings is still refused."""
+    p12 = pki.broker_ssl("PKCS12")
+    assert p12["ssl.keystore.type"] == "PKCS12"
+    untyped = {k: v for k, v in p12.items() if k not in ("ssl.keystore.type", "ssl.truststore.type")}
+    if untyped.get("ssl.truststore.location", "").endswith(".p12"):
+        tls.server_context(untyped)
+    else:   # a PEM trust store must keep its type; only the key store's is left to the default
+        tls.server_context({**untyped, "ssl.truststore.type": p12.get("ssl.truststore.type")})
+    msg = refused({**untyped, "ssl.keystore.location": pki.jks(), "ssl.truststore.type": p12.get("ssl.truststore.type")},
+                  "ssl.keystore.type", "keytool -importkeystore")
+    assert "-destkeystore %s " % pki.jks() not in msg   # never converts a file onto itself
