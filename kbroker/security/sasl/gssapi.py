@@ -243,7 +243,11 @@ class GssapiClient(ClientMechanism):
     def _start(self):
         gssapi = self._gssapi
         target = gssapi.Name(self._target_text, gssapi.NameType.hostbased_service)
-        store = {"client_keytab": self._keytab, "ccache": "MEMORY:kbroker-%x" % id(self)}
+        # One in-process ticket cache per (principal, keytab): a cache holds one principal's tickets, and naming it
+        # after id(self) let a later client for another principal reuse a freed id and find the wrong principal's
+        # cache ("Principal in credential cache does not match desired name"); per principal it is also bounded.
+        cache = ("%s\0%s" % (self.principal, self._keytab)).encode().hex()
+        store = {"client_keytab": self._keytab, "ccache": "MEMORY:kbroker-%s" % cache}
         creds = gssapi.Credentials(name=gssapi.Name(self.principal, gssapi.NameType.kerberos_principal),
                                    usage="initiate", store=store)
         flags = [gssapi.RequirementFlag.mutual_authentication, gssapi.RequirementFlag.integrity]
