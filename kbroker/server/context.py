@@ -41,6 +41,8 @@ tests/unit/test_request_context.py checks that the real classes provide every me
   Handlers ask through ``ctx.authorize(operation, resource_type, name)`` (names from ``kbroker/security/acl.py``),
   never through the authorizer directly, so the identity asked about is always the connection's.
 * ``scram`` -- the users' SCRAM credentials (``ScramCredentials``) for the KIP-554 APIs.
+* ``transactions`` -- the transaction coordinator (``kbroker/transaction``) of the ``__transaction_state``
+  partitions led here (``TransactionCoordination``); None only in unit tests that build Services by hand.
 """
 from dataclasses import dataclass
 from typing import Any, Optional, Protocol
@@ -191,6 +193,14 @@ class GroupCoordination(Protocol):
     def delete_group(self, group_id): ...
 
 
+class TransactionCoordination(Protocol):
+    """The transaction coordinator (kbroker/transaction/coordinator.py TransactionCoordinator); every answer is a
+    Kafka error code or a dict ready for the response. ``partition_for(transactional_id)`` is its
+    ``__transaction_state`` partition (the same hash as the group coordinator's)."""
+
+    def partition_for(self, transactional_id): ...
+
+
 class Authorization(Protocol):
     """The authorizer (kbroker/security/authorizer.py): answers from its in-memory ACL cache, never blocking on
     the coordination backend, so a handler may ask once per partition."""
@@ -275,3 +285,4 @@ class Services:
     ready: Any
     authorizer: Optional[Authorization] = None
     scram: Optional["ScramCredentials"] = None
+    transactions: Optional["TransactionCoordination"] = None
