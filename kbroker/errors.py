@@ -90,6 +90,7 @@ _TABLE = [
     (79, "MEMBER_ID_REQUIRED", False),
     (82, "FENCED_INSTANCE_ID", False),
     (87, "INVALID_RECORD", False),
+    (88, "UNSTABLE_OFFSET_COMMIT", True),
     (90, "PRODUCER_FENCED", False),
     (91, "RESOURCE_NOT_FOUND", False),
     (92, "DUPLICATE_RESOURCE", False),
