@@ -8,8 +8,9 @@ Steps, in order (each is crash-safe to repeat):
    segments it replaces (bases in ``[base, swap next offset)``, including ``<base>.*`` itself) and rename
    it to ``<base>.log``; its indexes are rebuilt in step 3.  Deleting before renaming means a crash in
    between leaves the ``.swap`` to redo the step.
-3. Delete orphan ``.index``/``.timeindex`` files (no ``.log``); open every segment; a segment with a
-   missing index or one failing its sanity check is rebuilt (``LogSegment.recover``).
+3. Delete orphan ``.index``/``.timeindex``/``.txnindex`` files (no ``.log``); open every segment; a segment with a
+   missing index or one failing its sanity check is rebuilt (``LogSegment.recover``); a ``.txnindex`` failing
+   its own is emptied (the partition's producer-state replay re-adds its entries, txn_index.py).
 4. Unless the directory was shut down cleanly, re-scan every segment from the one holding the recovery
    point: CRC and size <= max.message.bytes per batch, rebuild both indexes, truncate at the first
    invalid or partial batch and delete every later segment.  After a clean shutdown nothing is scanned
@@ -24,13 +25,14 @@ import os
 from .index import CorruptIndexError
 from .segment import (INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, filename_prefix,
                       iter_file_batches)
+from .txn_index import TXN_INDEX_SUFFIX
 
 log = logging.getLogger(__name__)
 
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
-_SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+_SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 
 class LoadResult:
@@ -106,7 +108,7 @@ def load_segments(dir_path, config, recovery_point=0, clean_shutdown=False):
     log_bases = sorted(b for b in (_base_of(n) for n in names if n.endswith(LOG_SUFFIX)) if b is not None)
     have = set(log_bases)
     for name in names:
-        if name.endswith(INDEX_SUFFIX) or name.endswith(TIME_INDEX_SUFFIX):
+        if name.endswith(INDEX_SUFFIX) or name.endswith(TIME_INDEX_SUFFIX) or name.endswith(TXN_INDEX_SUFFIX):
             base = _base_of(name)
             if base is not None and base not in have:
                 _unlink(os.path.join(dir_path, name))
@@ -127,6 +129,12 @@ def load_segments(dir_path, config, recovery_point=0, clean_shutdown=False):
                 needs_rebuild = True
         if needs_rebuild:
             rebuilt[base] = segment.recover(max_message_size)
+        else:
+            try:
+                segment.txn_index.sanity_check()
+            except CorruptIndexError as exc:
+                log.warning("emptying the transaction index of %s: %s", segment.log_path, exc)
+                segment.txn_index.reset()
         segments.append(segment)
 
     truncated_total = 0

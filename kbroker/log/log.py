@@ -25,6 +25,7 @@ from kbroker.errors import OffsetOutOfRange, RecordListTooLarge
 from .file_region import FileRegion
 from .loader import DELETED_SUFFIX, load_segments
 from .segment import INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, filename_prefix, now_ms
+from .txn_index import TXN_INDEX_SUFFIX, collect_aborted
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +72,20 @@ class FetchSlice:
     def __repr__(self):
         return "FetchSlice(%r, first_offset=%d, first_batch_size=%d)" % (self.region, self.first_offset,
                                                                          self.first_batch_size)
+
+
+def _first_index_offset_from(index, position):
+    """Offset of the first offset-index entry whose position is >= ``position`` (positions increase), or None."""
+    lo, hi = 0, index.entries
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if index.entry(mid)[1] < position:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo == index.entries:
+        return None
+    return index.base_offset + index.entry(lo)[0]
 
 
 def _call_here(fn):
@@ -180,7 +195,7 @@ class Log:
             raise ValueError("cannot roll to %d below active base %d" % (new_base, active.base_offset))
         active.on_become_inactive()
         prefix = os.path.join(self.dir, filename_prefix(new_base))
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             if os.path.exists(prefix + suffix):
                 # Leftover from an older life of this offset range (a truncation); never append to it.
                 logger.warning("deleting stale %s before roll", prefix + suffix)
@@ -252,6 +267,56 @@ class Log:
         list (a removed segment's file stays open until file.delete.delay.ms)."""
         for segment in list(self._segments):
             yield from segment.batch_headers()
+
+    def producer_batches(self, from_offset=0):
+        """``(BatchHeader, Marker | None)`` of every batch whose last offset is >= ``from_offset``, oldest first
+        (``Marker`` for COMMIT/ABORT control batches): the producer-state replay. Walks a snapshot of the segment
+        list; the first segment is entered through its offset index."""
+        segments = list(self._segments)
+        i = 0
+        if from_offset > 0:
+            i = max(0, bisect.bisect_right([s.base_offset for s in segments], from_offset) - 1)
+        for k in range(i, len(segments)):
+            segment = segments[k]
+            position = 0
+            if k == i and from_offset > segment.base_offset:
+                position = segment.offset_index.lookup(from_offset)[1]
+                # the index entry names a batch by its LAST offset: the batch at that position may end below
+                # from_offset, hence the filter
+            for h, marker in segment.producer_batches(position):
+                if h.base_offset + h.last_offset_delta >= from_offset:
+                    yield h, marker
+
+    # -- transactions ----------------------------------------------------------------------------
+    def add_aborted_txn(self, txn):
+        """Index an aborted transaction (``txn_index.AbortedTxn``) in the segment holding its marker
+        (``txn.last_offset``); an entry already there is not added twice (replays). False when no segment holds
+        that offset any more (retention took it)."""
+        i = self._floor_index(txn.last_offset)
+        if i < 0 or txn.last_offset >= self._next_offset:
+            return False
+        return self._segments[i].txn_index.append(txn)
+
+    def aborted_transactions(self, fetch_offset, upper_offset):
+        """AbortedTxn values overlapping ``[fetch_offset, upper_offset)``, from the ``.txnindex`` of the segment
+        holding ``fetch_offset`` and the later ones until a search is complete (txn_index.py)."""
+        segments = list(self._segments)
+        i = max(0, self._floor_index(fetch_offset))
+        return collect_aborted(segments[i:], fetch_offset, upper_offset)
+
+    def fetch_upper_offset(self, fetch_slice):
+        """An offset above every record of ``fetch_slice`` (a ``read`` result), cheap to find (Kafka's
+        LogSegment.fetchUpperBoundOffset): the offset-index entry at or after the slice's end position in its
+        segment -- the last offset of a batch starting there -- else the next segment's base, else the LEO."""
+        region = fetch_slice.region
+        segments = list(self._segments)
+        for k, segment in enumerate(segments):
+            if segment.file is region.file:
+                found = _first_index_offset_from(segment.offset_index, region.position + region.size)
+                if found is not None:
+                    return found
+                return segments[k + 1].base_offset if k + 1 < len(segments) else self._next_offset
+        return self._next_offset
 
     # -- durability ----------------------------------------------------------------------------
     def flush(self, up_to=None, now=None):

@@ -1,4 +1,5 @@
-"""One log segment: ``<base>.log`` plus its ``<base>.index`` and ``<base>.timeindex`` (Kafka's LogSegment).
+"""One log segment: ``<base>.log`` plus its ``<base>.index``, ``<base>.timeindex`` and, once it holds an ABORT marker,
+``<base>.txnindex`` (``txn_index.py``) (Kafka's LogSegment).
 
 ``<base>`` is the segment's base offset (the first offset it may hold) zero-padded to 20 digits, e.g.
 ``00000000000000368769.log``.  The ``.log`` file is a plain concatenation of v2 record batches exactly as
@@ -28,9 +29,11 @@ import time
 
 from kbroker._native import scan_batches
 from kbroker.record import HEADER_SIZE, batch_header, header_entry
+from kbroker.record.control import marker_of
 
 from .file_region import FileRegion
 from .index import OffsetIndex, TimeIndex
+from .txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -63,9 +66,11 @@ def buffer_batches(buffer):
     return entries
 
 
-def iter_file_batches(fd, start, end, check_crc=False, max_batch_size=None, headers=False):
+def iter_file_batches(fd, start, end, check_crc=False, max_batch_size=None, headers=False, markers=False):
     """Yield entries ``(pos, size, base, last, max_ts, count)`` of the batches in file[start:end] -- or, with
-    ``headers``, each batch's BatchHeader, parsed by kbroker/record from the window already read (no extra read).
+    ``headers``, each batch's BatchHeader, parsed by kbroker/record from the window already read (no extra read);
+    with ``markers`` too, ``(BatchHeader, Marker | None)``: a control batch's COMMIT/ABORT marker
+    (``record.control.marker_of``, from the same window: a marker batch is ~80 bytes).
 
     Stops silently at the first truncated or malformed batch (or CRC mismatch when ``check_crc``, or a
     batch bigger than ``max_batch_size``).  Header-only walks read 16 KiB windows; CRC walks 1 MiB
@@ -81,7 +86,14 @@ def iter_file_batches(fd, start, end, check_crc=False, max_batch_size=None, head
         for e in entries:
             if max_batch_size is not None and e[1] > max_batch_size:
                 return
-            yield batch_header(buf, e[0]) if headers else (pos + e[0],) + e[1:]
+            if headers:
+                h = batch_header(buf, e[0])
+                if markers:
+                    yield h, (marker_of(buf, e[0]) if h.is_control else None)
+                else:
+                    yield h
+            else:
+                yield (pos + e[0],) + e[1:]
         if valid_end > 0:
             pos += valid_end
             continue
@@ -100,7 +112,11 @@ def iter_file_batches(fd, start, end, check_crc=False, max_batch_size=None, head
             if whole_end != size:
                 return
             head = got[0]
-        yield batch_header(buf) if headers else (pos,) + head[1:]
+        if headers:
+            h = batch_header(buf)
+            yield (h, None) if markers else h      # a control batch this large holds no marker
+        else:
+            yield (pos,) + head[1:]
         pos += size
 
 
@@ -117,6 +133,7 @@ class LogSegment:
         self._size = os.fstat(self._fd).st_size
         self.offset_index = OffsetIndex(prefix + INDEX_SUFFIX + suffix, base_offset, config.segment_index_bytes)
         self.time_index = TimeIndex(prefix + TIME_INDEX_SUFFIX + suffix, base_offset, config.segment_index_bytes)
+        self.txn_index = TransactionIndex(prefix + TXN_INDEX_SUFFIX + suffix, base_offset)
         self.index_interval_bytes = config.index_interval_bytes
         self.created_ms = now_ms() if created_ms is None else created_ms
         # Kafka spreads time-based rolls of many partitions with a random jitter in [0, segment.jitter.ms).
@@ -218,6 +235,7 @@ class LogSegment:
         os.fsync(self._fd)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     # -- reading -------------------------------------------------------------------------------
     def batches(self, start_position=0, end_position=None, check_crc=False):
@@ -227,6 +245,11 @@ class LogSegment:
     def batch_headers(self, start_position=0):
         """BatchHeader of every batch from ``start_position`` on, in order (16 KiB reads, no CRC check)."""
         return iter_file_batches(self._fd, start_position, self._size, headers=True)
+
+    def producer_batches(self, start_position=0):
+        """``(BatchHeader, Marker | None)`` of every batch from ``start_position`` on: what the producer-state
+        replay reads (a batch header alone cannot tell COMMIT from ABORT)."""
+        return iter_file_batches(self._fd, start_position, self._size, headers=True, markers=True)
 
     def translate_offset(self, offset, start_position=0):
         """Entry of the first batch whose last offset is >= ``offset`` (index lookup, then scan), or None."""
@@ -293,9 +316,11 @@ class LogSegment:
 
     # -- recovery / truncation -----------------------------------------------------------------
     def recover(self, max_message_size):
-        """Rescan with CRC checks, rebuild both indexes, cut a torn/corrupt tail; returns bytes cut."""
+        """Rescan with CRC checks, rebuild both indexes, cut a torn/corrupt tail; returns bytes cut. The
+        transaction index is emptied: the partition's producer-state replay re-adds its entries (txn_index.py)."""
         self.offset_index.reset()
         self.time_index.reset()
+        self.txn_index.reset()
         self.max_timestamp_so_far, self.offset_of_max_timestamp = -1, self.base_offset
         self._bytes_since_last_index_entry = 0
         valid = 0
@@ -325,6 +350,7 @@ class LogSegment:
         position = entry[0]
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         removed = self._size - position
         os.ftruncate(self._fd, position)
         self._size = position
@@ -341,7 +367,7 @@ class LogSegment:
 
     # -- lifecycle -----------------------------------------------------------------------------
     def change_suffix(self, old, new):
-        """Rename all three files from ``...<old>`` to ``...<new>`` (e.g. "" -> ".deleted"); fds stay open."""
+        """Rename every file from ``...<old>`` to ``...<new>`` (e.g. "" -> ".deleted"); fds stay open."""
         def renamed(path):
             assert path.endswith(old)
             return path[:len(path) - len(old)] + new
@@ -353,6 +379,7 @@ class LogSegment:
                 index.rename(renamed(index.path))
             else:
                 index.path = renamed(index.path)
+        self.txn_index.rename(renamed(self.txn_index.path))
         self.suffix = self.suffix[:len(self.suffix) - len(old)] + new
 
     def close(self):
@@ -364,9 +391,10 @@ class LogSegment:
         self.file.close()
 
     def delete(self):
-        """Close and unlink all three files (missing files are fine)."""
+        """Close and unlink every file (missing files are fine)."""
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
         if not self.file.closed:
             self.file.close()
         try:
