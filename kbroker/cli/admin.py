@@ -9,6 +9,7 @@
                                    kbroker/cli/preferred_election.py)
     kbroker-admin zookeeper-security-migration ... == zookeeper-security-migration.sh (kbroker/cli/zk_migration.py)
     kbroker-admin acls ...      == kafka-acls.sh (--bootstrap-server or --authorizer-properties; kbroker/cli/acls.py)
+    kbroker-admin transactions ... == kafka-transactions.sh (kbroker/cli/transactions.py)
 
 Topics take ``--bootstrap-server HOST:PORT[,HOST:PORT]`` or ``--zookeeper H:P[,H:P][/chroot]`` (the 0.10.1 mode that
 edits the znode tree directly: ``topics_zk.py``); configs take ``--bootstrap-server`` only.
@@ -467,6 +468,11 @@ def acls_main(argv):
     return acls_main_(argv)
 
 
+def transactions_main(argv):
+    from kbroker.cli.transactions import main as transactions_main_
+    return transactions_main_(argv)
+
+
 def zookeeper_security_migration_main(argv):
     from kbroker.cli.zk_migration import main as migration_main
     return migration_main(argv)
@@ -475,7 +481,8 @@ def zookeeper_security_migration_main(argv):
 _COMMANDS = {"topics": topics_main, "configs": configs_main, "consumer-groups": consumer_groups_main,
              "reassign-partitions": reassign_partitions_main,
              "preferred-replica-election": preferred_replica_election_main,
-             "zookeeper-security-migration": zookeeper_security_migration_main, "acls": acls_main}
+             "zookeeper-security-migration": zookeeper_security_migration_main, "acls": acls_main,
+             "transactions": transactions_main}
 
 USAGE = """usage: kbroker-admin {topics,configs} [options]
 
@@ -486,6 +493,7 @@ USAGE = """usage: kbroker-admin {topics,configs} [options]
   preferred-replica-election  move leadership to the preferred replicas (like kafka-preferred-replica-election.sh)
   zookeeper-security-migration  set secure or open ACLs on the cluster's znodes (like zookeeper-security-migration.sh)
   acls     add, remove or list ACLs (like kafka-acls.sh)
+  transactions  list, describe, find hanging or abort transactions (like kafka-transactions.sh)
 
 kbroker-admin <command> --help shows the options of a command. Any command takes --command-config FILE: Kafka's
 client properties (security.protocol, ssl.truststore.*, ssl.keystore.*, sasl.mechanism, sasl.jaas.config) to reach

@@ -56,9 +56,20 @@ GroupListing = namedtuple("GroupListing", "group_id protocol_type state")
 GroupMember = namedtuple("GroupMember", "member_id group_instance_id client_id client_host assignment")
 GroupDescription = namedtuple("GroupDescription", "group_id state protocol_type protocol members coordinator")
 
+# Transactions (KIP-664). None = "absent" (the wire's -1): no open transaction, no marker yet, not started.
+ProducerState = namedtuple("ProducerState", "producer_id producer_epoch last_sequence last_timestamp "
+                                            "coordinator_epoch current_txn_start_offset")
+TransactionListing = namedtuple("TransactionListing", "transactional_id producer_id state")
+TransactionDescription = namedtuple("TransactionDescription", "coordinator_id transactional_id state producer_id "
+                                                              "producer_epoch transaction_timeout_ms "
+                                                              "transaction_start_time_ms topic_partitions")
+
 # Wire codes after which a group request is sent again to a freshly looked-up coordinator.
 COORDINATOR_RETRY_CODES = (14, 15, 16)   # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
 GROUP_ID_NOT_FOUND = 69
+# FindCoordinator key types.
+GROUP_KEY = 0
+TRANSACTION_KEY = 1
 
 
 @dataclass
@@ -195,28 +206,32 @@ class AdminClient:
         """The group's coordinator as ``Coordinator(node_id, host, port)``; its address joins ``cluster.brokers``."""
         return self._retry_coordinator(group_id, lambda: self._find_coordinator_once(group_id))
 
-    def _find_coordinator_once(self, group_id):
+    def _find_coordinator_once(self, group_id, key_type=GROUP_KEY):
+        """One FindCoordinator for ``group_id`` -- a transactional id with ``key_type`` TRANSACTION_KEY (1)."""
         conn = self.cluster.any_connection()
-        resp = conn.request("FindCoordinator", {"key": group_id, "key_type": 0, "coordinator_keys": [group_id]})
+        resp = conn.request("FindCoordinator", {"key": group_id, "key_type": key_type,
+                                                "coordinator_keys": [group_id]})
         if conn.last_version >= 4:
             c = resp["coordinators"][0]
             code, message, node, host, port = c["error_code"], c["error_message"], c["node_id"], c["host"], c["port"]
         else:
             code, message = resp["error_code"], resp.get("error_message")
             node, host, port = resp["node_id"], resp["host"], resp["port"]
-        raise_for_code(code, message, "finding the coordinator of group %s" % group_id)
+        raise_for_code(code, message, "finding the coordinator of %s %s"
+                       % ("group" if key_type == GROUP_KEY else "transactional id", group_id))
         self.cluster.brokers[node] = (host, port)
         return Coordinator(node, host, port)
 
-    def _retry_coordinator(self, group_id, fn):
-        """Run ``fn`` until it stops failing with a coordinator error or ``group_retry_s`` has passed."""
+    def _retry_coordinator(self, group_id, fn, codes=COORDINATOR_RETRY_CODES):
+        """Run ``fn`` until it stops failing with a coordinator error (``codes``) or ``group_retry_s`` has
+        passed."""
         deadline = time.monotonic() + self.group_retry_s
         while True:
             try:
                 return fn()
             except (errors.KafkaError, OSError) as e:
                 code = getattr(e, "code", None)
-                retry = code in COORDINATOR_RETRY_CODES or isinstance(e, (errors.NetworkException, OSError))
+                retry = code in codes or isinstance(e, (errors.NetworkException, OSError))
                 if not retry or time.monotonic() >= deadline:
                     raise
             time.sleep(0.1)
@@ -348,6 +363,126 @@ class AdminClient:
                 out[(topic, p)] = res
         return out
 
+    # ------------------------------------------------------------------------------------------ transactions
+
+    def describe_producers(self, partitions, broker_id=None):
+        """DescribeProducers (61) -> {(topic, partition): [ProducerState]} for ``partitions`` [(topic, p)], asked of
+        each partition's leader, or of ``broker_id``'s replica when given (any replica answers from its own
+        producer state). NOT_LEADER_OR_FOLLOWER from a leader is retried after a metadata refresh for
+        ``group_retry_s`` (a leader moved), never when ``broker_id`` was named; every other per-partition error
+        raises, naming the partition."""
+        pending = sorted(set(partitions))
+        out = {}
+        deadline = time.monotonic() + self.group_retry_s
+        while pending:
+            by_node = {}
+            for t, p in pending:
+                node = broker_id if broker_id is not None else self.cluster.leader_for(t, p, refresh=bool(out))
+                by_node.setdefault(node, []).append((t, p))
+            retry = []
+            for node, tps in sorted(by_node.items()):
+                resp = self.cluster.connection(node).request("DescribeProducers", {"topics": [
+                    {"name": x["name"], "partition_indexes": x["partition_indexes"]} for x in _by_topic(tps)]})
+                for t in resp["topics"]:
+                    for pr in t["partitions"]:
+                        tp = (t["name"], pr["partition_index"])
+                        code = pr["error_code"]
+                        if code == errors.NOT_LEADER_OR_FOLLOWER and broker_id is None \
+                                and time.monotonic() < deadline:
+                            retry.append(tp)
+                            continue
+                        raise_for_code(code, pr["error_message"], "describing the producers of %s-%d on %s"
+                                       % (tp[0], tp[1], "leader" if broker_id is None else "broker %d" % node))
+                        out[tp] = [_producer_state(x) for x in pr["active_producers"]]
+            pending = retry
+            if pending:
+                time.sleep(0.1)
+                self.cluster.metadata([t for t, _ in pending])
+        return {tp: out[tp] for tp in sorted(set(partitions))}
+
+    def list_transactions(self, state_filters=(), producer_id_filters=(), duration_filter_ms=-1):
+        """ListTransactions (66) to every broker (each lists the transactional ids it coordinates) -> {broker id:
+        [TransactionListing]} in broker id order. COORDINATOR_LOAD_IN_PROGRESS (14) is retried for
+        ``group_retry_s``; any other error raises, naming the broker. ``duration_filter_ms`` >= 0 needs v1 (Kafka
+        3.8+, KIP-994): a broker that only speaks v0 cannot filter, so it is refused rather than ignored."""
+        self.cluster.metadata([])
+        body = {"state_filters": list(state_filters), "producer_id_filters": list(producer_id_filters),
+                "duration_filter": duration_filter_ms}
+        out = {}
+        for node in sorted(self.cluster.brokers):
+            def once(node=node):
+                conn = self.cluster.connection(node)
+                if duration_filter_ms >= 0 and conn.pick_version(resolve_api("ListTransactions")) < 1:
+                    raise errors.UnsupportedVersion("broker %d cannot filter transactions by duration "
+                                                    "(ListTransactions v1)" % node)
+                resp = conn.request("ListTransactions", body)
+                code = resp["error_code"]
+                if code == errors.COORDINATOR_LOAD_IN_PROGRESS:
+                    raise_for_code(code, None, "listing the transactions of broker %d" % node)
+                raise_for_code(code, None, "ListTransactions request sent to broker %d" % node)
+                return [TransactionListing(x["transactional_id"], x["producer_id"], x["transaction_state"])
+                        for x in resp["transaction_states"]]
+            out[node] = self._retry_coordinator("", once, codes=(errors.COORDINATOR_LOAD_IN_PROGRESS,))
+        return out
+
+    def describe_transactions(self, transactional_ids, missing_ok=False):
+        """DescribeTransactions (65) to each id's transaction coordinator (FindCoordinator key type 1) ->
+        {transactional id: TransactionDescription} in the order asked. Coordinator errors (14, 15, 16) are
+        retried for ``group_retry_s`` with a fresh lookup; TRANSACTIONAL_ID_NOT_FOUND (105) raises unless
+        ``missing_ok`` (then the id maps to None); any other error raises."""
+        out = {}
+        for tid in transactional_ids:
+            def once(tid=tid):
+                coord = self._find_coordinator_once(tid, TRANSACTION_KEY)
+                resp = self.cluster.connection(coord.node_id).request(
+                    "DescribeTransactions", {"transactional_ids": [tid]})
+                st = next((x for x in resp["transaction_states"] if x["transactional_id"] == tid), None)
+                if st is None:
+                    raise errors.KafkaError("DescribeTransactions answer does not mention %s" % tid)
+                if st["error_code"] == errors.TRANSACTIONAL_ID_NOT_FOUND and missing_ok:
+                    return None
+                raise_for_code(st["error_code"], None, "describing transactional id %s" % tid)
+                tps = sorted((t["topic"], p) for t in st["topics"] for p in t["partitions"])
+                start = st["transaction_start_time_ms"]
+                return TransactionDescription(coord.node_id, tid, st["transaction_state"], st["producer_id"],
+                                              st["producer_epoch"], st["transaction_timeout_ms"],
+                                              start if start >= 0 else None, tps)
+            out[tid] = self._retry_coordinator(tid, once)
+        return out
+
+    def abort_transaction(self, topic, partition, producer_id, producer_epoch, coordinator_epoch):
+        """WriteTxnMarkers (27) with an ABORT marker for one partition, to its leader (what Kafka's
+        ``Admin.abortTransaction`` sends: the operator closes a hanging transaction; the broker wants ClusterAction
+        on the Cluster). NOT_LEADER_OR_FOLLOWER, REPLICA_NOT_AVAILABLE, BROKER_NOT_AVAILABLE and
+        UNKNOWN_TOPIC_OR_PARTITION are retried after a metadata refresh for ``group_retry_s``; any other error
+        raises."""
+        body = {"markers": [{"producer_id": producer_id, "producer_epoch": producer_epoch,
+                             "transaction_result": False, "coordinator_epoch": coordinator_epoch,
+                             "topics": [{"name": topic, "partition_indexes": [partition]}]}]}
+        retriable = (errors.NOT_LEADER_OR_FOLLOWER, errors.REPLICA_NOT_AVAILABLE, errors.BROKER_NOT_AVAILABLE,
+                     errors.UNKNOWN_TOPIC_OR_PARTITION)
+        deadline = time.monotonic() + self.group_retry_s
+        refresh = False
+        while True:
+            try:
+                leader = self.cluster.leader_for(topic, partition, refresh=refresh)
+                resp = self.cluster.connection(leader).request("WriteTxnMarkers", body)
+                code = next((pr["error_code"] for m in resp["markers"] if m["producer_id"] == producer_id
+                             for t in m["topics"] if t["name"] == topic
+                             for pr in t["partitions"] if pr["partition_index"] == partition), None)
+                if code is None:
+                    raise errors.KafkaError("WriteTxnMarkers answer does not mention %s-%d of producer %d"
+                                            % (topic, partition, producer_id))
+                if code not in retriable or time.monotonic() >= deadline:
+                    raise_for_code(code, None, "aborting the transaction of producer %d on %s-%d"
+                                   % (producer_id, topic, partition))
+                    return
+            except (errors.LeaderNotAvailable, errors.UnknownTopicOrPartition):
+                if time.monotonic() >= deadline:
+                    raise
+            refresh = True
+            time.sleep(0.1)
+
 
 def list_offsets(cluster, topic, timestamps, isolation_level=0):
     """ListOffsets to each partition's leader. An offset of -1 means no record has a timestamp >= ts."""
@@ -380,6 +515,14 @@ def _by_topic(partitions):
     return [{"name": t, "partition_indexes": sorted(by[t])} for t in sorted(by)]
 
 
+def _producer_state(x):
+    """A DescribeProducers entry -> ProducerState; -1 ("none") becomes None for the coordinator epoch and the
+    open transaction's first offset, as the Java admin's OptionalInt/OptionalLong."""
+    return ProducerState(x["producer_id"], x["producer_epoch"], x["last_sequence"], x["last_timestamp"],
+                         x["coordinator_epoch"] if x["coordinator_epoch"] >= 0 else None,
+                         x["current_txn_start_offset"] if x["current_txn_start_offset"] >= 0 else None)
+
+
 def _member_assignment(protocol_type, data):
     """A member's assignment bytes -> [(topic, partition)]; empty for non-consumer groups or undecodable bytes."""
     if protocol_type != CONSUMER_PROTOCOL_TYPE or not data:
@@ -404,4 +547,4 @@ def _entry(c, resource_type, version):
 
 __all__ = ["AdminClient", "NewTopic", "ConfigEntry", "ConfigSynonym", "RESOURCE_TOPIC", "RESOURCE_BROKER",
            "SOURCE_NAMES", "LATEST", "EARLIEST", "list_offsets", "Coordinator", "GroupListing", "GroupMember",
-           "GroupDescription"]
+           "GroupDescription", "ProducerState", "TransactionListing", "TransactionDescription"]
