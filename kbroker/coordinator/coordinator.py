@@ -34,7 +34,10 @@ Sessions: any request of a member (join, sync, heartbeat, commit) refreshes ``la
 ``last_seen + session_timeout`` lazily (it re-arms instead of being rescheduled on every heartbeat). A member whose
 JoinGroup is parked is alive by definition.
 Offsets: ``handle_commit`` holds the membership rules of a commit; what is stored, and when it expires, is
-group_metadata.py's.
+group_metadata.py's. Transactional commits (``handle_txn_commit``, TxnOffsetCommit) follow Kafka 2.5+'s rules
+(KIP-447): checked against the group only when they name a generation >= 0, a member id or an instance id, never
+refused for the group's state; they stay pending until ``complete_transaction`` (the WriteTxnMarkers handler,
+after the marker is replicated) commits or aborts them.
 
 Why this stays one module of over 600 lines: it is one state machine. Every public method moves a group along
 group.py's transitions (Empty -> PreparingRebalance -> CompletingRebalance -> Stable, any -> Dead) or refuses by
@@ -584,9 +587,9 @@ class GroupCoordinator:
             return NONE, group
         return self._commit(target, -1, offsets)
 
-    def _commit(self, target, retention_ms, offsets):
+    def _commit(self, target, retention_ms, offsets, write=None):
         """Stage and write ``offsets`` to the group ``target()`` names ((error, group)), asked again when staging
-        yielded (module docstring)."""
+        yielded (module docstring); ``write(group, staged)`` (default: a plain commit) stores them."""
         err, group = target()
         if err:
             return {tp: err for tp in offsets}
@@ -596,7 +599,62 @@ class GroupCoordinator:
             err, again = target()
             if err or again is not group:
                 return {tp: err or errors.COORDINATOR_NOT_AVAILABLE for tp in offsets}
-        return self.metadata.write_offsets(group, staged)
+        return (write or self.metadata.write_offsets)(group, staged)
+
+    def handle_txn_commit(self, group_id, producer_id, producer_epoch, generation, member_id, group_instance_id,
+                          offsets):
+        """TxnOffsetCommit. ``offsets`` as ``handle_commit``'s -> {(topic, partition): error code}.
+
+        Kafka's rules (GroupCoordinator.handleTxnCommitOffsets / validateOffsetCommit, KIP-447): group id "" =>
+        INVALID_GROUP_ID; an unknown group is created Empty (a transactional producer without group management).
+        When the request names a generation >= 0, a member id or a group instance id (v3+ clients in a group):
+        an instance id that is not a static member => UNKNOWN_MEMBER_ID, one held by another member id =>
+        FENCED_INSTANCE_ID; an unknown member => UNKNOWN_MEMBER_ID; another generation => ILLEGAL_GENERATION.
+        Otherwise (v0-v2, or generation -1 and no member) accepted whatever the group's state. The offsets are
+        one transactional batch of the producer, pending until its marker (group_metadata.py)."""
+        def target():
+            return self._txn_commit_target(group_id, generation, member_id, group_instance_id)
+
+        def write(group, staged):
+            return self.metadata.write_txn_offsets(group, staged, producer_id, producer_epoch)
+        return self._commit(target, -1, offsets, write)
+
+    def _txn_commit_target(self, group_id, generation, member_id, group_instance_id):
+        err = self._check(group_id)
+        if err:
+            return err, None
+        group = self.groups.get(group_id)
+        if group is not None and group.is_(DEAD):
+            return errors.COORDINATOR_NOT_AVAILABLE, None
+        if generation >= 0 or member_id or group_instance_id is not None:
+            if group is None:
+                return errors.UNKNOWN_MEMBER_ID, None        # no members to match (Kafka: created, then refused)
+            if group_instance_id is not None:
+                current = group.static_members.get(group_instance_id)
+                if current is None:
+                    return errors.UNKNOWN_MEMBER_ID, None
+                if current != member_id:
+                    return errors.FENCED_INSTANCE_ID, None
+            if member_id not in group.members:
+                return errors.UNKNOWN_MEMBER_ID, None
+            if generation != group.generation:
+                return errors.ILLEGAL_GENERATION, None
+        if group is None:
+            group = self.groups[group_id] = Group(group_id, EMPTY, self.now())
+        return NONE, group
+
+    def complete_transaction(self, producer_id, offsets_partitions, commit):
+        """The producer's COMMIT/ABORT marker is replicated in these ``__consumer_offsets`` partitions (called by
+        the WriteTxnMarkers handler): its pending transactional offsets of the groups there become committed
+        (``commit``) or are dropped -> the number of groups completed."""
+        return self.metadata.complete_transaction(producer_id, offsets_partitions, commit)
+
+    def pending_partitions(self, group_id):
+        """{(topic, partition)} of ``group_id`` with a transactional commit not yet completed (OffsetFetch
+        require_stable answers UNSTABLE_OFFSET_COMMIT for them); empty when the group is not served here."""
+        if self._check(group_id, allow_empty=True):
+            return set()
+        return self.metadata.pending_partitions(group_id)
 
     def fetch_offsets(self, group_id, partitions):
         """OffsetFetch. ``partitions``: [(topic, partition)] or None (= all committed) ->

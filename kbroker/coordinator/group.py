@@ -58,14 +58,19 @@ def new_member_id(client_id):
 
 
 class OffsetAndMetadata:
-    __slots__ = ("offset", "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp")
+    """One committed (or pending transactional) position. ``record_offset``: the ``__consumer_offsets`` offset of
+    the batch that holds its record (-1 unknown, None while its append is in flight): when a transactional commit
+    completes it replaces the committed offset only if its record is newer (Kafka's ``olderThan`` rule), so a
+    plain OffsetCommit written after the transactional one wins, in memory and on replay alike."""
+    __slots__ = ("offset", "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp", "record_offset")
 
-    def __init__(self, offset, metadata, commit_timestamp, expire_timestamp=-1, leader_epoch=-1):
+    def __init__(self, offset, metadata, commit_timestamp, expire_timestamp=-1, leader_epoch=-1, record_offset=-1):
         self.offset = offset
         self.leader_epoch = leader_epoch
         self.metadata = metadata
         self.commit_timestamp = commit_timestamp
         self.expire_timestamp = expire_timestamp
+        self.record_offset = record_offset
 
     def __repr__(self):
         return "OffsetAndMetadata(%d, %r)" % (self.offset, self.metadata)
@@ -129,6 +134,9 @@ class Group:
         self.static_members = {}               # group_instance_id -> member_id
         self.pending_members = {}              # member ids handed out with MEMBER_ID_REQUIRED -> expiry handle
         self.offsets = {}                      # (topic, partition) -> OffsetAndMetadata
+        # Transactional commits not yet completed by their producer's marker (KIP-98/447):
+        # producer id -> {(topic, partition): OffsetAndMetadata}. Invisible to OffsetFetch until committed.
+        self.pending_txn = {}
         self.join_timer = None
         self.initial_delay_pending = False
         self.new_member_added = False
@@ -145,6 +153,13 @@ class Group:
             raise IllegalStateTransition("group %s: %s -> %s" % (self.group_id, self.state, state))
         self.state = state
         self.state_timestamp = now
+
+    def has_pending_txn(self, tp):
+        """Does any producer hold a transactional commit of ``tp`` not yet committed or aborted?"""
+        return any(tp in offsets for offsets in self.pending_txn.values())
+
+    def pending_txn_partitions(self):
+        return {tp for offsets in self.pending_txn.values() for tp in offsets}
 
     # ------------------------------------------------------------------------------------------ members
     def add_member(self, member):

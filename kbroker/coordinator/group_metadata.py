@@ -21,12 +21,28 @@ with ``expire_timestamp`` = commit time + retention (the request's ``retention_m
 (``expire_offsets``, every ``offsets.retention.check.interval.ms``) only while the group has no members, once
 ``expire_timestamp`` and ``offsets.retention.minutes`` since the group became Empty have both passed. An Empty group
 left without offsets is removed (group tombstone). Deviation: OffsetCommit/OffsetFetch v0 (ZooKeeper-stored in
-Kafka) use the same ``__consumer_offsets`` store.
+Kafka) use the same ``__consumer_offsets`` store. Every committed offset remembers the offset of its record in
+``__consumer_offsets`` (``record_offset``; the store's append returns the batch's base offset).
+
+Transactional offsets (TxnOffsetCommit, KIP-98/447; Kafka's GroupMetadataManager with a producer id): validated
+and encoded as above, written as ONE transactional batch of the producer (``write_txn_offsets``) and held in
+``group.pending_txn[producer id]`` -- from before the append (record offset None while it waits for the in-sync
+replicas, as Kafka's prepareTxnOffsetCommit) until ``complete_transaction``, which the WriteTxnMarkers handler calls
+once the producer's marker is replicated in the group's partition: COMMIT makes each pending offset the committed
+one unless a plain commit with a newer record came in between (``offsets_log.newer``), ABORT drops them. A failed
+append removes them again. ``producer_groups`` indexes the groups each producer has pending offsets in. A
+completion for a partition that is loading is ignored: the marker is already in the log the load is reading (the
+load reads up to the log end and installs its groups without yielding after the last read). Pending offsets are
+never fetched as committed; OffsetFetch ``require_stable`` asks ``pending_partitions``. Expiry leaves a partition
+with pending offsets alone and never removes a group that has some (Kafka's group coordinator, 3.7+); deleting a
+group tombstones its pending partitions too, and a plain tombstone drops pending offsets on replay as well
+(offsets_log.py), so the group's open transactional commits vanish alike in memory and after a restart.
 """
 import logging
 
 from kbroker import errors
 from kbroker.coordinator import offsets_log
+from kbroker.coordinator.offsets_log import newer
 from kbroker.coordinator.group import DEAD, EMPTY, STABLE, Group, Member, OffsetAndMetadata, partition_for
 
 log = logging.getLogger(__name__)
@@ -46,6 +62,10 @@ def append_error(exc):
         return errors.NOT_COORDINATOR
     if isinstance(exc, (errors.MessageTooLarge, errors.RecordListTooLarge, errors.InvalidFetchSize)):
         return errors.INVALID_COMMIT_OFFSET_SIZE
+    if isinstance(exc, errors.KafkaError) and exc.code > 0:
+        # Kafka's "case other => other": a transactional append's INVALID_PRODUCER_EPOCH (47), PRODUCER_FENCED
+        # (90), INVALID_TXN_STATE (48) reach the producer as they are.
+        return exc.code
     log.error("unexpected error appending to __consumer_offsets", exc_info=exc)
     return errors.UNKNOWN_SERVER_ERROR
 
@@ -76,6 +96,8 @@ class GroupMetadataManager:
         self.topic_exists = topic_exists
         self.groups = {}                # group id -> Group, for the owned partitions only
         self.owned = {}                 # offsets partition -> LOADING | LOADED
+        self.producer_groups = {}       # producer id -> {group id} with pending transactional offsets
+        self._last_record = -1          # the highest record offset known (orders a store that returns none)
 
     def partition_for(self, group_id):
         return partition_for(group_id, self.num_partitions)
@@ -99,6 +121,7 @@ class GroupMetadataManager:
             self.owned.pop(index, None)
             return False
         now = self.clock()
+        self._last_record = max(self._last_record, state.last_offset)
         for gid, value in state.groups.items():
             if self.partition_for(gid) == index:
                 group = self.groups[gid] = self._restore_group(gid, value, now)
@@ -110,6 +133,15 @@ class GroupMetadataManager:
             if group is None:
                 group = self.groups[gid] = Group(gid, EMPTY, now)
             group.offsets.update(offsets)
+        for pid, by_group in state.pending.items():
+            for gid, offsets in by_group.items():
+                if not offsets or self.partition_for(gid) != index:
+                    continue
+                group = self.groups.get(gid)
+                if group is None:
+                    group = self.groups[gid] = Group(gid, EMPTY, now)
+                group.pending_txn[pid] = dict(offsets)
+                self.producer_groups.setdefault(pid, set()).add(gid)
         if self.owned.get(index) == LOADING:
             self.owned[index] = LOADED
         log.debug("loaded __consumer_offsets-%d", index)
@@ -136,22 +168,47 @@ class GroupMetadataManager:
     def unload_partition(self, index):
         """Leadership of the partition moved away: drop it and its groups -> the groups dropped."""
         self.owned.pop(index, None)
-        return [self.groups.pop(gid) for gid in [g for g in self.groups if self.partition_for(g) == index]]
+        dropped = [self.groups.pop(gid) for gid in [g for g in self.groups if self.partition_for(g) == index]]
+        for group in dropped:
+            for pid in group.pending_txn:
+                self._untrack(pid, group.group_id)
+        return dropped
 
     def unload_all(self):
         """Drop every partition and group (shutdown) -> the groups dropped."""
         dropped = [self.groups.pop(gid) for gid in list(self.groups)]
         self.owned.clear()
+        self.producer_groups.clear()
         return dropped
 
     # ------------------------------------------------------------------------------------------- writes
     def _persist(self, group_id, records):
         """Append records to the group's partition: 0 or the mapped error code."""
+        return self._append(group_id, records)[0]
+
+    def _append(self, group_id, records, producer_id=-1, producer_epoch=-1):
+        """Append records (one transactional batch of the producer when ``producer_id`` >= 0) to the group's
+        partition -> (0 or the mapped error code, the batch's base offset or None)."""
+        index = self.partition_for(group_id)
         try:
-            self.store.append(self.partition_for(group_id), records, self.clock())
-            return NONE
+            if producer_id >= 0:
+                base = self.store.append(index, records, self.clock(), producer_id=producer_id,
+                                         producer_epoch=producer_epoch)
+            else:
+                base = self.store.append(index, records, self.clock())
         except Exception as e:  # noqa: BLE001 - every failure maps to a coordinator error
-            return append_error(e)
+            return append_error(e), None
+        if base is None:        # a store that does not tell (tests' in-memory ones): append order
+            base = self._last_record + 1
+        self._last_record = max(self._last_record, base)
+        return NONE, base
+
+    def _untrack(self, producer_id, group_id):
+        gids = self.producer_groups.get(producer_id)
+        if gids is not None:
+            gids.discard(group_id)
+            if not gids:
+                del self.producer_groups[producer_id]
 
     def store_group(self, group, now):
         """Write ``group``'s metadata record as it is now (generation, protocol, members, assignments): 0 or the
@@ -185,13 +242,72 @@ class GroupMetadataManager:
         {(topic, partition): error code}."""
         results = staged.results
         if staged.records:
-            err = self._persist(group.group_id, staged.records)
+            err, base = self._append(group.group_id, staged.records)
             if err:
                 results.update({tp: err for tp in staged.offsets})
                 return results
-            group.offsets.update(staged.offsets)
+            for tp, oam in staged.offsets.items():
+                oam.record_offset = base
+                # A transactional commit with a newer record may have completed while this append waited.
+                if newer(oam, group.offsets.get(tp)):
+                    group.offsets[tp] = oam
         results.update({tp: NONE for tp in staged.offsets})
         return results
+
+    def write_txn_offsets(self, group, staged, producer_id, producer_epoch):
+        """Write a staged commit as producer ``producer_id``'s transactional batch; the offsets stay pending until
+        ``complete_transaction`` (module docstring) -> {(topic, partition): error code}."""
+        results = staged.results
+        if not staged.records:
+            return results
+        gid = group.group_id
+        mine = group.pending_txn.setdefault(producer_id, {})
+        for tp, oam in staged.offsets.items():
+            oam.record_offset = None            # in flight: a marker completing it now treats it as newest
+            mine[tp] = oam
+        self.producer_groups.setdefault(producer_id, set()).add(gid)
+        err, base = self._append(gid, staged.records, producer_id, producer_epoch)
+        current = group.pending_txn.get(producer_id)
+        for tp, oam in staged.offsets.items():
+            # Still the entry this request put there (a retry or a completion may have replaced or taken it)?
+            ours = current is not None and current.get(tp) is oam
+            if err:
+                if ours:
+                    del current[tp]
+                elif oam.record_offset is None:
+                    oam.record_offset = -1      # completed while in flight, then failed: no longer the newest
+            else:
+                oam.record_offset = base
+        if current is not None and not current:
+            del group.pending_txn[producer_id]
+        if producer_id not in group.pending_txn:
+            self._untrack(producer_id, gid)
+        results.update({tp: err for tp in staged.offsets})
+        return results
+
+    def complete_transaction(self, producer_id, partitions, commit):
+        """The producer's COMMIT (``commit``) or ABORT marker is replicated in the offsets ``partitions`` (Kafka's
+        handleTxnCompletion): its pending offsets of the groups there become committed or are dropped -> the
+        number of groups completed. Partitions not loaded here are skipped (module docstring)."""
+        partitions = {p for p in partitions if self.owned.get(p) == LOADED}
+        done = 0
+        for gid in [g for g in self.producer_groups.get(producer_id, ()) if self.partition_for(g) in partitions]:
+            self._untrack(producer_id, gid)
+            group = self.groups.get(gid)
+            if group is None:
+                continue
+            pending = group.pending_txn.pop(producer_id, None)
+            done += 1
+            if commit and pending:
+                for tp, oam in pending.items():
+                    if newer(oam, group.offsets.get(tp)):
+                        group.offsets[tp] = oam
+        return done
+
+    def pending_partitions(self, group_id):
+        """The partitions of ``group_id`` with a transactional commit not yet completed (any producer)."""
+        group = self.groups.get(group_id)
+        return group.pending_txn_partitions() if group is not None else set()
 
     def fetch_offsets(self, group_id, partitions):
         """``partitions``: [(topic, partition)] or None (= all committed) -> {tp: OffsetAndMetadata | None}."""
@@ -209,14 +325,15 @@ class GroupMetadataManager:
         for gid, group in list(self.groups.items()):
             if self.ownership(gid) != LOADED or group.members or not group.is_(EMPTY):
                 continue
+            pending = group.pending_txn_partitions()
             if now < group.state_timestamp + self.retention_ms:
                 expired = []
             else:
                 expired = [tp for tp, o in group.offsets.items()
-                           if now >= (o.expire_timestamp if o.expire_timestamp >= 0
-                                      else o.commit_timestamp + self.retention_ms)]
+                           if tp not in pending and now >= (o.expire_timestamp if o.expire_timestamp >= 0
+                                                            else o.commit_timestamp + self.retention_ms)]
             records = [offsets_log.offset_tombstone(gid, t, p) for t, p in expired]
-            drop_group = len(expired) == len(group.offsets)
+            drop_group = len(expired) == len(group.offsets) and not group.pending_txn
             if drop_group:
                 records.append(offsets_log.group_tombstone(gid))
             if not records:
@@ -235,11 +352,16 @@ class GroupMetadataManager:
         """Tombstone ``group``'s offsets and metadata, then make it Dead and forget it: 0 or the error code (the
         group is left as it was)."""
         gid = group.group_id
-        records = [offsets_log.offset_tombstone(gid, t, p) for t, p in group.offsets]
+        doomed = list(group.offsets)
+        doomed += sorted(group.pending_txn_partitions().difference(group.offsets))
+        records = [offsets_log.offset_tombstone(gid, t, p) for t, p in doomed]
         records.append(offsets_log.group_tombstone(gid))
         err = self._persist(gid, records)
         if err:
             return err
+        for pid in group.pending_txn:
+            self._untrack(pid, gid)
+        group.pending_txn.clear()
         group.transition(DEAD, self.clock())
         del self.groups[gid]
         return NONE

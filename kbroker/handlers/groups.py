@@ -6,8 +6,9 @@ DescribeGroups (15) v0-v5, ListGroups (16) v0-v4, DeleteGroups (42) v0-v2.
 
 Behaviour:
 - FindCoordinator key_type 0 creates ``__consumer_offsets`` on first use and answers the leader of the group's
-  partition (COORDINATOR_NOT_AVAILABLE 15 when it has none); key_type 1 (transactions) gets 15 because no
-  transaction coordinator runs here; other key types INVALID_REQUEST (42). v4 answers each of ``coordinator_keys``.
+  partition (COORDINATOR_NOT_AVAILABLE 15 when it has none); key_type 1 (transactions) likewise creates
+  ``__transaction_state`` (transaction.state.log.* settings) and answers the leader of the transactional id's
+  partition; other key types INVALID_REQUEST (42). v4 answers each of ``coordinator_keys``.
 - JoinGroup v4+ with an empty member id gets MEMBER_ID_REQUIRED (79) and its id (KIP-394); v5+ group_instance_id
   is static membership (KIP-345). JoinGroup and SyncGroup park the connection's greenlet until the coordinator
   answers (rebalance complete / leader's assignment stored). v0 members' rebalance timeout is their session timeout.
@@ -16,8 +17,9 @@ Behaviour:
   checked it); v1 per-partition commit timestamps are honoured; v2-v4 retention_time_ms (-1 = broker default).
   Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION (3).
 - OffsetFetch: unknown group/partition => offset -1, metadata "", error 0; v2+ null topics => every committed
-  offset of the group; errors go top-level from v2 and per partition before. ``require_stable`` (v7) is accepted
-  and has nothing to wait for (no transactions).
+  offset of the group; errors go top-level from v2 and per partition before. ``require_stable`` (v7, KIP-447):
+  a partition with a transactional commit not yet committed or aborted answers UNSTABLE_OFFSET_COMMIT (88) with
+  offset -1 (the client retries); without it the last committed offset (pending ones are never shown).
 - DescribeGroups: an unknown group is "Dead" with error 0 (Kafka's answer); members' metadata/assignment only while
   Stable. v3+ ``include_authorized_operations`` answers KIP-430's bit field of the group operations the principal
   may perform (every supported one without an authorizer, as Kafka); otherwise INT32_MIN ("not provided").
@@ -47,7 +49,7 @@ from gevent.event import AsyncResult
 from kbroker import errors
 from kbroker.handlers import auth
 from kbroker.handlers.common import sliced
-from kbroker.internal_topics import GROUP_METADATA_TOPIC
+from kbroker.internal_topics import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 from kbroker.security.acl import DELETE, DESCRIBE, GROUP, READ, TOPIC, TRANSACTIONAL_ID
 from kbroker.server.router import handler
 
@@ -109,9 +111,14 @@ class _CoordinatorFinder:
         if self._brokers is None:
             services = self.ctx.services
             try:
-                if services.groups is None or not services.groups.active:
-                    raise errors.CoordinatorNotAvailable("the group coordinator is not running")
-                services.topics.ensure_offsets_topic()
+                if self.key_type == 1:
+                    if services.transactions is None or not services.transactions.active:
+                        raise errors.CoordinatorNotAvailable("the transaction coordinator is not running")
+                    services.topics.ensure_transaction_state_topic()
+                else:
+                    if services.groups is None or not services.groups.active:
+                        raise errors.CoordinatorNotAvailable("the group coordinator is not running")
+                    services.topics.ensure_offsets_topic()
             except errors.KafkaError as e:
                 self._failure = e
                 raise
@@ -126,11 +133,7 @@ class _CoordinatorFinder:
             out["error_message"] = "%s authorization failed." % ("Group" if refused == GROUP_DENIED
                                                                   else "Transactional Id")
             return out
-        if self.key_type == 1:
-            out["error_code"] = errors.COORDINATOR_NOT_AVAILABLE
-            out["error_message"] = "no transaction coordinator runs on this broker"
-            return out
-        if self.key_type != 0:
+        if self.key_type not in (0, 1):
             out["error_code"] = errors.INVALID_REQUEST
             out["error_message"] = "unknown coordinator key type %d" % self.key_type
             return out
@@ -138,10 +141,14 @@ class _CoordinatorFinder:
             brokers = self._shared()
             # None while a concurrent request's creation of the offsets topic has not reached the metadata cache.
             services = self.ctx.services
-            state = services.metadata.partition(GROUP_METADATA_TOPIC, services.groups.partition_for(key))
+            if self.key_type == 1:
+                state = services.metadata.partition(TRANSACTION_STATE_TOPIC, services.transactions.partition_for(key))
+            else:
+                state = services.metadata.partition(GROUP_METADATA_TOPIC, services.groups.partition_for(key))
             node = brokers.get(state.leader if state is not None else -1)
             if node is None:
-                raise errors.CoordinatorNotAvailable("the coordinator of group %r is not available" % key)
+                raise errors.CoordinatorNotAvailable("the coordinator of %s %r is not available"
+                                                     % ("transactional id" if self.key_type == 1 else "group", key))
             out.update(node_id=node.id, host=node.host, port=node.port)
         except errors.KafkaError as e:
             code = e.code if e.code in (errors.COORDINATOR_NOT_AVAILABLE, errors.NOT_COORDINATOR,
@@ -274,7 +281,7 @@ def offset_fetch(ctx, req):
     requested = req["topics"]
     partitions = None if requested is None else [(t["name"], p) for t in requested for p in t["partition_indexes"]]
     group_ok = ctx.authorize(DESCRIBE, GROUP, req["group_id"])
-    denied = frozenset()
+    denied = unstable = frozenset()
     if group_ok and requested is not None:
         denied = auth.denied_names(ctx, DESCRIBE, TOPIC, (t["name"] for t in requested))
     if not group_ok:
@@ -284,6 +291,8 @@ def offset_fetch(ctx, req):
     else:
         asked = partitions if not denied else [tp for tp in partitions if tp[0] not in denied]
         err, found = coord.fetch_offsets(req["group_id"], asked)
+        if not err and ctx.api_version >= 7 and req["require_stable"]:
+            unstable = coord.pending_partitions(req["group_id"])
         if requested is None and auth.enforcing(ctx):
             # All the group's offsets: those of topics the principal may not Describe are left out (Kafka's).
             visible = auth.authorized_names(ctx, DESCRIBE, TOPIC, (tp[0] for tp in found))
@@ -294,7 +303,8 @@ def offset_fetch(ctx, req):
             by_topic.setdefault(tp[0], []).append(_fetched(tp[1], None, err))
     else:
         for tp in sliced(partitions if partitions is not None else sorted(found)):
-            code = errors.TOPIC_AUTHORIZATION_FAILED if tp[0] in denied else NONE
+            code = errors.TOPIC_AUTHORIZATION_FAILED if tp[0] in denied else \
+                errors.UNSTABLE_OFFSET_COMMIT if tp in unstable else NONE
             by_topic.setdefault(tp[0], []).append(_fetched(tp[1], None if code else found.get(tp), code))
     topics = [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
     return {"throttle_time_ms": 0, "topics": topics, "error_code": err}
