@@ -103,6 +103,8 @@ class LoadedState:
         if not commit or not pending:
             return
         for gid, offsets in pending.items():
+            if not offsets:
+                continue            # all dropped by tombstones (a deleted group): nothing to bring back
             committed = self.offsets.setdefault(gid, {})
             for tp, oam in offsets.items():
                 if newer(oam, committed.get(tp)):
