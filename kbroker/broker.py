@@ -105,6 +105,8 @@ class Broker:
         # behind a compaction in _pool it could wait minutes, longer than the controller waits for the answer.
         self._replica_pool = ThreadPool(1)
         self.group_coordinator = None
+        self.transaction_coordinator = None
+        self._txn_links = None
         self.started = False
         # Set once start() has heard the controller's first UpdateMetadata naming this broker (or given up after
         # METADATA_WAIT_S). The listener must open earlier -- the controller's LeaderAndIsr/UpdateMetadata reach
@@ -148,6 +150,7 @@ class Broker:
             security=self.channel_security(cfg.inter_broker_listener)).start()
         self._start_group_coordinator()
         self._build_controller()
+        self._start_transaction_coordinator()
         self._start_authorizer()
         # SCRAM credentials (/config/users) cached before the listeners open; ConfigWatcher keeps them current.
         self.scram_store = ScramStore(self.backend).load_all()
@@ -157,7 +160,8 @@ class Broker:
             config=cfg, broker_id=self.broker_id, cluster_id=self.cluster_id, metadata=self.metadata_cache,
             replicas=self.replica_manager, topics=self.topic_admin, producer_ids=self.producer_ids,
             groups=self.group_coordinator, control_plane=self.control_plane, controller=self.controller,
-            ready=self.ready, authorizer=self.authorizer, scram=self.scram_admin)
+            ready=self.ready, authorizer=self.authorizer, scram=self.scram_admin,
+            transactions=self.transaction_coordinator)
         self.channel.local_handler = local_dispatcher(self.services)
         self.server = KafkaServer(self.services, self.router, cfg.listeners, cfg["socket.request.max.bytes"],
                                   sasl=self._sasl_listeners(), tls=self._tls_listeners())
@@ -275,6 +279,7 @@ class Broker:
             if self.server:
                 self.server.drain()  # let clients hear NOT_LEADER_OR_FOLLOWER and move before we close
         self._stop_group_coordinator()
+        self._stop_transaction_coordinator()
         if self.server:
             self.server.stop(wake=self._wake_waiters)
         if self.controller is not None:
@@ -466,3 +471,71 @@ class Broker:
         # partition each time: an OffsetCommit of 10,000 partitions on a broker hosting 10,000 took 1.7 s).
         return (self.replica_manager.get_partition(tp[0], tp[1]) is not None
                 or self.metadata_cache.partition(tp[0], tp[1]) is not None)
+
+    # ------------------------------------------------------------------------------ transaction coordinator
+    # The transaction coordinator (kbroker/transaction) owns the transactional ids of the __transaction_state
+    # partitions this broker leads, loaded at the partition's leader epoch (the coordinator epoch its markers carry)
+    # when LeaderAndIsr makes this broker their leader, dropped when leadership moves away. Its markers go to the
+    # partition leaders over the inter-broker listener, to this broker in-process.
+    def _start_transaction_coordinator(self):
+        from kbroker.coordinator.timers import GeventScheduler
+        from kbroker.transaction.coordinator import TransactionCoordinator
+        from kbroker.transaction.markers import BrokerLinks, TxnMarkerChannel
+        from kbroker.transaction.state_manager import TransactionStateManager, TxnStore
+        cfg = self.config
+        scheduler = GeventScheduler()
+        store = TxnStore(self.replica_manager, cfg["transaction.state.log.load.buffer.size"],
+                         cfg["request.timeout.ms"])
+        state = TransactionStateManager(store, scheduler.now_ms, self._txn_partition_count,
+                                        cfg["transactional.id.expiration.ms"])
+        self._txn_links = BrokerLinks(self.broker_id, lambda *a: self.channel.local_handler(*a), self.replica_address,
+                                      self.channel_security(cfg.inter_broker_listener),
+                                      timeout_s=cfg["request.timeout.ms"] / 1000.0 + 5)
+        markers = TxnMarkerChannel(self._txn_leader_of, self._txn_links.send, scheduler)
+        self.transaction_coordinator = TransactionCoordinator(cfg, scheduler, state, markers, self.producer_ids)
+        self.replica_manager.leadership_listeners.append(self._txn_leadership_changed)
+        self._tasks += [
+            gevent.spawn(self._every, cfg["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
+                         self.transaction_coordinator.abort_timed_out),
+            gevent.spawn(self._every, cfg["transaction.remove.expired.transaction.cleanup.interval.ms"],
+                         self.transaction_coordinator.expire_transactional_ids)]
+
+    def _txn_partition_count(self):
+        from kbroker.internal_topics import TRANSACTION_STATE_TOPIC
+        parts = self.metadata_cache.partitions(TRANSACTION_STATE_TOPIC) if self.metadata_cache.contains_topic(
+            TRANSACTION_STATE_TOPIC) else None
+        return len(parts) if parts else self.config["transaction.state.log.num.partitions"]
+
+    def _txn_leader_of(self, topic, p):
+        """The marker channel's routing: the leader's id; None for a partition unknown here (deleted); -1 while
+        it has no live leader."""
+        state = self.metadata_cache.partition(topic, p)
+        if state is None:
+            return None
+        leader = state.leader
+        return leader if leader >= 0 and leader in self.metadata_cache.alive_broker_ids() else -1
+
+    def _txn_leadership_changed(self, tp, was_leader, is_leader):
+        from kbroker.internal_topics import TRANSACTION_STATE_TOPIC
+        coordinator = self.transaction_coordinator
+        if tp[0] != TRANSACTION_STATE_TOPIC or coordinator is None or not coordinator.active:
+            return
+        if not is_leader:
+            if was_leader:
+                coordinator.unload_partition(tp[1])
+            return
+        part = self.replica_manager.get_partition(tp[0], tp[1])
+        if part is None:
+            return
+        owned = coordinator.state.owned.get(tp[1])
+        if owned is not None and owned.coordinator_epoch == part.leader_epoch:
+            return
+        # COORDINATOR_LOAD_IN_PROGRESS until replayed; a new leader epoch reloads (Kafka's onElection).
+        coordinator.begin_load(tp[1], part.leader_epoch)
+        gevent.spawn(coordinator.load_partition, tp[1], part.leader_epoch)
+
+    def _stop_transaction_coordinator(self):
+        if self.transaction_coordinator is not None:
+            self.transaction_coordinator.shutdown()
+        if self._txn_links is not None:
+            self._txn_links.close()

@@ -39,7 +39,7 @@ from kbroker.controller.topics import create_topic as write_new_topic, live_brok
 from kbroker.coord.errors import NoNodeError
 from kbroker.coord.metadata_store import validate_topic_name
 from kbroker.coord.znodes import ConfigEntityChangeNotificationSequenceZNode
-from kbroker.internal_topics import GROUP_METADATA_TOPIC
+from kbroker.internal_topics import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 from kbroker.log.config import LogConfig
 
 log = logging.getLogger(__name__)
@@ -211,6 +211,28 @@ class TopicAdmin:
         try:
             self.create_topic(GROUP_METADATA_TOPIC, cfg["offsets.topic.num.partitions"], rf, configs=configs)
             log.info("created %s with %d partitions", GROUP_METADATA_TOPIC, cfg["offsets.topic.num.partitions"])
+        except errors.TopicAlreadyExists:
+            pass
+
+    def ensure_transaction_state_topic(self):
+        """Create __transaction_state on first use (FindCoordinator for a transactional id), with Kafka's enforced
+        configs (compacted, uncompressed, no unclean election) and the transaction.state.log.* settings. The
+        replication factor is capped by the live brokers like the offsets topic's, and min.insync.replicas by that
+        factor: a one-broker cluster would otherwise refuse every transaction write (Kafka answers
+        COORDINATOR_NOT_AVAILABLE there until the settings are lowered)."""
+        if self.cache.contains_topic(TRANSACTION_STATE_TOPIC):
+            return
+        cfg = self.config
+        rf = max(1, min(cfg["transaction.state.log.replication.factor"], len(self.cache.alive_broker_ids())))
+        configs = {"cleanup.policy": "compact", "compression.type": "uncompressed",
+                   "unclean.leader.election.enable": "false",
+                   "min.insync.replicas": str(min(cfg["transaction.state.log.min.isr"], rf)),
+                   "segment.bytes": str(cfg["transaction.state.log.segment.bytes"])}
+        try:
+            self.create_topic(TRANSACTION_STATE_TOPIC, cfg["transaction.state.log.num.partitions"], rf,
+                              configs=configs)
+            log.info("created %s with %d partitions", TRANSACTION_STATE_TOPIC,
+                     cfg["transaction.state.log.num.partitions"])
         except errors.TopicAlreadyExists:
             pass
 

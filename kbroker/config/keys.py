@@ -53,8 +53,6 @@ _TLS_JAVA = "kbroker's TLS is OpenSSL (Python's ssl), not Java's: %s cannot be s
 _TLS_STATIC = "keystores are loaded once at startup (no dynamic keystore update), so there is no change to allow"
 _ZK_TLS = ("kbroker's TLS to ZooKeeper does not check certificate revocation (Python's ssl has no OCSP; CRLs are not "
            "loaded)")
-_TXN = ("transactions are not served (InitProducerId with a transactional id answers COORDINATOR_NOT_AVAILABLE), "
-        "so there is no transaction coordinator and no __transaction_state topic")
 _LOOP = "kbroker serves every connection in a greenlet of one event loop; it has no %s thread pool to size"
 _PURGATORY = ("kbroker has no purgatory to purge: a parked Fetch or acks=all Produce waits on its partition and is "
               "woken by the append or high-watermark advance that completes it")
@@ -298,18 +296,22 @@ _KEYS = [
        "Largest session timeout a member may ask for (0.10.1 default; Kafka >= 2.0 uses 1800000)"),
     _k("group.initial.rebalance.delay.ms", "int", 3000, Range(0), M,
        "Wait for more members before the first rebalance of an empty group (Kafka >= 0.11)"),
-    _k("transactional.id.expiration.ms", "int", 604800000, Range(1), H, "Idle transactional ids expire",
-       effect=no_effect(_TXN)),
-    _k("transaction.max.timeout.ms", "int", 900000, Range(1), H, "Largest transaction timeout allowed",
-       effect=no_effect(_TXN)),
-    _k("transaction.state.log.num.partitions", "int", 50, Range(1), H, "Partitions of __transaction_state",
-       effect=no_effect(_TXN)),
-    _k("transaction.state.log.replication.factor", "short", 3, Range(1), H, "Replication of __transaction_state",
-       effect=no_effect(_TXN)),
-    _k("transaction.state.log.min.isr", "int", 2, Range(1), H, "min.insync.replicas of __transaction_state",
-       effect=no_effect(_TXN)),
-    _k("transaction.state.log.segment.bytes", "int", 104857600, Range(1), H, "Segment size of __transaction_state",
-       effect=no_effect(_TXN)),
+    _k("transactional.id.expiration.ms", "int", 604800000, Range(1), H,
+       "A transactional id idle this long (no transaction running) is removed from __transaction_state"),
+    _k("transaction.max.timeout.ms", "int", 900000, Range(1), H,
+       "Largest transaction timeout a producer may ask for (above: INVALID_TRANSACTION_TIMEOUT)"),
+    _k("transaction.state.log.num.partitions", "int", 50, Range(1), H, "Partitions of __transaction_state"),
+    _k("transaction.state.log.replication.factor", "short", 3, Range(1), H,
+       "Replication of __transaction_state (capped to live brokers on creation)"),
+    _k("transaction.state.log.min.isr", "int", 2, Range(1), H,
+       "min.insync.replicas of __transaction_state (capped to its replication factor on creation)"),
+    _k("transaction.state.log.segment.bytes", "int", 104857600, Range(1), H, "Segment size of __transaction_state"),
+    _k("transaction.state.log.load.buffer.size", "int", 5242880, Range(1), L,
+       "Read size when loading __transaction_state"),
+    _k("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10000, Range(1), L,
+       "How often the coordinator aborts transactions running longer than their timeout"),
+    _k("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3600000, Range(1), L,
+       "How often the coordinator removes expired transactional ids"),
     _k("producer.id.expiration.ms", "int", 86400000, Range(1), L, "Idle producer ids expire (Kafka >= 2.8)",
        effect=refused_unless_default("a producer's idempotence state lives as long as the log holds its batches (it "
                                      "is rebuilt from them); producer ids do not expire by time")),

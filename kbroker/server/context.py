@@ -146,6 +146,8 @@ class TopicAdministration(Protocol):
 
     def ensure_offsets_topic(self): ...
 
+    def ensure_transaction_state_topic(self): ...
+
     def delete_topic(self, name, timeout_ms=30000): ...
 
     def create_partitions(self, name, count, assignment=None, validate_only=False, timeout_ms=30000): ...
@@ -205,9 +207,26 @@ class GroupCoordination(Protocol):
 class TransactionCoordination(Protocol):
     """The transaction coordinator (kbroker/transaction/coordinator.py TransactionCoordinator); every answer is a
     Kafka error code or a dict ready for the response. ``partition_for(transactional_id)`` is its
-    ``__transaction_state`` partition (the same hash as the group coordinator's)."""
+    ``__transaction_state`` partition (the same hash as the group coordinator's). ``active`` is False once it has
+    shut down. The calls may yield (they write ``__transaction_state`` with acks=-1)."""
+    active: bool
 
     def partition_for(self, transactional_id): ...
+
+    def init_producer_id(self, transactional_id, timeout_ms, expected=None):
+        """-> (error code, producer id, epoch); ``expected`` (producer id, epoch) of KIP-360 or None."""
+
+    def add_partitions(self, transactional_id, producer_id, producer_epoch, partitions):
+        """AddPartitionsToTxn / AddOffsetsToTxn: {(topic, p)} -> error code."""
+
+    def end_txn(self, transactional_id, producer_id, producer_epoch, commit):
+        """EndTxn -> error code."""
+
+    def describe(self, transactional_id):
+        """DescribeTransactions' entry (a response dict) for one id."""
+
+    def list_transactions(self, state_filters, producer_id_filters, duration_filter_ms=-1):
+        """ListTransactions' answer (error_code, unknown_state_filters, transaction_states)."""
 
 
 class Authorization(Protocol):

@@ -46,7 +46,7 @@ ip = _picture()
 #   1  wire schemas and codec; record formats; the coordination backend (znode tree)
 #   2  the on-disk log; the network server (connections, router, metadata cache)
 #   3  API handlers; replication; configuration (BrokerConfig, topic configs, built on log.LogConfig)
-#   4  the group coordinator; the controller
+#   4  the group coordinator; the transaction coordinator; the controller
 #   5  the composition root (broker.py) and the top-level services it wires (topic admin, producer-id blocks); the
 #      blocking client (used by the CLI, the tests, and broker.py's controlled shutdown)
 #   6  the command-line entry points (the only place that monkey-patches)
@@ -55,7 +55,7 @@ LAYERS = {
     "protocol": 1, "record": 1, "coord": 1,
     "log": 2, "server": 2, "security": 2,
     "handlers": 3, "replica": 3, "config": 3,
-    "coordinator": 4, "controller": 4,
+    "coordinator": 4, "controller": 4, "transaction": 4,
     "broker.py": 5, "topic_admin.py": 5, "producer_ids.py": 5, "client": 5,
     "cli": 6,
 }

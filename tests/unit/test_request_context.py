@@ -30,6 +30,7 @@ from kbroker.server.context import ANONYMOUS, IN_PROCESS, ClientIdentity, Reques
 from kbroker.server.router import Handler, Router
 from kbroker.server.server import KafkaServer
 from kbroker.topic_admin import TopicAdmin
+from kbroker.transaction.coordinator import TransactionCoordinator
 from tests.unit.ctx import Unused, make_services
 
 REPO = Path(__file__).resolve().parents[2]
@@ -115,6 +116,7 @@ def _members(proto):
     (context.GroupCoordination, GroupCoordinator),
     (context.ControllerAccess, Controller),
     (context.ScramCredentials, ScramAdmin),
+    (context.TransactionCoordination, TransactionCoordinator),
 ], ids=lambda x: x.__name__)
 def test_real_collaborators_offer_what_the_handlers_call(proto, real):
     assert _members(proto), proto
@@ -131,6 +133,11 @@ def test_group_coordinator_has_active():
     assert "active" in context.GroupCoordination.__annotations__
     src = inspect.getsource(GroupCoordinator.__init__)
     assert "self.active =" in src
+
+
+def test_transaction_coordinator_has_active():
+    assert "active" in context.TransactionCoordination.__annotations__
+    assert "self.active =" in inspect.getsource(TransactionCoordinator.__init__)
 
 
 def test_unused_collaborator_fails_loudly():
