@@ -194,7 +194,7 @@ class OffsetsStore:
         res, code = append_and_wait(self._partition(index), batch, None, self.commit_timeout_ms)
         if code:
             raise errors.error_for_code(code)("offset commit not replicated in %d ms" % self.commit_timeout_ms)
-        return res.first_offset
+        return res.base_offset
 
     def read(self, index):
         """Yield every entry of the partition, oldest first: ``(key, value, batch base offset, producer id)`` per
