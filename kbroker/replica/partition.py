@@ -27,13 +27,26 @@ Invariants:
   (follower fetches, which read up to the LEO) wake on every append.
 * ``leadership`` counts the times this broker stopped leading; a delayed produce that started in another term
   answers NOT_LEADER_OR_FOLLOWER (its records may have been truncated since).
+
+Transactions (KIP-98; the rules are in producer_state.py):
+* ``last_stable_offset`` = min(first offset of the oldest transaction open or whose marker is not yet below the HW,
+  HW); the same on followers from their own producer state and HW. read_committed reads stop below it
+  (``read(..., isolation_level=1)``). It moves only with the HW or a marker append, both of which wake ``waiters``,
+  so parked read_committed fetches re-read when it moves.
+* Markers come from ``write_marker`` (leader, WriteTxnMarkers) or the leader's bytes (``append_as_follower``); both
+  close the producer's transaction, and an ABORT of a non-empty one adds its ``.txnindex`` entry in the segment of
+  the marker (``Log.add_aborted_txn``) before anything yields. ``aborted_transactions`` reads those files.
+* The producer state is rebuilt from the log's batches and markers (``Log.producer_batches``) at load and after a
+  truncation; the rebuild re-adds txn-index entries missing after a recovery (txn_index.py).
 """
 import logging
 import time
 
 from kbroker import errors
 from kbroker.errors import NotEnoughReplicas, NotLeaderOrFollower
-from kbroker.record import RecordConfig, replica_fields, replicated_batches, stored_append, validate_for_append
+from kbroker.record import (RecordConfig, batch_header, replica_fields, replicated_batches, stored_append,
+                            validate_for_append)
+from kbroker.record.control import marker_batch, marker_of
 from kbroker.replica.epoch_cache import LeaderEpochCache
 from kbroker.replica.producer_state import ProducerStateManager
 
@@ -105,7 +118,7 @@ class Partition:
         self.replica_waiters = set()
         self.set_config(log_config)
         if not new_log:
-            self.producers.rebuild(log.batch_headers())
+            self._rebuild_producers()
         self.epoch_cache = LeaderEpochCache.load(log, fresh=new_log)
 
     def set_config(self, log_config):
@@ -137,6 +150,16 @@ class Partition:
     @property
     def log_start_offset(self):
         return self.log.log_start_offset
+
+    @property
+    def last_stable_offset(self):
+        """First offset of the oldest unstable transaction, capped by the HW (= HW when none): module docstring."""
+        hw = self.high_watermark
+        producers = self.producers
+        if not producers.ongoing and not producers.unreplicated:
+            return hw
+        first = producers.first_unstable_offset(hw)
+        return first if first is not None and first < hw else hw
 
     def check_leader_epoch(self, current_leader_epoch):
         """KIP-320 fencing of a request's current_leader_epoch (-1: the sender does not know it)."""
@@ -202,20 +225,53 @@ class Partition:
         lg = self.log
         now = now_ms()
         info = validate_for_append(records, lg.log_end_offset, now, self.record_config, produce_version)
-        if info.producer_id >= 0:
-            dup = self.producers.check(info.producer_id, info.producer_epoch, info.base_sequence,
-                                       info.last_sequence)
+        pid = info.producer_id
+        if pid >= 0:
+            # An internal writer's batch without sequence (the group coordinator's TxnOffsetCommit) skips the
+            # sequence checks: Kafka's AppendOrigin.COORDINATOR.
+            coordinator = produce_version is None and info.base_sequence < 0
+            dup = self.producers.check(pid, info.producer_epoch, info.base_sequence, info.last_sequence,
+                                       info.is_transactional, coordinator)
             if dup is not None:
                 return AppendResult(dup[0], dup[1], -1, lg.log_start_offset, duplicate=True)
         lg.append(info)
         if self.epoch_cache.latest_epoch != info.leader_epoch:
             # A standalone Partition (never made leader) or the first append after a log reset.
             self.epoch_cache.assign(info.leader_epoch, info.first_offset)
-        if info.producer_id >= 0:
+        if pid >= 0:
             # Before the flush below: the flusher yields (fsync in the worker pool), and a retry of this batch
             # handled meanwhile must find it in the producer state, or it is appended twice.
-            self.producers.update(info.producer_id, info.producer_epoch, info.base_sequence, info.last_sequence,
-                                  info.first_offset, info.last_offset)
+            self.producers.update(pid, info.producer_epoch, info.base_sequence, info.last_sequence,
+                                  info.first_offset, info.last_offset, info.is_transactional, info.max_timestamp)
+        return self._appended(lg, info)
+
+    def write_marker(self, producer_id, producer_epoch, coordinator_epoch, commit):
+        """Append a COMMIT/ABORT marker for ``producer_id`` (leader only; WriteTxnMarkers, acks=all semantics):
+        NotLeaderOrFollower, NotEnoughReplicas (ISR below min.insync.replicas), InvalidProducerEpoch (epoch older
+        than the producer's), TransactionCoordinatorFenced (coordinator epoch older than the last marker's). Closes
+        the producer's transaction; an ABORT indexes it. Returns the AppendResult of the marker's offset."""
+        if not self.is_leader:
+            raise NotLeaderOrFollower("broker %d is not the leader of %s-%d" % (self.broker_id, self.topic,
+                                                                                 self.index))
+        if len(self.isr) < self.log_config.min_insync_replicas:
+            raise NotEnoughReplicas("ISR %s is smaller than min.insync.replicas=%d"
+                                    % (self.isr, self.log_config.min_insync_replicas))
+        self.producers.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        lg = self.log
+        now = now_ms()
+        batch = marker_batch(producer_id, producer_epoch, coordinator_epoch, commit, now)
+        info = validate_for_append(batch, lg.log_end_offset, now, self.record_config, None)
+        lg.append(info)
+        if self.epoch_cache.latest_epoch != info.leader_epoch:
+            self.epoch_cache.assign(info.leader_epoch, info.first_offset)
+        aborted = self.producers.complete_txn(producer_id, producer_epoch, coordinator_epoch, commit,
+                                              info.first_offset, info.max_timestamp)
+        if aborted is not None:
+            lg.add_aborted_txn(aborted)
+        return self._appended(lg, info)
+
+    def _appended(self, lg, info):
+        """What follows every leader append: flush.messages, the HW with ISR = [self], waking fetchers."""
         if self.flusher is not None and lg.unflushed_messages >= self.log_config.flush_interval_messages:
             # flush.messages reached: fsync before acknowledging, as Kafka does after the append.
             self.flusher(lg)
@@ -375,7 +431,17 @@ class Partition:
             if epoch > cache.latest_epoch:
                 cache.assign(epoch, base)
             if pid >= 0:
-                producers.update(pid, pepoch, seq, seq + (last - base), base, last)
+                h = batch_header(data, pos)
+                if h.is_control:
+                    marker = marker_of(data, pos)
+                    if marker is not None:
+                        aborted = producers.complete_txn(pid, pepoch, marker.coordinator_epoch, marker.commit, base,
+                                                         h.max_timestamp)
+                        if aborted is not None:
+                            lg.add_aborted_txn(aborted)
+                else:
+                    producers.update(pid, pepoch, seq, seq + (last - base) if seq >= 0 else -1, base, last,
+                                     h.is_transactional, h.max_timestamp)
         if self.flusher is not None and lg.unflushed_messages >= self.log_config.flush_interval_messages:
             self.flusher(lg)                          # flush.messages applies to replicated data too
         if self.replica_waiters:
@@ -399,21 +465,44 @@ class Partition:
             return False
         log.info("%s-%d: truncated to %d", self.topic, self.index, offset)
         self.epoch_cache.truncate_from_end(self.log.log_end_offset)
-        self.producers.rebuild(self.log.batch_headers())
         self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
+        self._rebuild_producers()
         return True
 
     def truncate_fully_and_start_at(self, offset):
         log.info("%s-%d: truncated fully, restarting at %d", self.topic, self.index, offset)
         self.log.truncate_fully_and_start_at(offset)
         self.epoch_cache.clear()
-        self.producers.rebuild(())
+        self.producers.clear()
         self.high_watermark = offset
 
+    def _rebuild_producers(self):
+        """Producer state from the log's batches and markers; re-adds missing .txnindex entries."""
+        lg = self.log
+        self.producers.rebuild(lg.producer_batches(), self.high_watermark, lg.add_aborted_txn)
+
     # ----------------------------------------------------------------------------------------------- read
-    def read(self, offset, max_bytes, min_one=True, up_to_hw=True):
-        """FetchSlice for [offset, HW) (or up to the LEO when ``up_to_hw`` is false); raises OffsetOutOfRange."""
+    def read(self, offset, max_bytes, min_one=True, up_to_hw=True, isolation_level=0):
+        """FetchSlice for [offset, HW) (or up to the LEO when ``up_to_hw`` is false; below the LSO when
+        ``isolation_level`` is 1, read_committed); raises OffsetOutOfRange."""
+        if isolation_level == 1:
+            return self.log.read(offset, max_bytes, self.last_stable_offset, min_one)
         return self.log.read(offset, max_bytes, self.high_watermark if up_to_hw else None, min_one)
+
+    def aborted_transactions(self, fetch_offset, upper_offset):
+        """``[(producer_id, first_offset)]`` of the aborted transactions overlapping [fetch_offset, upper_offset),
+        from the .txnindex files (what a read_committed Fetch answers)."""
+        return [(t.producer_id, t.first_offset) for t in self.log.aborted_transactions(fetch_offset, upper_offset)]
+
+    def read_committed(self, offset, max_bytes, min_one=True):
+        """A read_committed Fetch of one partition: ``(FetchSlice below the LSO, LSO, aborted transactions
+        overlapping the slice)`` (Kafka's LocalLog.read with includeAbortedTxns; nothing read -> [])."""
+        lso = self.last_stable_offset
+        sl = self.log.read(offset, max_bytes, lso, min_one)
+        if sl.size == 0:
+            return sl, lso, []
+        upper = min(lso, self.log.fetch_upper_offset(sl))
+        return sl, lso, self.aborted_transactions(offset, upper)
 
     # -------------------------------------------------------------------------------------------- waiters
     def add_waiter(self, ev, follower=False):

@@ -1,0 +1,240 @@
+"""Transactions on the partition side: producer state (open transactions, markers, fencing, the LSO), the leader's
+write_marker, followers applying markers, the .txnindex entries, rebuilds after restart and truncation, and
+read_committed reads -- with exact offsets."""
+import os
+import struct
+import time
+
+import pytest
+
+from kbroker import errors
+from kbroker.log.config import LogConfig
+from kbroker.log.log import Log
+from kbroker.log.txn_index import AbortedTxn
+from kbroker.record import Record, batch_header, build_batch, iter_records
+from kbroker.record.control import marker_batch, marker_of
+from kbroker.replica.partition import Partition
+from kbroker.replica.producer_state import ProducerInfo, ProducerStateManager
+
+LC = LogConfig(min_insync_replicas=1, file_delete_delay_ms=0)
+
+
+def data(n, pid=-1, epoch=0, seq=-1, txn=False, value=b"v", ts=None):
+    # Current timestamps: a marker (stamped now) after records from 1970 would roll the segment by time.
+    ts = int(time.time() * 1000) if ts is None else ts
+    return build_batch([Record(i, ts + i, None, value, ()) for i in range(n)], producer_id=pid,
+                       producer_epoch=epoch if pid >= 0 else -1, base_sequence=seq, is_transactional=txn)
+
+
+def standalone(tmp_path, name="t-0", config=LC):
+    return Partition("t", 0, Log(str(tmp_path / name), config), config, 1)
+
+
+def txn_files(part):
+    return sorted(n for n in os.listdir(part.log.dir) if n.endswith(".txnindex"))
+
+
+# ----------------------------------------------------------------------------------- producer state alone
+def test_manager_opens_and_closes_transactions_in_offset_order():
+    m = ProducerStateManager()
+    m.update(7, 0, 0, 2, 10, 12, is_transactional=True, timestamp=5)
+    m.update(8, 0, 0, 0, 13, 13, is_transactional=True)
+    m.update(7, 0, 3, 3, 14, 14, is_transactional=True)
+    assert m.open_transactions() == [(10, 7), (13, 8)]
+    assert m.first_unstable_offset(100) == 10
+    # pid 7 aborts at 15 while pid 8's (from 13) is open: the index entry's LSO is 13.
+    assert m.complete_txn(7, 0, 4, False, 15, 20) == AbortedTxn(7, 10, 15, 13)
+    assert m.first_unstable_offset(15) == 10        # marker 15 not below the HW: still unstable
+    assert m.first_unstable_offset(16) == 13
+    assert m.complete_txn(8, 0, 4, True, 16) is None   # commit: nothing to index
+    assert m.first_unstable_offset(16) == 13
+    assert m.first_unstable_offset(17) is None
+    assert m.complete_txn(8, 0, 4, False, 17) is None  # no transaction open: an empty abort
+    info = {p.producer_id: p for p in m.active()}
+    assert info[7] == ProducerInfo(7, 0, 3, 20, 4, -1)
+    assert info[8] == ProducerInfo(8, 0, 0, -1, 4, -1)
+
+
+def test_manager_fencing_and_txn_state():
+    m = ProducerStateManager()
+    m.update(7, 3, 0, 0, 0, 0, is_transactional=True)
+    m.complete_txn(7, 3, 5, True, 1)
+    with pytest.raises(errors.InvalidProducerEpoch):
+        m.check_marker(7, 2, 5)
+    with pytest.raises(errors.TransactionCoordinatorFenced):
+        m.check_marker(7, 3, 4)
+    m.check_marker(7, 4, 5)                          # a newer producer epoch (the coordinator fenced it): fine
+    m.update(7, 3, 1, 1, 2, 2, is_transactional=True)
+    with pytest.raises(errors.InvalidTxnState):
+        m.check(7, 3, 2, 2, is_transactional=False)
+    m.check(7, 3, 2, 2, is_transactional=True)
+    # The coordinator bumps the epoch with an abort: the next epoch starts at sequence 0, even as the same epoch.
+    m.complete_txn(7, 4, 5, False, 3)
+    assert m.entry(7).epoch == 4 and m.entry(7).txn_first_offset == -1
+    with pytest.raises(errors.OutOfOrderSequenceNumber):
+        m.check(7, 4, 5, 5)
+    m.check(7, 4, 0, 0)
+    with pytest.raises(errors.InvalidProducerEpoch):
+        m.check(7, 3, 0, 0)
+    # Coordinator-origin writes (baseSequence -1): no sequence checks, nothing retained.
+    assert m.check(7, 4, -1, -1, is_transactional=True, coordinator=True) is None
+    m.update(7, 4, -1, -1, 4, 4, is_transactional=True)
+    assert m.entry(7).batches == [] and m.entry(7).txn_first_offset == 4
+
+
+# ------------------------------------------------------------------------------------------ partition
+def test_transaction_lso_and_read_committed(tmp_path):
+    part = standalone(tmp_path)
+    part.append(data(2), 9, 1)                                             # 0-1 plain
+    part.append(data(3, pid=5, seq=0, txn=True), 9, 1)                     # 2-4 pid 5 txn
+    part.append(data(2, pid=6, seq=0, txn=True), 9, 1)                     # 5-6 pid 6 txn
+    part.append(data(1), 9, 1)                                             # 7 plain
+    assert part.high_watermark == 8 and part.last_stable_offset == 2
+    sl = part.read(0, 10 ** 6, isolation_level=1)
+    assert [o for o, *_ in iter_records(sl.region.read_bytes())] == [0, 1]
+    assert len(list(iter_records(part.read(0, 10 ** 6).region.read_bytes()))) == 8
+    assert part.read(2, 10 ** 6, isolation_level=1).size == 0
+    res = part.write_marker(5, 0, 3, commit=False)                         # 8: ABORT pid 5
+    assert res.base_offset == 8 and part.high_watermark == 9
+    assert part.last_stable_offset == 5                                    # pid 6 still open
+    assert txn_files(part) == ["00000000000000000000.txnindex"]
+    raw = open(os.path.join(part.log.dir, "00000000000000000000.txnindex"), "rb").read()
+    assert raw == struct.pack(">hqqqq", 0, 5, 2, 8, 5)
+    res = part.write_marker(6, 0, 3, commit=True)                          # 9: COMMIT pid 6
+    assert res.base_offset == 9 and part.last_stable_offset == 10 == part.high_watermark
+    m = marker_of(part.log.read(9, 1000).region.read_bytes())
+    assert (m.producer_id, m.producer_epoch, m.commit, m.coordinator_epoch) == (6, 0, True, 3)
+    sl, lso, aborted = part.read_committed(0, 10 ** 6)
+    assert lso == 10 and aborted == [(5, 2)]
+    # Control records are never returned as records.
+    assert [o for o, *_ in iter_records(sl.region.read_bytes())] == list(range(8))
+    assert part.read_committed(9, 10 ** 6)[2] == []                        # fetch after the abort's marker
+    assert part.read_committed(10, 10 ** 6)[0].size == 0
+    assert part.aborted_transactions(0, 2) == []                           # [0, 2) does not overlap 2..8
+
+
+def test_non_transactional_batch_while_open_is_invalid_txn_state(tmp_path):
+    part = standalone(tmp_path)
+    part.append(data(1, pid=5, seq=0, txn=True), 9, 1)
+    with pytest.raises(errors.InvalidTxnState):
+        part.append(data(1, pid=5, seq=1, txn=False), 9, 1)
+    assert part.log_end_offset == 1
+    part.append(data(1, pid=5, seq=1, txn=True), 9, 1)
+    assert part.log_end_offset == 2 and part.last_stable_offset == 0
+
+
+def test_write_marker_fencing_codes(tmp_path):
+    part = standalone(tmp_path)
+    part.append(data(1, pid=5, epoch=2, seq=0, txn=True), 9, 1)
+    part.write_marker(5, 2, 4, commit=True)
+    with pytest.raises(errors.TransactionCoordinatorFenced) as e:
+        part.write_marker(5, 2, 3, commit=True)
+    assert e.value.code == 52
+    with pytest.raises(errors.InvalidProducerEpoch) as e:
+        part.write_marker(5, 1, 4, commit=True)
+    assert e.value.code == 47
+    assert part.log_end_offset == 2                                        # nothing written for the refused ones
+    part.append(data(1, pid=5, epoch=2, seq=1, txn=True), 9, 1)             # 2
+    part.write_marker(5, 3, 4, commit=False)                               # 3: fenced by the coordinator
+    assert part.producers.entry(5).epoch == 3
+    with pytest.raises(errors.InvalidProducerEpoch):
+        part.append(data(1, pid=5, epoch=2, seq=2, txn=True), 9, 1)
+    part.make_follower(2, 1, [1, 2], [1, 2], 1)
+    with pytest.raises(errors.NotLeaderOrFollower):
+        part.write_marker(5, 3, 4, commit=True)
+
+
+def test_coordinator_origin_batches_skip_sequences(tmp_path):
+    part = standalone(tmp_path, name="__consumer_offsets-0")
+    b = build_batch([Record(0, 1000, b"k", b"v", ())], producer_id=9, producer_epoch=1, base_sequence=-1,
+                    is_transactional=True)
+    part.append(b, None, -1)
+    part.append(b, None, -1)                                               # no duplicate detection either
+    assert part.log_end_offset == 2 and part.last_stable_offset == 0
+    part.write_marker(9, 1, 0, commit=True)
+    assert part.last_stable_offset == 3
+
+
+def test_follower_applies_markers_and_leader_state_survives_failover(tmp_path):
+    leader = standalone(tmp_path, "l-0")
+    leader.append(data(2, pid=5, seq=0, txn=True), 9, 1)                   # 0-1
+    leader.append(data(1, pid=6, seq=0, txn=True), 9, 1)                   # 2
+    leader.write_marker(5, 0, 1, commit=False)                             # 3
+    leader.append(data(1), 9, 1)                                           # 4
+    follower = standalone(tmp_path, "f-0")
+    follower.make_follower(2, 1, [1, 2], [1, 2], 0)
+    follower.append_as_follower(leader.log.read(0, 10 ** 6).region.read_bytes())
+    assert follower.log_end_offset == 5
+    follower.update_follower_hw(5)
+    assert follower.last_stable_offset == 2                                # pid 6's transaction from 2
+    assert follower.aborted_transactions(0, 5) == [(5, 0)]
+    assert follower.log.segments[0].txn_index.all_entries() == [AbortedTxn(5, 0, 3, 2)]
+    follower.make_leader(2, [1], [1, 2], 1)
+    with pytest.raises(errors.InvalidTxnState):
+        follower.append(data(1, pid=6, seq=1), 9, 1)
+    follower.write_marker(6, 0, 1, commit=True)                            # 5
+    assert follower.last_stable_offset == 6
+
+
+def test_lso_waits_for_the_marker_to_replicate(tmp_path):
+    lc = LC
+    part = Partition("t", 0, Log(str(tmp_path / "t-0"), lc), lc, 1)
+    part.make_leader(1, [1, 2], [1, 2], 0)
+    part.append(data(1, pid=5, seq=0, txn=True), 9, -1)                   # 0
+    part.update_follower(2, 1)
+    assert part.high_watermark == 1 and part.last_stable_offset == 0
+    part.write_marker(5, 0, 1, commit=True)                                # 1
+    assert part.last_stable_offset == 0                                    # marker above the HW
+    part.update_follower(2, 2)
+    assert part.high_watermark == 2 and part.last_stable_offset == 2
+
+
+def test_rebuild_after_restart_reads_markers(tmp_path):
+    d = str(tmp_path / "t-0")
+    part = Partition("t", 0, Log(d, LC), LC, 1)
+    part.append(data(2, pid=5, seq=0, txn=True), 9, 1)                    # 0-1
+    part.append(data(1, pid=6, seq=0, txn=True), 9, 1)                    # 2
+    part.write_marker(5, 0, 7, commit=False)                              # 3
+    part.append(data(1, pid=7, seq=0, txn=True), 9, 1)                    # 4
+    part.write_marker(7, 0, 7, commit=True)                               # 5
+    part.log.close()
+    # Unclean: the loader empties the recovered segment's .txnindex, the replay re-adds the entry.
+    again = Partition("t", 0, Log(d, LC, recovery_point=0), LC, 1, high_watermark=6)
+    assert again.log.segments[0].txn_index.all_entries() == [AbortedTxn(5, 0, 3, 2)]
+    assert again.last_stable_offset == 2
+    assert again.producers.entry(5).coordinator_epoch == 7 and again.producers.entry(5).txn_first_offset == -1
+    assert again.producers.entry(7).txn_first_offset == -1
+    assert again.producers.open_transactions() == [(2, 6)]
+    with pytest.raises(errors.TransactionCoordinatorFenced):
+        again.write_marker(5, 0, 6, commit=True)
+    again.log.close()
+    clean = Partition("t", 0, Log(d, LC, clean_shutdown=True), LC, 1, high_watermark=6)
+    assert clean.aborted_transactions(0, 6) == [(5, 0)]
+    assert os.path.getsize(os.path.join(d, "00000000000000000000.txnindex")) == 34
+
+
+def test_truncation_reopens_transactions(tmp_path):
+    part = standalone(tmp_path)
+    part.append(data(1, pid=5, seq=0, txn=True), 9, 1)                    # 0
+    part.write_marker(5, 0, 1, commit=False)                              # 1
+    part.append(data(1, pid=5, seq=1, txn=True), 9, 1)                    # 2
+    assert part.last_stable_offset == 2
+    part.make_follower(2, 1, [1, 2], [1, 2], 0)
+    part.truncate_to(1)                                                   # the marker goes: txn from 0 open again
+    assert part.producers.open_transactions() == [(0, 5)]
+    assert part.last_stable_offset == 0
+    assert part.aborted_transactions(0, 10) == [] and txn_files(part) == []
+
+
+def test_txn_index_entry_lands_in_the_markers_segment(tmp_path):
+    lc = LogConfig(segment_bytes=300, file_delete_delay_ms=0)
+    part = standalone(tmp_path, config=lc)
+    part.append(data(1, pid=5, seq=0, txn=True, value=b"x" * 100), 9, 1)  # 0 (~170 bytes)
+    part.append(data(1, value=b"y" * 100), 9, 1)                          # 1: rolls
+    part.write_marker(5, 0, 1, commit=False)                              # 2
+    assert [s.base_offset for s in part.log.segments] == [0, 1]
+    assert txn_files(part) == ["00000000000000000001.txnindex"]
+    assert part.aborted_transactions(0, 3) == [(5, 0)]
+    sl, lso, aborted = part.read_committed(0, 10 ** 6)
+    assert lso == 3 and aborted == [(5, 0)]
+    assert batch_header(part.log.read(2, 1000).region.read_bytes()).is_control
