@@ -468,3 +468,42 @@ def test_offset_fetch_require_stable_through_the_real_coordinator():
     body["require_stable"] = True
     resp = call(9, 7, body, Authorizer((DESCRIBE, GROUP, "g"), (DESCRIBE, TOPIC, "t")), groups=c)
     assert [(p["error_code"], p["committed_offset"]) for p in resp["topics"][0]["partitions"]] == [(0, 5), (0, -1)]
+
+
+# ------------------------------------------------------------------------- over a real __consumer_offsets log
+def test_offsets_store_over_a_real_partition_with_markers(tmp_path):
+    """``OffsetsStore`` appends the transactional batch through the partition (coordinator origin: producer id and
+    epoch, sequence -1) and reads it back with the leader's markers; a fresh coordinator replays the same state."""
+    from kbroker.internal_topics import GROUP_METADATA_TOPIC
+    from kbroker.log.config import LogConfig
+    from kbroker.log.log import Log
+    from kbroker.record.batch import iter_batches
+    from kbroker.replica.partition import Partition
+
+    config = LogConfig(min_insync_replicas=1, file_delete_delay_ms=0)
+    part = Partition(GROUP_METADATA_TOPIC, 0, Log(str(tmp_path / "co-0"), config), config, 1)
+
+    class Replicas:
+        def get_partition(self, topic, p):
+            return part if (topic, p) == (GROUP_METADATA_TOPIC, 0) else None
+
+    def coordinator():
+        return make(store=offsets_log.OffsetsStore(Replicas(), commit_timeout_ms=1000))[0]
+    c = coordinator()
+    assert c.handle_commit("g", -1, "", None, -1, offs(p0=1)) == {T0: 0}          # offset 0
+    assert txn(c, pid=7, epoch=2, p0=5, p1=6) == {T0: 0, T1: 0}                  # offsets 1-2
+    assert txn(c, pid=8, epoch=0, p1=9) == {T1: 0}                               # offset 3
+    buf = part.log.read(0, 1 << 20, None, True).region.read_bytes()
+    heads = [(h.base_offset, h.producer_id, h.producer_epoch, h.base_sequence, h.is_transactional)
+             for _, h in iter_batches(buf)]
+    assert heads == [(0, -1, -1, -1, False), (1, 7, 2, -1, True), (3, 8, 0, -1, True)]
+    part.write_marker(7, 2, 0, True)                                              # offset 4
+    assert c.complete_transaction(7, [0], True) == 1
+    assert committed(c) == {T0: 5, T1: 6} and c.groups["g"].offsets[T0].record_offset == 1
+    c2 = coordinator()
+    assert committed(c2) == {T0: 5, T1: 6} and c2.pending_partitions("g") == {T1}
+    assert c2.metadata.producer_groups == {8: {"g"}}
+    part.write_marker(8, 0, 0, False)                                             # offset 5
+    assert c2.complete_transaction(8, [0], False) == 1
+    assert committed(coordinator()) == {T0: 5, T1: 6}
+    assert coordinator().pending_partitions("g") == set()
