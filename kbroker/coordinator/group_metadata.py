@@ -280,7 +280,8 @@ class GroupMetadataManager:
                 oam.record_offset = base
         if current is not None and not current:
             del group.pending_txn[producer_id]
-        if producer_id not in group.pending_txn:
+        if producer_id not in group.pending_txn and self.groups.get(gid) is group:
+            # (A group unloaded during the append is no longer the one the index speaks of.)
             self._untrack(producer_id, gid)
         results.update({tp: err for tp in staged.offsets})
         return results
