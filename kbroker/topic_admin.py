@@ -216,7 +216,7 @@ class TopicAdmin:
 
     def ensure_transaction_state_topic(self):
         """Create __transaction_state on first use (FindCoordinator for a transactional id), with Kafka's enforced
-        configs (compacted, uncompressed, no unclean election) and the transaction.state.log.* settings. The
+        configs (compacted, no unclean election; written uncompressed) and the transaction.state.log.* settings. The
         replication factor is capped by the live brokers like the offsets topic's, and min.insync.replicas by that
         factor: a one-broker cluster would otherwise refuse every transaction write (Kafka answers
         COORDINATOR_NOT_AVAILABLE there until the settings are lowered)."""
@@ -224,7 +224,8 @@ class TopicAdmin:
             return
         cfg = self.config
         rf = max(1, min(cfg["transaction.state.log.replication.factor"], len(self.cache.alive_broker_ids())))
-        configs = {"cleanup.policy": "compact", "compression.type": "uncompressed",
+        # compression.type stays "producer" (the only value kbroker accepts): the coordinator writes uncompressed.
+        configs = {"cleanup.policy": "compact", "compression.type": "producer",
                    "unclean.leader.election.enable": "false",
                    "min.insync.replicas": str(min(cfg["transaction.state.log.min.isr"], rf)),
                    "segment.bytes": str(cfg["transaction.state.log.segment.bytes"])}
