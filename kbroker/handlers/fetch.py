@@ -45,6 +45,13 @@ answers TOPIC_AUTHORIZATION_FAILED (29) (Kafka's answer; nothing is read and no 
 consumer needs Read on each topic, asked once per topic, and the partitions of a denied topic answer 29 whether
 or not they exist. Denied partitions take no part in the wait (they neither end it early nor keep it going: a
 request with nothing else waits for nothing).
+Transactions (v4+, KIP-98; Kafka's LocalLog.read with FetchIsolation): ``isolation_level`` 1 (read_committed) reads
+below the partition's last stable offset only and answers ``aborted_transactions``: the (producer id, first offset)
+of every aborted transaction overlapping the records returned, from the ``.txnindex`` files (an empty list when
+nothing is returned), which clients use to drop aborted records; level 0 answers ``aborted_transactions`` null.
+``last_stable_offset`` is the partition's LSO for every fetcher (= HW when no transaction is open). A parked
+read_committed fetch re-reads when the HW moves or a marker is appended, the only two events that move the LSO.
+Any other isolation level closes the connection (Kafka fails the whole request: IsolationLevel.forId throws).
 Fetch sessions (v7+) are answered sessionless (session_id 0): clients then send full requests every time.
 Deviations: a batch of more than 100 000 records is not down-converted (above; Kafka converts anything, at
 ~360 bytes of memory per record here). zstd batches are not withheld from v4-v9 fetchers (Kafka answers
@@ -59,6 +66,7 @@ from kbroker.handlers import auth
 from kbroker.handlers.common import error_code
 from kbroker.handlers.down_conversion import FetchConversion
 from kbroker.security.acl import CLUSTER_ACTION, READ, TOPIC
+from kbroker.server.connection import CloseConnection
 from kbroker.server.router import handler
 
 INT32_MAX = 0x7FFFFFFF
@@ -97,6 +105,11 @@ def fetch(ctx, req):
     version = ctx.api_version
     replica_id = replica_id_of(req)
     follower = replica_id >= 0
+    isolation = req.get("isolation_level", 0) if version >= 4 else 0
+    if isolation not in (0, 1):
+        raise CloseConnection("Fetch with unknown isolation level %d" % isolation)
+    if follower:
+        isolation = 0
     max_wait = max(0, req["max_wait_ms"]) / 1000.0
     budget = response_budget(ctx.services.config, version, req)
     min_bytes = min(req["min_bytes"], budget)
@@ -106,7 +119,8 @@ def fetch(ctx, req):
     allowed = [(topic, p) for topic, p in wanted if topic not in denied] if denied else wanted
     first = True
     while True:
-        responses, total, had_error = _read_all(replicas, version, wanted, replica_id, first, budget, denied)
+        responses, total, had_error = _read_all(replicas, version, wanted, replica_id, first, budget, denied,
+                                                isolation)
         first = False
         remaining = deadline - time.monotonic()
         if total >= min_bytes or had_error or remaining <= 0 or not allowed or ctx.connection.closing:
@@ -124,7 +138,8 @@ def fetch(ctx, req):
             for p in parts:
                 p.remove_waiter(ev, follower)
         if not ev.is_set():
-            responses, total, had_error = _read_all(replicas, version, wanted, replica_id, False, budget, denied)
+            responses, total, had_error = _read_all(replicas, version, wanted, replica_id, False, budget, denied,
+                                                    isolation)
             break
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
 
@@ -138,19 +153,19 @@ def _denied_topics(ctx, follower, wanted):
     return auth.denied_names(ctx, READ, TOPIC, (topic for topic, _ in wanted))
 
 
-def _read_all(replicas, version, wanted, replica_id, first, budget, denied=frozenset()):
+def _read_all(replicas, version, wanted, replica_id, first, budget, denied=frozenset(), isolation=0):
     """One pass over ``wanted`` in order -> (responses by topic, bytes in them, whether a partition failed);
     partitions of ``denied`` topics answer TOPIC_AUTHORIZATION_FAILED unread."""
     conversion = FetchConversion(budget) if version < 4 else None
     try:
         return _read_pass(replicas, version, wanted, replica_id, first,
-                          budget if conversion is None else conversion.budget, conversion, denied)
+                          budget if conversion is None else conversion.budget, conversion, denied, isolation)
     finally:
         if conversion is not None:
             conversion.finish()
 
 
-def _read_pass(replicas, version, wanted, replica_id, first, budget, conversion, denied):
+def _read_pass(replicas, version, wanted, replica_id, first, budget, conversion, denied, isolation=0):
     follower = replica_id >= 0
     hard = version <= 2          # Kafka's hardMaxBytesLimit: no progress guarantee
     min_one = not hard           # until a partition returns data
@@ -169,7 +184,8 @@ def _read_pass(replicas, version, wanted, replica_id, first, budget, conversion,
         try:
             part = replicas.leader_partition(topic, p["partition"])
             part.check_leader_epoch(p.get("current_leader_epoch", -1))
-            r["high_watermark"] = r["last_stable_offset"] = part.high_watermark
+            r["high_watermark"] = part.high_watermark
+            r["last_stable_offset"] = part.last_stable_offset
             r["log_start_offset"] = part.log_start_offset
             left = budget - total
             limit = max(0, min(p["partition_max_bytes"], left))
@@ -177,7 +193,12 @@ def _read_pass(replicas, version, wanted, replica_id, first, budget, conversion,
             cut_first = hard and p["partition_max_bytes"] <= left
             if follower:
                 sl = part.read_for_follower(replica_id, p["fetch_offset"], limit, min_one=min_one, record=first)
-                r["high_watermark"] = r["last_stable_offset"] = part.high_watermark
+                r["high_watermark"] = part.high_watermark
+                r["last_stable_offset"] = part.last_stable_offset
+            elif isolation == 1:
+                sl, r["last_stable_offset"], aborted = part.read_committed(p["fetch_offset"], limit, min_one=min_one)
+                r["aborted_transactions"] = [{"producer_id": pid, "first_offset": first_offset}
+                                             for pid, first_offset in aborted]
             else:
                 sl = part.read(p["fetch_offset"], limit, min_one=min_one)
             records = _records(sl, version, limit, min_one, cut_first, conversion)

@@ -1,12 +1,13 @@
 """ListOffsets (2), served v0-v7.
 
-Behaviour: timestamp -1 = latest (the high watermark for consumers, with the current leader epoch), -2 = earliest
+Behaviour: timestamp -1 = latest (the high watermark for consumers, with the current leader epoch; the last stable
+offset for isolation_level 1, read_committed, v2+), -2 = earliest
 (log start offset, with the epoch of the leader-epoch cache's first entry when it starts at or before it, else
 -1). Any other timestamp = the first *record* whose timestamp is >= it, answered with that record's offset and
 timestamp and its batch's partition leader epoch (Kafka's FileRecords.searchForTimestamp: the time index narrows
 the walk to batches whose max timestamp is >= the target, then the records inside are looked at, so a batch
 written by a lingering producer answers the exact record, not its base offset and max timestamp), or offset -1 /
-timestamp -1 when there is none below the high watermark (v1+). -3 (v7, KIP-734: Kafka's Java admin
+timestamp -1 when there is none below the high watermark (below the LSO for read_committed, as Kafka) (v1+). -3 (v7, KIP-734: Kafka's Java admin
 ``OffsetSpec.maxTimestamp()``) = the first record carrying the log's largest timestamp (the segments' max
 timestamps, then the same record lookup), -1/-1 when it is not below the high watermark or no record has a
 timestamp. Looking inside a batch decodes it (decompressing when needed), which a worker thread does
@@ -69,6 +70,7 @@ def _max_timestamp(log):
 def list_offsets(ctx, req):
     replicas = ctx.services.replicas
     version = ctx.api_version
+    committed = version >= 2 and req.get("isolation_level", 0) == 1
     denied = auth.denied_names(ctx, DESCRIBE, TOPIC, (t["name"] for t in req["topics"]))
     topics = []
     for t in req["topics"]:
@@ -84,8 +86,9 @@ def list_offsets(ctx, req):
             try:
                 part = replicas.leader_partition(t["name"], p["partition_index"])
                 ts = p["timestamp"]
+                fetchable = part.last_stable_offset if committed else part.high_watermark
                 if ts == LATEST:
-                    off, found_ts, epoch = part.high_watermark, -1, part.leader_epoch
+                    off, found_ts, epoch = fetchable, -1, part.leader_epoch
                 elif ts == EARLIEST:
                     off, found_ts, epoch = part.log_start_offset, -1, _earliest_epoch(part)
                 else:
@@ -95,7 +98,7 @@ def list_offsets(ctx, req):
                     else:
                         hit = part.log.offset_for_timestamp(ts, resolver=_resolve_in_worker)
                     off, found_ts, epoch = hit if hit is not None else (-1, -1, -1)
-                    if hit is not None and off >= part.high_watermark:
+                    if hit is not None and off >= fetchable:
                         off, found_ts, epoch = -1, -1, -1
                 r["offset"], r["timestamp"], r["leader_epoch"] = off, found_ts, epoch
                 if version == 0:

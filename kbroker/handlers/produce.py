@@ -15,7 +15,9 @@ batch's last offset, at most ``timeout_ms``; partitions still short then answer 
 stay in the log, as in Kafka). A partition whose HW got there while its ISR is below min.insync.replicas answers
 NOT_ENOUGH_REPLICAS_AFTER_APPEND (20); one whose broker stopped leading meanwhile answers NOT_LEADER_OR_FOLLOWER (6).
 With ISR = [leader] the HW moves in the append itself, so acks=-1 costs no Event, timer or greenlet switch.
-Deviation: transactional produce is not served (no transaction coordinator APIs are advertised).
+Transactional batches (KIP-98): a producer's first transactional batch opens its transaction on the partition (the
+last stable offset stays at its first offset until the coordinator's marker, kbroker/replica/producer_state.py); a
+non-transactional batch from a producer whose transaction is open answers INVALID_TXN_STATE (48).
 
 Authorization (Kafka's KafkaApis.handleProduceRequest, ``kbroker/handlers/auth.py``), before anything is appended:
 a request whose records are transactional (the first batch of any partition has the transactional bit) needs
