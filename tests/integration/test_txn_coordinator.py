@@ -1,0 +1,216 @@
+"""The transaction coordinator over the wire (one broker process, raw protocol for the exact error codes):
+FindCoordinator key type 1 and ``__transaction_state``'s creation, fencing codes per API version, transaction
+timeout limits, AddPartitionsToTxn's partial failures, DescribeTransactions / ListTransactions, the coordinator's
+state surviving kill -9, the expiry of idle transactional ids and the abort of timed-out transactions (both driven
+by their cleanup intervals, so the keys are seen taking effect)."""
+from __future__ import annotations
+
+import pytest
+
+from kbroker import errors
+from kbroker.client.connection import BrokerConnection
+from tests.integration.harness import BrokerProcess, wait_until
+
+pytestmark = pytest.mark.timeout(180)
+
+OVERRIDES = {"transaction.state.log.num.partitions": 5, "transaction.max.timeout.ms": 120000,
+             "transaction.abort.timed.out.transaction.cleanup.interval.ms": 200,
+             "transaction.remove.expired.transaction.cleanup.interval.ms": 200,
+             "transactional.id.expiration.ms": 600000}
+
+
+@pytest.fixture(scope="module")
+def tbroker(tmp_path_factory):
+    b = BrokerProcess(tmp_path_factory.mktemp("txn_coordinator"), overrides=OVERRIDES)
+    b.start()
+    yield b
+    b.close()
+
+
+@pytest.fixture
+def conn(tbroker):
+    c = BrokerConnection(tbroker.host, tbroker.port, client_id="raw")
+    yield c
+    c.close()
+
+
+def find(conn, tid, version=3):
+    return conn.request(10, {"key": tid, "key_type": 1}, version=version)
+
+
+def ready(conn, tid):
+    """FindCoordinator until the id's coordinator answers (the topic is created and its partition loaded)."""
+    def ok():
+        r = find(conn, tid)
+        if r["error_code"]:
+            return False
+        d = conn.request(65, {"transactional_ids": [tid]}, version=0)["transaction_states"][0]
+        return d["error_code"] in (0, errors.TRANSACTIONAL_ID_NOT_FOUND)
+    wait_until(ok, 30, 0.1, "the coordinator of %r" % tid)
+
+
+def init(conn, tid, timeout_ms=60000, version=4, pid=-1, epoch=-1):
+    return conn.request(22, {"transactional_id": tid, "transaction_timeout_ms": timeout_ms, "producer_id": pid,
+                             "producer_epoch": epoch}, version=version)
+
+
+def add(conn, tid, pid, epoch, parts, version=3):
+    topics = {}
+    for t, p in parts:
+        topics.setdefault(t, []).append(p)
+    r = conn.request(24, {"v3_and_below_transactional_id": tid, "v3_and_below_producer_id": pid,
+                          "v3_and_below_producer_epoch": epoch,
+                          "v3_and_below_topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]},
+                     version=version)
+    return {(t["name"], pr["partition_index"]): pr["partition_error_code"]
+            for t in r["results_by_topic_v3_and_below"] for pr in t["results_by_partition"]}
+
+
+def end(conn, tid, pid, epoch, commit, version=3):
+    return conn.request(26, {"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch,
+                             "committed": commit}, version=version)["error_code"]
+
+
+def describe(conn, tid):
+    return conn.request(65, {"transactional_ids": [tid]}, version=0)["transaction_states"][0]
+
+
+def create_topic(conn, name, partitions=2):
+    r = conn.request(19, {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1}],
+                          "timeout_ms": 10000}, version=4)
+    assert r["topics"][0]["error_code"] in (0, errors.TOPIC_ALREADY_EXISTS)
+    wait_until(lambda: all(p["leader_id"] >= 0 for t in conn.request(3, {"topics": [{"name": name}]}, version=4)
+                           ["topics"] for p in t["partitions"]) , 10)
+
+
+# --------------------------------------------------------------------------------------------------- tests
+
+def test_find_coordinator_creates_the_transaction_state_topic(conn, tbroker):
+    ready(conn, "find-me")
+    r = find(conn, "find-me")
+    assert (r["error_code"], r["node_id"], r["port"]) == (0, 0, tbroker.port)
+    r4 = conn.request(10, {"key_type": 1, "coordinator_keys": ["a", "b"]}, version=4)
+    assert [(c["key"], c["error_code"], c["node_id"]) for c in r4["coordinators"]] == [("a", 0, 0), ("b", 0, 0)]
+    md = conn.request(3, {"topics": [{"name": "__transaction_state"}]}, version=4)["topics"][0]
+    assert md["is_internal"] and len(md["partitions"]) == 5
+    cfg = conn.request(32, {"resources": [{"resource_type": 2, "resource_name": "__transaction_state",
+                                           "configuration_keys": None}]}, version=1)["results"][0]["configs"]
+    values = {c["name"]: c["value"] for c in cfg}
+    # compacted; min.insync.replicas 2 (Kafka's default) capped by the one-broker replication factor
+    assert values["cleanup.policy"] == "compact" and values["min.insync.replicas"] == "1"
+    assert values["unclean.leader.election.enable"] == "false"
+
+
+def test_reinit_fences_the_previous_producer_with_the_code_its_version_knows(conn):
+    ready(conn, "fence")
+    create_topic(conn, "fence-t")
+    first = init(conn, "fence")
+    assert first["error_code"] == 0
+    pid, epoch = first["producer_id"], first["producer_epoch"]
+    second = init(conn, "fence")
+    assert (second["error_code"], second["producer_id"], second["producer_epoch"]) == (0, pid, epoch + 1)
+    # the first instance is fenced: PRODUCER_FENCED (90) for versions that know it, else INVALID_PRODUCER_EPOCH
+    assert add(conn, "fence", pid, epoch, [("fence-t", 0)], version=2) == {("fence-t", 0): errors.PRODUCER_FENCED}
+    assert add(conn, "fence", pid, epoch, [("fence-t", 0)], version=1) == {
+        ("fence-t", 0): errors.INVALID_PRODUCER_EPOCH}
+    assert end(conn, "fence", pid, epoch, True, version=2) == errors.PRODUCER_FENCED
+    assert end(conn, "fence", pid, epoch, True, version=0) == errors.INVALID_PRODUCER_EPOCH
+    ao = conn.request(25, {"transactional_id": "fence", "producer_id": pid, "producer_epoch": epoch,
+                           "group_id": "g"}, version=1)
+    assert ao["error_code"] == errors.INVALID_PRODUCER_EPOCH
+    # KIP-360 with an epoch that is neither the current nor the last one
+    assert init(conn, "fence", version=4, pid=pid, epoch=epoch + 7)["error_code"] == errors.PRODUCER_FENCED
+    assert init(conn, "fence", version=3, pid=pid, epoch=epoch + 7)["error_code"] == errors.INVALID_PRODUCER_EPOCH
+    assert init(conn, "fence", version=4, pid=pid, epoch=-1)["error_code"] == errors.INVALID_REQUEST
+    # an unknown producer id for the transactional id
+    assert add(conn, "fence", pid + 100, epoch + 1, [("fence-t", 0)]) == {
+        ("fence-t", 0): errors.INVALID_PRODUCER_ID_MAPPING}
+
+
+def test_transaction_timeout_above_the_maximum_is_refused(conn):
+    ready(conn, "tmo")
+    assert init(conn, "tmo", timeout_ms=120001)["error_code"] == errors.INVALID_TRANSACTION_TIMEOUT
+    assert init(conn, "tmo", timeout_ms=0)["error_code"] == errors.INVALID_TRANSACTION_TIMEOUT
+    r = init(conn, "tmo", timeout_ms=120000)
+    assert r["error_code"] == 0 and r["producer_epoch"] == 0
+    assert describe(conn, "tmo")["transaction_timeout_ms"] == 120000
+
+
+def test_add_partitions_all_or_nothing(conn):
+    ready(conn, "parts")
+    create_topic(conn, "parts-t", 3)
+    r = init(conn, "parts")
+    pid, epoch = r["producer_id"], r["producer_epoch"]
+    got = add(conn, "parts", pid, epoch, [("parts-t", 0), ("parts-t", 9), ("no-such-topic", 0),
+                                          ("__consumer_offsets", 0)])
+    assert got == {("parts-t", 0): errors.OPERATION_NOT_ATTEMPTED, ("parts-t", 9): errors.UNKNOWN_TOPIC_OR_PARTITION,
+                   ("no-such-topic", 0): errors.UNKNOWN_TOPIC_OR_PARTITION,
+                   ("__consumer_offsets", 0): errors.TOPIC_AUTHORIZATION_FAILED}
+    assert describe(conn, "parts")["transaction_state"] == "Empty"
+    assert end(conn, "parts", pid, epoch, True) == errors.INVALID_TXN_STATE
+    assert add(conn, "parts", pid, epoch, [("parts-t", 0), ("parts-t", 2)]) == {("parts-t", 0): 0, ("parts-t", 2): 0}
+    d = describe(conn, "parts")
+    assert (d["transaction_state"], d["producer_id"], d["producer_epoch"]) == ("Ongoing", pid, epoch)
+    assert d["topics"] == [{"topic": "parts-t", "partitions": [0, 2]}] and d["transaction_start_time_ms"] > 0
+    listed = conn.request(66, {"state_filters": ["Ongoing", "Nope"], "producer_id_filters": [pid]}, version=1)
+    assert listed["unknown_state_filters"] == ["Nope"]
+    assert [(s["transactional_id"], s["producer_id"], s["transaction_state"])
+            for s in listed["transaction_states"]] == [("parts", pid, "Ongoing")]
+    assert describe(conn, "never-seen")["error_code"] == errors.TRANSACTIONAL_ID_NOT_FOUND
+
+
+def test_coordinator_state_survives_kill9(tmp_path):
+    b = BrokerProcess(tmp_path, overrides={"transaction.state.log.num.partitions": 3})
+    b.start()
+    try:
+        c = BrokerConnection(b.host, b.port, client_id="raw")
+        ready(c, "durable")
+        create_topic(c, "durable-t", 2)
+        r = init(c, "durable")
+        pid, epoch = r["producer_id"], r["producer_epoch"]
+        assert add(c, "durable", pid, epoch, [("durable-t", 1)]) == {("durable-t", 1): 0}
+        c.close()
+        b.kill9()
+        b.start()
+        c = BrokerConnection(b.host, b.port, client_id="raw")
+        ready(c, "durable")
+        d = describe(c, "durable")
+        assert (d["transaction_state"], d["producer_id"], d["producer_epoch"], d["topics"]) == (
+            "Ongoing", pid, epoch, [{"topic": "durable-t", "partitions": [1]}])
+        # the old producer still owns its transaction after the restart
+        assert add(c, "durable", pid, epoch, [("durable-t", 0)]) == {("durable-t", 0): 0}
+        c.close()
+    finally:
+        b.close()
+
+
+def test_idle_transactional_ids_expire(tmp_path):
+    b = BrokerProcess(tmp_path, overrides={"transaction.state.log.num.partitions": 2,
+                                           "transactional.id.expiration.ms": 1500,
+                                           "transaction.remove.expired.transaction.cleanup.interval.ms": 200})
+    b.start()
+    try:
+        c = BrokerConnection(b.host, b.port, client_id="raw")
+        ready(c, "short-lived")
+        r = init(c, "short-lived")
+        assert r["error_code"] == 0 and describe(c, "short-lived")["transaction_state"] == "Empty"
+        wait_until(lambda: describe(c, "short-lived")["error_code"] == errors.TRANSACTIONAL_ID_NOT_FOUND, 15, 0.1,
+                   "the idle id to expire")
+        # a new instance starts from a new producer id at epoch 0
+        again = init(c, "short-lived")
+        assert again["error_code"] == 0 and again["producer_id"] != r["producer_id"] and again["producer_epoch"] == 0
+        c.close()
+    finally:
+        b.close()
+
+
+def test_timed_out_transaction_is_aborted_and_its_producer_fenced(conn):
+    ready(conn, "slow")
+    create_topic(conn, "slow-t", 1)
+    r = init(conn, "slow", timeout_ms=1000)
+    pid, epoch = r["producer_id"], r["producer_epoch"]
+    assert add(conn, "slow", pid, epoch, [("slow-t", 0)]) == {("slow-t", 0): 0}
+    wait_until(lambda: describe(conn, "slow")["producer_epoch"] == epoch + 1, 15, 0.1, "the timeout abort")
+    assert describe(conn, "slow")["transaction_state"] in ("PrepareAbort", "CompleteAbort")
+    assert end(conn, "slow", pid, epoch, True) == errors.PRODUCER_FENCED
+    assert add(conn, "slow", pid, epoch, [("slow-t", 0)]) == {("slow-t", 0): errors.PRODUCER_FENCED}
