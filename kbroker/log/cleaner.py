@@ -13,10 +13,16 @@ uncleanable`` the active segment's base lowered by ``min.compaction.lag.ms`` (co
     clean bytes     = sizes of the segments wholly below first dirty
     dirty ratio     = cleanable / (clean + cleanable)
 
-It is due when ``cleanable > 0`` and the ratio is >= ``min.cleanable.dirty.ratio``, or when a tombstone it
-retains has reached its delete horizon (so tombstones go away without new writes, as Kafka 3.x's
-cleaner does).  The pending horizon of a log is remembered from its last clean; after a restart it is
+It is due when ``cleanable > 0`` and the ratio is >= ``min.cleanable.dirty.ratio``, or when a tombstone or
+an empty transaction's marker it retains has reached its delete horizon (so they go away without new writes, as
+Kafka 3.x's cleaner does).  The pending horizon of a log is remembered from its last clean; after a restart it is
 found by one read of the clean section.
+
+Transactions: ``first uncleanable`` is also never past the partition's last stable offset, which the owner of the
+partitions tells through ``stable_offset_of(tp) -> int | None`` (set by the composition root; called on the log's
+owner thread via ``Log.owner_call``, since the partition's producer state changes there; None when the log has no
+partition yet). Without it, and always inside a clean, the log's own open transactions bound the pass
+(compact.py).
 
 ``cleaner-offset-checkpoint`` in each log dir (the checkpoint.py text format) maps ``topic partition`` to
 the first dirty offset; it is read at start and rewritten after every clean of a log in that dir (entries
@@ -31,6 +37,7 @@ from kbroker.record.batch import ATTR_DELETE_HORIZON, batch_header
 
 from .checkpoint import OffsetCheckpoint
 from .compact import CleanAborted, clean_log, first_uncleanable_offset, segment_batches
+from .log import Log
 from .segment import now_ms
 
 logger = logging.getLogger(__name__)
@@ -65,6 +72,8 @@ class LogCleaner:
         self.horizons = {}  # tp -> smallest pending tombstone horizon (None: no tombstone retained)
         self.failed = set()
         self.in_progress = None  # tp being cleaned (LogManager.check_retention leaves it alone)
+        # tp -> the partition's last stable offset, or None (module docstring); None: no partitions known
+        self.stable_offset_of = None
         for d in manager.log_dirs:
             self.first_dirty.update(OffsetCheckpoint(os.path.join(d, CLEANER_CHECKPOINT)).read())
 
@@ -75,9 +84,16 @@ class LogCleaner:
             offset = log.log_start_offset  # truncated below it: everything is dirty again
         return max(offset, log.log_start_offset)
 
+    def stable_offset(self, tp):
+        """The partition's last stable offset (``stable_offset_of`` on the log's owner thread), or None."""
+        source = self.stable_offset_of
+        if source is None:
+            return None
+        return Log.owner_call(lambda: source(tp))
+
     def to_clean(self, tp, log, now):
         first_dirty = self._first_dirty(tp, log)
-        first_uncleanable = first_uncleanable_offset(log, first_dirty, now)
+        first_uncleanable = first_uncleanable_offset(log, first_dirty, now, self.stable_offset(tp))
         segments = log.segments
         clean = cleanable = 0
         for i, seg in enumerate(segments[:-1]):
@@ -115,7 +131,8 @@ class LogCleaner:
         self.in_progress = tp
         try:
             kwargs = {} if hook is None else {"hook": hook}
-            result = clean_log(log, ltc.first_dirty, now, self.dedupe_buffer_size, **kwargs)
+            result = clean_log(log, ltc.first_dirty, now, self.dedupe_buffer_size,
+                               stable_offset=self.stable_offset(tp), **kwargs)
         finally:
             self.in_progress = None
         self.first_dirty[tp] = result.end_offset

@@ -12,8 +12,26 @@ slot), so the default 128 MiB buffer holds ~1M keys per pass.  When it is full t
 last mapped offset (records past it are kept: they are "beyond the map's range") and the rest is cleaned
 next time.  A digest collision (p ~ n^2 / 2^129) could drop a record of a different key, as in Kafka.
 
+``end`` is also never past the partition's last stable offset (``stable_offset``: the first offset of the oldest
+open transaction capped by the high watermark, which the Partition knows and the LogCleaner asks for) nor past the
+first offset of a transaction the log itself shows open (a transactional batch with no later control batch of its
+producer; found in the same header walk that finds the producers' last batches), so the cleaner only ever sees
+DECIDED transactions and never removes a record that an undecided one could still shadow or resurrect.
+
+Transactions (KIP-98; Kafka's CleanedTransactionMetadata), tracked by ``TxnTracker`` over the batches in log order
+with the aborted transactions of the cleaned range from the ``.txnindex`` files (``Log.aborted_transactions``):
+* a batch of an ABORTED transaction is discarded whole (its records never enter the offset map either, so an
+  aborted write never shadows a committed one); the producer's last batch stays as an empty header;
+* a COMMIT/ABORT marker stays while any batch of its transaction was seen in this pass (the data it decides may
+  still be in the log); once none is, the marker is "empty": it gets a delete horizon of ``now +
+  delete.retention.ms`` (attribute bit 6, as a tombstone does) and goes at the first clean after that horizon --
+  a consumer that read the data has that long to read the marker. A kept ABORT marker whose transaction still has
+  batches keeps its ``.txnindex`` entry in the cleaned segment (read_committed consumers must still skip them);
+  the entries of removed markers, and of markers whose data is gone, are dropped;
+* control batches that are not COMMIT/ABORT markers are kept as they are; an empty control batch (a marker the
+  cleaner already emptied) goes unless it is its producer's last batch.
+
 Record rules, per batch of the cleaned range (segments below ``end``; the active segment never):
-* control batches are copied unchanged (kbroker has no transactions to abort);
 * a record is dropped when the map holds a later offset for its key, or it has no key (Kafka 3.x
   counts those as invalid and drops them; producers cannot write them to a compacted topic);
 * a tombstone (null value) is dropped when its batch carries a delete horizon (attribute bit 6, the
@@ -24,15 +42,17 @@ Record rules, per batch of the cleaned range (segments below ``end``; the active
   lastOffsetDelta, partition leader epoch, producer id/epoch/base sequence and codec (recompressed),
   the kept records with their original offset deltas, maxTimestamp = max kept timestamp (the original
   for LogAppendTime);
-* a batch left with no record is dropped, except that an EMPTY HEADER (61 bytes, no records, codec none)
-  is kept when it is (a) its producer's last batch in the log -- the producer-state rebuild needs the
-  last sequence, as Kafka keeps it -- or (b) the last batch of a segment group, so the cleaned segment
+* a batch left with no record (an empty header from an earlier clean included) is dropped, except that an EMPTY
+  HEADER (61 bytes, no records, codec none) is kept when it is (a) its producer's last batch in the log -- the
+  last data batch, or its last marker when it wrote only markers; the producer-state rebuild needs the last
+  sequence and epoch, as Kafka keeps it -- or (b) the last batch of a segment group, so the cleaned segment
   ends at the same next offset as the group it replaces (the loader's swap completion deletes the old
   segments whose base is in ``[swap base, swap next offset)``; without (b) a crash mid-swap could leave
   old segments behind).
 
 Segments are cleaned in groups (consecutive, total size <= segment.bytes, offsets within int32 of the
-group base; a group never ends with an empty segment) into ONE segment based at the group's first base.
+group base; a group never ends with an empty segment) into ONE segment based at the group's first base, with its
+``.txnindex`` (the kept ABORT markers' entries) beside it, renamed through the same steps.
 A group whose every batch is unchanged is not rewritten.  Swap steps (each fsynced; ``hook(step)`` runs
 after each, for crash tests):
 
@@ -44,7 +64,9 @@ after each, for crash tests):
 
 A crash before "swap" leaves ``.cleaned`` files that the loader deletes (the old segments are intact);
 from "swap" on, the loader deletes every old segment in the swap's range and renames the swap (see
-loader.py).  Either way the log holds the same latest record per key.
+loader.py).  Either way the log holds the same latest record per key. (The loader rebuilds a swapped-in segment's
+indexes and so empties its ``.txnindex``: what that loses is entries of kept ABORT markers whose transactions the
+clean had just emptied of records -- nothing a consumer would have to skip.)
 
 Concurrency: this runs in a worker thread while the event loop appends to the active segment and reads.
 Only inactive segments are read; the Log's lists are changed with in-place slice assignments (bases
@@ -61,11 +83,13 @@ from kbroker._native import scan_batches
 from kbroker.record import compression
 from kbroker.record.batch import (ATTR_CODEC_MASK, ATTR_DELETE_HORIZON, LOG_APPEND_TIME, batch_header, batch_records,
                                   encode_record, header_entry, pack_batch)
+from kbroker.record.control import ABORT, COMMIT, marker_of
 
 from .checkpoint import fsync_dir
 from .loader import CLEANED_SUFFIX, SWAP_SUFFIX
 from .segment import (INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, buffer_batches,
                       filename_prefix)
+from .txn_index import TXN_INDEX_SUFFIX
 
 logger = logging.getLogger(__name__)
 
@@ -114,15 +138,17 @@ class OffsetMap:
 
 class CleanResult:
     __slots__ = ("end_offset", "groups", "groups_rewritten", "bytes_read", "bytes_written", "records_read",
-                 "records_kept", "min_horizon", "map_full")
+                 "records_kept", "min_horizon", "map_full", "aborted_records_removed", "markers_removed")
 
     def __init__(self, end_offset):
         self.end_offset = end_offset
         self.groups = self.groups_rewritten = 0
         self.bytes_read = self.bytes_written = 0
         self.records_read = self.records_kept = 0
-        self.min_horizon = None  # smallest delete horizon of a batch still holding a tombstone
+        self.min_horizon = None  # smallest delete horizon of a batch still holding a tombstone or a marker
         self.map_full = False
+        self.aborted_records_removed = 0  # records of aborted transactions discarded
+        self.markers_removed = 0          # COMMIT/ABORT markers whose horizon had passed, removed
 
     def note_horizon(self, horizon):
         if horizon is not None and (self.min_horizon is None or horizon < self.min_horizon):
@@ -132,6 +158,69 @@ class CleanResult:
         return ("CleanResult(end=%d, groups=%d/%d, bytes %d->%d, records %d->%d)"
                 % (self.end_offset, self.groups_rewritten, self.groups, self.bytes_read, self.bytes_written,
                    self.records_read, self.records_kept))
+
+
+# ------------------------------------------------------------------------------------------- transactions
+class TxnTracker:
+    """What the batches read so far, in log order, say about transactions (Kafka's CleanedTransactionMetadata).
+
+    ``aborted``: the AbortedTxn entries (txn_index.py) of the range being read. An aborted transaction becomes
+    current for its producer once a batch at or past its first offset is read and stays so until its ABORT marker;
+    while it is, that producer's transactional batches are aborted data. ``kept_aborts`` collects, in marker order,
+    the entries whose ABORT marker is kept because batches of its transaction were read (the cleaned ``.txnindex``).
+    """
+
+    def __init__(self, aborted):
+        self._pending = sorted(aborted, key=lambda t: t.first_offset, reverse=True)  # pop() = lowest first offset
+        self._aborted = {}     # producer id -> [AbortedTxn, a batch of it was read]
+        self._committed = set()  # producer ids whose current (not aborted) transaction had a batch read
+        self.kept_aborts = []
+
+    def _start_up_to(self, offset):
+        pending = self._pending
+        while pending and pending[-1].first_offset <= offset:
+            txn = pending.pop()
+            self._aborted.setdefault(txn.producer_id, [txn, False])
+
+    def on_data(self, head):
+        """A data batch was read; True when it belongs to an aborted transaction (discard it)."""
+        self._start_up_to(head.last_offset)
+        if not head.is_transactional:
+            return False
+        current = self._aborted.get(head.producer_id)
+        if current is not None:
+            current[1] = True
+            return True
+        self._committed.add(head.producer_id)
+        return False
+
+    def on_control(self, raw, head):
+        """A control batch was read; True when it may go (after its delete horizon): a COMMIT/ABORT marker no batch
+        of whose transaction was read, or an empty control batch. Other control records are kept."""
+        self._start_up_to(head.last_offset)
+        if head.records_count == 0:
+            return True
+        marker = marker_of(raw)
+        if marker is None:
+            return False
+        pid = head.producer_id
+        if not marker.commit:
+            current = self._aborted.pop(pid, None)
+            if current is not None and current[1]:
+                self.kept_aborts.append(current[0])
+                return False
+            return True
+        if pid in self._committed:
+            self._committed.discard(pid)
+            return False
+        return True
+
+
+def _txn_range(log, start, end):
+    """AbortedTxn entries of the transactions overlapping [start, end) (none when the range is empty)."""
+    if end <= start:
+        return []
+    return log.aborted_transactions(start, end)
 
 
 # ------------------------------------------------------------------------------------------- reading
@@ -155,32 +244,42 @@ def segment_batches(segment, end=None):
         pos += valid_end
 
 
-def first_uncleanable_offset(log, first_dirty, now):
-    """Active segment base, or the base of the first segment at/after ``first_dirty`` that is too new."""
+def first_uncleanable_offset(log, first_dirty, now, stable_offset=None):
+    """Active segment base, or the base of the first segment at/after ``first_dirty`` that is too new, or
+    ``stable_offset`` (the partition's last stable offset) when that is lower."""
     segments = log.segments
     limit = segments[-1].base_offset
+    if stable_offset is not None and stable_offset < limit:
+        limit = stable_offset
     lag = log.config.min_compaction_lag_ms
     if lag > 0:
         for i, seg in enumerate(segments[:-1]):
             if segments[i + 1].base_offset <= first_dirty:
                 continue  # wholly in the clean section
             if seg.largest_timestamp > now - lag:
-                return seg.base_offset
+                return min(seg.base_offset, limit)
     return limit
 
 
 def build_offset_map(log, first_dirty, first_uncleanable, omap):
-    """Fill ``omap`` from ``[first_dirty, first_uncleanable)``; returns (end offset, records read, full)."""
+    """Fill ``omap`` from ``[first_dirty, first_uncleanable)`` (records of aborted transactions left out); returns
+    (end offset, records read, full)."""
     read = 0
+    txns = TxnTracker(_txn_range(log, first_dirty, first_uncleanable))
     for seg in log.segments[:-1]:
         if seg.base_offset >= first_uncleanable:
             break
         for raw in segment_batches(seg):
             head = batch_header(raw)
-            if head.last_offset < first_dirty or head.is_control:
+            if head.last_offset < first_dirty:
                 continue
             if head.base_offset >= first_uncleanable:
                 return first_uncleanable, read, False
+            if head.is_control:
+                txns.on_control(raw, head)
+                continue
+            if txns.on_data(head):
+                continue
             for offset, _ts, key, _value, _headers in batch_records(raw, 0, head):
                 if offset < first_dirty or key is None:
                     continue
@@ -190,15 +289,32 @@ def build_offset_map(log, first_dirty, first_uncleanable, omap):
     return first_uncleanable, read, False
 
 
-def producer_last_batches(segments):
-    """producerId -> last offset of its last batch, over every batch of ``segments`` (headers only)."""
-    last = {}
+def scan_producers(segments):
+    """``(last, first_open)`` over every batch of ``segments`` (headers only, 16 KiB reads): ``last`` maps a
+    producer id to the last offset of its last data batch -- of its last control batch when it wrote only those
+    (Kafka's lastRecordsOfActiveProducers) --; ``first_open`` is the first offset of the oldest transaction the
+    log shows open (a transactional data batch with no later control batch of its producer), or None."""
+    last_data, last_control, open_txns = {}, {}, {}
     for seg in segments:
-        for raw in segment_batches(seg):
-            head = batch_header(raw)
-            if head.producer_id >= 0:
-                last[head.producer_id] = head.last_offset
-    return last
+        for head in seg.batch_headers():
+            pid = head.producer_id
+            if pid < 0:
+                continue
+            if head.is_control:
+                last_control[pid] = head.last_offset
+                open_txns.pop(pid, None)
+            else:
+                last_data[pid] = head.last_offset
+                if head.is_transactional:
+                    open_txns.setdefault(pid, head.base_offset)
+    last = dict(last_control)
+    last.update(last_data)
+    return last, (min(open_txns.values()) if open_txns else None)
+
+
+def producer_last_batches(segments):
+    """producerId -> the offset ``scan_producers`` keeps that producer's batch for."""
+    return scan_producers(segments)[0]
 
 
 # ------------------------------------------------------------------------------------------- filtering
@@ -226,16 +342,40 @@ def _rebuild(head, kept, horizon):
                                           records_count=len(kept)), region))
 
 
-def filter_batch(raw, omap, now, delete_retention_ms, keep_empty):
-    """``(bytes to write, tombstone horizon or None, records read, records kept)`` for one batch.
+def _emptied(raw, head, keep_empty):
+    """What becomes of a batch none of whose records stays: its empty header, or nothing."""
+    if not keep_empty(head):
+        return b""
+    return raw if head.records_count == 0 else _empty_header(head)
 
-    The bytes are ``raw`` itself when the batch is unchanged, b"" when it is dropped.
+
+def filter_batch(raw, omap, now, delete_retention_ms, keep_empty, txns=None):
+    """``(bytes to write, horizon or None, records read, records kept, outcome)`` for one batch.
+
+    The bytes are ``raw`` itself when the batch is unchanged, b"" when it is dropped; the horizon is the delete
+    horizon of a kept batch still holding a tombstone or a removable marker. ``outcome`` is None, or "aborted" (the
+    batch's records were aborted data) or "marker" (an empty transaction's marker was removed after its horizon).
     """
     head = batch_header(raw)
-    if head.is_control:
-        return raw, None, 0, 0
-    records = batch_records(raw, 0, head)
+    if txns is None:
+        txns = TxnTracker(())
     horizon = head.base_timestamp if head.attributes & ATTR_DELETE_HORIZON else None
+    if head.is_control:
+        if not txns.on_control(raw, head):
+            return raw, None, 0, 0, None
+        if head.records_count == 0:
+            return _emptied(raw, head, keep_empty), None, 0, 0, None
+        if horizon is not None and horizon <= now:
+            return _emptied(raw, head, keep_empty), None, 0, 0, "marker"
+        if horizon is not None:
+            return raw, horizon, 0, 0, None
+        horizon = now + delete_retention_ms
+        return _rebuild(head, batch_records(raw, 0, head), horizon), horizon, 0, 0, None
+    if txns.on_data(head):
+        return _emptied(raw, head, keep_empty), None, head.records_count, 0, "aborted"
+    records = batch_records(raw, 0, head)
+    if not records:
+        return _emptied(raw, head, keep_empty), None, 0, 0, None
     kept = []
     tombstones = False
     for rec in records:
@@ -252,10 +392,10 @@ def filter_batch(raw, omap, now, delete_retention_ms, keep_empty):
         horizon = now + delete_retention_ms
     live_horizon = horizon if tombstones else None
     if len(kept) == len(records) and not set_horizon:
-        return raw, live_horizon, len(records), len(kept)
+        return raw, live_horizon, len(records), len(kept), None
     if not kept:
-        return (_empty_header(head) if keep_empty(head) else b""), None, len(records), 0
-    return _rebuild(head, kept, horizon), live_horizon, len(records), len(kept)
+        return _emptied(raw, head, keep_empty), None, len(records), 0, None
+    return _rebuild(head, kept, horizon), live_horizon, len(records), len(kept), None
 
 
 # ------------------------------------------------------------------------------------------- grouping
@@ -297,7 +437,7 @@ def _no_hook(_step):
 
 def _unlink_cleaned(dir_path, base):
     prefix = os.path.join(dir_path, filename_prefix(base))
-    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
         for extra in (CLEANED_SUFFIX, SWAP_SUFFIX):
             try:
                 os.unlink(prefix + suffix + extra)
@@ -322,8 +462,9 @@ def _write(cleaned, pending):
     cleaned.append(buf, buffer_batches(buf))
 
 
-def clean_group(log, group, omap, now, last_batches, result, hook=_no_hook):
-    """Recopy one group into ``.cleaned`` and swap it in when anything changed; returns True if swapped."""
+def clean_group(log, group, omap, now, last_batches, result, hook=_no_hook, txns=None):
+    """Recopy one group into ``.cleaned`` and swap it in when anything changed; returns True if swapped.
+    ``txns``: the pass's TxnTracker (it has read every batch before this group)."""
     cfg = log.config
     base = group[0].base_offset
     group_last = group[-1].read_next_offset() - 1
@@ -332,6 +473,9 @@ def clean_group(log, group, omap, now, last_batches, result, hook=_no_hook):
         last = head.last_offset
         return last == group_last or (head.producer_id >= 0 and last_batches.get(head.producer_id) == last)
 
+    if txns is None:
+        txns = TxnTracker(())
+    kept_aborts = len(txns.kept_aborts)
     _unlink_cleaned(log.dir, base)
     cleaned = LogSegment(log.dir, base, cfg, suffix=CLEANED_SUFFIX)
     swapped = False
@@ -343,10 +487,15 @@ def clean_group(log, group, omap, now, last_batches, result, hook=_no_hook):
         for seg in group:
             result.bytes_read += seg.size
             for raw in segment_batches(seg):
-                out, horizon, n_read, n_kept = filter_batch(raw, omap, now, cfg.delete_retention_ms, keep_empty)
+                out, horizon, n_read, n_kept, outcome = filter_batch(raw, omap, now, cfg.delete_retention_ms,
+                                                                     keep_empty, txns)
                 result.records_read += n_read
                 result.records_kept += n_kept
                 result.note_horizon(horizon)
+                if outcome == "aborted":
+                    result.aborted_records_removed += n_read
+                elif outcome == "marker":
+                    result.markers_removed += 1
                 if out is not raw:
                     changed = True
                 if out:
@@ -359,10 +508,16 @@ def clean_group(log, group, omap, now, last_batches, result, hook=_no_hook):
         if pending:
             _write(cleaned, pending)
             written += pending_size
-        if not changed:
+        # The group's kept ABORT markers whose transactions still have batches keep their index entries; a marker
+        # that stays for its delete horizon only (no batch of its transaction left) loses its entry, as in Kafka.
+        kept_entries = txns.kept_aborts[kept_aborts:]
+        indexed = sum(seg.txn_index.entries for seg in group)
+        if not changed and len(kept_entries) == indexed:
             result.bytes_written += sum(s.size for s in group)
             cleaned.delete()
             return False
+        for txn in kept_entries:
+            cleaned.txn_index.append(txn)
         result.bytes_written += written
         cleaned.on_become_inactive()
         cleaned.flush()
@@ -392,21 +547,28 @@ def clean_group(log, group, omap, now, last_batches, result, hook=_no_hook):
         raise
 
 
-def clean_log(log, first_dirty, now, dedupe_buffer_size=134217728, hook=_no_hook):
-    """Clean ``log`` (see module docstring); returns a CleanResult (``end_offset`` = new first dirty offset)."""
+def clean_log(log, first_dirty, now, dedupe_buffer_size=134217728, hook=_no_hook, stable_offset=None):
+    """Clean ``log`` (see module docstring); returns a CleanResult (``end_offset`` = new first dirty offset).
+    ``stable_offset``: the partition's last stable offset (None: not known, the log's own open transactions bound
+    the pass alone)."""
+    segments = log.segments
+    last_batches, first_open = scan_producers(segments)
+    if first_open is not None and (stable_offset is None or first_open < stable_offset):
+        stable_offset = first_open
     first_dirty = max(first_dirty, log.log_start_offset)
-    first_uncleanable = first_uncleanable_offset(log, first_dirty, now)
+    first_uncleanable = first_uncleanable_offset(log, first_dirty, now, stable_offset)
     first_dirty = min(first_dirty, first_uncleanable)
     omap = OffsetMap(dedupe_buffer_size)
     end, _n, full = build_offset_map(log, first_dirty, first_uncleanable, omap)
     result = CleanResult(max(end, first_dirty))
     result.map_full = full
-    segments = log.segments
-    last_batches = producer_last_batches(segments)
     groups = group_segments(segments, result.end_offset, log.config.segment_bytes)
     result.groups = len(groups)
+    if groups:
+        upper = groups[-1][-1].read_next_offset()
+        txns = TxnTracker(_txn_range(log, groups[0][0].base_offset, upper))
     for group in groups:
-        if clean_group(log, group, omap, now, last_batches, result, hook):
+        if clean_group(log, group, omap, now, last_batches, result, hook, txns):
             result.groups_rewritten += 1
     logger.info("cleaned %s: %r", log.dir, result)
     return result
