@@ -60,6 +60,15 @@ class DelayedProduce:
             self._pending.append(ack)
         return res, ack
 
+    def write_marker(self, part, producer_id, producer_epoch, coordinator_epoch, commit):
+        """``Partition.write_marker`` (WriteTxnMarkers: always acks=-1) joined to this wait like ``append``."""
+        term = part.leadership
+        res = part.write_marker(producer_id, producer_epoch, coordinator_epoch, commit)
+        ack = Ack(part, res.last_offset, term, part.ack_status(res.last_offset, term))
+        if ack.error_code is None:
+            self._pending.append(ack)
+        return res, ack
+
     def wait(self, timeout_ms, give_up=None):
         """Block until every Ack of this request is complete, at most ``timeout_ms`` (negative = 0); Acks still
         short then get REQUEST_TIMED_OUT, and so do they when ``give_up()`` is true at a wake."""

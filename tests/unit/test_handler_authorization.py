@@ -219,6 +219,7 @@ class Reads:
 
         class Part:
             high_watermark = 5
+            last_stable_offset = 5
             log_start_offset = 0
             log_end_offset = 5
             leader_epoch = 3
