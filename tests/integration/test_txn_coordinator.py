@@ -5,6 +5,11 @@ state surviving kill -9, the expiry of idle transactional ids and the abort of t
 by their cleanup intervals, so the keys are seen taking effect)."""
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
 import pytest
 
 from kbroker import errors
@@ -80,7 +85,7 @@ def create_topic(conn, name, partitions=2):
                           "timeout_ms": 10000}, version=4)
     assert r["topics"][0]["error_code"] in (0, errors.TOPIC_ALREADY_EXISTS)
     wait_until(lambda: all(p["leader_id"] >= 0 for t in conn.request(3, {"topics": [{"name": name}]}, version=4)
-                           ["topics"] for p in t["partitions"]) , 10)
+                           ["topics"] for p in t["partitions"]), 10)
 
 
 # --------------------------------------------------------------------------------------------------- tests
@@ -214,3 +219,46 @@ def test_timed_out_transaction_is_aborted_and_its_producer_fenced(conn):
     assert describe(conn, "slow")["transaction_state"] in ("PrepareAbort", "CompleteAbort")
     assert end(conn, "slow", pid, epoch, True) == errors.PRODUCER_FENCED
     assert add(conn, "slow", pid, epoch, [("slow-t", 0)]) == {("slow-t", 0): errors.PRODUCER_FENCED}
+
+
+def _kafka_tools_classpath():
+    """Every jar of the local Maven cache when it holds Kafka's tools (DumpLogSegments and its dependencies), else
+    None: this cross-check with Kafka's own decoder runs where Kafka has been fetched."""
+    repo = Path.home() / ".m2" / "repository"
+    if not list((repo / "org" / "apache" / "kafka" / "kafka-tools").glob("*/kafka-tools-*.jar")):
+        return None
+    jars = sorted(str(p) for p in repo.rglob("*.jar")
+                  if not p.name.endswith(("-sources.jar", "-javadoc.jar", "-tests.jar")))
+    return ":".join(jars)
+
+
+def test_kafkas_dump_log_decodes_the_transaction_log(tmp_path):
+    classpath = _kafka_tools_classpath()
+    if classpath is None or shutil.which("java") is None:
+        pytest.skip("Kafka's tools are not in the local Maven cache")
+    b = BrokerProcess(tmp_path, overrides={"transaction.state.log.num.partitions": 1})
+    b.start()
+    try:
+        c = BrokerConnection(b.host, b.port, client_id="raw")
+        ready(c, "dumped")
+        create_topic(c, "dumped-t", 2)
+        r = init(c, "dumped", timeout_ms=45000)
+        pid = r["producer_id"]
+        assert add(c, "dumped", pid, 0, [("dumped-t", 1), ("dumped-t", 0)]) == {("dumped-t", 1): 0, ("dumped-t", 0): 0}
+        c.close()
+    finally:
+        b.stop()
+    segment = tmp_path / "logs" / "__transaction_state-0" / "00000000000000000000.log"
+    out = subprocess.run(["java", "-cp", classpath, "org.apache.kafka.tools.DumpLogSegments", "--files",
+                          str(segment), "--transaction-log-decoder", "--print-data-log"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    payloads = [json.loads(line.split(" payload: ", 1)[1]) for line in out.stdout.splitlines()
+                if " payload: " in line]
+    keys = [json.loads(line.split(" key: ", 1)[1].split(" payload: ")[0]) for line in out.stdout.splitlines()
+            if " payload: " in line]
+    assert keys == [{"type": "0", "data": {"transactionalId": "dumped"}}] * 2
+    assert [(p["version"], p["data"]["producerId"], p["data"]["producerEpoch"], p["data"]["transactionTimeoutMs"],
+             p["data"]["transactionStatus"], p["data"]["transactionPartitions"]) for p in payloads] == [
+        ("0", pid, 0, 45000, "Empty", None),
+        ("0", pid, 0, 45000, "Ongoing", [{"topic": "dumped-t", "partitionIds": [0, 1]}])]
