@@ -89,28 +89,35 @@ def wait_stable(bootstrap: str, topic: str, partitions: int, timeout: float = 60
 def read_committed(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0) -> dict[int, list]:
     """{partition: [(offset, key, value)]}: every committed record below each partition's LSO, read
     read_committed from offset 0 (assign + poll); waits for LSO == HW first (see the module docstring)."""
+    stable = wait_stable(bootstrap, topic, partitions, timeout)
+    return read_records(bootstrap, topic, partitions, "read_committed", stable, timeout)
+
+
+def read_records(bootstrap: str, topic: str, partitions: int, isolation: str, expect_ends: dict | None = None,
+                 timeout: float = 60.0) -> dict[int, list]:
+    """{partition: [(offset, key, value)]}: every data record below each partition's end offset (LSO for
+    read_committed, HW for read_uncommitted, which includes aborted data), read from offset 0."""
     from confluent_kafka import KafkaError, TopicPartition
 
-    stable = wait_stable(bootstrap, topic, partitions, timeout)
-    c = _consumer(bootstrap, "read_committed", **{"enable.partition.eof": True})
+    c = _consumer(bootstrap, isolation, **{"enable.partition.eof": True})
     out = {p: [] for p in range(partitions)}
     try:
-        lso = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
-        assert lso == stable, f"LSO moved after the wait: {stable} -> {lso}"
-        # a read_committed consumer's position jumps over control records and aborted data; a partition is done
-        # when the position reaches the LSO (it may stay on a trailing marker: the partition's EOF ends it too)
-        c.assign([TopicPartition(topic, p, 0) for p in range(partitions) if lso[p] > 0])
+        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
+        assert expect_ends is None or ends == expect_ends, f"end offsets moved: {expect_ends} -> {ends}"
+        # a consumer's position skips control records (and, read_committed, aborted data); a partition is done
+        # when the position reaches the end offset (it may stay on a trailing marker: the partition's EOF ends it)
+        c.assign([TopicPartition(topic, p, 0) for p in range(partitions) if ends[p] > 0])
         deadline = time.monotonic() + timeout
-        pending = {p for p in range(partitions) if lso[p] > 0}
+        pending = {p for p in range(partitions) if ends[p] > 0}
         while pending:
-            assert time.monotonic() < deadline, f"read_committed: partitions {sorted(pending)} not read to {lso}"
+            assert time.monotonic() < deadline, f"{isolation}: partitions {sorted(pending)} not read to {ends}"
             m = c.poll(0.2)
-            if m is not None and m.error() is None and m.offset() < lso[m.partition()]:
+            if m is not None and m.error() is None and m.offset() < ends[m.partition()]:
                 out[m.partition()].append((m.offset(), m.key(), m.value()))
             elif m is not None and m.error() is not None and m.error().code() == KafkaError._PARTITION_EOF:
                 pending.discard(m.partition())
             for tp in c.position([TopicPartition(topic, p) for p in pending]):
-                if tp.offset >= lso[tp.partition]:
+                if tp.offset >= ends[tp.partition]:
                     pending.discard(tp.partition)
     finally:
         c.close()

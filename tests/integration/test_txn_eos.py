@@ -165,9 +165,8 @@ def setup_topics(cluster, name: str, n: int) -> tuple[str, str, dict]:
 
 def read_uncommitted(bootstrap: str, topic: str) -> list[bytes]:
     """Keys of every data record below the high watermark, read_uncommitted (aborted data included)."""
-    from tests.integration.test_replication_common import read_all
-
-    return [v for recs in read_all(bootstrap, topic, PARTITIONS).values() for _, v in recs]
+    recs = eos_checker.read_records(bootstrap, topic, PARTITIONS, "read_uncommitted")
+    return [k for part in recs.values() for _, k, _ in part]
 
 
 def crash_and_recover(cluster, tmp_path, name: str, tid: str | None, n: int = 600):
