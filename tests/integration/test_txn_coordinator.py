@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -215,8 +216,12 @@ def test_timed_out_transaction_is_aborted_and_its_producer_fenced(conn):
     r = init(conn, "slow", timeout_ms=1000)
     pid, epoch = r["producer_id"], r["producer_epoch"]
     assert add(conn, "slow", pid, epoch, [("slow-t", 0)]) == {("slow-t", 0): 0}
-    wait_until(lambda: describe(conn, "slow")["producer_epoch"] == epoch + 1, 15, 0.1, "the timeout abort")
-    assert describe(conn, "slow")["transaction_state"] in ("PrepareAbort", "CompleteAbort")
+    wait_until(lambda: describe(conn, "slow")["transaction_state"] == "CompleteAbort", 15, 0.1, "the timeout abort")
+    assert describe(conn, "slow")["producer_epoch"] == epoch + 1
+    # the ABORT marker (offset 0: nothing else was written) ends the partition
+    offs = conn.request(2, {"replica_id": -1, "isolation_level": 0, "topics": [
+        {"name": "slow-t", "partitions": [{"partition_index": 0, "timestamp": -1}]}]}, version=2)
+    assert offs["topics"][0]["partitions"][0]["offset"] == 1
     assert end(conn, "slow", pid, epoch, True) == errors.PRODUCER_FENCED
     assert add(conn, "slow", pid, epoch, [("slow-t", 0)]) == {("slow-t", 0): errors.PRODUCER_FENCED}
 
@@ -262,3 +267,89 @@ def test_kafkas_dump_log_decodes_the_transaction_log(tmp_path):
              p["data"]["transactionStatus"], p["data"]["transactionPartitions"]) for p in payloads] == [
         ("0", pid, 0, 45000, "Empty", None),
         ("0", pid, 0, 45000, "Ongoing", [{"topic": "dumped-t", "partitionIds": [0, 1]}])]
+
+
+# ------------------------------------------------------------------------------------------- real clients
+
+def _producer(bootstrap, tid, **extra):
+    from confluent_kafka import Producer
+    conf = {"bootstrap.servers": bootstrap, "transactional.id": tid, "linger.ms": 5}
+    conf.update(extra)
+    return Producer(conf)
+
+
+def _committed_view(bootstrap, topic, partition, expect, timeout=20.0):
+    """(values a read_committed consumer sees, its end offset = the LSO) once it has ``expect`` values."""
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "v-%s-%d" % (topic, partition),
+                  "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition(topic, partition, 0)])
+        got = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and len(got) < expect:
+            m = c.poll(0.2)
+            if m is not None and not m.error():
+                got.append((m.offset(), m.value().decode()))
+        # nothing more arrives after the expected values (a short extra poll)
+        extra_deadline = time.monotonic() + 1.0
+        while time.monotonic() < extra_deadline:
+            m = c.poll(0.2)
+            if m is not None and not m.error():
+                got.append((m.offset(), m.value().decode()))
+        lo, hi = c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False)
+        return got, hi
+    finally:
+        c.close()
+
+
+def test_second_instance_fences_the_first_and_aborts_its_transaction(conn, tbroker):
+    from confluent_kafka import KafkaException
+    create_topic(conn, "fence-out", 1)
+    bs = tbroker.bootstrap
+    p1 = _producer(bs, "fence-app")
+    p1.init_transactions(30)
+    p1.begin_transaction()
+    for i in range(4):
+        p1.produce("fence-out", value="first-%d" % i, partition=0)
+    assert p1.flush(10) == 0                       # offsets 0..3 written, transaction open
+    d = describe(conn, "fence-app")
+    assert d["transaction_state"] == "Ongoing" and d["topics"] == [{"topic": "fence-out", "partitions": [0]}]
+    epoch1 = d["producer_epoch"]
+    p2 = _producer(bs, "fence-app")
+    p2.init_transactions(30)                       # CONCURRENT_TRANSACTIONS while p1's is aborted, then epoch + 2
+    d = describe(conn, "fence-app")
+    assert (d["transaction_state"], d["producer_epoch"]) == ("Empty", epoch1 + 2)
+    with pytest.raises(KafkaException) as e:
+        p1.commit_transaction(10)
+    assert e.value.args[0].fatal() and e.value.args[0].code() == -144        # librdkafka's _FENCED
+    # p1's four records are aborted (ABORT marker at offset 4); p2 commits two after them
+    p2.begin_transaction()
+    p2.produce("fence-out", value="second-0", partition=0)
+    p2.produce("fence-out", value="second-1", partition=0)
+    p2.commit_transaction(30)
+    got, end_offset = _committed_view(bs, "fence-out", 0, 2)
+    assert got == [(5, "second-0"), (6, "second-1")] and end_offset == 8    # COMMIT marker at 7
+
+
+def test_timeout_abort_writes_the_abort_marker_and_fences_the_producer(conn, tbroker):
+    from confluent_kafka import KafkaException
+    create_topic(conn, "slow-out", 1)
+    bs = tbroker.bootstrap
+    p = _producer(bs, "slow-app", **{"transaction.timeout.ms": 1500})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(3):
+        p.produce("slow-out", value="late-%d" % i, partition=0)
+    assert p.flush(10) == 0
+    epoch = describe(conn, "slow-app")["producer_epoch"]
+    # the cleanup task (every 200 ms here) aborts it once 1.5 s have passed: epoch + 1, markers, CompleteAbort
+    wait_until(lambda: describe(conn, "slow-app")["transaction_state"] == "CompleteAbort", 20, 0.1,
+               "the timed-out transaction to be aborted")
+    assert describe(conn, "slow-app")["producer_epoch"] == epoch + 1
+    got, end_offset = _committed_view(bs, "slow-out", 0, 0)
+    assert got == [] and end_offset == 4                         # 3 aborted records + the ABORT marker
+    with pytest.raises(KafkaException) as e:
+        p.commit_transaction(10)
+    assert e.value.args[0].fatal() and e.value.args[0].code() == -144         # _FENCED: its epoch was bumped
