@@ -120,8 +120,10 @@ def test_describe_producers(monkeypatch, capsys):
     assert lines == [
         "ProducerId\tProducerEpoch\tLatestCoordinatorEpoch\tLastSequence\tLastTimestamp\t"
         "CurrentTransactionStartOffset\t",
-        "1000      \t0            \t-1                    \t9           \t1700000000000\tNone                         \t",
-        "1001      \t2            \t7                     \t4           \t1700000000500\t42                           \t"]
+        "1000      \t0            \t-1                    \t9           \t1700000000000\t"
+        "None                         \t",
+        "1001      \t2            \t7                     \t4           \t1700000000500\t"
+        "42                           \t"]
     assert admin.calls == [("describe_producers", [("t", 0)], None)]
 
 
