@@ -13,8 +13,6 @@ last_timestamp, coordinator_epoch, current_txn_start_offset)`` (-1 for "none": n
 yet), listed in producer id order (Kafka lists its hash map's order; sorted is the same for small ids and
 deterministic).
 """
-from types import SimpleNamespace
-
 from kbroker import errors
 from kbroker.coord import validate_topic_name
 from kbroker.handlers import auth
@@ -24,21 +22,9 @@ from kbroker.server.router import handler
 from kbroker.timeslice import TimeSlice
 
 
-def _active(producers):
-    """``producers.active()``; a producer-state manager without it (before the transactional partition side) is
-    read as idempotent-only: epoch and last sequence, nothing else known."""
-    active = getattr(producers, "active", None)
-    if active is not None:
-        return active()
-    return [SimpleNamespace(producer_id=pid, producer_epoch=e.epoch,
-                            last_sequence=e.batches[-1][1] if e.batches else -1, last_timestamp=-1,
-                            coordinator_epoch=-1, current_txn_start_offset=-1)
-            for pid, e in producers.producers.items()]
-
-
 def _producers(part, slice_):
     out = []
-    for info in sorted(_active(part.producers), key=lambda i: i.producer_id):
+    for info in sorted(part.producers.active(), key=lambda i: i.producer_id):
         slice_.tick()
         out.append({"producer_id": info.producer_id, "producer_epoch": info.producer_epoch,
                     "last_sequence": info.last_sequence, "last_timestamp": info.last_timestamp,
