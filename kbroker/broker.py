@@ -140,6 +140,8 @@ class Broker:
         # any LeaderAndIsr hosts them), as Kafka's LogManager loads them with the topic overrides from ZooKeeper.
         self.log_manager = LogManager(cfg.log_dirs, default_log_config(cfg), broker_id=self.broker_id,
                                       topic_config=self.topic_configs.log_config)
+        # The log cleaner never cleans past a partition's last stable offset (KIP-98; asked on the event loop).
+        self.log_manager.cleaner.stable_offset_of = self._last_stable_offset
         self.metadata_cache.deletion_listeners.append(self.topic_configs.forget)
         self.topic_admin = TopicAdmin(self.topic_store, cfg, self.metadata_cache, self.topic_configs.apply)
         self.replica_manager = ReplicaManager(
@@ -465,6 +467,10 @@ class Broker:
     def _stop_group_coordinator(self):
         if self.group_coordinator is not None:
             self.group_coordinator.shutdown()
+
+    def _last_stable_offset(self, tp):
+        part = self.replica_manager.get_partition(tp[0], tp[1]) if self.replica_manager else None
+        return None if part is None else part.last_stable_offset
 
     def _group_partition_exists(self, tp):
         # Asked once per committed partition: a lookup, not ``tp in self.partitions`` (a copy of every hosted
