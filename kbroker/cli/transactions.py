@@ -219,7 +219,8 @@ def _describe_producers_message(topic, partition, broker_id, e):
         return "Failed to describe active producers for partition %s on brokerId %d" % (tp, broker_id)
     if code == errors.INVALID_TOPIC_EXCEPTION:
         return "Failed to fetch metadata for partition %s due to invalid topic error: %s" % (tp, _message(e))
-    if code in (errors.UNKNOWN_TOPIC_OR_PARTITION, errors.NOT_LEADER_OR_FOLLOWER, errors.LEADER_NOT_AVAILABLE):
+    if code in (errors.UNKNOWN_TOPIC_OR_PARTITION, errors.NOT_LEADER_OR_FOLLOWER, errors.LEADER_NOT_AVAILABLE,
+                errors.BROKER_NOT_AVAILABLE):
         return _message(e)
     return "Failed to describe active producers for partition %s due to unexpected error" % tp
 
