@@ -110,3 +110,73 @@ def test_txn_offsets_visible_on_commit_gone_on_abort_and_replayed(broker_factory
     b.restart(kill=kill)
     with BrokerConnection(b.host, b.port) as conn:
         assert _fetch(conn, True) == {0: (0, 5), 1: (0, 11)}
+
+
+def test_confluent_send_offsets_to_transaction_commit_abort_and_stale_generation(broker_factory):
+    """librdkafka's ``send_offsets_to_transaction`` (AddOffsetsToTxn + TxnOffsetCommit v3 with the consumer's
+    generation and member id): the group's committed offset moves on commit only; a commit naming a generation
+    the group has left behind (the consumer rejoined) is refused (KIP-447) and the transaction must abort."""
+    from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+    b = broker_factory(overrides={"offsets.topic.num.partitions": OFFSETS_PARTITIONS,
+                                  "offsets.topic.replication.factor": 1, "transaction.state.log.num.partitions": 3,
+                                  "transaction.state.log.replication.factor": 1,
+                                  "transaction.state.log.min.isr": 1, "group.initial.rebalance.delay.ms": 0})
+    src, dst, group = "txo-in", "txo-out", "txo-ctp"
+    with BrokerConnection(b.host, b.port) as conn:
+        for name in (src, dst):
+            r = conn.request("CreateTopics", {"topics": [{"name": name, "num_partitions": 1, "replication_factor": 1,
+                                                          "assignments": [], "configs": []}], "timeout_ms": 5000},
+                             version=1)
+            assert r["topics"][0]["error_code"] == 0
+    p = Producer({"bootstrap.servers": b.bootstrap})
+    for i in range(10):
+        p.produce(src, value=b"%d" % i)
+    assert p.flush(10) == 0
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False, "isolation.level": "read_committed", "session.timeout.ms": 6000})
+    c.subscribe([src])
+    got = []
+    wait_until(lambda: got.extend(m for m in [c.poll(0.2)] if m is not None and not m.error()) or len(got) >= 10,
+               30, 0.01, "the consumer to read the 10 input records")
+    assert [m.offset() for m in got] == list(range(10))
+    tp = TopicPartition(src, 0)
+    tx = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": "txo-ctp-tx"})
+    tx.init_transactions(30)
+
+    def committed():
+        return c.committed([tp], 10)[0].offset
+
+    tx.begin_transaction()
+    tx.produce(dst, value=b"a")
+    tx.send_offsets_to_transaction([TopicPartition(src, 0, 6)], c.consumer_group_metadata(), 30)
+    with BrokerConnection(b.host, b.port) as conn:    # open: unstable for require_stable fetches, else absent
+        for stable, expected in ((True, (UNSTABLE, -1)), (False, (0, -1))):
+            r = conn.request("OffsetFetch", {"group_id": group, "require_stable": stable,
+                                             "topics": [{"name": src, "partition_indexes": [0]}]}, version=7)
+            assert [(q["error_code"], q["committed_offset"]) for q in r["topics"][0]["partitions"]] == [expected]
+    # A read_committed consumer asks with require_stable (KIP-447) and keeps retrying UNSTABLE_OFFSET_COMMIT.
+    with pytest.raises(KafkaException) as e:
+        c.committed([tp], 2)
+    assert e.value.args[0].code() == KafkaError._TIMED_OUT
+    tx.commit_transaction(30)
+    assert committed() == 6
+
+    tx.begin_transaction()
+    tx.send_offsets_to_transaction([TopicPartition(src, 0, 10)], c.consumer_group_metadata(), 30)
+    tx.abort_transaction(30)
+    assert committed() == 6
+
+    # A stale generation: the metadata taken before the consumer rejoins no longer matches the group.
+    stale = c.consumer_group_metadata()
+    c.unsubscribe()
+    c.subscribe([src])
+    wait_until(lambda: c.poll(0.2) is None and c.assignment() == [TopicPartition(src, 0)], 30, 0.05,
+               "the consumer to rejoin")
+    tx.begin_transaction()
+    with pytest.raises(KafkaException) as e:
+        tx.send_offsets_to_transaction([TopicPartition(src, 0, 8)], stale, 30)
+    assert e.value.args[0].txn_requires_abort()
+    tx.abort_transaction(30)
+    assert committed() == 6
+    c.close()
