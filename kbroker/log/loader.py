@@ -135,6 +135,7 @@ def load_segments(dir_path, config, recovery_point=0, clean_shutdown=False):
             except CorruptIndexError as exc:
                 log.warning("emptying the transaction index of %s: %s", segment.log_path, exc)
                 segment.txn_index.reset()
+                segment.txn_index.stale = True
         segments.append(segment)
 
     truncated_total = 0

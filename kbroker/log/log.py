@@ -13,6 +13,14 @@ Invariants:
 All methods are plain blocking Python; fsync happens only in ``flush`` (the server runs it in a thread
 pool) and nowhere on the append path.  A roll only records that the old segments want a flush
 (``flush_pending_offset``); ``LogManager.flush_dirty`` performs it.
+
+Producer-state snapshots (``producer_snapshot.py``'s ``<offset>.snapshot`` files, Kafka's): the partition sets
+``producer_snapshot_source`` (() -> its entries). A roll takes the entries at once -- the state of every offset
+below the new segment's base -- and the next ``flush`` that makes those offsets durable writes the file (tmp, fsync,
+rename on the owner thread, directory fsync), keeping the newest ``producer_snapshot.KEEP`` (2). So a snapshot
+never describes data a crash can lose. A clean shutdown writes one at the log end (``snapshot_producer_state``,
+after the final flush). A truncation to ``offset`` drops the pending ones above it and deletes the files above it
+(durably) before anything else may append; ``_snapshot_generation`` makes a write racing with it land nowhere.
 """
 
 import bisect
@@ -22,6 +30,8 @@ import shutil
 
 from kbroker.errors import OffsetOutOfRange, RecordListTooLarge
 
+from . import producer_snapshot
+from .checkpoint import fsync_dir
 from .file_region import FileRegion
 from .loader import DELETED_SUFFIX, load_segments
 from .segment import INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, filename_prefix, now_ms
@@ -115,6 +125,9 @@ class Log:
         self.last_flush_ms = now_ms()
         self.flush_pending_offset = None  # set by roll(): flush everything below it soon
         self._pending_deletes = []  # (due_ms, segment) renamed *.deleted, unlinked when due
+        self.producer_snapshot_source = None   # the partition's () -> [SnapshotEntry] (module docstring)
+        self._pending_snapshots = []           # [(offset, entries, generation)] taken at rolls, written by flush
+        self._snapshot_generation = 0          # +1 at every truncation
 
     # -- state ---------------------------------------------------------------------------------
     @property
@@ -204,6 +217,9 @@ class Log:
         self._segments.append(segment)
         self._bases.append(new_base)
         self.flush_pending_offset = new_base
+        source = self.producer_snapshot_source
+        if source is not None:
+            self._pending_snapshots.append((new_base, source(), self._snapshot_generation))
         return segment
 
     # -- read ----------------------------------------------------------------------------------
@@ -339,7 +355,73 @@ class Log:
         self.last_flush_ms = now_ms() if now is None else now
         if self.flush_pending_offset is not None and self.recovery_point >= self.flush_pending_offset:
             self.flush_pending_offset = None
+        if self._pending_snapshots:
+            self._write_due_snapshots()
         return self.recovery_point
+
+    # -- producer-state snapshots (module docstring) ----------------------------------------------
+    def _write_due_snapshots(self):
+        """Write the pending snapshots now below the recovery point (any thread; the list and the rename are
+        handled on the owner thread)."""
+        while True:
+            item = Log.owner_call(self._take_due_snapshot)
+            if item is None:
+                return
+            offset, entries, generation = item
+            path = producer_snapshot.snapshot_path(self.dir, offset)
+            tmp = path + producer_snapshot.TMP_SUFFIX
+            with open(tmp, "wb") as f:
+                f.write(producer_snapshot.encode(entries))
+                f.flush()
+                os.fsync(f.fileno())
+            if not Log.owner_call(lambda: self._install_snapshot(tmp, path, offset, generation)):
+                try:
+                    os.unlink(tmp)
+                except FileNotFoundError:
+                    pass
+                continue
+            fsync_dir(self.dir)
+            producer_snapshot.retain(self.dir)
+
+    def _take_due_snapshot(self):
+        pending = self._pending_snapshots
+        if pending and pending[0][0] <= self.recovery_point:
+            return pending.pop(0)
+        return None
+
+    def _install_snapshot(self, tmp, path, offset, generation):
+        if generation != self._snapshot_generation or offset > self._next_offset:
+            return False                 # a truncation came in between: that history is gone
+        os.rename(tmp, path)
+        return True
+
+    def snapshot_producer_state(self):
+        """Write a snapshot at the log end now (clean shutdown, after the final flush). Returns its path or None."""
+        source = self.producer_snapshot_source
+        if source is None:
+            return None
+        self._pending_snapshots = []
+        path = producer_snapshot.write(self.dir, self._next_offset, source())
+        producer_snapshot.retain(self.dir)
+        return path
+
+    def _forget_snapshots_above(self, offset):
+        """Truncation: pending snapshots above ``offset`` dropped, files above it deleted (durably)."""
+        self._snapshot_generation += 1
+        gen = self._snapshot_generation
+        self._pending_snapshots = [(o, e, gen) for o, e, _g in self._pending_snapshots if o <= offset]
+        producer_snapshot.delete_above(self.dir, offset)
+
+    def stale_txn_index_from(self):
+        """Base offset of the first segment whose .txnindex awaits the producer-state replay, or None."""
+        for segment in self._segments:
+            if segment.txn_index.stale:
+                return segment.base_offset
+        return None
+
+    def clear_stale_txn_index(self):
+        for segment in self._segments:
+            segment.txn_index.stale = False
 
     # -- truncation / retention ----------------------------------------------------------------
     def truncate_to(self, offset):
@@ -351,6 +433,7 @@ class Log:
         if offset < self._bases[0]:
             self.truncate_fully_and_start_at(offset)
             return True
+        self._forget_snapshots_above(offset)
         doomed = []
         while len(self._segments) > 1 and self._bases[-1] > offset:
             doomed.append(self._segments.pop())
@@ -363,6 +446,7 @@ class Log:
 
     def truncate_fully_and_start_at(self, offset):
         """Delete every segment and start empty at ``offset``."""
+        self._forget_snapshots_above(-1)
         doomed = self._segments
         self._segments, self._bases = [], []
         self._remove_segments(doomed, now_ms())

@@ -412,6 +412,10 @@ class LogManager:
         try:
             for log in self._logs.values():
                 log.flush()
+                try:
+                    log.snapshot_producer_state()   # everything is durable now: the restart replays nothing
+                except OSError as exc:
+                    logger.warning("%s: no producer-state snapshot at shutdown: %s", log.dir, exc)
             self.checkpoint_recovery_points()
             for log in self._logs.values():
                 log.close()

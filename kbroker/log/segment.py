@@ -321,6 +321,7 @@ class LogSegment:
         self.offset_index.reset()
         self.time_index.reset()
         self.txn_index.reset()
+        self.txn_index.stale = True
         self.max_timestamp_so_far, self.offset_of_max_timestamp = -1, self.base_offset
         self._bytes_since_last_index_entry = 0
         valid = 0

@@ -25,7 +25,8 @@ opened for it (aborts are rare next to data); durability follows the segment's f
 leave a torn tail entry: ``sanity_check`` refuses a size that is not a multiple of 34 or a last entry below the
 segment's base, and the loader then resets the file; the partition's producer-state replay re-adds the entries
 of the markers it reads (``append`` of an entry at or below the last ``lastOffset`` is skipped, so a replay over
-a complete index changes nothing).
+a complete index changes nothing). An index emptied that way (or by a segment's recovery) is ``stale`` until that
+replay: the partition replays from a producer snapshot at or below the first stale segment's base.
 """
 import os
 import struct
@@ -44,11 +45,12 @@ AbortedTxn = namedtuple("AbortedTxn", "producer_id first_offset last_offset last
 
 
 class TransactionIndex:
-    __slots__ = ("path", "base_offset", "_entries", "_last_offset")
+    __slots__ = ("path", "base_offset", "_entries", "_last_offset", "stale")
 
     def __init__(self, path, base_offset):
         self.path = path
         self.base_offset = base_offset
+        self.stale = False   # emptied by recovery: its entries come back with the producer-state replay
         self._entries = 0
         self._last_offset = -1
         self._load()

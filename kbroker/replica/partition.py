@@ -36,14 +36,18 @@ Transactions (KIP-98; the rules are in producer_state.py):
 * Markers come from ``write_marker`` (leader, WriteTxnMarkers) or the leader's bytes (``append_as_follower``); both
   close the producer's transaction, and an ABORT of a non-empty one adds its ``.txnindex`` entry in the segment of
   the marker (``Log.add_aborted_txn``) before anything yields. ``aborted_transactions`` reads those files.
-* The producer state is rebuilt from the log's batches and markers (``Log.producer_batches``) at load and after a
-  truncation; the rebuild re-adds txn-index entries missing after a recovery (txn_index.py).
+* The producer state is loaded at start and after a truncation from the newest producer snapshot at or below both
+  the log end and the base of the first segment whose .txnindex recovery emptied (that is at or below the
+  recovery point after a crash), then the log's batches and markers after it are replayed (``Log.producer_batches``),
+  which re-adds the emptied .txnindex entries; no usable snapshot -> the whole log is replayed. Snapshots are
+  taken by the Log at segment rolls and clean shutdown (``Log.producer_snapshot_source``, log.py).
 """
 import logging
 import time
 
 from kbroker import errors
 from kbroker.errors import NotEnoughReplicas, NotLeaderOrFollower
+from kbroker.log import producer_snapshot
 from kbroker.record import (RecordConfig, batch_header, replica_fields, replicated_batches, stored_append,
                             validate_for_append)
 from kbroker.record.control import marker_batch, marker_of
@@ -114,6 +118,7 @@ class Partition:
         leo = log.log_end_offset
         self.high_watermark = leo if high_watermark is None else max(log.log_start_offset, min(high_watermark, leo))
         self.producers = ProducerStateManager()
+        log.producer_snapshot_source = self.producers.snapshot_entries
         self.waiters = set()
         self.replica_waiters = set()
         self.set_config(log_config)
@@ -477,9 +482,23 @@ class Partition:
         self.high_watermark = offset
 
     def _rebuild_producers(self):
-        """Producer state from the log's batches and markers; re-adds missing .txnindex entries."""
+        """Producer state from the newest usable snapshot plus the log's batches and markers after it (module
+        docstring); re-adds missing .txnindex entries."""
         lg = self.log
-        self.producers.rebuild(lg.producer_batches(), self.high_watermark, lg.add_aborted_txn)
+        producers = self.producers
+        producer_snapshot.delete_above(lg.dir, lg.log_end_offset)
+        limit = lg.log_end_offset
+        stale = lg.stale_txn_index_from()
+        if stale is not None and stale < limit:
+            limit = stale
+        found = producer_snapshot.latest(lg.dir, limit)
+        if found is None:
+            producers.rebuild(lg.producer_batches(), self.high_watermark, lg.add_aborted_txn)
+        else:
+            offset, entries = found
+            producers.load_snapshot(entries, offset)
+            producers.replay(lg.producer_batches(offset), self.high_watermark, lg.add_aborted_txn)
+        lg.clear_stale_txn_index()
 
     # ----------------------------------------------------------------------------------------------- read
     def read(self, offset, max_bytes, min_one=True, up_to_hw=True, isolation_level=0):

@@ -34,11 +34,20 @@ none); the partition's LSO is ``min(that, hw)`` (Kafka's UnifiedLog.lastStableOf
 
 Rebuild: ``rebuild`` replays ``Log.producer_batches()`` -- ``(BatchHeader, Marker | None)``, the marker read from the
 control batch's record (a header alone cannot tell COMMIT from ABORT) -- with the replication rules (no checks).
+
+Snapshots (``kbroker/log/producer_snapshot.py``, Kafka's ``.snapshot`` format): ``snapshot_entries`` writes one entry
+per RETAINED BATCH of each producer, oldest first, every entry carrying the producer's epoch, timestamp, coordinator
+epoch and open transaction (a producer with no retained batch: one entry with lastOffset -1). Kafka writes one entry
+per producer and its reader keeps the last entry of a producer id, which here is the newest batch: the files stay
+readable by Kafka, and a restart keeps up to 5 batches per producer, so a retry of any of them is still recognised
+as a duplicate after a rolling restart. ``load_snapshot`` restores that state (unreplicated transactions are not
+in a snapshot: its offset is below the high watermark's durable part), then ``replay`` applies the later batches.
 """
 from collections import namedtuple
 
 from kbroker.errors import (InvalidProducerEpoch, InvalidTxnState, OutOfOrderSequenceNumber,
                             TransactionCoordinatorFenced)
+from kbroker.log.producer_snapshot import SnapshotEntry
 from kbroker.log.txn_index import AbortedTxn
 
 BATCHES_TO_RETAIN = 5
@@ -207,6 +216,43 @@ class ProducerStateManager:
     def open_transactions(self):
         """``[(first_offset, producer_id)]`` of the open transactions, oldest first."""
         return list(self.ongoing.items())
+
+    # ------------------------------------------------------------------------------------------ snapshots
+    def snapshot_entries(self):
+        """``[SnapshotEntry]`` of the whole state (module docstring). Safe to call from another thread: the producer
+        map is copied in one C call."""
+        out = []
+        for pid, e in list(self.producers.items()):
+            batches = list(e.batches)
+            if not batches:
+                out.append(SnapshotEntry(pid, e.epoch, -1, -1, 0, e.last_timestamp, e.coordinator_epoch,
+                                         e.txn_first_offset))
+            for fs, ls, fo, lo in batches:
+                out.append(SnapshotEntry(pid, e.epoch, ls, lo, lo - fo, e.last_timestamp, e.coordinator_epoch,
+                                         e.txn_first_offset))
+        return out
+
+    def load_snapshot(self, entries, offset=None):
+        """Replace the state with a snapshot's ``entries`` (``offset``: the snapshot's, for the log only)."""
+        self.clear()
+        producers = self.producers
+        for en in entries:
+            e = producers.get(en.producer_id)
+            if e is None or e.epoch != en.producer_epoch:
+                e = producers[en.producer_id] = ProducerEntry(en.producer_epoch)
+            if en.last_offset >= 0 and en.last_sequence >= 0:
+                first_seq = en.last_sequence - en.offset_delta
+                if first_seq < 0:
+                    first_seq += INT32_MAX + 1          # the batch's sequences wrapped past INT32_MAX
+                e.batches.append((first_seq, en.last_sequence, en.last_offset - en.offset_delta, en.last_offset))
+                if len(e.batches) > BATCHES_TO_RETAIN:
+                    del e.batches[0]
+            e.last_timestamp = en.timestamp
+            e.coordinator_epoch = en.coordinator_epoch
+            e.txn_first_offset = en.current_txn_first_offset
+        opened = sorted((e.txn_first_offset, pid) for pid, e in producers.items() if e.txn_first_offset >= 0)
+        for first, pid in opened:
+            self.ongoing[first] = pid
 
     # ------------------------------------------------------------------------------------------- rebuild
     def clear(self):

@@ -161,14 +161,15 @@ def test_log_loader_ignores_snapshots_and_delete_removes_them(tmp_path):
         append_batch(log, [b"v%d" % i * 20])
     assert log.num_segments > 2
     ps.write(d, log.log_end_offset, [E1])
-    ps.write(d, log.segments[1].base_offset, [E2])
+    second = log.segments[1].base_offset
+    ps.write(d, second, [E2])
     end = log.log_end_offset
     log.close()
     reopened = Log(d, CFG, recovery_point=0, clean_shutdown=False)  # full recovery scan beside the snapshots
     assert reopened.log_end_offset == end
     assert ps.latest(d) == (end, [E1])
-    reopened.truncate_to(1)
-    assert ps.latest(d) == (end, [E1])  # the log never touches them: truncation is the caller's delete_above
+    reopened.truncate_to(second)
+    assert ps.latest(d) == (second, [E2])  # a truncation deletes the snapshots above it (Log._forget_snapshots_above)
     reopened.delete()
     assert not os.path.exists(d)
 

@@ -238,3 +238,100 @@ def test_txn_index_entry_lands_in_the_markers_segment(tmp_path):
     sl, lso, aborted = part.read_committed(0, 10 ** 6)
     assert lso == 3 and aborted == [(5, 0)]
     assert batch_header(part.log.read(2, 1000).region.read_bytes()).is_control
+
+
+# ------------------------------------------------------------------------------------- producer snapshots
+from kbroker.log import producer_snapshot as ps                                    # noqa: E402
+from kbroker.log.producer_snapshot import SnapshotEntry                            # noqa: E402
+
+SMALL = LogConfig(segment_bytes=400, file_delete_delay_ms=0, min_insync_replicas=1)
+
+
+def test_snapshot_taken_at_roll_written_by_the_flush(tmp_path):
+    part = standalone(tmp_path, config=SMALL)
+    part.append(data(1, pid=5, seq=0, value=b"x" * 100), 9, 1)            # 0
+    part.append(data(1, pid=5, seq=1, value=b"x" * 100), 9, 1)            # 1
+    part.append(data(1, pid=6, seq=0, txn=True, value=b"x" * 100), 9, 1)  # 2: rolls at 2 (~170 bytes each)
+    assert [s.base_offset for s in part.log.segments] == [0, 2]
+    assert ps.list_offsets(part.log.dir) == []                            # not durable yet: nothing written
+    part.log.flush()
+    assert ps.list_offsets(part.log.dir) == [2]
+    entries = ps.read(ps.snapshot_path(part.log.dir, 2))
+    # every retained batch of pid 5 (oldest first); pid 6 wrote nothing below 2
+    assert [(e.producer_id, e.last_sequence, e.last_offset, e.offset_delta, e.current_txn_first_offset)
+            for e in entries] == [(5, 0, 0, 0, -1), (5, 1, 1, 0, -1)]
+
+
+def test_restart_loads_the_snapshot_and_replays_the_rest(tmp_path):
+    d = str(tmp_path / "t-0")
+    part = Partition("t", 0, Log(d, SMALL), SMALL, 1)
+    part.append(data(1, pid=5, seq=0, value=b"x" * 100), 9, 1)            # 0
+    part.append(data(1, pid=5, seq=1, value=b"x" * 100), 9, 1)            # 1
+    part.append(data(1, pid=6, seq=0, txn=True, value=b"x" * 100), 9, 1)  # 2: roll at 2
+    part.write_marker(6, 0, 2, commit=False)                               # 3
+    part.append(data(1, pid=5, seq=2, txn=False), 9, 1)                   # 4
+    part.log.flush()
+    # A producer only the snapshot knows proves the snapshot was loaded rather than the whole log replayed.
+    ps.write(d, 2, ps.read(ps.snapshot_path(d, 2)) + [SnapshotEntry(99, 3, 7, 1, 0, 5, 4, -1)])
+    part.log.close()
+    again = Partition("t", 0, Log(d, SMALL, clean_shutdown=True), SMALL, 1, high_watermark=5)
+    assert again.producers.entry(99).epoch == 3 and again.producers.last_sequence(99) == 7
+    assert again.producers.entry(5).batches == [(0, 0, 0, 0), (1, 1, 1, 1), (2, 2, 4, 4)]
+    assert again.producers.entry(6).coordinator_epoch == 2 and again.last_stable_offset == 5
+    assert again.append(data(1, pid=5, seq=1), 9, 1).duplicate            # an older retained batch: duplicate
+    assert again.aborted_transactions(0, 5) == [(6, 2)]
+
+
+def test_clean_shutdown_snapshot_at_the_log_end_and_open_transaction(tmp_path):
+    d = str(tmp_path / "t-0")
+    part = Partition("t", 0, Log(d, LC), LC, 1)
+    part.append(data(2, pid=5, seq=0, txn=True), 9, 1)                    # 0-1, open
+    part.log.flush()
+    assert part.log.snapshot_producer_state() == ps.snapshot_path(d, 2)
+    part.log.close()
+    again = Partition("t", 0, Log(d, LC, clean_shutdown=True), LC, 1, high_watermark=2)
+    assert again.producers.open_transactions() == [(0, 5)] and again.last_stable_offset == 0
+    again.write_marker(5, 0, 0, commit=False)
+    assert again.aborted_transactions(0, 3) == [(5, 0)] and again.last_stable_offset == 3
+
+
+def test_unclean_restart_replays_from_below_the_first_emptied_txn_index(tmp_path):
+    d = str(tmp_path / "t-0")
+    part = Partition("t", 0, Log(d, SMALL), SMALL, 1)
+    part.append(data(1, pid=6, seq=0, txn=True, value=b"x" * 100), 9, 1)  # 0
+    part.append(data(1, value=b"x" * 100), 9, 1)                          # 1
+    part.append(data(1, value=b"x" * 100), 9, 1)                          # 2: roll at 2
+    part.write_marker(6, 0, 1, commit=False)                               # 3 in segment 2
+    part.append(data(1, value=b"x" * 100), 9, 1)                          # 4: roll at 4 (marker ~80 bytes)
+    part.append(data(1, value=b"x" * 100), 9, 1)                          # 5
+    part.log.flush()
+    assert ps.list_offsets(d) == [2, 4]
+    part.log.close()
+    # Recovery from offset 3 empties segment 2's .txnindex: the snapshot at 4 is above it, the one at 2 is used.
+    again = Partition("t", 0, Log(d, SMALL, recovery_point=3), SMALL, 1, high_watermark=6)
+    assert again.log.segments[1].txn_index.all_entries() == [AbortedTxn(6, 0, 3, 4)]
+    assert again.log.stale_txn_index_from() is None
+    assert again.aborted_transactions(0, 6) == [(6, 0)] and again.last_stable_offset == 6
+
+
+def test_truncation_forgets_snapshots_above_and_races(tmp_path):
+    part = standalone(tmp_path, config=SMALL)
+    d = part.log.dir
+    for i in range(5):
+        part.append(data(1, pid=5, seq=i, value=b"x" * 100), 9, 1)       # rolls at 2 and 4
+    part.log.flush()
+    assert ps.list_offsets(d) == [2, 4]
+    part.append(data(1, pid=5, seq=5, value=b"x" * 100), 9, 1)           # 5
+    part.append(data(1, pid=5, seq=6, value=b"x" * 100), 9, 1)           # 6: roll at 6, pending
+    taken = part.log._take_due_snapshot()                                  # not durable yet
+    assert taken is None and [o for o, *_ in part.log._pending_snapshots] == [6]
+    part.make_follower(2, 1, [1, 2], [1, 2], 0)
+    part.truncate_to(3)
+    assert ps.list_offsets(d) == [2] and part.log._pending_snapshots == []
+    assert part.producers.entry(5).batches[-1] == (2, 2, 2, 2)
+    # A write racing with a truncation (generation moved) never lands.
+    tmp = ps.snapshot_path(d, 3) + ".tmp"
+    open(tmp, "wb").close()
+    assert not part.log._install_snapshot(tmp, ps.snapshot_path(d, 3), 3, part.log._snapshot_generation - 1)
+    part.truncate_fully_and_start_at(10)
+    assert ps.list_offsets(d) == []
