@@ -180,3 +180,60 @@ def test_confluent_send_offsets_to_transaction_commit_abort_and_stale_generation
     tx.abort_transaction(30)
     assert committed() == 6
     c.close()
+
+
+def _kafka_python_txn(bootstrap, group, rounds):
+    from kafka import KafkaProducer
+    from kafka.structs import OffsetAndMetadata, TopicPartition
+    p = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="txo-kp-tx")
+    try:
+        p.init_transactions()
+        for offset, commit in rounds:
+            p.begin_transaction()
+            p.send_offsets_to_transaction({TopicPartition(TOPIC, 0): OffsetAndMetadata(offset, "kp", -1)}, group)
+            (p.commit_transaction if commit else p.abort_transaction)()
+    finally:
+        p.close()
+
+
+def _aiokafka_txn(bootstrap, group, rounds):
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.structs import OffsetAndMetadata, TopicPartition
+
+    async def run():
+        p = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id="txo-aio-tx")
+        await p.start()
+        try:
+            for offset, commit in rounds:
+                await p.begin_transaction()
+                await p.send_offsets_to_transaction({TopicPartition(TOPIC, 0): OffsetAndMetadata(offset, "aio")},
+                                                    group)
+                await (p.commit_transaction() if commit else p.abort_transaction())
+        finally:
+            await p.stop()
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize("client", ["kafka-python", "aiokafka"])
+def test_python_clients_send_offsets_to_transaction(broker_factory, client):
+    """kafka-python (TxnOffsetCommit v3, generation -1 for a bare group id) and aiokafka (v0): commit then abort --
+    the group's offset is the committed transaction's, with its metadata."""
+    b = broker_factory(overrides={"offsets.topic.num.partitions": OFFSETS_PARTITIONS,
+                                  "offsets.topic.replication.factor": 1, "transaction.state.log.num.partitions": 3,
+                                  "transaction.state.log.replication.factor": 1,
+                                  "transaction.state.log.min.isr": 1})
+    group = "txo-" + client
+    with BrokerConnection(b.host, b.port) as conn:
+        r = conn.request("CreateTopics", {"topics": [{"name": TOPIC, "num_partitions": 1, "replication_factor": 1,
+                                                      "assignments": [], "configs": []}], "timeout_ms": 5000},
+                         version=1)
+        assert r["topics"][0]["error_code"] == 0
+    run = _kafka_python_txn if client == "kafka-python" else _aiokafka_txn
+    run(b.bootstrap, group, [(6, True), (9, False)])
+    with BrokerConnection(b.host, b.port) as conn:
+        r = conn.request("OffsetFetch", {"group_id": group, "require_stable": True,
+                                         "topics": [{"name": TOPIC, "partition_indexes": [0]}]}, version=7)
+        got = [(q["error_code"], q["committed_offset"], q["metadata"]) for q in r["topics"][0]["partitions"]]
+        assert got == [(0, 6, "kp" if client == "kafka-python" else "aio")]
