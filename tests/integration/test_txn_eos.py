@@ -284,7 +284,9 @@ def test_exactly_once_under_broker_nemesis(cluster, tmp_path):
                    "the apps to commit their first transactions", ignore=(Exception,))
         for role, who in roles:
             time.sleep(max(0.0, KILL_EVERY_S - DOWN_S))
-            victim_id = wait_until(who, 30, 0.5, role, ignore=(OSError, struct.error))
+            # (broker id,): node 0 is a valid answer, a bare 0 would read as "not yet"
+            (victim_id,) = wait_until(lambda: (b := who()) is not None and b >= 0 and (b,), 30, 0.5, role,
+                                      ignore=(OSError, struct.error))
             victim = cluster.brokers[victim_id]
             processed = committed_total(cluster, group, inp)
             victim.kill9()
@@ -292,8 +294,8 @@ def test_exactly_once_under_broker_nemesis(cluster, tmp_path):
             time.sleep(DOWN_S)
             victim.start(wait=True, timeout=60)
     finally:
+        print(f"nemesis kills (t, role, broker, records committed so far): {kills}")
         cluster.ensure_all_running()
-    print(f"nemesis kills (t, role, broker, records committed so far): {kills}")
     try:
         wait_processed(cluster, group, inp, ends, 150, apps)
     finally:
