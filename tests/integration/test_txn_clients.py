@@ -11,6 +11,7 @@ partition 1 data 0-1, COMMIT 2, aborted 3, ABORT 4, data 5, COMMIT 6 (log end 7)
 - the segment files hold control batches exactly at the marker offsets, with the producer's id, COMMIT or ABORT
   as planned (``kbroker.record.control.marker_of``), and the data batches are transactional; the ``.txnindex``
   holds exactly the aborted transaction (producer id, first offset, ABORT marker offset, LSO after it);
+- Kafka's Java producer (tests/java's driver, when built) writes the same plan with the same exact result;
 - ``read_committed`` consumers of confluent-kafka, kafka-python, aiokafka (and Kafka's Java client when the
   driver is built) read exactly the committed records of all three topics at their offsets (0, 1, 2, 7 / 0, 1, 5),
   never an aborted or control record, and their positions reach the log end (they step over the markers);
@@ -33,7 +34,7 @@ import pytest
 from kbroker.client.admin import AdminClient
 from kbroker.record import iter_batches
 from kbroker.record.control import marker_of
-from tests.integration.harness import BrokerProcess, unb64, wait_until
+from tests.integration.harness import BrokerProcess, b64, unb64, wait_until
 from tests.integration.java_driver import java_driver, ok  # noqa: F401 - fixture
 from tests.integration.test_clients_common import TIMEOUT, create_topic, segment_path
 
@@ -360,10 +361,16 @@ def test_transactional_producer_commits_and_aborts(tbroker, written, lib):
     topic, reports = written[lib]
     if isinstance(reports, Exception):
         raise reports
-    data, markers, ends = layout(lib, topic)
+    data, _, _ = layout(lib, topic)
     # Delivery reports: every record sent, the aborted ones too, at its planned offset.
     assert sorted(reports) == sorted((r.partition, r.offset, r.value) for r, _ in data)
-    # The log itself: control batches exactly at the marker offsets, COMMIT/ABORT as planned, one producer.
+    assert_on_disk(tbroker, lib, topic)
+
+
+def assert_on_disk(tbroker, lib, topic):
+    """The log of ``layout(lib, topic)``: control batches exactly at the marker offsets, COMMIT/ABORT as planned,
+    one producer id, transactional data batches, and the aborted transaction in each segment's .txnindex."""
+    data, markers, _ = layout(lib, topic)
     pids = set()
     for p in PARTITIONS:
         buf = segment_path(tbroker, topic, p).read_bytes()
@@ -474,6 +481,27 @@ def test_open_transaction_bounds_read_committed(tbroker):
         for r in readers.values():
             r.close()
         admin.close()
+
+
+def test_java_transactional_producer(tbroker, java_driver):  # noqa: F811 - the fixture
+    """Kafka's own producer (kafka-clients 4.x: initTransactions, begin, send, flush, commit/abort) writes the plan:
+    the same exact offsets, markers and .txnindex; confluent-kafka's read_committed consumer reads the committed
+    records only."""
+    lib, topic = "java", "txn-java"
+    create_topic(tbroker.bootstrap, topic, partitions=len(PARTITIONS))
+    data, _, ends = layout(lib, topic)
+    txns = [{"action": action, "records": [{"partition": p, "key": b64(k), "value": b64(v)}
+                                           for p, k, v in sends(lib, counts, txn)]}
+            for txn, (action, counts) in enumerate(PLAN)]
+    (step,) = java_driver(tbroker.bootstrap, [{"op": "txn_produce", "topic": topic, "transactionalId": "tid-java",
+                                               "transactions": txns}], timeout=120)
+    ok(step)
+    assert sorted((m["partition"], m["offset"]) for txn in step["metadata"] for m in txn) == \
+        sorted((r.partition, r.offset) for r, _ in data)
+    assert_on_disk(tbroker, lib, topic)
+    got, positions = read_all("confluent", tbroker.bootstrap, ends, "read_committed")
+    assert got == [r for r, committed in data if committed]
+    assert positions == ends
 
 
 def test_java_consumer_isolation_levels(tbroker, written, java_driver):  # noqa: F811 - the fixture

@@ -15,7 +15,9 @@ The table is Kafka's prettyPrintTable (every cell padded to its column's width, 
   another, a coordinator epoch below the one the partition recorded is TRANSACTION_COORDINATOR_FENCED (52) with
   Kafka's message and writes nothing;
 - errors with Kafka's messages on stderr and exit 1 (unknown transactional id, unknown topic, usage), and the
-  ``kbroker-admin`` entry point with ``--command-config``.
+  ``kbroker-admin`` entry point with ``--command-config``;
+- Kafka's own Admin client (tests/java's driver, when built) reads the same producers, listings and
+  descriptions over the same APIs and aborts a hanging transaction.
 """
 import io
 import subprocess
@@ -27,6 +29,7 @@ from kbroker.cli import transactions
 from kbroker.client.admin import AdminClient
 from kbroker.record import Record, build_batch
 from tests.integration.harness import REPO_ROOT, BrokerProcess, wait_until
+from tests.integration.java_driver import java_driver, ok  # noqa: F401 - fixture
 from tests.integration.test_clients_common import TIMEOUT, create_topic, now_ms
 from tests.integration.test_clients_idempotence import Raw
 
@@ -231,3 +234,40 @@ def test_entry_point_with_command_config(tools_broker, tmp_path):
                            tools_broker.bootstrap, "describe"], capture_output=True, text=True, timeout=60,
                           cwd=str(REPO_ROOT))
     assert done.returncode == 1 and "--transactional-id" in done.stderr and done.stdout == ""
+
+
+def test_java_admin_reads_the_same_state(tools_broker, admin, capsys, java_driver):  # noqa: F811 - the fixture
+    """Kafka's own Admin (kafka-clients 4.x, what kafka-transactions.sh runs) over the same APIs: describeProducers
+    (61) of a hanging transaction, listTransactions (66) and describeTransactions (65) equal to the tool's view,
+    an unknown id TransactionalIdNotFoundException, abortTransaction (27) closes the hanging one (LSO 0 -> 3)."""
+    topic = "tools-j"
+    create_topic(tools_broker.bootstrap, topic, partitions=1)
+    raw = Raw(tools_broker)
+    pid, epoch = raw.init_producer_id()
+    ts = now_ms() - 20 * MINUTE
+    assert ghost_write(raw, topic, ghost_batch(pid, epoch, 0, ts)) == 0
+    steps = [{"op": "describe_producers", "topic": topic, "partitions": [0]},
+             {"op": "list_transactions"},
+             {"op": "describe_transactions", "ids": ["tools-app", "nobody"]},
+             {"op": "abort_transaction", "topic": topic, "partition": 0, "producerId": pid, "producerEpoch": epoch,
+              "coordinatorEpoch": 3},
+             {"op": "describe_producers", "topic": topic, "partitions": [0]}]
+    before, listed, described, aborted, after = (ok(s) for s in java_driver(tools_broker.bootstrap, steps))
+    assert before["results"] == {"0": [{"producerId": pid, "producerEpoch": epoch, "lastSequence": 1,
+                                        "lastTimestamp": ts + 1, "coordinatorEpoch": None,
+                                        "currentTransactionStartOffset": 0}]}
+    ours = admin.list_transactions()
+    assert listed["transactions"] == sorted(({"transactionalId": x.transactional_id, "producerId": x.producer_id,
+                                              "state": x.state} for ls in ours.values() for x in ls),
+                                            key=lambda x: x["transactionalId"])
+    assert [x["transactionalId"] for x in listed["transactions"]] == ["tools-app"]
+    d = admin.describe_transactions(["tools-app"])["tools-app"]
+    assert described["results"]["tools-app"] == {
+        "coordinatorId": d.coordinator_id, "state": d.state, "producerId": d.producer_id,
+        "producerEpoch": d.producer_epoch, "transactionTimeoutMs": 60000,
+        "transactionStartTimeMs": d.transaction_start_time_ms, "topicPartitions": []}
+    assert described["results"]["nobody"]["error"]["type"].endswith("TransactionalIdNotFoundException")
+    assert "error" not in aborted
+    assert lso(admin, topic) == 3
+    (state,) = after["results"]["0"]
+    assert (state["producerId"], state["coordinatorEpoch"], state["currentTransactionStartOffset"]) == (pid, 3, None)

@@ -21,6 +21,7 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 
+import org.apache.kafka.clients.admin.AbortTransactionSpec;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.AlterConfigOp;
@@ -32,6 +33,8 @@ import org.apache.kafka.clients.admin.ConsumerGroupListing;
 import org.apache.kafka.clients.admin.CreateTopicsOptions;
 import org.apache.kafka.clients.admin.CreateTopicsResult;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
+import org.apache.kafka.clients.admin.DescribeProducersOptions;
+import org.apache.kafka.clients.admin.DescribeProducersResult;
 import org.apache.kafka.clients.admin.ListConsumerGroupsOptions;
 import org.apache.kafka.clients.admin.ListOffsetsResult;
 import org.apache.kafka.clients.admin.ListTopicsOptions;
@@ -39,8 +42,11 @@ import org.apache.kafka.clients.admin.MemberDescription;
 import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.ProducerState;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.admin.TopicListing;
+import org.apache.kafka.clients.admin.TransactionDescription;
+import org.apache.kafka.clients.admin.TransactionListing;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
@@ -116,6 +122,17 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * describe_cluster {} -> {clusterId, controller, nodes: [{id, host, port}]}
  * list_offsets     {topic, partitions, spec: "earliest"|"latest"|"maxTimestamp"|<timestamp ms>}
  *                  -> {offsets: {"p": {offset, timestamp}}}
+ * txn_produce      {topic, transactionalId, transactions: [{action: "commit"|"abort", records: [as produce]}],
+ *                   config} -- initTransactions, then per transaction begin, send, flush, commit or abort
+ *                  -> {metadata: [[{partition, offset} | {error}] per transaction], error?: at the first failure}
+ * list_transactions {} -> {transactions: [{transactionalId, producerId, state}] sorted by transactionalId}
+ * describe_transactions {ids} -> {results: {id: {coordinatorId, state, producerId, producerEpoch,
+ *                   transactionTimeoutMs, transactionStartTimeMs (null: none), topicPartitions: ["t-p" sorted]}
+ *                   | {error}}}
+ * describe_producers {topic, partitions, brokerId?} -> {results: {"p": [{producerId, producerEpoch, lastSequence,
+ *                   lastTimestamp, coordinatorEpoch (null: none), currentTransactionStartOffset (null: none)}]
+ *                   | {error}}}
+ * abort_transaction {topic, partition, producerId, producerEpoch, coordinatorEpoch} -> {} | {error}
  * rec = {topic, partition, offset, key, value, headers: [[name, b64|null]], timestamp, timestampType}
  * </pre>
  */
@@ -143,7 +160,12 @@ public final class Driver {
             Map.entry("delete_groups", Driver::deleteGroups),
             Map.entry("alter_group_offsets", Driver::alterGroupOffsets),
             Map.entry("describe_cluster", Driver::describeCluster),
-            Map.entry("list_offsets", Driver::listOffsets));
+            Map.entry("list_offsets", Driver::listOffsets),
+            Map.entry("txn_produce", Driver::txnProduce),
+            Map.entry("list_transactions", Driver::listTransactions),
+            Map.entry("describe_transactions", Driver::describeTransactions),
+            Map.entry("describe_producers", Driver::describeProducers),
+            Map.entry("abort_transaction", Driver::abortTransaction));
 
     private final Map<String, Object> spec;
     private final String bootstrap;
@@ -758,6 +780,127 @@ public final class Driver {
         got.forEach((tp, info) -> out.put(String.valueOf(tp.partition()),
                 Map.of("offset", info.offset(), "timestamp", info.timestamp())));
         r.put("offsets", out);
+    }
+
+    // ----------------------------------------------------------------------------------------------- transactions
+
+    private void txnProduce(Map<String, Object> step, Map<String, Object> r) throws Exception {
+        String topic = (String) require(step, "topic");
+        Properties props = new Properties();
+        props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        props.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, (String) require(step, "transactionalId"));
+        props.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, String.valueOf(stepTimeoutMs));
+        props.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, String.valueOf(stepTimeoutMs / 2));
+        props.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, String.valueOf(stepTimeoutMs));
+        putAll(props, step.get("config"));
+        List<Object> all = new ArrayList<>();
+        r.put("metadata", all);
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(props)) {
+            producer.initTransactions();
+            for (Object t : list(require(step, "transactions"))) {
+                Map<String, Object> txn = map(t);
+                producer.beginTransaction();
+                List<Future<RecordMetadata>> futures = new ArrayList<>();
+                for (Object o : list(txn.get("records"))) {
+                    Map<String, Object> m = map(o);
+                    Integer partition = m.get("partition") == null ? null : (int) num(m.get("partition"));
+                    futures.add(producer.send(new ProducerRecord<>(topic, partition, null, unb64(m.get("key")),
+                            unb64(m.get("value")))));
+                }
+                producer.flush();
+                List<Object> metadata = new ArrayList<>();
+                for (Future<RecordMetadata> f : futures) {
+                    RecordMetadata rm = f.get(stepTimeoutMs, TimeUnit.MILLISECONDS);
+                    metadata.add(Map.of("partition", rm.partition(), "offset", rm.offset()));
+                }
+                all.add(metadata);
+                if ("abort".equals(txn.get("action"))) {
+                    producer.abortTransaction();
+                } else {
+                    producer.commitTransaction();
+                }
+            }
+        }
+    }
+
+    private void listTransactions(Map<String, Object> step, Map<String, Object> r) throws Exception {
+        List<Object> out = new ArrayList<>();
+        Collection<TransactionListing> got = await(admin().listTransactions().all());
+        got.stream().sorted((a, b) -> a.transactionalId().compareTo(b.transactionalId())).forEach(x -> {
+            Map<String, Object> one = new LinkedHashMap<>();
+            one.put("transactionalId", x.transactionalId());
+            one.put("producerId", x.producerId());
+            one.put("state", x.state().toString());
+            out.add(one);
+        });
+        r.put("transactions", out);
+    }
+
+    private void describeTransactions(Map<String, Object> step, Map<String, Object> r) throws Exception {
+        Map<String, Object> out = new TreeMap<>();
+        for (Object o : list(require(step, "ids"))) {
+            String id = (String) o;
+            try {
+                TransactionDescription d = await(admin().describeTransactions(List.of(id)).description(id));
+                Map<String, Object> one = new LinkedHashMap<>();
+                one.put("coordinatorId", d.coordinatorId());
+                one.put("state", d.state().toString());
+                one.put("producerId", d.producerId());
+                one.put("producerEpoch", d.producerEpoch());
+                one.put("transactionTimeoutMs", d.transactionTimeoutMs());
+                one.put("transactionStartTimeMs", d.transactionStartTimeMs().isPresent()
+                        ? d.transactionStartTimeMs().getAsLong() : null);
+                one.put("topicPartitions", new ArrayList<>(new TreeSet<>(
+                        d.topicPartitions().stream().map(TopicPartition::toString).toList())));
+                out.put(id, one);
+            } catch (Exception e) {
+                out.put(id, Map.of("error", describe(e)));
+            }
+        }
+        r.put("results", out);
+    }
+
+    private void describeProducers(Map<String, Object> step, Map<String, Object> r) throws Exception {
+        String topic = (String) require(step, "topic");
+        DescribeProducersOptions options = new DescribeProducersOptions();
+        if (step.get("brokerId") != null) {
+            options.brokerId((int) num(step.get("brokerId")));
+        }
+        List<TopicPartition> tps = new ArrayList<>();
+        for (Object p : list(require(step, "partitions"))) {
+            tps.add(new TopicPartition(topic, (int) num(p)));
+        }
+        DescribeProducersResult res = admin().describeProducers(tps, options);
+        Map<String, Object> out = new TreeMap<>();
+        for (TopicPartition tp : tps) {
+            try {
+                List<Object> producers = new ArrayList<>();
+                for (ProducerState s : await(res.partitionResult(tp)).activeProducers()) {
+                    Map<String, Object> one = new LinkedHashMap<>();
+                    one.put("producerId", s.producerId());
+                    one.put("producerEpoch", s.producerEpoch());
+                    one.put("lastSequence", s.lastSequence());
+                    one.put("lastTimestamp", s.lastTimestamp());
+                    one.put("coordinatorEpoch", s.coordinatorEpoch().isPresent()
+                            ? s.coordinatorEpoch().getAsInt() : null);
+                    one.put("currentTransactionStartOffset", s.currentTransactionStartOffset().isPresent()
+                            ? s.currentTransactionStartOffset().getAsLong() : null);
+                    producers.add(one);
+                }
+                out.put(String.valueOf(tp.partition()), producers);
+            } catch (Exception e) {
+                out.put(String.valueOf(tp.partition()), Map.of("error", describe(e)));
+            }
+        }
+        r.put("results", out);
+    }
+
+    private void abortTransaction(Map<String, Object> step, Map<String, Object> r) throws Exception {
+        TopicPartition tp = new TopicPartition((String) require(step, "topic"), (int) num(require(step, "partition")));
+        await(admin().abortTransaction(new AbortTransactionSpec(tp, num(require(step, "producerId")),
+                (short) num(require(step, "producerEpoch")), (int) num(require(step, "coordinatorEpoch")))).all());
     }
 
     // ------------------------------------------------------------------------------------------------ helpers
