@@ -122,4 +122,65 @@ def test_markers_lso_read_committed_and_recovery_after_kill9(broker):
     assert fetch(conn, "tp", 7, 1)[3:] == ([], [])
     d = os.path.join(broker.log_dir, "tp-0")
     assert os.path.getsize(os.path.join(d, "00000000000000000000.txnindex")) == 34
+    assert produce(conn, "tp", [b"b1"], b, be, 1, txn=True) == (0, 8)                # 8: B opens another
     conn.close()
+    # Clean shutdown: a producer-state snapshot at the log end (9); the restart loads it (nothing replayed).
+    assert broker.stop() == 0
+    assert "00000000000000000009.snapshot" in os.listdir(d)
+    broker.start()
+    conn = connect(broker)
+    wait_until(lambda: fetch(conn, "tp", 0, 0)[0] == 0, 20)
+    err, hw, lso, values, aborted = fetch(conn, "tp", 0, 1)
+    assert (hw, lso, aborted) == (9, 8, [(a, 2)])
+    assert markers(conn, "tp", a, ae, True, 2) == errors.TRANSACTION_COORDINATOR_FENCED
+    assert produce(conn, "tp", [b"b1"], b, be, 1, txn=True) == (0, 8)                # a retry: its first offset
+    assert markers(conn, "tp", b, be, False, 3) == 0                                 # 9: B aborts
+    err, hw, lso, values, aborted = fetch(conn, "tp", 0, 1)
+    assert (lso, [o for o, _ in values], aborted) == (10, [0, 1, 2, 3, 4, 5, 8], [(a, 2), (b, 8)])
+    conn.close()
+
+
+# ------------------------------------------------------------------------ replicated: follower made leader
+def test_follower_made_leader_knows_open_transactions_and_aborts(tmp_path):
+    """Leader 0 and follower 1 (ZooKeeper cluster): the follower applies the replicated markers to its producer
+    state and .txnindex; after the leader is killed -9 it leads with the same LSO and aborted transactions, fences
+    an older coordinator epoch, and completes the transaction that is still open."""
+    from tests.integration.test_cluster_common import require_zookeeper
+    from tests.integration.test_replication_common import FAILOVER_S, RCluster
+
+    require_zookeeper()
+    c = RCluster(tmp_path, n=2, overrides={"min.insync.replicas": 1})
+    try:
+        c.start()
+        c.create_topic("rt", assignment=[[0, 1]])
+        c.wait_full_isr("rt", 1)
+        leader, follower = c.brokers
+        conn = connect(leader)
+        a, ae = producer_id(conn)
+        b, be = producer_id(conn)
+        assert produce(conn, "rt", [b"p0"]) == (0, 0)                                  # 0
+        assert produce(conn, "rt", [b"a0", b"a1"], a, ae, 0, txn=True) == (0, 1)       # 1-2 A
+        assert produce(conn, "rt", [b"b0"], b, be, 0, txn=True) == (0, 3)              # 3   B
+        assert markers(conn, "rt", a, ae, False, 5) == 0                               # 4   ABORT A (acks=all)
+        assert produce(conn, "rt", [b"p1"]) == (0, 5)                                  # 5
+        assert fetch(conn, "rt", 0, 1)[1:3] == (6, 3)
+        conn.close()
+        txnindex = c.partition_dir(follower, "rt", 0) / "00000000000000000000.txnindex"
+        wait_until(lambda: txnindex.exists() and txnindex.stat().st_size == 34, 20, message="follower .txnindex")
+        leader.kill9()
+        fconn = connect(follower)
+
+        def led_by_follower():
+            got = fetch(fconn, "rt", 0, 1)
+            return got if got[0] == 0 else None
+        err, hw, lso, values, aborted = wait_until(led_by_follower, FAILOVER_S, 0.2, "broker 1 leading rt-0",
+                                                   ignore=(OSError,))
+        assert (hw, lso, [o for o, _ in values], aborted) == (6, 3, [0, 1, 2], [(a, 1)])
+        assert produce(fconn, "rt", [b"x"], b, be, 1, txn=False)[0] == errors.INVALID_TXN_STATE
+        assert markers(fconn, "rt", a, ae, True, 4) == errors.TRANSACTION_COORDINATOR_FENCED   # A's was 5
+        assert markers(fconn, "rt", b, be, True, 5) == 0                               # 6 COMMIT B
+        err, hw, lso, values, aborted = fetch(fconn, "rt", 0, 1)
+        assert (hw, lso, [o for o, _ in values], aborted) == (7, 7, [0, 1, 2, 3, 5], [(a, 1)])
+        fconn.close()
+    finally:
+        c.close()
