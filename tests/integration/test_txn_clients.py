@@ -14,7 +14,8 @@ partition 1 data 0-1, COMMIT 2, aborted 3, ABORT 4, data 5, COMMIT 6 (log end 7)
 - Kafka's Java producer (tests/java's driver, when built) writes the same plan with the same exact result;
 - ``read_committed`` consumers of confluent-kafka, kafka-python, aiokafka (and Kafka's Java client when the
   driver is built) read exactly the committed records of all three topics at their offsets (0, 1, 2, 7 / 0, 1, 5),
-  never an aborted or control record, and their positions reach the log end (they step over the markers);
+  never an aborted or control record, and their positions reach the log end (they step over the markers); so do
+  kafkajs's group consumer (read_committed by default) and kcat to the end of each partition;
   ``read_uncommitted`` consumers read every data record, the aborted ones too (0, 1, 2, 4, 5, 7 / 0, 1, 3, 5);
 - an open transaction bounds ``read_committed``: with data 0-1 committed (COMMIT 2), an open transaction's records
   at 3-4 and a non-transactional record at 5 after them, ListOffsets answers 3 (LSO) for read_committed and 6 (high
@@ -36,7 +37,7 @@ from kbroker.record import iter_batches
 from kbroker.record.control import marker_of
 from tests.integration.harness import BrokerProcess, b64, unb64, wait_until
 from tests.integration.java_driver import java_driver, ok  # noqa: F401 - fixture
-from tests.integration.test_clients_common import TIMEOUT, create_topic, segment_path
+from tests.integration.test_clients_common import TIMEOUT, create_topic, kcat_consume, segment_path
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -525,3 +526,28 @@ def test_java_consumer_isolation_levels(tbroker, written, java_driver):  # noqa:
                for x in step["records"]]
         assert sorted(got) == sorted(recs)
         assert step["endOffsets"] == ends
+
+
+def test_kafkajs_group_consumer_reads_committed(tbroker, written, kafkajs):
+    """kafkajs 2.2.4's group consumer (its default readUncommitted: false is read_committed) reads exactly the
+    committed records of each produced topic."""
+    for plib, topic in sorted(produced_topics(written).items()):
+        data, _, _ = layout(plib, topic)
+        want = [r for r, committed in data if committed]
+        result = kafkajs({"brokers": [tbroker.bootstrap], "topic": topic, "mode": "consume", "count": len(want),
+                          "timeoutMs": int(TIMEOUT * 1000)}, timeout=TIMEOUT + 30)
+        assert not result["timedOut"], result
+        got = [Rec(topic, x["partition"], int(x["offset"]), unb64(x["key"]), unb64(x["value"]))
+               for x in result["records"]]
+        assert sorted(got) == want
+
+
+def test_kcat_reads_committed_to_the_end(tbroker, written, kcat):
+    """kcat (librdkafka; isolation.level read_committed set explicitly) from the beginning to the end of each
+    partition (-e): exactly the committed records, the end found past the markers."""
+    for plib, topic in sorted(produced_topics(written).items()):
+        data, _, _ = layout(plib, topic)
+        for p in PARTITIONS:
+            want = [r for r, committed in data if committed and r.partition == p]
+            got = kcat_consume(tbroker.bootstrap, topic, p, len(want), extra=("-X", "isolation.level=read_committed"))
+            assert [Rec(topic, g.partition, g.offset, g.key, g.value) for g in got] == want
