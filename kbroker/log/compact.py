@@ -19,7 +19,9 @@ producer; found in the same header walk that finds the producers' last batches),
 DECIDED transactions and never removes a record that an undecided one could still shadow or resurrect.
 
 Transactions (KIP-98; Kafka's CleanedTransactionMetadata), tracked by ``TxnTracker`` over the batches in log order
-with the aborted transactions of the cleaned range from the ``.txnindex`` files (``Log.aborted_transactions``):
+with the aborted transactions of the log, read from the log's own ABORT markers in the same header walk
+(``scan_producers``; an entry of the ``.txnindex`` files, ``Log.aborted_transactions``, gives the values recorded
+for a marker when it has one -- the index alone could miss a transaction whose entry a recovery emptied):
 * a batch of an ABORTED transaction is discarded whole (its records never enter the offset map either, so an
   aborted write never shadows a committed one); the producer's last batch stays as an empty header;
 * a COMMIT/ABORT marker stays while any batch of its transaction was seen in this pass (the data it decides may
@@ -66,7 +68,8 @@ A crash before "swap" leaves ``.cleaned`` files that the loader deletes (the old
 from "swap" on, the loader deletes every old segment in the swap's range and renames the swap (see
 loader.py).  Either way the log holds the same latest record per key. (The loader rebuilds a swapped-in segment's
 indexes and so empties its ``.txnindex``: what that loses is entries of kept ABORT markers whose transactions the
-clean had just emptied of records -- nothing a consumer would have to skip.)
+clean had just emptied of records -- nothing a consumer would have to skip -- and the next clean, reading the
+markers themselves, still knows those transactions aborted.)
 
 Concurrency: this runs in a worker thread while the event loop appends to the active segment and reads.
 Only inactive segments are read; the Log's lists are changed with in-place slice assignments (bases
@@ -78,6 +81,7 @@ never lose a segment a concurrent roll appended.  Before the swap the group must
 import hashlib
 import logging
 import os
+from collections import namedtuple
 
 from kbroker._native import scan_batches
 from kbroker.record import compression
@@ -89,7 +93,7 @@ from .checkpoint import fsync_dir
 from .loader import CLEANED_SUFFIX, SWAP_SUFFIX
 from .segment import (INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, buffer_batches,
                       filename_prefix)
-from .txn_index import TXN_INDEX_SUFFIX
+from .txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 
 logger = logging.getLogger(__name__)
 
@@ -216,13 +220,6 @@ class TxnTracker:
         return True
 
 
-def _txn_range(log, start, end):
-    """AbortedTxn entries of the transactions overlapping [start, end) (none when the range is empty)."""
-    if end <= start:
-        return []
-    return log.aborted_transactions(start, end)
-
-
 # ------------------------------------------------------------------------------------------- reading
 def segment_batches(segment, end=None):
     """Yield ``memoryview`` of every batch in ``segment`` (1 MiB windows; a larger batch is read whole)."""
@@ -261,11 +258,11 @@ def first_uncleanable_offset(log, first_dirty, now, stable_offset=None):
     return limit
 
 
-def build_offset_map(log, first_dirty, first_uncleanable, omap):
-    """Fill ``omap`` from ``[first_dirty, first_uncleanable)`` (records of aborted transactions left out); returns
-    (end offset, records read, full)."""
+def build_offset_map(log, first_dirty, first_uncleanable, omap, aborted=()):
+    """Fill ``omap`` from ``[first_dirty, first_uncleanable)`` (records of the ``aborted`` transactions left out);
+    returns (end offset, records read, full)."""
     read = 0
-    txns = TxnTracker(_txn_range(log, first_dirty, first_uncleanable))
+    txns = TxnTracker([t for t in aborted if t.last_offset >= first_dirty])
     for seg in log.segments[:-1]:
         if seg.base_offset >= first_uncleanable:
             break
@@ -289,32 +286,57 @@ def build_offset_map(log, first_dirty, first_uncleanable, omap):
     return first_uncleanable, read, False
 
 
+ProducerScan = namedtuple("ProducerScan", "last first_open aborted")
+
+
 def scan_producers(segments):
-    """``(last, first_open)`` over every batch of ``segments`` (headers only, 16 KiB reads): ``last`` maps a
-    producer id to the last offset of its last data batch -- of its last control batch when it wrote only those
-    (Kafka's lastRecordsOfActiveProducers) --; ``first_open`` is the first offset of the oldest transaction the
-    log shows open (a transactional data batch with no later control batch of its producer), or None."""
-    last_data, last_control, open_txns = {}, {}, {}
+    """What every batch of ``segments`` says about producers and transactions (headers and marker records only,
+    16 KiB reads: ``LogSegment.producer_batches``), a ProducerScan:
+
+    * ``last``: producer id -> the last offset of its last data batch, or of its last control batch when it wrote
+      only those (Kafka's lastRecordsOfActiveProducers: the batch kept for the producer state);
+    * ``first_open``: the first offset of the oldest transaction the log shows open (a transactional data batch with
+      no later control batch of its producer), or None;
+    * ``aborted``: an AbortedTxn(producer, first offset, marker offset, last stable offset) per ABORT marker, in log
+      order, the first offset being that of the transaction's first batch still in the log and the last stable
+      offset the first offset of the oldest transaction still open after the marker (else marker + 1). The log
+      itself is the source: a ``.txnindex`` may have lost entries (a recovery empties those of the segments it
+      rescans), and a transaction missed here would be kept as committed and its marker dropped too early.
+    """
+    last_data, last_control, open_txns, aborted = {}, {}, {}, []
     for seg in segments:
-        for head in seg.batch_headers():
+        for head, marker in seg.producer_batches():
             pid = head.producer_id
             if pid < 0:
                 continue
             if head.is_control:
                 last_control[pid] = head.last_offset
-                open_txns.pop(pid, None)
+                first = open_txns.pop(pid, None)
+                if marker is not None and not marker.commit and first is not None:
+                    lso = min(open_txns.values()) if open_txns else head.last_offset + 1
+                    aborted.append(AbortedTxn(pid, first, head.last_offset, lso))
             else:
                 last_data[pid] = head.last_offset
                 if head.is_transactional:
                     open_txns.setdefault(pid, head.base_offset)
     last = dict(last_control)
     last.update(last_data)
-    return last, (min(open_txns.values()) if open_txns else None)
+    return ProducerScan(last, min(open_txns.values()) if open_txns else None, aborted)
 
 
 def producer_last_batches(segments):
     """producerId -> the offset ``scan_producers`` keeps that producer's batch for."""
-    return scan_producers(segments)[0]
+    return scan_producers(segments).last
+
+
+def aborted_transactions(log, scanned):
+    """The scan's aborted transactions, each replaced by the log's ``.txnindex`` entry of the same marker when there
+    is one (the values recorded when the marker was written: the transaction's true first offset, the LSO then)."""
+    if not scanned:
+        return []
+    indexed = {(t.producer_id, t.last_offset): t
+               for t in log.aborted_transactions(scanned[0].first_offset, log.log_end_offset)}
+    return [indexed.get((t.producer_id, t.last_offset), t) for t in scanned]
 
 
 # ------------------------------------------------------------------------------------------- filtering
@@ -552,23 +574,23 @@ def clean_log(log, first_dirty, now, dedupe_buffer_size=134217728, hook=_no_hook
     ``stable_offset``: the partition's last stable offset (None: not known, the log's own open transactions bound
     the pass alone)."""
     segments = log.segments
-    last_batches, first_open = scan_producers(segments)
-    if first_open is not None and (stable_offset is None or first_open < stable_offset):
-        stable_offset = first_open
+    scan = scan_producers(segments)
+    if scan.first_open is not None and (stable_offset is None or scan.first_open < stable_offset):
+        stable_offset = scan.first_open
+    aborted = aborted_transactions(log, scan.aborted)
     first_dirty = max(first_dirty, log.log_start_offset)
     first_uncleanable = first_uncleanable_offset(log, first_dirty, now, stable_offset)
     first_dirty = min(first_dirty, first_uncleanable)
     omap = OffsetMap(dedupe_buffer_size)
-    end, _n, full = build_offset_map(log, first_dirty, first_uncleanable, omap)
+    end, _n, full = build_offset_map(log, first_dirty, first_uncleanable, omap, aborted)
     result = CleanResult(max(end, first_dirty))
     result.map_full = full
     groups = group_segments(segments, result.end_offset, log.config.segment_bytes)
     result.groups = len(groups)
     if groups:
-        upper = groups[-1][-1].read_next_offset()
-        txns = TxnTracker(_txn_range(log, groups[0][0].base_offset, upper))
+        txns = TxnTracker([t for t in aborted if t.last_offset >= groups[0][0].base_offset])
     for group in groups:
-        if clean_group(log, group, omap, now, last_batches, result, hook, txns):
+        if clean_group(log, group, omap, now, scan.last, result, hook, txns):
             result.groups_rewritten += 1
     logger.info("cleaned %s: %r", log.dir, result)
     return result

@@ -1,6 +1,7 @@
 """Log compaction with transactions (kbroker/log/compact.py, cleaner.py; KIP-98's rules for compacted topics):
 aborted data discarded, markers kept until their transaction is empty and delete.retention.ms has passed, the
 producer's last batch kept as an empty header, never a pass past an open transaction or the last stable offset."""
+import gc
 import os
 
 from kbroker.log import Log, LogConfig, LogManager
@@ -253,3 +254,83 @@ def test_log_cleaner_due_for_a_marker_horizon_without_new_writes(tmp_path):
     assert mgr.clean_once(NOW + RETENTION)[("t", 0)].markers_removed == 1
     assert [b[0] for b in dump(log)] == [2]
     mgr.shutdown()
+
+
+# ------------------------------------------------------------------------------------------------ crash safety
+class Crash(BaseException):
+    """A simulated process death: not an Exception, so no cleanup handler runs."""
+
+
+SMALL = LogConfig(segment_bytes=400, cleanup_policy="compact", delete_retention_ms=RETENTION,
+                  min_compaction_lag_ms=0, min_cleanable_dirty_ratio=0.0, file_delete_delay_ms=0,
+                  index_interval_bytes=100, segment_index_bytes=4096)
+
+
+def _txn_fixture(d):
+    """Transactions of three producers over several segments: every third one aborted, keys k0..k3."""
+    log = Log(d, SMALL)
+    seqs = {100: 0, 200: 0, 300: 0}
+    for i in range(18):
+        pid = (100, 200, 300)[i % 3]
+        first = data(log, [(b"k%d" % (i % 4), b"v%d" % i), (b"k%d" % ((i + 1) % 4), b"w%d" % i)], pid=pid,
+                     transactional=True, seq=seqs[pid])
+        seqs[pid] += 2
+        if i % 3 == 1:
+            abort(log, pid, first)
+        else:
+            marker(log, pid, True)
+    data(log, [(b"end", b"x")])
+    log.roll()
+    return log
+
+
+def _converge(log):
+    for now in (NOW, NOW + 1, NOW + 10 * RETENTION, NOW + 20 * RETENTION):
+        clean_log(log, 0, now)
+    return dump(log)
+
+
+def test_crash_at_every_step_of_a_transactional_clean_converges(tmp_path):
+    ref = _txn_fixture(str(tmp_path / "ref" / "t-0"))
+    steps = []
+    clean_log(ref, 0, NOW, hook=steps.append)
+    assert len(steps) >= 8 and len(steps) % 4 == 0      # at least two groups rewritten
+    expected = _converge(ref)
+    ref.close()
+    # The latest committed value of every key, and nothing of an aborted transaction, whatever the crash.
+    values = {}
+    for i in range(18):
+        if i % 3 != 1:
+            values[b"k%d" % (i % 4)] = b"v%d" % i
+            values[b"k%d" % ((i + 1) % 4)] = b"w%d" % i
+    values[b"end"] = b"x"
+    assert {k: v for b in expected if isinstance(b[5], list) for _o, k, v in b[5]} == values
+    assert len(values) == 5
+    # Only the markers of each producer's last transaction stay: its last batch (kept for the producer state)
+    # belongs to that transaction. Every other marker went once its transaction was empty and its horizon passed.
+    assert expected == [(45, 46, 100, "T-", None, [(45, b"k3", b"v15"), (46, b"k0", b"w15")]),
+                        (47, 47, 100, "TC", None, "COMMIT"),
+                        (48, 49, 200, "T-", None, []),
+                        (50, 50, 200, "TC", None, "ABORT"),
+                        (51, 52, 300, "T-", None, [(51, b"k1", b"v17"), (52, b"k2", b"w17")]),
+                        (53, 53, 300, "TC", None, "COMMIT"),
+                        (54, 54, -1, "--", None, [(54, b"end", b"x")])]
+    for k in range(len(steps)):
+        d = str(tmp_path / ("crash%d" % k) / "t-0")
+        log = _txn_fixture(d)
+        seen = []
+
+        def hook(step, k=k):
+            seen.append(step)
+            if len(seen) == k + 1:
+                raise Crash(step)
+        try:
+            clean_log(log, 0, NOW, hook=hook)
+        except Crash:
+            pass
+        del log
+        gc.collect()
+        reopened = Log(d, SMALL, recovery_point=0, clean_shutdown=True)
+        assert not [n for n in os.listdir(d) if n.endswith((".cleaned", ".swap", ".deleted"))], k
+        assert _converge(reopened) == expected, (k, seen)
+        reopened.close()
