@@ -21,9 +21,10 @@ partition 1 data 0-1, COMMIT 2, aborted 3, ABORT 4, data 5, COMMIT 6 (log end 7)
   at 3-4 and a non-transactional record at 5 after them, ListOffsets answers 3 (LSO) for read_committed and 6 (high
   watermark) for read_uncommitted; the three read_committed consumers stop at 3 with records 0 and 1 only and
   read nothing more for a while, a read_uncommitted one reads 3, 4 and 5; after the commit (marker at 6) the
-  read_committed consumers read exactly 3, 4, 5 and reach 7.
+  read_committed consumers read exactly 3, 4, 5 and reach 7; Kafka's Java consumer likewise (3 s of polls give
+  it 0 and 1 only, its endOffsets are the LSO 3, then 7 after the commit).
 
-One broker for the module; every consumer assigns partitions itself (no group).
+One broker for the module; every consumer assigns partitions itself (no group), but kafkajs's (a group).
 """
 import asyncio
 import struct
@@ -429,12 +430,13 @@ def test_read_uncommitted_sees_every_record(tbroker, written, lib):
         assert [r.offset for r in got if (r.topic, r.partition) == (topic, 1)] == [0, 1, 3, 5]
 
 
-def test_open_transaction_bounds_read_committed(tbroker):
+def open_transaction(bootstrap, topic, tid):
+    """Partition 0 of a fresh ``topic``: committed data 0-1 (COMMIT at 2), an open transaction's data 3-4 and a
+    non-transactional record at 5. Returns the confluent producer whose transaction is open."""
     from confluent_kafka import Producer
 
-    topic, tp = "txn-open", ("txn-open", 0)
-    create_topic(tbroker.bootstrap, topic, partitions=1)
-    producer = Producer({"bootstrap.servers": tbroker.bootstrap, "transactional.id": "tid-open", "linger.ms": 5,
+    create_topic(bootstrap, topic, partitions=1)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "linger.ms": 5,
                          "transaction.timeout.ms": 60000})
     producer.init_transactions(TIMEOUT)
     producer.begin_transaction()
@@ -445,9 +447,21 @@ def test_open_transaction_bounds_read_committed(tbroker):
     for i in range(2):
         producer.produce(topic, key=b"o%d" % i, value=b"open-%d" % i, partition=0)
     assert producer.flush(TIMEOUT) == 0                             # 3-4, transaction still open
-    plain = Producer({"bootstrap.servers": tbroker.bootstrap, "linger.ms": 5})
+    plain = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     plain.produce(topic, key=b"p", value=b"plain", partition=0)
     assert plain.flush(TIMEOUT) == 0                                # 5, after the open transaction's first offset
+    return producer
+
+
+def open_records(topic):
+    """(the committed records 0-1, the records 3-5 read_committed gets after the commit)."""
+    return ([Rec(topic, 0, i, b"c%d" % i, b"committed-%d" % i) for i in range(2)],
+            [Rec(topic, 0, 3, b"o0", b"open-0"), Rec(topic, 0, 4, b"o1", b"open-1"), Rec(topic, 0, 5, b"p", b"plain")])
+
+
+def test_open_transaction_bounds_read_committed(tbroker):
+    topic, tp = "txn-open", ("txn-open", 0)
+    producer = open_transaction(tbroker.bootstrap, topic, "tid-open")
 
     admin = AdminClient(tbroker.bootstrap)
     readers = {}
@@ -459,12 +473,11 @@ def test_open_transaction_bounds_read_committed(tbroker):
         readers = {lib: READERS[lib](tbroker.bootstrap, [tp], "read_committed") for lib in LIBS}
         uncommitted = KafkaPythonReader(tbroker.bootstrap, [tp], "read_uncommitted")
         readers["uncommitted"] = uncommitted
-        committed_part = [Rec(topic, 0, i, b"c%d" % i, b"committed-%d" % i) for i in range(2)]
+        committed_part, later = open_records(topic)
         for lib in LIBS:
             assert readers[lib].read_until({tp: 3}) == committed_part, lib
             assert readers[lib].position(tp) == 3, lib
-        assert uncommitted.read_until({tp: 6}) == committed_part + [
-            Rec(topic, 0, 3, b"o0", b"open-0"), Rec(topic, 0, 4, b"o1", b"open-1"), Rec(topic, 0, 5, b"p", b"plain")]
+        assert uncommitted.read_until({tp: 6}) == committed_part + later
         for lib in LIBS:    # the open records are in the log (read above), yet read_committed stays at the LSO
             assert readers[lib].read_for(QUIET_S) == [], lib
             assert readers[lib].position(tp) == 3, lib
@@ -474,9 +487,7 @@ def test_open_transaction_bounds_read_committed(tbroker):
         wait_until(lambda: offsets(1) == 7, timeout=TIMEOUT, message="LSO 7 after the commit")
         assert offsets(0) == 7
         for lib in LIBS:
-            assert readers[lib].read_until({tp: 7}) == [
-                Rec(topic, 0, 3, b"o0", b"open-0"), Rec(topic, 0, 4, b"o1", b"open-1"),
-                Rec(topic, 0, 5, b"p", b"plain")], lib
+            assert readers[lib].read_until({tp: 7}) == later, lib
             assert readers[lib].position(tp) == 7, lib
     finally:
         for r in readers.values():
@@ -503,6 +514,30 @@ def test_java_transactional_producer(tbroker, java_driver):  # noqa: F811 - the 
     got, positions = read_all("confluent", tbroker.bootstrap, ends, "read_committed")
     assert got == [r for r, committed in data if committed]
     assert positions == ends
+
+
+def test_java_consumer_stops_at_the_lso(tbroker, java_driver):  # noqa: F811 - the fixture
+    """Kafka's Java consumer with an open transaction: read_committed polls 3 s for 3 records and gets only 0 and 1
+    (its endOffsets, ListOffsets read_committed: the LSO 3) while read_uncommitted reads 0, 1, 3, 4, 5 (end 6);
+    after the commit read_committed reads all five and ends at 7."""
+    topic = "txn-open-java"
+    producer = open_transaction(tbroker.bootstrap, topic, "tid-open-java")
+    committed_part, later = open_records(topic)
+
+    def recs(step):
+        ok(step)
+        return [Rec(x["topic"], x["partition"], x["offset"], unb64(x["key"]), unb64(x["value"]))
+                for x in step["records"]]
+    rc, ru = java_driver(tbroker.bootstrap, [
+        {"op": "consume", "topic": topic, "count": 3, "timeoutMs": 3000,
+         "config": {"isolation.level": "read_committed"}},
+        {"op": "consume", "topic": topic, "count": 5, "config": {"isolation.level": "read_uncommitted"}}])
+    assert (recs(rc), rc["timedOut"], rc["endOffsets"]) == (committed_part, True, {"0": 3})
+    assert (recs(ru), ru["timedOut"], ru["endOffsets"]) == (committed_part + later, False, {"0": 6})
+    producer.commit_transaction(TIMEOUT)
+    (rc,) = java_driver(tbroker.bootstrap, [
+        {"op": "consume", "topic": topic, "count": 5, "config": {"isolation.level": "read_committed"}}])
+    assert (recs(rc), rc["timedOut"], rc["endOffsets"]) == (committed_part + later, False, {"0": 7})
 
 
 def test_java_consumer_isolation_levels(tbroker, written, java_driver):  # noqa: F811 - the fixture
