@@ -421,14 +421,27 @@ class Partition:
         start = entries[0][0]
         end = entries[-1][0] + entries[-1][1]
         seg_bytes = lg.config.segment_bytes
+        # Epochs and producer state follow the appended batches before anything yields: the flush below runs in the
+        # worker pool, and if this broker is made leader meanwhile, a producer's retry of a batch copied here must
+        # be recognised as a duplicate (seen in a rolling bounce: the same sequence appended at two offsets). They
+        # follow each append, not the whole answer: a roll in the next append snapshots the producer state, which
+        # must then hold every batch below the roll.
         if end - start <= seg_bytes:
             self._append_entries(lg, view, entries)
+            self._follow(lg, data, entries)
         else:
             for e in entries:                         # never hand the log more than one segment's worth at once
                 self._append_entries(lg, view, [e])
-        # Epochs and producer state follow the appended batches before anything yields: the flush below runs in the
-        # worker pool, and if this broker is made leader meanwhile, a producer's retry of a batch copied here must
-        # be recognised as a duplicate (seen in a rolling bounce: the same sequence appended at two offsets).
+                self._follow(lg, data, [e])
+        if self.flusher is not None and lg.unflushed_messages >= self.log_config.flush_interval_messages:
+            self.flusher(lg)                          # flush.messages applies to replicated data too
+        if self.replica_waiters:
+            for ev in list(self.replica_waiters):
+                ev.set()
+        return end - start
+
+    def _follow(self, lg, data, entries):
+        """Epoch cache, producer state and .txnindex after appending the leader's batches ``entries``."""
         cache = self.epoch_cache
         producers = self.producers
         for pos, _size, base, last, _ts, _count in entries:
@@ -447,12 +460,6 @@ class Partition:
                 else:
                     producers.update(pid, pepoch, seq, seq + (last - base) if seq >= 0 else -1, base, last,
                                      h.is_transactional, h.max_timestamp)
-        if self.flusher is not None and lg.unflushed_messages >= self.log_config.flush_interval_messages:
-            self.flusher(lg)                          # flush.messages applies to replicated data too
-        if self.replica_waiters:
-            for ev in list(self.replica_waiters):
-                ev.set()
-        return end - start
 
     @staticmethod
     def _append_entries(lg, view, entries):

@@ -335,3 +335,16 @@ def test_truncation_forgets_snapshots_above_and_races(tmp_path):
     assert not part.log._install_snapshot(tmp, ps.snapshot_path(d, 3), 3, part.log._snapshot_generation - 1)
     part.truncate_fully_and_start_at(10)
     assert ps.list_offsets(d) == []
+
+
+def test_follower_snapshot_at_a_roll_inside_one_fetch_answer(tmp_path):
+    leader = standalone(tmp_path, "l-0", config=LogConfig(segment_bytes=10 ** 6, min_insync_replicas=1))
+    for i in range(4):
+        leader.append(data(1, pid=5, seq=i, value=b"x" * 100), 9, 1)     # 0-3, ~170 bytes each
+    follower = standalone(tmp_path, "f-0", config=SMALL)                  # 400-byte segments: rolls at 2
+    follower.make_follower(2, 1, [1, 2], [1, 2], 0)
+    follower.append_as_follower(leader.log.read(0, 10 ** 6).region.read_bytes())   # 680 bytes > one segment
+    assert [s.base_offset for s in follower.log.segments] == [0, 2]
+    follower.log.flush()
+    entries = ps.read(ps.snapshot_path(follower.log.dir, 2))
+    assert [(e.producer_id, e.last_sequence, e.last_offset) for e in entries] == [(5, 0, 0), (5, 1, 1)]
