@@ -334,3 +334,26 @@ def test_crash_at_every_step_of_a_transactional_clean_converges(tmp_path):
         assert not [n for n in os.listdir(d) if n.endswith((".cleaned", ".swap", ".deleted"))], k
         assert _converge(reopened) == expected, (k, seen)
         reopened.close()
+
+
+# ------------------------------------------------------------------------------------------------ producer state
+def _state(log):
+    from kbroker.replica.producer_state import ProducerStateManager
+
+    psm = ProducerStateManager()
+    psm.rebuild(log.producer_batches(), hw=log.log_end_offset)
+    return sorted(psm.active()), psm.open_transactions()
+
+
+def test_producer_state_rebuilt_from_a_cleaned_log_is_unchanged(tmp_path):
+    log = _txn_fixture(str(tmp_path / "t-0"))
+    # A fourth producer leaves a transaction open at the end, above everything cleanable.
+    open_at = data(log, [(b"k0", b"open")], pid=400, transactional=True)
+    before = _state(log)
+    assert before[1] == [(open_at, 400)]
+    assert [(p.producer_id, p.last_sequence, p.current_txn_start_offset) for p in before[0]] == [
+        (100, 11, -1), (200, 11, -1), (300, 11, -1), (400, 0, open_at)]
+    for now in (NOW, NOW + 1, NOW + 10 * RETENTION, NOW + 20 * RETENTION):
+        clean_log(log, 0, now)
+        assert _state(log) == before, now
+    log.close()
