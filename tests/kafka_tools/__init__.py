@@ -19,7 +19,7 @@ POM = HERE / "pom.xml"
 CLASSPATH_FILE = HERE / "target" / "classpath.txt"
 MAIN = "org.apache.kafka.tools.DumpLogSegments"
 JVM_FLAGS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xms32m", "-Xmx256m", "-Djava.awt.headless=true")
-RESOLVE_TIMEOUT = 540.0
+RESOLVE_TIMEOUT = 240.0   # under pytest --timeout=300
 RUN_TIMEOUT = 120.0
 
 
