@@ -269,6 +269,7 @@ class Partition:
         lg.append(info)
         if self.epoch_cache.latest_epoch != info.leader_epoch:
             self.epoch_cache.assign(info.leader_epoch, info.first_offset)
+        self.producers.on_high_watermark(self.high_watermark)
         aborted = self.producers.complete_txn(producer_id, producer_epoch, coordinator_epoch, commit,
                                               info.first_offset, info.max_timestamp)
         if aborted is not None:
@@ -453,6 +454,7 @@ class Partition:
                 if h.is_control:
                     marker = marker_of(data, pos)
                     if marker is not None:
+                        producers.on_high_watermark(self.high_watermark)
                         aborted = producers.complete_txn(pid, pepoch, marker.coordinator_epoch, marker.commit, base,
                                                          h.max_timestamp)
                         if aborted is not None:

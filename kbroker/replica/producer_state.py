@@ -181,15 +181,22 @@ class ProducerStateManager:
         return offset + 1
 
     # ------------------------------------------------------------------------------------------------ LSO
-    def first_unstable_offset(self, hw):
-        """First offset of the oldest transaction that is open or whose marker is not below ``hw``; None when
-        there is none. Forgets the completed transactions whose marker is below ``hw`` (Kafka's
-        onHighWatermarkUpdated, done lazily: the HW only moves forward between rebuilds)."""
+    def on_high_watermark(self, hw):
+        """Forget the completed transactions whose marker is below ``hw`` (Kafka's onHighWatermarkUpdated). Done
+        lazily -- by every LSO computation and by every marker appended (so the dict holds at most the markers
+        above the HW, even for a partition nobody reads): the HW only moves forward between rebuilds."""
         unrep = self.unreplicated
         if unrep:
             done = [first for first, (_pid, last) in unrep.items() if last < hw]
             for first in done:
                 del unrep[first]
+
+    def first_unstable_offset(self, hw):
+        """First offset of the oldest transaction that is open or whose marker is not below ``hw``; None when
+        there is none (``on_high_watermark(hw)`` first)."""
+        unrep = self.unreplicated
+        if unrep:
+            self.on_high_watermark(hw)
         best = None
         if self.ongoing:
             best = next(iter(self.ongoing))

@@ -348,3 +348,13 @@ def test_follower_snapshot_at_a_roll_inside_one_fetch_answer(tmp_path):
     follower.log.flush()
     entries = ps.read(ps.snapshot_path(follower.log.dir, 2))
     assert [(e.producer_id, e.last_sequence, e.last_offset) for e in entries] == [(5, 0, 0), (5, 1, 1)]
+
+
+def test_completed_transactions_are_forgotten_without_readers(tmp_path):
+    part = Partition("t", 0, Log(str(tmp_path / "t-0"), LC), LC, 1)
+    part.make_leader(1, [1, 2], [1, 2], 0)
+    for i in range(50):
+        part.append(data(1, pid=5, seq=i, txn=True), 9, -1)
+        part.write_marker(5, 0, 0, commit=True)
+        part.update_follower(2, part.log_end_offset)          # replicated; nobody computes the LSO
+    assert len(part.producers.unreplicated) <= 1
