@@ -193,8 +193,8 @@ def test_init_producer_id():
     txn = dict(idem, transactional_id="tx1")
     assert call(22, 4, idem, Authorizer(), producer_ids=Unused("producer_ids"))["error_code"] == CA
     assert call(22, 4, txn, Authorizer(), producer_ids=Unused("producer_ids"))["error_code"] == TXA
-    # Allowed transactional id: no transaction coordinator here (kbroker's documented answer).
-    assert call(22, 4, txn, Authorizer((WRITE, TRANSACTIONAL_ID, "tx1")))["error_code"] == \
+    # Allowed transactional id: the transaction coordinator answers (none on this broker: 15).
+    assert call(22, 4, txn, Authorizer((WRITE, TRANSACTIONAL_ID, "tx1")), transactions=None)["error_code"] == \
         errors.COORDINATOR_NOT_AVAILABLE
     ids = Ids()
     r = call(22, 4, idem, Authorizer((IDEMPOTENT_WRITE, CLUSTER, CLUSTER_NAME)), producer_ids=ids)
@@ -500,7 +500,8 @@ def test_find_coordinator_needs_describe_on_group_or_transactional_id():
     assert (resp["error_code"], resp["node_id"]) == (GA, -1)
     resp = call(10, 3, {"key": "tx1", "key_type": 1}, Authorizer(), topics=Unused("topics"))
     assert resp["error_code"] == TXA
-    resp = call(10, 3, {"key": "tx1", "key_type": 1}, Authorizer((DESCRIBE, TRANSACTIONAL_ID, "tx1")))
+    resp = call(10, 3, {"key": "tx1", "key_type": 1}, Authorizer((DESCRIBE, TRANSACTIONAL_ID, "tx1")),
+                transactions=None)
     assert resp["error_code"] == errors.COORDINATOR_NOT_AVAILABLE    # no transaction coordinator here
 
 
