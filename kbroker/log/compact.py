@@ -28,8 +28,8 @@ for a marker when it has one -- the index alone could miss a transaction whose e
   still be in the log); once none is, the marker is "empty": it gets a delete horizon of ``now +
   delete.retention.ms`` (attribute bit 6, as a tombstone does) and goes at the first clean after that horizon --
   a consumer that read the data has that long to read the marker. A kept ABORT marker whose transaction still has
-  batches keeps its ``.txnindex`` entry in the cleaned segment (read_committed consumers must still skip them);
-  the entries of removed markers, and of markers whose data is gone, are dropped;
+  batches (an emptied last batch of its producer) keeps its ``.txnindex`` entry in the cleaned segment; the entries
+  of removed markers, and of markers whose data is gone, are dropped (Kafka's cleaned transaction index);
 * control batches that are not COMMIT/ABORT markers are kept as they are; an empty control batch (a marker the
   cleaner already emptied) goes unless it is its producer's last batch.
 
@@ -68,11 +68,12 @@ A crash before "swap" leaves ``.cleaned`` files that the loader deletes (the old
 from "swap" on, the loader deletes every old segment in the swap's range and renames the swap (see
 loader.py).  Either way the log holds the same latest record per key. (The loader rebuilds a swapped-in segment's
 indexes and so empties its ``.txnindex``: what that loses is entries of kept ABORT markers whose transactions the
-clean had just emptied of records -- nothing a consumer would have to skip -- and the next clean, reading the
-markers themselves, still knows those transactions aborted.)
+clean had just emptied of records -- nothing a consumer would have to skip -- the next clean, reading the markers
+themselves, still knows those transactions aborted, and the partition's replay re-adds the entries.)
 
 Concurrency: this runs in a worker thread while the event loop appends to the active segment and reads.
-Only inactive segments are read; the Log's lists are changed with in-place slice assignments (bases
+Only inactive segments are rewritten (the producer walk reads the active one's headers up to its size at the time:
+a transaction opened later starts above every cleanable offset); the Log's lists are changed with in-place slice assignments (bases
 first, so a concurrent reader's bisect lands at or before the right segment and scans forward), which
 never lose a segment a concurrent roll appended.  Before the swap the group must still be in the log
 (identity check), else the pass is abandoned (``CleanAborted``).
