@@ -84,7 +84,12 @@ class _Destination:
             items = [self.queue.get()]
             while not self.queue.empty() and len(items) < MAX_MARKERS_PER_REQUEST:
                 items.append(self.queue.get_nowait())
-            self.channel._send_batch(self.broker_id, items)
+            try:
+                self.channel._send_batch(self.broker_id, items)
+            except Exception:  # noqa: BLE001 - a bug must not end this destination's sender: retry them later
+                log.exception("sending markers to broker %d", self.broker_id)
+                for pending, tps in items:
+                    self.channel._retry_later(pending, tps)
 
 
 class TxnMarkerChannel:

@@ -245,16 +245,39 @@ class TransactionStateManager:
                 if md.state is ONGOING and not md.pending and md.start_ms + md.timeout_ms < now]
 
     def expire_transactional_ids(self, now):
-        """Tombstone the ids idle for ``expiration_ms`` -> how many were removed."""
+        """Tombstone the ids idle for ``expiration_ms`` -- one batch per partition, as Kafka -- and drop them once
+        it is replicated -> how many were removed."""
         removed = 0
+        by_entry = {}
         for entry, md in self.loaded():
             if md.pending or not md.state.expirable or md.last_update_ms > now - self.expiration_ms:
                 continue
-            if self.append(entry, md, md.prepare_dead()) == NONE:
-                removed += 1
-                log.info("expired transactional id %r (idle since %d)", md.transactional_id, md.last_update_ms)
+            md.prepare_dead()
+            by_entry.setdefault(entry.index, (entry, []))[1].append(md)
+        for entry, mds in by_entry.values():
+            code = NONE
+            if not self._still_owner(entry):
+                code = errors.NOT_COORDINATOR
+            else:
+                try:
+                    self.store.append(entry.index, [(txn_log.key_bytes(md.transactional_id), None) for md in mds],
+                                      self.clock())
+                except Exception as e:  # noqa: BLE001 - mapped and logged; the ids stay until the next round
+                    code = append_error(e)
+            for md in mds:
+                if code == NONE and self._still_owner(entry) and entry.txns.get(md.transactional_id) is md:
+                    md.pending_state = None
+                    md.state = DEAD
+                    del entry.txns[md.transactional_id]
+                    removed += 1
+                    log.info("expired transactional id %r (idle since %d)", md.transactional_id,
+                             md.last_update_ms)
+                else:
+                    md.abort_transition()
+            if code:
+                log.warning("expiring %d transactional ids of %s-%d failed (%d)", len(mds), TRANSACTION_STATE_TOPIC,
+                            entry.index, code)
         return removed
-
 
 def new_metadata(transactional_id, producer_id, timeout_ms, now):
     """A transactional id seen for the first time: its new producer id, epoch -1 (the first InitProducerId bumps

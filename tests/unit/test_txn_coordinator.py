@@ -323,3 +323,21 @@ def test_java_string_hash_partition():
     # Utils.abs maps to 0.
     assert partition_for("hello", 50) == 99162322 % 50 == 22
     assert partition_for("polygenelubricants", 50) == 0
+
+
+def test_expiry_writes_one_batch_per_partition_and_a_failed_write_keeps_the_ids(env):
+    coord, store, _l, sched = env
+    ids = [t for t in ("x%d" % i for i in range(40)) if partition_for(t, N) == 1][:3]
+    for t in ids:
+        coord.init_producer_id(t, 60000)
+    sched.advance(3600001)
+    store.fail = errors.NotEnoughReplicas("x")
+    assert coord.expire_transactional_ids() == 0
+    assert all(coord.describe(t)["transaction_state"] == "Empty" for t in ids)
+    before = len(store.logs[1])
+    appends = []
+    real = store.append
+    store.append = lambda index, records, now: (appends.append(len(records)), real(index, records, now))
+    assert coord.expire_transactional_ids() == 3
+    assert appends == [3] and len(store.logs[1]) == before + 3
+    assert all(coord.describe(t)["error_code"] == errors.TRANSACTIONAL_ID_NOT_FOUND for t in ids)
