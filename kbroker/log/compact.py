@@ -73,9 +73,9 @@ themselves, still knows those transactions aborted, and the partition's replay r
 
 Concurrency: this runs in a worker thread while the event loop appends to the active segment and reads.
 Only inactive segments are rewritten (the producer walk reads the active one's headers up to its size at the time:
-a transaction opened later starts above every cleanable offset); the Log's lists are changed with in-place slice assignments (bases
-first, so a concurrent reader's bisect lands at or before the right segment and scans forward), which
-never lose a segment a concurrent roll appended.  Before the swap the group must still be in the log
+a transaction opened later starts above every cleanable offset); the Log's lists are changed with in-place slice
+assignments (bases first, so a concurrent reader's bisect lands at or before the right segment and scans forward),
+which never lose a segment a concurrent roll appended.  Before the swap the group must still be in the log
 (identity check), else the pass is abandoned (``CleanAborted``).
 """
 
