@@ -507,3 +507,25 @@ def test_offsets_store_over_a_real_partition_with_markers(tmp_path):
     assert c2.complete_transaction(8, [0], False) == 1
     assert committed(coordinator()) == {T0: 5, T1: 6}
     assert coordinator().pending_partitions("g") == set()
+
+
+def test_a_failed_append_of_an_unloaded_group_keeps_the_reloaded_index():
+    """The partition moves away and back during the append's wait: the reloaded group's pending offsets (from the
+    log) must still be completed by the marker."""
+    class MovingStore(LogStore):
+        move = False
+
+        def append(self, index, records, now, producer_id=-1, producer_epoch=-1):
+            if self.move:
+                coord.unload_partition(index)
+                coord.load_partition(index)
+                raise errors.NotLeaderOrFollower("moved during the wait")
+            return super().append(index, records, now, producer_id, producer_epoch)
+    coord, _, store = make(store=MovingStore())
+    assert txn(coord, p0=5) == {T0: 0}
+    store.move = True
+    assert txn(coord, p0=6) == {T0: errors.NOT_COORDINATOR}
+    store.move = False
+    assert coord.metadata.producer_groups == {PID: {"g"}} and coord.pending_partitions("g") == {T0}
+    assert coord.complete_transaction(PID, [0], True) == 1
+    assert committed(coord) == {T0: 5}
