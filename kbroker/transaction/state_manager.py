@@ -155,8 +155,16 @@ class TransactionStateManager:
         return entry.txns.setdefault(md.transactional_id, md)
 
     def loaded(self):
-        """Every (TxnPartition, TransactionMetadata) of the loaded partitions."""
-        return [(e, md) for e in list(self.owned.values()) if e.status == LOADED for md in list(e.txns.values())]
+        """Yield every (TxnPartition, TransactionMetadata) of the loaded partitions, in 20 ms time slices (a
+        coordinator may hold 100,000 ids: one pass over them at ~1 us each must not hold the event loop). It may
+        yield between two elements: a caller checks each one as it comes."""
+        tick = TimeSlice().tick
+        for e in list(self.owned.values()):
+            if e.status != LOADED:
+                continue
+            for md in list(e.txns.values()):
+                tick()
+                yield e, md
 
     def any_loading(self):
         return any(e.status == LOADING for e in self.owned.values())
