@@ -88,7 +88,7 @@ from kbroker._native import scan_batches
 from kbroker.record import compression
 from kbroker.record.batch import (ATTR_CODEC_MASK, ATTR_DELETE_HORIZON, LOG_APPEND_TIME, batch_header, batch_records,
                                   encode_record, header_entry, pack_batch)
-from kbroker.record.control import ABORT, COMMIT, marker_of
+from kbroker.record.control import marker_of
 
 from .checkpoint import fsync_dir
 from .loader import CLEANED_SUFFIX, SWAP_SUFFIX

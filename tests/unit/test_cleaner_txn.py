@@ -5,7 +5,6 @@ import gc
 import os
 
 from kbroker.log import Log, LogConfig, LogManager
-from kbroker.log.cleaner import LogCleaner
 from kbroker.log.compact import clean_log, segment_batches
 from kbroker.log.txn_index import AbortedTxn
 from kbroker.record import RecordConfig, build_batch, validate_for_append
