@@ -118,7 +118,7 @@ class Partition:
         leo = log.log_end_offset
         self.high_watermark = leo if high_watermark is None else max(log.log_start_offset, min(high_watermark, leo))
         self.producers = ProducerStateManager()
-        log.producer_snapshot_source = self.producers.snapshot_entries
+        log.producer_snapshot_source = lambda: self.producers.snapshot_entries(log.log_start_offset)
         self.waiters = set()
         self.replica_waiters = set()
         self.set_config(log_config)
@@ -505,7 +505,7 @@ class Partition:
             producers.rebuild(lg.producer_batches(), self.high_watermark, lg.add_aborted_txn)
         else:
             offset, entries = found
-            producers.load_snapshot(entries, offset)
+            producers.load_snapshot(entries, offset, lg.log_start_offset)
             producers.replay(lg.producer_batches(offset), self.high_watermark, lg.add_aborted_txn)
         lg.clear_stale_txn_index()
 

@@ -60,7 +60,7 @@ CompletedTxn = namedtuple("CompletedTxn", "producer_id first_offset last_offset 
 
 
 class ProducerEntry:
-    __slots__ = ("epoch", "batches", "coordinator_epoch", "last_timestamp", "txn_first_offset")
+    __slots__ = ("epoch", "batches", "coordinator_epoch", "last_timestamp", "txn_first_offset", "last_offset")
 
     def __init__(self, epoch):
         self.epoch = epoch
@@ -68,6 +68,7 @@ class ProducerEntry:
         self.coordinator_epoch = NONE
         self.last_timestamp = NONE
         self.txn_first_offset = NONE
+        self.last_offset = NONE   # last offset of the producer's newest batch, data or marker
 
     def set_epoch(self, epoch):
         if epoch != self.epoch:
@@ -129,6 +130,7 @@ class ProducerStateManager:
             e = self.producers[pid] = ProducerEntry(epoch)
         elif e.epoch != epoch:
             e.set_epoch(epoch)
+        e.last_offset = last_offset
         if first_seq >= 0:
             batches = e.batches
             batches.append((first_seq, last_seq, first_offset, last_offset))
@@ -167,6 +169,7 @@ class ProducerStateManager:
             self.unreplicated[first] = (pid, offset)
         e.set_epoch(epoch)
         e.coordinator_epoch = coordinator_epoch
+        e.last_offset = offset
         if timestamp > e.last_timestamp:
             e.last_timestamp = timestamp
         e.txn_first_offset = NONE
@@ -225,11 +228,15 @@ class ProducerStateManager:
         return list(self.ongoing.items())
 
     # ------------------------------------------------------------------------------------------ snapshots
-    def snapshot_entries(self):
-        """``[SnapshotEntry]`` of the whole state (module docstring). Safe to call from another thread: the producer
-        map is copied in one C call."""
+    def snapshot_entries(self, log_start_offset=0):
+        """``[SnapshotEntry]`` of the state (module docstring), without the producers whose every batch retention
+        removed (newest batch below ``log_start_offset``, no open transaction): a producer's state lives as long as
+        the log holds one of its batches, as when it is rebuilt from the log alone. Safe to call from another
+        thread: the producer map is copied in one C call."""
         out = []
         for pid, e in list(self.producers.items()):
+            if e.last_offset < log_start_offset and e.txn_first_offset < 0:
+                continue
             batches = list(e.batches)
             if not batches:
                 out.append(SnapshotEntry(pid, e.epoch, -1, -1, 0, e.last_timestamp, e.coordinator_epoch,
@@ -239,11 +246,16 @@ class ProducerStateManager:
                                          e.txn_first_offset))
         return out
 
-    def load_snapshot(self, entries, offset=None):
-        """Replace the state with a snapshot's ``entries`` (``offset``: the snapshot's, for the log only)."""
+    def load_snapshot(self, entries, offset, log_start_offset=0):
+        """Replace the state with the ``entries`` of the snapshot at ``offset``, leaving out the producers whose
+        batches are all below ``log_start_offset`` (see ``snapshot_entries``; a producer that wrote only markers
+        before the snapshot counts as ending at ``offset - 1``, an upper bound: the file does not say)."""
         self.clear()
         producers = self.producers
         for en in entries:
+            last = en.last_offset if en.last_offset >= 0 else offset - 1
+            if last < log_start_offset and en.current_txn_first_offset < 0:
+                continue
             e = producers.get(en.producer_id)
             if e is None or e.epoch != en.producer_epoch:
                 e = producers[en.producer_id] = ProducerEntry(en.producer_epoch)
@@ -257,6 +269,8 @@ class ProducerStateManager:
             e.last_timestamp = en.timestamp
             e.coordinator_epoch = en.coordinator_epoch
             e.txn_first_offset = en.current_txn_first_offset
+            if last > e.last_offset:
+                e.last_offset = last
         opened = sorted((e.txn_first_offset, pid) for pid, e in producers.items() if e.txn_first_offset >= 0)
         for first, pid in opened:
             self.ongoing[first] = pid

@@ -358,3 +358,25 @@ def test_completed_transactions_are_forgotten_without_readers(tmp_path):
         part.write_marker(5, 0, 0, commit=True)
         part.update_follower(2, part.log_end_offset)          # replicated; nobody computes the LSO
     assert len(part.producers.unreplicated) <= 1
+
+
+def test_producers_whose_batches_retention_removed_leave_the_snapshots(tmp_path):
+    d = str(tmp_path / "t-0")
+    part = Partition("t", 0, Log(d, SMALL), SMALL, 1)
+    part.append(data(1, pid=5, seq=0, value=b"x" * 100), 9, 1)            # 0
+    part.append(data(1, pid=7, seq=0, txn=True, value=b"x" * 100), 9, 1)  # 1: open, survives retention
+    part.append(data(1, pid=6, seq=0, value=b"x" * 100), 9, 1)            # 2: roll at 2
+    part.append(data(1, pid=6, seq=1, value=b"x" * 100), 9, 1)            # 3
+    part.append(data(1, pid=6, seq=2, value=b"x" * 100), 9, 1)            # 4: roll at 4
+    assert part.log.delete_old_segments(None, 400, int(time.time() * 1000)) == 1
+    assert part.log.log_start_offset == 2
+    part.log.roll()                                                         # snapshot at 5, log start 2
+    part.log.flush()
+    assert sorted({e.producer_id for e in ps.read(ps.snapshot_path(d, 5))}) == [6, 7]
+    # An older snapshot still naming pid 5 is filtered at load by the log start too.
+    old = ps.read(ps.snapshot_path(d, 4))                                   # taken before the retention
+    assert 5 in {e.producer_id for e in old}
+    ps.write(d, 5, old)
+    part.log.close()
+    again = Partition("t", 0, Log(d, SMALL, clean_shutdown=True), SMALL, 1, high_watermark=5)
+    assert sorted(again.producers.producers) == [6, 7] and again.last_stable_offset == 1
