@@ -24,6 +24,7 @@ after the final flush). A truncation to ``offset`` drops the pending ones above 
 """
 
 import bisect
+import itertools
 import logging
 import os
 import shutil
@@ -316,17 +317,18 @@ class Log:
     def aborted_transactions(self, fetch_offset, upper_offset):
         """AbortedTxn values overlapping ``[fetch_offset, upper_offset)``, from the ``.txnindex`` of the segment
         holding ``fetch_offset`` and the later ones until a search is complete (txn_index.py)."""
-        segments = list(self._segments)
         i = max(0, self._floor_index(fetch_offset))
-        return collect_aborted(segments[i:], fetch_offset, upper_offset)
+        return collect_aborted(itertools.islice(self._segments, i, None), fetch_offset, upper_offset)
 
     def fetch_upper_offset(self, fetch_slice):
         """An offset above every record of ``fetch_slice`` (a ``read`` result), cheap to find (Kafka's
         LogSegment.fetchUpperBoundOffset): the offset-index entry at or after the slice's end position in its
         segment -- the last offset of a batch starting there -- else the next segment's base, else the LEO."""
         region = fetch_slice.region
-        segments = list(self._segments)
-        for k, segment in enumerate(segments):
+        segments = self._segments
+        # The slice starts in the segment holding its first offset (or a later one): no walk over every segment.
+        for k in range(max(0, self._floor_index(fetch_slice.first_offset)), len(segments)):
+            segment = segments[k]
             if segment.file is region.file:
                 found = _first_index_offset_from(segment.offset_index, region.position + region.size)
                 if found is not None:
