@@ -377,7 +377,7 @@ class AdminClient:
         while pending:
             by_node = {}
             for t, p in pending:
-                node = broker_id if broker_id is not None else self.cluster.leader_for(t, p, refresh=bool(out))
+                node = broker_id if broker_id is not None else self.cluster.leader_for(t, p)
                 by_node.setdefault(node, []).append((t, p))
             retry = []
             for node, tps in sorted(by_node.items()):
