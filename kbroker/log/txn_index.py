@@ -38,6 +38,8 @@ TXN_INDEX_SUFFIX = ".txnindex"
 VERSION = 0
 ENTRY = struct.Struct(">hqqqq")
 ENTRY_SIZE = ENTRY.size  # 34
+_LAST_OFFSET_AT = 18     # version 2 + producerId 8 + firstOffset 8
+_I64 = struct.Struct(">q")
 # Lookups read this many bytes per pread (1,927 entries).
 READ_WINDOW = ENTRY_SIZE * 1927
 
@@ -154,8 +156,10 @@ class TransactionIndex:
         """Nothing held open between calls; kept for symmetry with the other indexes."""
 
     # -- reading -------------------------------------------------------------------------------
-    def _iter(self):
-        """Every entry, oldest first (pread in READ_WINDOW pieces; a torn tail entry is ignored)."""
+    def _iter(self, from_offset=None):
+        """Every entry, oldest first (pread in READ_WINDOW pieces; a torn tail entry is ignored); with
+        ``from_offset``, from the first entry whose lastOffset is >= it (a bisect over the file: entries are
+        in lastOffset order and fixed-size)."""
         if not self._entries:
             return
         try:
@@ -164,6 +168,16 @@ class TransactionIndex:
             return
         try:
             pos = 0
+            if from_offset is not None and self._entries > READ_WINDOW // ENTRY_SIZE:
+                lo, hi = 0, self._entries
+                while lo < hi:
+                    mid = (lo + hi) >> 1
+                    raw = os.pread(fd, 8, mid * ENTRY_SIZE + _LAST_OFFSET_AT)
+                    if len(raw) < 8 or _I64.unpack(raw)[0] >= from_offset:
+                        hi = mid
+                    else:
+                        lo = mid + 1
+                pos = lo * ENTRY_SIZE
             while True:
                 buf = os.pread(fd, READ_WINDOW, pos)
                 n = len(buf) // ENTRY_SIZE
@@ -183,7 +197,9 @@ class TransactionIndex:
         out = []
         if self._last_offset < fetch_offset:
             return out, False
-        for txn in self._iter():
+        # Entries ending below fetch_offset are skipped unread: their LSO <= lastOffset + 1 <= fetch_offset, so
+        # none of them completes the search either.
+        for txn in self._iter(fetch_offset):
             if txn.last_offset >= fetch_offset and txn.first_offset < upper_offset:
                 out.append(txn)
             if txn.last_stable_offset >= upper_offset:

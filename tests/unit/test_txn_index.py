@@ -151,3 +151,17 @@ def test_fetch_upper_offset(tmp_path):
     assert up == min(rel for rel, pos in entries if pos >= 145)
     sl = log.read(27, 10 ** 6)
     assert log.fetch_upper_offset(sl) == 30          # nothing indexed after the end: the LEO
+
+
+def test_collect_bisects_a_large_index(tmp_path):
+    idx = TransactionIndex(str(tmp_path / "x.txnindex"), 0)
+    n = 5000                                          # > one READ_WINDOW (1,927 entries): the bisect path
+    for i in range(n):
+        idx.append(AbortedTxn(i, 10 * i, 10 * i + 5, 10 * i + 6))
+    assert idx.collect(31_003, 31_020) == ([AbortedTxn(3100, 31_000, 31_005, 31_006),
+                                            AbortedTxn(3101, 31_010, 31_015, 31_016)], True)  # 3102's LSO
+    assert idx.collect(31_003, 31_016) == ([AbortedTxn(3100, 31_000, 31_005, 31_006),
+                                            AbortedTxn(3101, 31_010, 31_015, 31_016)], True)
+    assert idx.collect(0, 1) == ([AbortedTxn(0, 0, 5, 6)], True)
+    assert idx.collect(49_995, 60_000) == ([AbortedTxn(4999, 49_990, 49_995, 49_996)], False)
+    assert len(idx.all_entries()) == n
