@@ -30,9 +30,9 @@ Output (stdout): Kafka's ``prettyPrintTable``, byte for byte -- every cell left-
                         Duration(min)  (sorted by topic, partition, producer id)
     abort:              nothing on success.
 
-find-hanging (Kafka's rules): the partitions of ``--topic`` (or of every topic, with ``--broker-id`` among their
-replicas) are asked for their producers (DescribeProducers, 500 partitions per request, of ``--broker-id``'s
-replica when given); an open transaction whose producer wrote last more than ``--max-transaction-timeout``
+find-hanging (Kafka's rules): the partitions of ``--topic`` (or of every non-internal topic, with ``--broker-id``
+among their replicas) are asked for their producers (DescribeProducers, 500 partitions per request, of
+``--broker-id``'s replica when given); an open transaction whose producer wrote last more than ``--max-transaction-timeout``
 minutes ago is a candidate; it hangs when ListTransactions (filtered by producer id) knows no transactional id for
 its producer, when DescribeTransactions does not find that id, or when the id's current transaction does not
 include the partition.
@@ -320,7 +320,8 @@ def find_hanging(admin, args, now_ms):
 def _partitions_to_search(admin, args):
     if args.topic is not None and args.partition is not None:
         return [(args.topic, args.partition)]
-    topics = [args.topic] if args.topic is not None else admin.list_topics()
+    # Kafka lists with ListTopicsOptions defaults: internal topics (__consumer_offsets, ...) are not searched.
+    topics = [args.topic] if args.topic is not None else admin.list_topics(include_internal=False)
     out = []
     for i in range(0, len(topics), MAX_BATCH_SIZE):
         batch = topics[i:i + MAX_BATCH_SIZE]

@@ -56,8 +56,8 @@ class FakeAdmin:
         self.calls.append(("abort", topic, partition, pid, epoch, coordinator_epoch))
         self._maybe_fail("abort_transaction")
 
-    def list_topics(self):
-        return sorted(self.topics)
+    def list_topics(self, include_internal=True):
+        return sorted(t for t in self.topics if include_internal or not t.startswith("__"))
 
     def metadata(self, names):
         return {"topics": [{"name": n, "error_code": 0, "partitions": [
@@ -180,7 +180,7 @@ def test_abort_by_producer_and_its_errors(monkeypatch, capsys):
 def test_find_hanging(monkeypatch, capsys):
     old = NOW - 20 * 60_000 - 1       # 20 minutes ago: past the default 15
     admin = FakeAdmin(
-        topics={"t": {0: [1], 1: [2]}, "u": {0: [1, 2]}},
+        topics={"t": {0: [1], 1: [2]}, "u": {0: [1, 2]}, "__consumer_offsets": {0: [1]}},
         producers={("t", 0): [ProducerState(10, 0, 3, old, 4, 100),      # id unknown to every coordinator
                               ProducerState(11, 1, 3, old, 4, 200),      # its transaction includes t-0
                               ProducerState(12, 0, 3, NOW - 1000, 4, 300)],   # recent: not a candidate
