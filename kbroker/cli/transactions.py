@@ -32,10 +32,10 @@ Output (stdout): Kafka's ``prettyPrintTable``, byte for byte -- every cell left-
 
 find-hanging (Kafka's rules): the partitions of ``--topic`` (or of every non-internal topic, with ``--broker-id``
 among their replicas) are asked for their producers (DescribeProducers, 500 partitions per request, of
-``--broker-id``'s replica when given); an open transaction whose producer wrote last more than ``--max-transaction-timeout``
-minutes ago is a candidate; it hangs when ListTransactions (filtered by producer id) knows no transactional id for
-its producer, when DescribeTransactions does not find that id, or when the id's current transaction does not
-include the partition.
+``--broker-id``'s replica when given); an open transaction whose producer wrote last more than
+``--max-transaction-timeout`` minutes ago is a candidate; it hangs when ListTransactions (filtered by producer id)
+knows no transactional id for its producer, when DescribeTransactions does not find that id, or when the id's
+current transaction does not include the partition.
 
 Errors: Kafka's ``printErrorAndExit`` on stderr, exit 1: ``<what failed>: <the admin client's message>. Enable
 debug logging for additional detail.`` with the Java admin handlers' messages; usage errors print the problem and
