@@ -54,7 +54,7 @@ def write_txn_markers(ctx, req):
         for t in m["topics"]:
             name = t["name"]
             results = []
-            for index in t["partition_indexes"]:
+            for index in sliced(t["partition_indexes"]):
                 r = {"partition_index": index, "error_code": 0}
                 try:
                     part = replicas.leader_partition(name, index)
