@@ -20,7 +20,7 @@ partition 1 data 0-1, COMMIT 2, aborted 3, ABORT 4, data 5, COMMIT 6 (log end 7)
 - an open transaction bounds ``read_committed``: with data 0-1 committed (COMMIT 2), an open transaction's records
   at 3-4 and a non-transactional record at 5 after them, ListOffsets answers 3 (LSO) for read_committed and 6 (high
   watermark) for read_uncommitted; the three read_committed consumers stop at 3 with records 0 and 1 only and
-  read nothing more for a while, a read_uncommitted one reads 3, 4 and 5; after the commit (marker at 6) the
+  read nothing more in 1 s of polls, a read_uncommitted one reads 3, 4 and 5; after the commit (marker at 6) the
   read_committed consumers read exactly 3, 4, 5 and reach 7; Kafka's Java consumer likewise (3 s of polls give
   it 0 and 1 only, its endOffsets are the LSO 3, then 7 after the commit).
 
