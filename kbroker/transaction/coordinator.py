@@ -355,7 +355,9 @@ class _Completion:
             self.md.partitions.discard(tp)
 
     def on_complete(self, _pending):
-        self.coordinator._complete(self.entry, self.md, self.transit)
+        # In a greenlet of its own: the Complete write waits for the in-sync replicas, and the caller is a
+        # destination's marker sender, whose other transactions must not queue behind it.
+        self.coordinator.scheduler.call_later(0, self.coordinator._complete, self.entry, self.md, self.transit)
 
     def on_abandoned(self, _pending, code):
         log.warning("markers of %r refused with %d: this coordinator was fenced", self.md.transactional_id, code)
