@@ -80,7 +80,9 @@ class TransactionCoordinator:
         if code:
             return code, -1, -1
         if md is None:
-            pid = self.producer_ids.next_id()          # may yield (a new block from the coordination backend)
+            pid = self._new_producer_id()
+            if pid is None:
+                return errors.COORDINATOR_NOT_AVAILABLE, -1, -1
             code, entry, md = self._lookup(transactional_id)
             if code:
                 return code, -1, -1
@@ -100,6 +102,15 @@ class TransactionCoordinator:
                  md.producer_epoch)
         return NONE, md.producer_id, md.producer_epoch
 
+    def _new_producer_id(self):
+        """A producer id from the leased block, or None when no block can be leased now (the coordination backend
+        is unreachable: the client retries on COORDINATOR_NOT_AVAILABLE). May yield."""
+        try:
+            return self.producer_ids.next_id()
+        except Exception:  # noqa: BLE001 - ZooKeeper errors are many; every one means "not now"
+            log.warning("no producer id block could be leased", exc_info=True)
+            return None
+
     def _prepare_init(self, md, timeout_ms, expected):
         if md.pending:
             return errors.CONCURRENT_TRANSACTIONS, None
@@ -114,8 +125,12 @@ class TransactionCoordinator:
             return errors.CONCURRENT_TRANSACTIONS, None
         if state in (m.EMPTY, m.COMPLETE_ABORT, m.COMPLETE_COMMIT):
             if md.epoch_exhausted and (expected is None or expected[1] == md.producer_epoch):
-                return NONE, md.prepare_rotate_producer_id(self.producer_ids.next_id(), timeout_ms, self.now(),
-                                                           expected is not None)
+                pid = self._new_producer_id()          # may yield: the id is checked again after it
+                if pid is None:
+                    return errors.COORDINATOR_NOT_AVAILABLE, None
+                if md.pending or md.state not in (m.EMPTY, m.COMPLETE_ABORT, m.COMPLETE_COMMIT):
+                    return errors.CONCURRENT_TRANSACTIONS, None
+                return NONE, md.prepare_rotate_producer_id(pid, timeout_ms, self.now(), expected is not None)
             return md.prepare_increment_epoch(timeout_ms, None if expected is None else expected[1], self.now())
         if state is m.ONGOING:
             return NONE, md.prepare_fence_epoch()

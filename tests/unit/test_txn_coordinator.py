@@ -341,3 +341,24 @@ def test_expiry_writes_one_batch_per_partition_and_a_failed_write_keeps_the_ids(
     assert coord.expire_transactional_ids() == 3
     assert appends == [3] and len(store.logs[1]) == before + 3
     assert all(coord.describe(t)["error_code"] == errors.TRANSACTIONAL_ID_NOT_FOUND for t in ids)
+
+
+def test_exhausted_epoch_rotates_to_a_new_producer_id(env):
+    coord, store, _l, _s = env
+    _, pid, _epoch = coord.init_producer_id("old", 60000)
+    _c, entry, md = coord.state.get("old")
+    md.producer_epoch = 32766                      # as if 32,766 bumps had happened
+    code, pid2, epoch2 = coord.init_producer_id("old", 60000)
+    assert (code, epoch2) == (0, 0) and pid2 != pid
+    assert store.states("old")[-1] == ("Empty", 0)
+
+
+def test_no_producer_id_block_is_coordinator_not_available(env):
+    coord = env[0]
+
+    class Down:
+        def next_id(self):
+            raise OSError("ZooKeeper unreachable")
+    coord.producer_ids = Down()
+    assert coord.init_producer_id("new-one", 60000) == (errors.COORDINATOR_NOT_AVAILABLE, -1, -1)
+    assert coord.describe("new-one")["error_code"] == errors.TRANSACTIONAL_ID_NOT_FOUND
