@@ -4,7 +4,7 @@ Kafka's ``Topic.GROUP_METADATA_TOPIC_NAME`` / ``TRANSACTION_STATE_TOPIC_NAME``. 
 ``is_internal`` true; no client may Produce to them (INVALID_TOPIC_EXCEPTION, 17); auto-creation never makes them;
 the offsets topic's partition count cannot be changed and neither can be marked for deletion by the tools.
 ``__consumer_offsets`` is written in-process by the group coordinator (kbroker/coordinator/offsets_log.py);
-``__transaction_state`` is only recognised (kbroker serves no transactions).
+``__transaction_state`` by the transaction coordinator (kbroker/transaction/state_manager.py).
 
 A leaf module (layer 0 in tests/unit/test_architecture.py): it imports nothing, so the coordinator, the handlers,
 the broker and the command-line tools can all name these topics without importing each other.
