@@ -346,6 +346,7 @@ ROWS = [
     ("e2e read_committed, transactional: commit_transaction p50 / p99 ms", "latency-txn",
      ("commit_p50_ms", "commit_p99_ms")),
     ("e2e read_committed, transactional: received / measured", "latency-txn", ("received", "measured")),
+    ("e2e read_committed, transactional: records/s sent (target --rate)", "latency-txn", "rate_achieved"),
     ("e2e read_committed, idempotent producer: p50 / p99 / max ms", "latency-idem", ("p50_ms", "p99_ms", "max_ms")),
     ("e2e read_committed, idempotent: received / measured", "latency-idem", ("received", "measured")),
 ]
