@@ -31,6 +31,11 @@ restarted instance then reads the batch again: with transactions the open transa
 instance's init_transactions (no duplicate); without, the batch's outputs are duplicated -- exactly that batch's
 size, which the crash event reports.
 
+``--pause-after-produce K``: at the same point the process SIGSTOPs itself instead (event ``paused`` first, with
+the batch's ids and the consumer's member id; ``resumed`` after SIGCONT) and then carries on with the commit: a
+zombie whose partitions the group gave to another member meanwhile. KIP-447: the broker refuses its
+TxnOffsetCommit (stale member / generation), the app aborts and rewinds.
+
 Stop: SIGTERM or SIGINT ends the loop after the current batch (its transaction committed), then the consumer is
 closed. Exit 0 on a clean stop, 2 when the --give-up budget ran out.
 
@@ -97,6 +102,7 @@ class App:
             "fetch.wait.max.ms": 100, "topic.metadata.refresh.interval.ms": 2000,
         })
         self.producer = None
+        self.paused = False
         self.new_producer()
 
     # -- producer lifecycle
@@ -272,6 +278,13 @@ class App:
             emit("crash", batch=batch_no, records=len(msgs), undelivered=left, delivery_errors=len(errors), ids=ids,
                  offsets={p: o for p, o in nxt.items()})
             os.kill(os.getpid(), signal.SIGKILL)
+        if args.pause_after_produce and batch_no == args.pause_after_produce and not self.paused:
+            self.paused = True
+            left = self.producer.flush(60)
+            emit("paused", batch=batch_no, records=len(msgs), undelivered=left, ids=sorted(int(m.key()) for m in msgs),
+                 member=self.consumer.memberid())
+            os.kill(os.getpid(), signal.SIGSTOP)   # a zombie: the test sends SIGCONT once the group moved on
+            emit("resumed", batch=batch_no)
 
         if self.txn:
             self.retrying("send_offsets_to_transaction", lambda: self.producer.send_offsets_to_transaction(
@@ -311,6 +324,8 @@ def parse_args(argv=None):
     ap.add_argument("--rate", type=float, default=0.0, help="records/s cap over the run (0 = none)")
     ap.add_argument("--crash-after-produce", type=int, default=0, metavar="K",
                     help="SIGKILL itself in batch K after its output is written, before the commit")
+    ap.add_argument("--pause-after-produce", type=int, default=0, metavar="K",
+                    help="SIGSTOP itself in batch K after its output is written, before the commit (a zombie)")
     ap.add_argument("--op-timeout", type=float, default=15.0, help="timeout of one transactional call, s (15)")
     ap.add_argument("--give-up", type=float, default=120.0,
                     help="exit 2 after retrying this long without progress, s (120)")

@@ -14,7 +14,10 @@ of __consumer_offsets and of __transaction_state so a failover moves few coordin
    batch is in the log (read_uncommitted sees those ids twice) but inside a transaction that the restarted
    instance's init_transactions aborts (fencing the old epoch); read_committed sees every id exactly once and
    the group's committed offsets are the input end offsets.
-3. `test_exactly_once_under_broker_nemesis` -- two app instances in one group (transactional ids eos-a, eos-b),
+3. `test_zombie_instance_is_fenced` -- KIP-447's zombie: instance A stops (SIGSTOP) mid-transaction, the group
+   gives its partitions to B, B processes everything; A wakes and tries to commit: refused (stale member id or
+   generation), aborted; exactly once, A's output only in aborted data.
+4. `test_exactly_once_under_broker_nemesis` -- two app instances in one group (transactional ids eos-a, eos-b),
    3,000 input records over 3 partitions, throttled so processing lasts >= 60 s; meanwhile a nemesis SIGKILLs a
    broker every ~12 s and restarts it 3 s later, cycling through the roles: the transaction coordinator of eos-a
    (FindCoordinator key_type 1), the leader of an input partition, the leader of an output partition, the group
@@ -226,6 +229,55 @@ def test_app_killed_mid_transaction_exactly_once(cluster, tmp_path):
     twice = [k for k in crashed if keys.count(k) == 2]
     assert len(twice) == len(crashed) and len(keys) == n + crash["records"], \
         f"{len(twice)} of {len(crashed)} crashed ids twice, {len(keys)} records read_uncommitted"
+
+
+# Errors a zombie's commit may meet (KIP-447): the group removed it (UNKNOWN_MEMBER_ID 25) or moved to a new
+# generation (ILLEGAL_GENERATION 22); had the coordinator fenced the producer instead: PRODUCER_FENCED 90 /
+# INVALID_PRODUCER_EPOCH 47.
+ZOMBIE_ERRORS = ("UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH")
+
+
+def test_zombie_instance_is_fenced(cluster, tmp_path):
+    """Two instances; A pauses (SIGSTOP) in its 3rd transaction after writing the output, before sending the
+    offsets. The group evicts A after its 6 s session, B takes every partition and processes everything (A's batch
+    included: committed offsets == end offsets while A is still stopped). SIGCONT A: its TxnOffsetCommit carries a
+    member id / generation the group no longer has, the transaction must fail and be aborted; the output holds
+    every id exactly once and A's batch only in aborted data (read_uncommitted sees it twice)."""
+    cluster.ensure_all_running()
+    n = 600
+    inp, out, ends = setup_topics(cluster, "zombie", n)
+    group = "zombie-group"
+    a = AppProcess(tmp_path, "zombie-a", app_args(cluster, inp, out, group, "zombie-a", batch=20))
+    b = AppProcess(tmp_path, "zombie-b", app_args(cluster, inp, out, group, "zombie-b", batch=20, rate=50))
+    # A's transaction must still be open when it wakes up (not aborted by transaction.timeout.ms): 60 s
+    a.start("--pause-after-produce", "3", "--transaction-timeout-ms", "60000")
+    b.start()
+    try:
+        paused = wait_until(lambda: a.events("paused"), 60, 0.2, "app A to pause mid-transaction")[0]
+        assert paused["undelivered"] == 0 and paused["records"] > 0, paused
+        wait_processed(cluster, group, inp, ends, 90, [b])   # B did everything, A's batch included
+        assert a.proc.poll() is None and not a.events("resumed")
+        a.proc.send_signal(signal.SIGCONT)
+        failed = wait_until(lambda: [e for e in a.events() if e["event"] in ("abort", "fatal")
+                                     and e["t"] >= paused["t"]], 60, 0.2, "the zombie's transaction to fail")[0]
+        # once aborted, A rewinds to the group's offsets (the end): nothing is left for it to redo
+        assert wait_processed(cluster, group, inp, ends, 30, [a, b]) == ends
+    finally:
+        if a.proc.poll() is None:
+            a.proc.send_signal(signal.SIGCONT)
+        codes = [a.stop(60), b.stop(60)]
+    print(f"\nzombie A paused in batch {paused['batch']} ({paused['records']} records); on waking: {failed}")
+    assert codes == [0, 0], [tail(x.log, 30) for x in (a, b)]
+    assert failed["op"] in ("send_offsets_to_transaction", "commit_transaction"), failed
+    assert any(code in failed["error"] for code in ZOMBIE_ERRORS), failed
+    assert a.events("done")[-1]["aborts"] + a.events("done")[-1]["fatal"] >= 1
+
+    report = eos_checker.check(n, eos_checker.read_committed(cluster.bootstrap, out, PARTITIONS))
+    print(f"checker (zombie fenced): {report.summary()}")
+    assert report.exactly_once and report.consumed == n, report.summary()
+    assert eos_checker.committed_offsets(cluster.bootstrap, group, inp, PARTITIONS) == ends
+    keys = read_uncommitted(cluster.bootstrap, out)
+    assert all(keys.count(str(i).encode()) == 2 for i in paused["ids"]), "A's batch is not in the log twice"
 
 
 # ------------------------------------------------------------------------------------------------- the nemesis
