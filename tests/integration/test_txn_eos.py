@@ -223,7 +223,11 @@ def test_app_killed_mid_transaction_exactly_once(cluster, tmp_path):
           f"{report.summary()}")
     assert report.exactly_once and report.consumed == n, report.summary()
     assert eos_checker.committed_offsets(cluster.bootstrap, group, inp, PARTITIONS) == ends
-    # the crashed batch's output really was written (and aborted): read_uncommitted sees those ids twice
+    # the crashed batch's output really was written (and aborted): read_uncommitted sees those ids twice, and the
+    # same checker over that stream reports them -- what a broker serving aborted data to read_committed would show
+    raw = eos_checker.read_records(cluster.bootstrap, out, PARTITIONS, "read_uncommitted")
+    dirty = eos_checker.check(n, raw)
+    assert dirty.duplicated == crash["records"] and dirty.lost == 0, dirty.summary()
     keys = read_uncommitted(cluster.bootstrap, out)
     crashed = {str(i).encode() for i in crash["ids"]}
     twice = [k for k in crashed if keys.count(k) == 2]
