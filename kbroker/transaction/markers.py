@@ -10,6 +10,8 @@ handler).
   below (in-process for itself).
 * ``scheduler``: ``call_later(ms, fn, *args)`` (kbroker/coordinator/timers.py).
 
+Loops over a transaction's partitions run in 20 ms time slices (``kbroker/timeslice.py``).
+
 ``add(pending)`` takes one transaction's ``PendingMarkers``: its partitions are grouped by leader and queued on
 that broker's sender. One greenlet per destination drains its queue into ONE request (every queued transaction's
 markers, as Kafka batches per broker), sends it and settles each partition by its error code:
@@ -33,6 +35,8 @@ import struct
 
 import gevent
 from gevent.queue import Queue
+
+from kbroker.timeslice import TimeSlice
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +136,9 @@ class TxnMarkerChannel:
         if pending.cancelled or self.stopped:
             return
         by_broker, retry = {}, []
+        tick = TimeSlice().tick            # a transaction may hold 100,000 partitions: ~1 us each here
         for tp in tps:
+            tick()
             if tp not in pending.remaining:
                 continue
             leader = self.leader_of(tp[0], tp[1])
@@ -161,9 +167,11 @@ class TxnMarkerChannel:
     def request_body(items):
         """The WriteTxnMarkers request for ``[(PendingMarkers, [tp])]`` (one marker entry per transaction)."""
         markers = []
+        tick = TimeSlice().tick
         for pending, tps in items:
             topics = {}
             for t, p in tps:
+                tick()
                 topics.setdefault(t, []).append(p)
             markers.append({"producer_id": pending.producer_id, "producer_epoch": pending.producer_epoch,
                             "transaction_result": pending.commit,
@@ -193,15 +201,18 @@ class TxnMarkerChannel:
     def _settle(self, live, resp):
         # Results in request order (one marker entry per transaction); the producer id double-checks the pairing.
         results = resp.get("markers") or []
+        tick = TimeSlice().tick
         for i, (pending, tps) in enumerate(live):
             codes = {}
             r = results[i] if i < len(results) else None
             if r is not None and r["producer_id"] == pending.producer_id:
                 for t in r["topics"]:
                     for pr in t["partitions"]:
+                        tick()
                         codes[(t["name"], pr["partition_index"])] = pr["error_code"]
             retry = []
             for tp in tps:
+                tick()
                 if pending.cancelled:
                     break
                 code = codes.get(tp, -1)

@@ -362,3 +362,30 @@ def test_no_producer_id_block_is_coordinator_not_available(env):
     coord.producer_ids = Down()
     assert coord.init_producer_id("new-one", 60000) == (errors.COORDINATOR_NOT_AVAILABLE, -1, -1)
     assert coord.describe("new-one")["error_code"] == errors.TRANSACTIONAL_ID_NOT_FOUND
+
+
+def test_markers_go_to_each_partitions_leader_in_one_request_per_broker():
+    sched = FakeScheduler()
+    store = MemStore()
+    sent = []
+
+    def send(broker_id, body):
+        sent.append((broker_id, sorted((t["name"], p) for mk in body["markers"] for t in mk["topics"]
+                                       for p in t["partition_indexes"])))
+        return Leaders().send(broker_id, body)
+
+    state = TransactionStateManager(store, sched.now_ms, lambda: N, expiration_ms=3600000)
+    coord = TransactionCoordinator(CONFIG, sched, state, TxnMarkerChannel(lambda t, p: p % 3, send, sched), Pids())
+    p = partition_for("wide", N)
+    coord.begin_load(p, 1)
+    coord.load_partition(p, 1)
+    _, pid, epoch = coord.init_producer_id("wide", 60000)
+    parts = {("t", i) for i in range(3000)}
+    assert coord.add_partitions("wide", pid, epoch, parts) == 0
+    assert coord.end_txn("wide", pid, epoch, True) == 0
+    settle(sched)
+    assert sorted(b for b, _ in sent) == [0, 1, 2]
+    for b, tps in sent:
+        assert tps == sorted(("t", i) for i in range(b, 3000, 3))
+    assert coord.describe("wide")["transaction_state"] == "CompleteCommit"
+    coord.shutdown()
