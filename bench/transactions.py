@@ -26,7 +26,8 @@ a free 127.0.0.1 port, fresh temp data dir; kbroker gets ``transaction.state.log
   txn-100         the same values in transactions of 100 records: begin_transaction, 100 x produce(),
   txn-1000        commit_transaction() (which flushes), repeated until the cap; 1,000 records per transaction.
                   records/s, MB/s, transactions/s, commit_transaction() time p50/p99, broker CPU s per GB.
-Percentiles are nearest-rank. Everything is bounded (record caps, wall-clock caps, 30 s flushes/commits).
+Percentiles are nearest-rank. ``--repeat N``: N rounds, the brokers alternating within each; the table shows the
+median of every figure over the rounds, the JSON keeps every round (``runs``). Everything is bounded (record caps, wall-clock caps, 30 s flushes/commits).
 
 A broker that does not serve transactions gets ``n/a`` in those rows and the error in the JSON (``errors``).
 Results: one markdown table on stdout; JSON in ``bench/results/transactions-<UTC time>.json`` (gitignored).
@@ -377,9 +378,29 @@ def table(results):
                 cells.append(fmt(ph.get(key)))
         lines.append("| %s | %s |" % (label, " | ".join(cells)))
     lines.append("| broker peak RSS MB | %s |" % " | ".join(fmt(r.get("broker_peak_rss_mb")) for r in results))
-    lines.append("| 1-min load average before / after | %s |" % " | ".join(
-        "%.1f / %.1f" % (r["loadavg_before"], r["loadavg_after"]) for r in results))
+    lines.append("| 1-min load average, lowest / highest around its rounds | %s |" % " | ".join(
+        "%.1f / %.1f" % tuple(r["loadavg_range"]) for r in results))
     return "\n".join(lines)
+
+
+def median_result(runs):
+    """One result per broker from several rounds: every numeric field of every phase is the median (lower
+    median for an even count) of the rounds that have it; errors are concatenated."""
+    out = {"broker": runs[0]["broker"], "phases": {}, "errors": [e for r in runs for e in r["errors"]],
+           "rounds": len(runs)}
+    for name in {ph for r in runs for ph in r["phases"]}:
+        have = [r["phases"][name] for r in runs if name in r["phases"]]
+        merged = {}
+        for key in have[0]:
+            vals = sorted(v[key] for v in have if isinstance(v.get(key), (int, float)))
+            merged[key] = vals[(len(vals) - 1) // 2] if vals else have[0][key]
+        out["phases"][name] = merged
+    for key in ("broker_peak_rss_mb", "loadavg_before", "loadavg_after"):
+        vals = sorted(r[key] for r in runs if isinstance(r.get(key), (int, float)))
+        out[key] = vals[(len(vals) - 1) // 2] if vals else None
+    out["loadavg_range"] = [min(min(r["loadavg_before"], r["loadavg_after"]) for r in runs),
+                            max(max(r["loadavg_before"], r["loadavg_after"]) for r in runs)]
+    return out
 
 
 def main(argv=None):
@@ -394,15 +415,22 @@ def main(argv=None):
     ap.add_argument("--warmup-seconds", type=float, default=1.0)
     ap.add_argument("--latency-txn", type=int, default=10, help="latency run: records per transaction (10)")
     ap.add_argument("--phases", default=",".join(PHASES))
+    ap.add_argument("--repeat", type=int, default=1, help="rounds; brokers alternate, the table shows medians")
     args = ap.parse_args(argv)
     args.phases = set(args.phases.split(","))
     tansu_bin = args.tansu_bin or tansu_binary()
-    budget = 120 + len(args.brokers.split(",")) * (3 * (args.seconds + 40) + 2 * (args.latency_seconds + 100))
+    kinds = args.brokers.split(",")
+    budget = 120 + args.repeat * len(kinds) * (3 * (args.seconds + 40) + 2 * (args.latency_seconds + 100))
     import signal
     signal.signal(signal.SIGALRM, lambda *a: (_ for _ in ()).throw(TimeoutError("run budget exceeded")))
     signal.alarm(int(budget))
-    results = [run_broker(kind, args, tansu_bin) for kind in args.brokers.split(",")]
+    rounds = {kind: [] for kind in kinds}
+    for i in range(args.repeat):
+        for kind in kinds:
+            print("round %d/%d: %s" % (i + 1, args.repeat, kind), file=sys.stderr, flush=True)
+            rounds[kind].append(run_broker(kind, args, tansu_bin))
     signal.alarm(0)
+    results = [median_result(rounds[kind]) for kind in kinds]
     print(table(results))
     for r in results:
         for e in r["errors"]:
@@ -415,7 +443,7 @@ def main(argv=None):
                                               for k, v in vars(args).items()},
                    "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
                                "python": platform.python_version(), "librdkafka": ck.libversion()[0]},
-                   "results": results}, f, indent=1)
+                   "results": results, "runs": rounds}, f, indent=1)
     print("JSON: %s" % path, file=sys.stderr)
     return 0 if all(not r["errors"] for r in results) else 1
 
