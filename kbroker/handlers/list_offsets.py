@@ -1,13 +1,13 @@
 """ListOffsets (2), served v0-v7.
 
-Behaviour: timestamp -1 = latest (the high watermark for consumers, with the current leader epoch; the last stable
-offset for isolation_level 1, read_committed, v2+), -2 = earliest
+Behaviour: timestamp -1 = latest (the high watermark for consumers, with the current leader epoch), -2 = earliest
 (log start offset, with the epoch of the leader-epoch cache's first entry when it starts at or before it, else
 -1). Any other timestamp = the first *record* whose timestamp is >= it, answered with that record's offset and
 timestamp and its batch's partition leader epoch (Kafka's FileRecords.searchForTimestamp: the time index narrows
 the walk to batches whose max timestamp is >= the target, then the records inside are looked at, so a batch
 written by a lingering producer answers the exact record, not its base offset and max timestamp), or offset -1 /
-timestamp -1 when there is none below the high watermark (below the LSO for read_committed, as Kafka) (v1+). -3 (v7, KIP-734: Kafka's Java admin
+timestamp -1 when there is none below the high watermark (v1+). With isolation_level 1 (read_committed, v2+) the
+last stable offset takes the high watermark's place in both rules, as in Kafka. -3 (v7, KIP-734: Kafka's Java admin
 ``OffsetSpec.maxTimestamp()``) = the first record carrying the log's largest timestamp (the segments' max
 timestamps, then the same record lookup), -1/-1 when it is not below the high watermark or no record has a
 timestamp. Looking inside a batch decodes it (decompressing when needed), which a worker thread does

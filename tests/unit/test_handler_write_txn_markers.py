@@ -76,7 +76,8 @@ def call(version, markers, authorizer=None, timeout_ms=30000, **given):
 
 def marker(pid, epoch, commit, topics, coordinator_epoch=0):
     return {"producer_id": pid, "producer_epoch": epoch, "transaction_result": commit,
-            "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics], "coordinator_epoch": coordinator_epoch}
+            "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics],
+            "coordinator_epoch": coordinator_epoch}
 
 
 def txn_data(pid, seq=0, epoch=0):
