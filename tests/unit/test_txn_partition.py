@@ -8,11 +8,13 @@ import time
 import pytest
 
 from kbroker import errors
+from kbroker.log import producer_snapshot as ps
 from kbroker.log.config import LogConfig
 from kbroker.log.log import Log
+from kbroker.log.producer_snapshot import SnapshotEntry
 from kbroker.log.txn_index import AbortedTxn
 from kbroker.record import Record, batch_header, build_batch, iter_records
-from kbroker.record.control import marker_batch, marker_of
+from kbroker.record.control import marker_of
 from kbroker.replica.partition import Partition
 from kbroker.replica.producer_state import ProducerInfo, ProducerStateManager
 
@@ -241,8 +243,6 @@ def test_txn_index_entry_lands_in_the_markers_segment(tmp_path):
 
 
 # ------------------------------------------------------------------------------------- producer snapshots
-from kbroker.log import producer_snapshot as ps                                    # noqa: E402
-from kbroker.log.producer_snapshot import SnapshotEntry                            # noqa: E402
 
 SMALL = LogConfig(segment_bytes=400, file_delete_delay_ms=0, min_insync_replicas=1)
 
