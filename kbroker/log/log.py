@@ -280,8 +280,8 @@ class Log:
 
     def batch_headers(self):
         """BatchHeader of every batch in the log, oldest first (``kbroker.record`` parses them; 16 KiB reads): what
-        the rebuild of the leader-epoch cache reads (the producer state's: ``producer_batches``). Walks a snapshot of the segment
-        list (a removed segment's file stays open until file.delete.delay.ms)."""
+        the rebuild of the leader-epoch cache reads (the producer state's: ``producer_batches``). Walks a snapshot
+        of the segment list (a removed segment's file stays open until file.delete.delay.ms)."""
         for segment in list(self._segments):
             yield from segment.batch_headers()
 
