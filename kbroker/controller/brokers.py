@@ -188,9 +188,8 @@ class Brokers:
         for tp in affected:
             if tp[0] in ctx.topics_to_delete:
                 continue
-            for r in ctx.assignments[tp]:
-                if r in dead_set:
-                    core.partitions.remove_replica_from_isr(batch, tp, r)
+            # One state write per partition however many of its replicas failed (one leader epoch + 1).
+            core.partitions.remove_replicas_from_isr(batch, tp, [r for r in ctx.assignments[tp] if r in dead_set])
         batch.add_update_metadata(sorted(ctx.live_brokers), affected)
         core.send(batch)
 

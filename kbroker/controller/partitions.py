@@ -69,12 +69,20 @@ class PartitionStateMachine:
                 if targets:
                     batch.add_leader_and_isr(targets, PartitionLeadership(tp[0], tp[1], st, replicas))
         self.trigger_online(batch)
-        # A leader that died while no controller was active (typically the previous controller itself) is still
-        # named in its partition's state: record it as gone (leader -1, last ISR member kept), as the failure
-        # handler would have, so ZooKeeper readers and every broker's metadata agree the partition is offline.
+        # Brokers that died while no controller was active -- always the previous controller itself, whose
+        # /brokers/ids node vanished with its /controller node, and any broker whose session expired meanwhile --
+        # never reach the broker-change handler: this term read /brokers/ids without them. Every one still named in
+        # a partition state (leader, ISR) or assignment is handled as failed here (Kafka's replica state machine
+        # startup: OfflineReplica), after the elections above, so a dead follower leaves the ISR (leader epoch + 1,
+        # LeaderAndIsr to the live replicas, which then stop waiting for it: acks=all, transaction markers) and a
+        # dead leader with no live ISR member is recorded as gone (leader -1, last ISR member kept).
         for tp, st in sorted(ctx.leadership.items()):
-            if st.leader >= 0 and st.leader not in ctx.live_brokers and tp[0] not in ctx.topics_to_delete:
-                self.remove_replica_from_isr(batch, tp, st.leader)
+            if tp[0] in ctx.topics_to_delete or tp not in ctx.assignments:
+                continue
+            named = set(ctx.assignments[tp]) | set(st.isr) | {st.leader}
+            dead = {r for r in named if r >= 0 and r not in ctx.live_brokers}
+            if dead:
+                self.remove_replicas_from_isr(batch, tp, dead)
 
     # ------------------------------------------------------------------------------------------------ state znodes
 
@@ -248,17 +256,33 @@ class PartitionStateMachine:
         return True
 
     def remove_replica_from_isr(self, batch, tp, broker):
-        """Replica -> Offline: out of the ISR (leader -1 if it led; the last ISR member is kept)."""
+        """Replica -> Offline: ``remove_replicas_from_isr`` of one broker."""
+        return self.remove_replicas_from_isr(batch, tp, (broker,))
+
+    def remove_replicas_from_isr(self, batch, tp, brokers):
+        """Replicas -> Offline, in ONE state write (leader epoch + 1 once, however many leave): ``brokers`` leave
+        the ISR; the leader becomes -1 if it is one of them. When none of the ISR would remain, one member is kept
+        -- the leader if it was in the ISR, else the first ISR member in assignment order -- so that replica can
+        lead cleanly when it returns (Kafka >= 1.1; any ISR member holds every committed record). No write when
+        none of ``brokers`` is the leader or in the ISR. Returns the new LeaderAndIsr or None."""
         ctx = self.core.ctx
+        gone = set(brokers)
 
         def choose(cur):
-            if broker not in cur.isr and cur.leader != broker:
+            if cur.leader not in gone and not gone.intersection(cur.isr):
                 return None
-            leader = -1 if cur.leader == broker else cur.leader
-            isr = [r for r in cur.isr if r != broker] or list(cur.isr)
+            leader = -1 if cur.leader in gone else cur.leader
+            isr = [r for r in cur.isr if r not in gone]
+            if not isr and cur.isr:
+                if cur.leader in cur.isr:
+                    isr = [cur.leader]
+                else:
+                    order = {r: i for i, r in enumerate(ctx.assignments.get(tp, ()))}
+                    isr = [min(cur.isr, key=lambda r: (order.get(r, len(order)), r))]
             return leader, isr
         new = self.write(tp, choose)
-        ctx.replica_states[(tp, broker)] = R_OFFLINE
+        for broker in gone:
+            ctx.replica_states[(tp, broker)] = R_OFFLINE
         if new is not None:
             if new.leader < 0:
                 ctx.partition_states[tp] = OFFLINE
