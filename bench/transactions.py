@@ -125,7 +125,10 @@ class KafkaProc(BrokerProc):
         return path
 
     def start(self, timeout=60.0):
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster_id = "-"
+        while cluster_id.startswith("-"):   # the tool's argument parser reads "-..." as an option (Kafka's own
+            # Uuid.randomUuid() draws again for the same reason)
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         rc = subprocess.run([shutil.which("java"), "-cp", self.classpath, "kafka.tools.StorageTool", "format",
                              "-t", cluster_id, "-c", self._config()], capture_output=True, timeout=120)
         if rc.returncode != 0:
