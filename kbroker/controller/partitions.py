@@ -15,7 +15,15 @@ Elections (``election.py``): new partition -> first live assigned replica, ISR =
 first assigned replica that is live and in the ISR, ISR = live ISR members; none -> stays offline (with
 ``unclean.leader.election.enable``, broker or topic level, the first live replica). A replica leaving (broker
 failure, controlled shutdown, reassignment) is removed from the ISR; when it led the partition the leader becomes
--1, and the last ISR member is kept so it can lead cleanly when it returns (Kafka >= 1.1 behaviour).
+-1, and the last ISR member is kept so it can lead cleanly when it returns (Kafka >= 1.1 behaviour). Several replicas
+leaving one partition together (brokers failing at once) cost one write, one leader epoch.
+
+New term (``on_become_controller``): brokers that died while no controller was active -- the previous controller
+always among them, its registration gone with its session -- are never reported by a broker change, so every
+broker named by a partition's assignment, ISR or leader and absent from ``/brokers/ids`` is failed here: leaders
+are elected for partitions whose leader is dead, then the dead replicas leave the ISRs (Kafka's
+onControllerFailover: replica state machine startup, OfflineReplica). Unchanged partitions are re-sent with their
+current leader epoch, which the replicas ignore (an equal epoch is not newer: Kafka 2.x does the same).
 
 Runs in the controller's event greenlet; uses the core's narrow surface (controller.py docstring).
 """

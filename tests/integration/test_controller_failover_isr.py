@@ -11,8 +11,8 @@ followed keeps it in its ISR, and acks=all writes (and transaction markers) wait
 Checked within the session timeout + margin (FAILOVER_WAIT_S): the state znode of each partition no longer names
 the dead broker in its ISR, with leader epoch + 1 (Kafka bumps it on every controller ISR change, so the replicas
 apply the new ISR instead of ignoring an equal epoch); the partition the dead controller led has a new live leader;
-the survivors' Metadata agrees; acks=all produce to every partition succeeds within a bounded time; and no survivor
-ignored a LeaderAndIsr for these partitions (every one it got carried a new epoch).
+the survivors' Metadata agrees; acks=all writes in flight at the kill complete then, and later ones to every partition
+within a bounded time; and no survivor ignored a LeaderAndIsr for these partitions (every one it got carried a new epoch).
 """
 from __future__ import annotations
 
@@ -68,6 +68,31 @@ def wait_full_isr(cluster: Cluster, topic: str, n: int) -> dict[int, dict]:
     return wait_until(full, 30, 0.1, f"{topic}: ISR [0, 1, 2] for every partition")
 
 
+class InFlight:
+    """An acks=all producer whose metadata is loaded up front, so ``send`` goes out at once (no retries: one
+    produce request per record, which must succeed)."""
+
+    def __init__(self, bootstrap: str, topic: str):
+        from confluent_kafka import Producer
+
+        self.topic, self.results = topic, []
+        # request.timeout.ms 30 s: the leader parks the request up to that long; message.timeout.ms above it.
+        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0, "retries": 0,
+                                  "request.timeout.ms": 30000, "message.timeout.ms": 60000})
+        self.producer.list_topics(topic, timeout=10)
+        self.sent = 0
+
+    def send(self, partition: int, value: bytes) -> None:
+        self.producer.produce(self.topic, value=value, key=value, partition=partition,
+                              on_delivery=lambda err, msg: self.results.append(err))
+        self.producer.poll(0)
+        self.sent += 1
+
+    def wait(self, timeout: float) -> None:
+        left = self.producer.flush(max(timeout, 0.1))
+        assert left == 0 and self.results == [None] * self.sent, (left, self.results)
+
+
 def ignored_lines(broker, topic: str, since: int) -> list[str]:
     return [line for line in broker.log_text()[since:].splitlines()
             if f"{topic}-" in line and "ignoring LeaderAndIsr" in line]
@@ -89,8 +114,13 @@ def test_kill9_controller_removes_it_from_isr_and_reelects_its_partitions(health
 
     survivors = [cluster.broker(a), cluster.broker(b)]
     log_marks = {s.broker_id: len(s.log_text()) for s in survivors}
+    # acks=all writes in flight at the kill, to the partitions the controller followed: their leaders wait for the
+    # dead follower until the new controller shrinks the ISR (the leader then completes them at once).
+    inflight = InFlight(",".join(s.bootstrap for s in survivors), topic)
     cluster.broker(ctl).kill9()
     t0 = time.monotonic()
+    for p in (0, 2):
+        inflight.send(p, f"inflight-{p}".encode())
 
     def cleaned():
         states = zk_states(cluster, topic, 3)
@@ -122,14 +152,18 @@ def test_kill9_controller_removes_it_from_isr_and_reelects_its_partitions(health
         return True
     wait_until(survivors_agree, 10, 0.1, "the survivors' Metadata to show the new leaders and ISRs")
 
+    # The in-flight writes completed with the failover (well before the produce request timeout, 30 s).
+    inflight.wait(FAILOVER_WAIT_S + 5 - (time.monotonic() - t0))
+    assert time.monotonic() - t0 < FAILOVER_WAIT_S + 5
     # acks=all now completes as soon as the two live replicas have the records (not after replica.lag.time.max.ms).
     second = {p: [f"after-{p}-{i}".encode() for i in range(4)] for p in range(3)}
     t1 = time.monotonic()
     produce(",".join(s.bootstrap for s in survivors), topic, second, timeout=PRODUCE_BOUND_S)
     assert time.monotonic() - t1 < PRODUCE_BOUND_S
     assert time.monotonic() - t0 < FAILOVER_WAIT_S + PRODUCE_BOUND_S
-    got = consume(",".join(s.bootstrap for s in survivors), topic, [0, 1, 2], expected=24)
-    assert got == {p: first[p] + second[p] for p in range(3)}
+    got = consume(",".join(s.bootstrap for s in survivors), topic, [0, 1, 2], expected=26)
+    assert got == {0: first[0] + [b"inflight-0"] + second[0], 1: first[1] + second[1],
+                   2: first[2] + [b"inflight-2"] + second[2]}
 
     # Every LeaderAndIsr the survivors got for these partitions since the kill carried a new leader epoch.
     for s in survivors:
