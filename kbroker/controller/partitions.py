@@ -18,12 +18,12 @@ failure, controlled shutdown, reassignment) is removed from the ISR; when it led
 -1, and the last ISR member is kept so it can lead cleanly when it returns (Kafka >= 1.1 behaviour). Several replicas
 leaving one partition together (brokers failing at once) cost one write, one leader epoch.
 
-New term (``on_become_controller``): brokers that died while no controller was active -- the previous controller
-always among them, its registration gone with its session -- are never reported by a broker change, so every
-broker named by a partition's assignment, ISR or leader and absent from ``/brokers/ids`` is failed here: leaders
-are elected for partitions whose leader is dead, then the dead replicas leave the ISRs (Kafka's
-onControllerFailover: replica state machine startup, OfflineReplica). Unchanged partitions are re-sent with their
-current leader epoch, which the replicas ignore (an equal epoch is not newer: Kafka 2.x does the same).
+New term (``on_become_controller``): brokers that died while no controller was active -- typically the previous
+controller itself, its registration gone with its session -- are never reported by a broker change, so every broker
+a partition state names (leader, ISR) and absent from ``/brokers/ids`` is failed here: leaders are elected for
+partitions whose leader is dead, then the dead replicas leave the ISRs (Kafka's onControllerFailover: replica state
+machine startup, OfflineReplica). Unchanged partitions are re-sent with their current leader epoch, which the
+replicas ignore (an equal epoch is not newer: Kafka 2.x does the same).
 
 Runs in the controller's event greenlet; uses the core's narrow surface (controller.py docstring).
 """
@@ -77,18 +77,19 @@ class PartitionStateMachine:
                 if targets:
                     batch.add_leader_and_isr(targets, PartitionLeadership(tp[0], tp[1], st, replicas))
         self.trigger_online(batch)
-        # Brokers that died while no controller was active -- always the previous controller itself, whose
+        # Brokers that died while no controller was active -- typically the previous controller itself, whose
         # /brokers/ids node vanished with its /controller node, and any broker whose session expired meanwhile --
         # never reach the broker-change handler: this term read /brokers/ids without them. Every one still named in
-        # a partition state (leader, ISR) or assignment is handled as failed here (Kafka's replica state machine
-        # startup: OfflineReplica), after the elections above, so a dead follower leaves the ISR (leader epoch + 1,
+        # a partition state (leader, ISR) is handled as failed here (Kafka's replica state machine startup:
+        # OfflineReplica), after the elections above, so a dead follower leaves the ISR (leader epoch + 1,
         # LeaderAndIsr to the live replicas, which then stop waiting for it: acks=all, transaction markers) and a
         # dead leader with no live ISR member is recorded as gone (leader -1, last ISR member kept).
+        # The states were read at this term's start (a dead broker cannot rejoin an ISR since), so a dead replica
+        # that is neither leader nor in the ISR needs no write (nor a re-read): it is OfflineReplica already.
         for tp, st in sorted(ctx.leadership.items()):
             if tp[0] in ctx.topics_to_delete or tp not in ctx.assignments:
                 continue
-            named = set(ctx.assignments[tp]) | set(st.isr) | {st.leader}
-            dead = {r for r in named if r >= 0 and r not in ctx.live_brokers}
+            dead = {r for r in (st.leader, *st.isr) if r >= 0 and r not in ctx.live_brokers}
             if dead:
                 self.remove_replicas_from_isr(batch, tp, dead)
 

@@ -11,8 +11,9 @@ followed keeps it in its ISR, and acks=all writes (and transaction markers) wait
 Checked within the session timeout + margin (FAILOVER_WAIT_S): the state znode of each partition no longer names
 the dead broker in its ISR, with leader epoch + 1 (Kafka bumps it on every controller ISR change, so the replicas
 apply the new ISR instead of ignoring an equal epoch); the partition the dead controller led has a new live leader;
-the survivors' Metadata agrees; acks=all writes in flight at the kill complete then, and later ones to every partition
-within a bounded time; and no survivor ignored a LeaderAndIsr for these partitions (every one it got carried a new epoch).
+the survivors' Metadata agrees; acks=all writes in flight at the kill complete then, and later ones to every
+partition within a bounded time; and no survivor ignored a LeaderAndIsr for these partitions (every one it got
+carried a new epoch).
 """
 from __future__ import annotations
 
@@ -52,8 +53,8 @@ def create_assigned(bootstrap: str, topic: str, assignment: list[list[int]], tim
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    fut = admin.create_topics([NewTopic(topic, num_partitions=len(assignment), replica_assignment=assignment)], operation_timeout=timeout,
-                              request_timeout=timeout + 5)
+    new = NewTopic(topic, num_partitions=len(assignment), replica_assignment=assignment)
+    fut = admin.create_topics([new], operation_timeout=timeout, request_timeout=timeout + 5)
     fut[topic].result(timeout + 10)
 
 
