@@ -79,6 +79,19 @@ def cluster(tmp_path_factory):
 
 # ------------------------------------------------------------------------------------------------ app processes
 
+_STARTED: list = []   # every AppProcess a test started; the autouse fixture below ends those still running
+
+
+@pytest.fixture(autouse=True)
+def _end_apps():
+    yield
+    while _STARTED:
+        app = _STARTED.pop()
+        if app.proc is not None and app.proc.poll() is None:
+            app.proc.send_signal(signal.SIGCONT)   # a paused zombie must be able to die
+            app.kill()
+
+
 class AppProcess:
     """One eos_app process; stdout (JSON lines, see eos_app's docstring) and stderr go to `<dir>/<name>.log`."""
 
@@ -95,6 +108,7 @@ class AppProcess:
             self.proc = subprocess.Popen([sys.executable, "-m", "tests.integration.eos_app", *self.args, *extra],
                                          stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          cwd=str(REPO_ROOT), env=env)
+        _STARTED.append(self)
         return self
 
     def events(self, kind: str | None = None) -> list[dict]:
@@ -174,7 +188,7 @@ def read_uncommitted(bootstrap: str, topic: str) -> list[bytes]:
 
 def crash_and_recover(cluster, tmp_path, name: str, tid: str | None, n: int = 600):
     """Run the app until it SIGKILLs itself in batch 3 after producing, restart it, wait until the input is
-    processed; returns (crash event, input end offsets, output topic, the two app processes)."""
+    processed; returns (crash event, input end offsets, input topic, output topic, group, (first, second app))."""
     inp, out, ends = setup_topics(cluster, name, n)
     group = f"{name}-group"
     args = app_args(cluster, inp, out, group, tid, batch=50)
