@@ -374,6 +374,8 @@ def test_exactly_once_under_broker_nemesis(cluster, tmp_path):
     stats = [a.events("done")[-1] for a in apps]
     print("apps: " + "; ".join(f"{a.name}: {s}" for a, s in zip(apps, stats)))
     assert codes == [0, 0], [tail(a.log, 30) for a in apps]
+    # the processed positions: per partition, the last offset an app committed in a transaction is the end
+    assert {p: max(s["positions"].get(str(p), 0) for s in stats) for p in range(PARTITIONS)} == ends, stats
     # every kill hit the cluster while the apps still had input to process
     assert len(kills) == len(roles) and all(k[3] < n for k in kills), kills
 
