@@ -30,6 +30,15 @@ reserved in the server's ``RequestMemory`` (``queued.max.request.bytes``) until 
 the budget is spent the connection stops reading until another request releases memory. A request must arrive whole
 within ``socket.request.receive.timeout.ms`` of its first byte, and a connection with nothing happening for
 ``connections.max.idle.ms`` is closed: ``timed_out``, polled by the server (see ``kbroker/server/limits.py``).
+
+Quotas (KIP-219; ``kbroker/quota``, ``RequestContext.throttle``): after its handler returned, a request's handler
+time (less the time it sat parked) is recorded with the request quota (``request_percentage``; the controller's
+requests -- Kafka's ClusterAction APIs -- and follower fetches are exempt), the response's ``throttle_time_ms``
+becomes the largest of what the handler wrote and ``ctx.throttle_ms``, the response is queued at once, and then the
+connection reads nothing -- neither the socket nor requests the client already pipelined -- for ``ctx.throttle_ms``
+(a throttled acks=0 Produce, which has no response, is muted the same). Muted time counts neither for
+socket.request.receive.timeout.ms nor for connections.max.idle.ms. Without quotas (``services.quotas is None``) all
+of this is one attribute test per request.
 """
 import errno
 import fcntl
@@ -79,6 +88,11 @@ TLS_FILE_CHUNK = 256 * 1024
 _SSL_SOCKETS = (ssl.SSLSocket, gevent.ssl.SSLSocket, TlsStream)
 
 
+# The controller's requests (Kafka's ClusterAction APIs: LeaderAndIsr, StopReplica, UpdateMetadata,
+# ControlledShutdown, WriteTxnMarkers): exempt from the request quota, as Kafka's sendResponseExemptThrottle.
+QUOTA_EXEMPT_APIS = frozenset((4, 5, 6, 7, 27))
+
+
 class CloseConnection(Exception):
     """Raised by a handler (or the dispatcher) to drop the connection without a response."""
 
@@ -120,6 +134,10 @@ class Connection:
         self._out_ready = Event()
         self._drained = Event()
         self._drained.set()
+        # Services is frozen: its quotas are read once (tests' stand-ins for Services may have none).
+        self._quotas = getattr(services, "quotas", None)
+        self._muted_until = 0.0   # monotonic time until which nothing is read (a quota's throttle, KIP-219)
+        self._closed = Event()    # set by close(): ends a mute early
         self._writer = gevent.spawn(self._write_loop)
         try:
             sock.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
@@ -131,6 +149,9 @@ class Connection:
         sock, reader = self.sock, self.reader
         try:
             while not self.closing:
+                if self._muted_until:
+                    self._stay_muted()
+                    continue
                 try:
                     payload = reader.next_frame()
                 except FrameError as e:
@@ -189,7 +210,7 @@ class Connection:
         """Why this connection must be closed at ``now`` (monotonic), or None: a request that started arriving more
         than socket.request.receive.timeout.ms ago, or nothing received, sent or handled for
         connections.max.idle.ms. Time spent handling a request counts for neither."""
-        if self.closing or self._dispatching:
+        if self.closing or self._dispatching or self._muted_until:
             return None
         started = self.frame_started
         limits = self.limits
@@ -201,6 +222,17 @@ class Connection:
         if limits.idle_s is not None and now - self.last_active > limits.idle_s:
             return "idle for more than %d ms (connections.max.idle.ms)" % (limits.idle_s * 1000)
         return None
+
+    def _stay_muted(self):
+        """Read nothing until the throttle asked for the last request has passed (or the connection closes); the
+        receive timeout of requests already buffered and the idle clock start again afterwards."""
+        left = self._muted_until - time.monotonic()
+        if left > 0:
+            self._closed.wait(left)
+        self._muted_until = 0.0
+        now = time.monotonic()
+        self.last_active = now
+        self.frame_started = now if self.reader.pending() else None
 
     def _finish(self, drain_seconds=10.0):
         """Let the writer send what is queued (bounded: a peer that stopped reading is not waited for), close."""
@@ -305,13 +337,29 @@ class Connection:
             log.warning("closing %s: %s v%d request failed to decode: %r", self._peer(), api.name, version, e)
             raise CloseConnection("undecodable %s v%d request" % (api.name, version))
         ctx = RequestContext(self.identity, self.services, api_key, version, corr, header.client_id, self)
-        resp = h.fn(ctx, req)
+        quotas = self._quotas
+        if quotas is None:
+            resp = h.fn(ctx, req)
+        else:
+            started = time.perf_counter()
+            resp = h.fn(ctx, req)
+            if not ctx.quota_exempt and api_key not in QUOTA_EXEMPT_APIS:
+                # Kafka's request_percentage unit: handler seconds x 100 (per second of the quota window).
+                spent = max(0.0, time.perf_counter() - started - ctx.parked_s) * 100.0
+                ctx.throttle(quotas.request.record(self.identity, header.client_id, spent))
+        throttle_ms = ctx.throttle_ms
         if resp is None:
+            if throttle_ms:
+                self._muted_until = time.monotonic() + throttle_ms / 1000.0
             return
+        if throttle_ms and resp.get("throttle_time_ms", 0) < throttle_ms:
+            resp["throttle_time_ms"] = throttle_ms      # versions without the field do not encode it
         w = Writer()
         w.buf += encode_response_header(api.response_header_version(version), corr)
         api.encode_response(version, resp, w, pause)
         self.send(w)
+        if throttle_ms:
+            self._muted_until = time.monotonic() + throttle_ms / 1000.0
 
     def _sasl_step(self, payload):
         """Hand a frame to the SASL authenticator; True when it is a request to serve as usual (ApiVersions)."""
@@ -442,6 +490,7 @@ class Connection:
 
     def close(self):
         self.closing = True
+        self._closed.set()
         self._out_ready.set()
         try:
             self.sock.close()

@@ -43,6 +43,17 @@ tests/unit/test_request_context.py checks that the real classes provide every me
 * ``scram`` -- the users' SCRAM credentials (``ScramCredentials``) for the KIP-554 APIs.
 * ``transactions`` -- the transaction coordinator (``kbroker/transaction``) of the ``__transaction_state``
   partitions led here (``TransactionCoordination``); None only in unit tests that build Services by hand.
+* ``quotas`` -- the client quotas (``QuotaEnforcement``, ``kbroker/quota``): None = no quotas at all, so the
+  handlers' and the connection's whole quota work is one ``is None`` test. Produce records the bytes it appended,
+  Fetch the record bytes it answers (not a follower's), the connection each request's handler time; each answer
+  is a throttle time in ms that goes to ``ctx.throttle(ms)``.
+
+Throttling (KIP-219): ``ctx.throttle(ms)`` keeps the largest throttle asked for the request (``ctx.throttle_ms``, 0
+by default). The Connection writes it into the response's ``throttle_time_ms`` (max with what the handler wrote),
+sends the response at once and then reads nothing more from that connection for ``ctx.throttle_ms``: a client that
+ignores the field is held back all the same. ``ctx.parked_s`` is the time the handler spent parked (a long-poll
+Fetch, an acks=all wait), which the request quota does not charge; ``ctx.quota_exempt`` exempts the request from
+the request quota (a follower's Fetch: the replication quotas govern those).
 """
 from dataclasses import dataclass
 from typing import Any, Optional, Protocol
@@ -81,7 +92,8 @@ IN_PROCESS = ClientIdentity(None, "PLAINTEXT", ANONYMOUS, "", -1)
 
 class RequestContext:
     """One request's context (module docstring). Built per request, so a plain class with slots."""
-    __slots__ = ("identity", "services", "connection", "api_key", "api_version", "correlation_id", "client_id")
+    __slots__ = ("identity", "services", "connection", "api_key", "api_version", "correlation_id", "client_id",
+                 "throttle_ms", "parked_s", "quota_exempt")
 
     def __init__(self, identity, services, api_key, api_version, correlation_id=-1, client_id=None,
                  connection=None):
@@ -92,6 +104,14 @@ class RequestContext:
         self.correlation_id = correlation_id
         self.client_id = client_id
         self.connection = connection
+        self.throttle_ms = 0        # the largest throttle (ms) a quota asked for (module docstring: Throttling)
+        self.parked_s = 0.0         # seconds the handler waited parked: not charged to the request quota
+        self.quota_exempt = False   # exempt from the request quota (a follower's Fetch)
+
+    def throttle(self, ms):
+        """A quota asks to throttle this request's client for ``ms`` milliseconds; the largest ask wins."""
+        if ms > self.throttle_ms:
+            self.throttle_ms = ms
 
     @property
     def listener(self):
@@ -261,6 +281,25 @@ class ScramCredentials(Protocol):
     def alter(self, user, upserts, deletes): ...
 
 
+class QuotaManager(Protocol):
+    """One quota type's accounting (kbroker/quota/manager.py ClientQuotaManager)."""
+
+    def record(self, identity, client_id, value, now_ms=None):
+        """Record ``value`` (bytes; for the request quota, percent-seconds of handler time) for the client
+        (``identity.principal``, ``client_id``) -> how long (ms) to throttle it, 0 within its quota."""
+
+
+class QuotaEnforcement(Protocol):
+    """The client quotas (kbroker/quota/manager.py ClientQuotas): ``produce`` (producer_byte_rate), ``fetch``
+    (consumer_byte_rate), ``request`` (request_percentage) managers; ``stats()`` -> the throttle counters (per
+    quota type and per (user, client-id): throttled requests and ms), ready for a metrics endpoint."""
+    produce: QuotaManager
+    fetch: QuotaManager
+    request: QuotaManager
+
+    def stats(self): ...
+
+
 class ControllerAccess(Protocol):
     """This broker's controller (kbroker/controller/controller.py Controller)."""
 
@@ -314,3 +353,4 @@ class Services:
     authorizer: Optional[Authorization] = None
     scram: Optional["ScramCredentials"] = None
     transactions: Optional["TransactionCoordination"] = None
+    quotas: Optional["QuotaEnforcement"] = None

@@ -44,7 +44,7 @@ ip = _picture()
 #   0  leaves usable by everyone: the byte kernels, the error types, frozen partition-state values, the internal
 #      topics' names, the event loop's time slices (timeslice.py), the package root
 #   1  wire schemas and codec; record formats; the coordination backend (znode tree)
-#   2  the on-disk log; the network server (connections, router, metadata cache)
+#   2  the on-disk log; the network server (connections, router, metadata cache); security; client quotas
 #   3  API handlers; replication; configuration (BrokerConfig, topic configs, built on log.LogConfig)
 #   4  the group coordinator; the transaction coordinator; the controller
 #   5  the composition root (broker.py) and the top-level services it wires (topic admin, producer-id blocks); the
@@ -53,7 +53,7 @@ ip = _picture()
 LAYERS = {
     "_native": 0, "errors.py": 0, "cluster_state.py": 0, "internal_topics.py": 0, "timeslice.py": 0, "__init__.py": 0,
     "protocol": 1, "record": 1, "coord": 1,
-    "log": 2, "server": 2, "security": 2,
+    "log": 2, "server": 2, "security": 2, "quota": 2,
     "handlers": 3, "replica": 3, "config": 3,
     "coordinator": 4, "controller": 4, "transaction": 4,
     "broker.py": 5, "topic_admin.py": 5, "producer_ids.py": 5, "client": 5,
