@@ -41,6 +41,7 @@ from kbroker.internal_topics import GROUP_METADATA_TOPIC
 from kbroker.log.log import Log
 from kbroker.log.manager import LogManager, read_properties
 from kbroker.producer_ids import ProducerIdManager
+from kbroker.quota.store import CONSUMER as _CONSUMER_QUOTA, PRODUCER as _PRODUCER_QUOTA, QuotaLimits
 from kbroker.replica.manager import ReplicaManager
 from kbroker.config import listener_sasl, listener_ssl
 from kbroker.security import jaas
@@ -65,6 +66,13 @@ log = logging.getLogger(__name__)
 # How long start() waits for the controller's first UpdateMetadata naming this broker (then it serves anyway); a
 # Metadata request waits as long for ``ready``.
 METADATA_WAIT_S = READY_WAIT_S
+
+
+def static_quotas(cfg):
+    """The static client-id quotas of ``quota.producer.default`` / ``quota.consumer.default`` (Kafka 0.10.1's
+    lowest-precedence defaults) as QuotaLimits takes them; Long.MAX_VALUE, their default, is no quota."""
+    keys = (("quota.producer.default", _PRODUCER_QUOTA), ("quota.consumer.default", _CONSUMER_QUOTA))
+    return {kind: float(cfg[key]) for key, kind in keys if cfg[key] < 2 ** 63 - 1}
 
 
 class Broker:
@@ -157,6 +165,8 @@ class Broker:
         # SCRAM credentials (/config/users) cached before the listeners open; ConfigWatcher keeps them current.
         self.scram_store = ScramStore(self.backend).load_all()
         self.scram_admin = ScramAdmin(self.backend, self.scram_store)
+        # Client quotas (/config/clients, /config/users) likewise; the static defaults are the lowest precedence.
+        self.quota_limits = QuotaLimits(self.backend, static=static_quotas(cfg)).load_all()
         self.control_plane = ControlPlane(self.controller_view, self.control_plane_listener)
         self.services = Services(
             config=cfg, broker_id=self.broker_id, cluster_id=self.cluster_id, metadata=self.metadata_cache,
@@ -174,8 +184,10 @@ class Broker:
                                          cfg.listener_security_protocol_map, rack=self.rack)
         self.control_plane.attach_registrar(self.registrar)
         self.registrar.start()
-        ConfigWatcher(self.backend, self.topic_configs.reload, user_changed=self.scram_store.user_changed).start()
+        ConfigWatcher(self.backend, self.topic_configs.reload, user_changed=self.scram_store.user_changed,
+                      entity_changed=self.quota_limits.entity_changed).start()
         self.scram_store.load_all()   # again, now that changes are watched: none written meanwhile is missed
+        self.quota_limits.load_all()
         self.controller.start()  # joins the election
         self._wait_for_metadata()
         self.ready.set()

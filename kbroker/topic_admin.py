@@ -369,14 +369,17 @@ class ConfigWatcher:
     """Applies the config changes announced under ``/config/changes``: topic configs to the partitions this broker
     hosts (``reload()``, TopicConfigs.reload, in a greenlet of its own after each new notification), and -- when
     ``user_changed`` is given -- a user's SCRAM credentials (``user_changed(user)`` for each new notification whose
-    entity path is ``users/<user>``; kbroker/security/scram_store.py)."""
+    entity path is ``users/<user>``; kbroker/security/scram_store.py), and -- when ``entity_changed`` is given --
+    the client quotas (``entity_changed(path)`` for each new notification whose entity path starts with
+    ``users/`` or ``clients/``: ``clients/C``, ``users/U``, ``users/U/clients/C``; kbroker/quota/store.py)."""
 
     PATH = "/config/changes"
 
-    def __init__(self, backend, reload, user_changed=None):
+    def __init__(self, backend, reload, user_changed=None, entity_changed=None):
         self.backend = backend
         self.reload = reload
         self.user_changed = user_changed
+        self.entity_changed = entity_changed
         self.seen = None
 
     def start(self):
@@ -393,7 +396,7 @@ class ConfigWatcher:
         # Re-read the overrides of every topic hosted here; a change notification names one entity, but reading
         # all hosted topics is simple and cheap next to how rarely configs change.
         gevent.spawn(self.reload)
-        if self.user_changed is not None and new:
+        if (self.user_changed is not None or self.entity_changed is not None) and new:
             gevent.spawn(self._users, sorted(new))
 
     def _users(self, notifications):
@@ -405,5 +408,7 @@ class ConfigWatcher:
             except (ValueError, KeyError, TypeError):
                 log.warning("ignoring malformed config change notification %s", name)
                 continue
-            if entity.startswith("users/") and "/" not in entity[len("users/"):]:
+            if self.user_changed is not None and entity.startswith("users/") and "/" not in entity[len("users/"):]:
                 self.user_changed(entity[len("users/"):])
+            if self.entity_changed is not None and entity.startswith(("users/", "clients/")):
+                self.entity_changed(entity)

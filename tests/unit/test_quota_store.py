@@ -2,6 +2,8 @@
 static defaults, change notifications and the SCRAM keys kept in the same user znode."""
 import json
 
+import gevent
+
 import pytest
 
 from kbroker.coord.embedded import EmbeddedBackend
@@ -163,3 +165,34 @@ def test_all_entities_lists_every_level(backend):
                    ("alice", False): {PRODUCER: 3.0}, (None, "app"): {PRODUCER: 4.0},
                    (None, None): {PRODUCER: 5.0}, (None, False): {PRODUCER: 6.0},
                    (False, "app"): {PRODUCER: 7.0}, (False, None): {PRODUCER: 8.0}}
+
+
+def _until(cond, timeout=5):
+    with gevent.Timeout(timeout):
+        while not cond():
+            gevent.sleep(0.01)
+
+
+def test_watcher_applies_notifications_and_keeps_scram_working(backend):
+    from kbroker.security.scram_store import ScramStore, write_credentials
+    from kbroker.security.sasl.scram import make_credential
+    from kbroker.topic_admin import ConfigWatcher
+    scram = ScramStore(backend)
+    limits = QuotaLimits(backend)
+    ConfigWatcher(backend, lambda: None, user_changed=scram.user_changed,
+                  entity_changed=limits.entity_changed).start()
+    scram.load_all()
+    limits.load_all()
+    store.write_entity(backend, False, "slow", {PRODUCER: 1048576})           # as another broker would
+    _until(lambda: limits.limit_for(PRODUCER, "u", "slow")[1] == 1048576.0)
+    store.write_entity(backend, "u", None, {CONSUMER: 10})
+    _until(lambda: limits.limit_for(CONSUMER, "u", "any") == (("u", "any"), 10.0))
+    cred = make_credential("SCRAM-SHA-256", "pw")
+    write_credentials(backend, "u", {"SCRAM-SHA-256": cred})
+    store.write_entity(backend, "u", False, {REQUEST: 50})
+    _until(lambda: limits.limit_for(REQUEST, "u", "c") == (("u", ""), 50.0))
+    _until(lambda: scram.lookup("u", "SCRAM-SHA-256") == cred)
+    store.write_entity(backend, False, "slow", deletes=[PRODUCER])
+    _until(lambda: limits.limit_for(PRODUCER, "u", "slow")[1] is None)
+    assert not limits.has_quotas(PRODUCER)
+    assert scram.lookup("u", "SCRAM-SHA-256") == cred
