@@ -23,6 +23,7 @@ from kbroker.controller.controller import Controller
 from kbroker.producer_ids import ProducerIdManager
 from kbroker.protocol.apis import APIS
 from kbroker.protocol.headers import encode_request_header
+from kbroker.quota.manager import ClientQuotaManager, ClientQuotas
 from kbroker.replica.manager import ReplicaManager
 from kbroker.security.scram_store import ScramAdmin
 from kbroker.server import context
@@ -117,6 +118,8 @@ def _members(proto):
     (context.ControllerAccess, Controller),
     (context.ScramCredentials, ScramAdmin),
     (context.TransactionCoordination, TransactionCoordinator),
+    (context.QuotaEnforcement, ClientQuotas),
+    (context.QuotaManager, ClientQuotaManager),
 ], ids=lambda x: x.__name__)
 def test_real_collaborators_offer_what_the_handlers_call(proto, real):
     assert _members(proto), proto
@@ -127,6 +130,21 @@ def test_real_collaborators_offer_what_the_handlers_call(proto, real):
         have = list(inspect.signature(impl).parameters)
         # the handlers pass the protocol's parameters positionally: the real method must take them in that order
         assert have[:len(want)] == want, "%s.%s%s vs %s" % (real.__name__, name, have, want)
+
+
+def test_client_quotas_have_the_three_managers():
+    assert set(context.QuotaEnforcement.__annotations__) == {"produce", "fetch", "request"}
+    q = ClientQuotas(limits=None)
+    assert all(isinstance(getattr(q, name), ClientQuotaManager) for name in ("produce", "fetch", "request"))
+
+
+def test_throttle_keeps_the_largest_ask():
+    ctx = RequestContext(IN_PROCESS, None, 0, 9)
+    assert (ctx.throttle_ms, ctx.parked_s, ctx.quota_exempt) == (0, 0.0, False)
+    ctx.throttle(0)
+    ctx.throttle(250)
+    ctx.throttle(100)
+    assert ctx.throttle_ms == 250
 
 
 def test_group_coordinator_has_active():
