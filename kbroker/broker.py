@@ -41,7 +41,7 @@ from kbroker.internal_topics import GROUP_METADATA_TOPIC
 from kbroker.log.log import Log
 from kbroker.log.manager import LogManager, read_properties
 from kbroker.producer_ids import ProducerIdManager
-from kbroker.quota.store import CONSUMER as _CONSUMER_QUOTA, PRODUCER as _PRODUCER_QUOTA, QuotaLimits
+from kbroker.quota.store import CONSUMER as _CONSUMER_QUOTA, PRODUCER as _PRODUCER_QUOTA, QuotaAdmin, QuotaLimits
 from kbroker.replica.manager import ReplicaManager
 from kbroker.config import listener_sasl, listener_ssl
 from kbroker.security import jaas
@@ -173,6 +173,7 @@ class Broker:
             replicas=self.replica_manager, topics=self.topic_admin, producer_ids=self.producer_ids,
             groups=self.group_coordinator, control_plane=self.control_plane, controller=self.controller,
             ready=self.ready, authorizer=self.authorizer, scram=self.scram_admin,
+            client_quotas=QuotaAdmin(self.backend, self.quota_limits),
             transactions=self.transaction_coordinator)
         self.channel.local_handler = local_dispatcher(self.services)
         self.server = KafkaServer(self.services, self.router, cfg.listeners, cfg["socket.request.max.bytes"],

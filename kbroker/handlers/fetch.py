@@ -52,6 +52,12 @@ nothing is returned), which clients use to drop aborted records; level 0 answers
 ``last_stable_offset`` is the partition's LSO for every fetcher (= HW when no transaction is open). A parked
 read_committed fetch re-reads when the HW moves or a marker is appended, the only two events that move the LSO.
 Any other isolation level closes the connection (Kafka fails the whole request: IsolationLevel.forId throws).
+Quotas (``ctx.services.quotas``, kbroker/quota; Kafka's handleFetchRequest): a consumer's response budget is at
+most what its ``consumer_byte_rate`` allows over the full quota span (bound x (quota.window.num - 1) x
+quota.window.size.seconds); the record bytes of the answer are recorded once it is read, and when that puts the
+client over its quota they are taken back and the answer carries no partitions at all, only the throttle time
+(the connection then mutes it: KIP-219). Follower fetches are exempt from the client quotas (the replication
+throttles govern them), and the long-poll wait is not charged to the request quota.
 Fetch sessions (v7+) are answered sessionless (session_id 0): clients then send full requests every time.
 Deviations: a batch of more than 100 000 records is not down-converted (above; Kafka converts anything, at
 ~360 bytes of memory per record here). zstd batches are not withheld from v4-v9 fetchers (Kafka answers
@@ -112,6 +118,15 @@ def fetch(ctx, req):
         isolation = 0
     max_wait = max(0, req["max_wait_ms"]) / 1000.0
     budget = response_budget(ctx.services.config, version, req)
+    quotas = ctx.services.quotas
+    if quotas is not None:
+        if follower or ctx.identity.in_process:
+            ctx.quota_exempt = True
+            quotas = None
+        else:
+            most = quotas.fetch.max_in_window(ctx.identity, ctx.client_id)
+            if most is not None and most < budget:
+                budget = int(most)
     min_bytes = min(req["min_bytes"], budget)
     deadline = time.monotonic() + max_wait
     wanted = unique_partitions(req)
@@ -133,7 +148,9 @@ def fetch(ctx, req):
         try:
             # Re-check after registering: an append between the read and now would otherwise be missed.
             if not ev.is_set():
+                parked = time.monotonic()
                 ev.wait(remaining)
+                ctx.parked_s += time.monotonic() - parked
         finally:
             for p in parts:
                 p.remove_waiter(ev, follower)
@@ -141,6 +158,14 @@ def fetch(ctx, req):
             responses, total, had_error = _read_all(replicas, version, wanted, replica_id, False, budget, denied,
                                                     isolation)
             break
+    if quotas is not None:
+        throttle_ms = quotas.fetch.record(ctx.identity, ctx.client_id, total)
+        if throttle_ms:
+            # Over the quota: the records are not sent (nor counted), only the throttle (Kafka's throttled
+            # response of a sessionless fetch: no partitions).
+            quotas.fetch.unrecord(ctx.identity, ctx.client_id, total)
+            ctx.throttle(throttle_ms)
+            return {"throttle_time_ms": throttle_ms, "error_code": 0, "session_id": 0, "responses": []}
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
 
 

@@ -141,9 +141,14 @@ def read_entity(backend, user=False, client=False):
     return quotas_of(_decode(data)) if data is not None else {}
 
 
-def _format(value):
-    """A quota as Kafka's ConfigCommand/admin client writes it: a double's string (``1048576.0``)."""
-    return repr(float(value))
+# The quota keys Kafka types LONG (QuotaConfigs): stored as integers ("1048576"); request_percentage is a DOUBLE.
+LONG_KEYS = frozenset((PRODUCER, CONSUMER))
+
+
+def _format(key, value):
+    """A quota value as Kafka's broker stores it (ZkAdminManager): a LONG key's integer, a DOUBLE's Java
+    ``Double.toString`` (``12.5``, ``50.0``)."""
+    return str(int(value)) if key in LONG_KEYS else repr(float(value))
 
 
 def write_entity(backend, user=False, client=False, upserts=None, deletes=()):
@@ -158,7 +163,7 @@ def write_entity(backend, user=False, client=False, upserts=None, deletes=()):
         for key in deletes:
             config.pop(key, None)
         for key, value in (upserts or {}).items():
-            config[key] = _format(value)
+            config[key] = _format(key, value)
         try:
             if stat is None:
                 if not config:
@@ -310,3 +315,22 @@ class QuotaLimits:
     def entities(self):
         """{(user, client): {key: float}} as cached (a copy; entity_path's convention)."""
         return {k: dict(v) for k, v in self._entities.items()}
+
+
+class QuotaAdmin:
+    """What the KIP-546 handlers use (``Services.client_quotas``): reads and writes go to the coordination backend,
+    the truth every broker's QuotaLimits follows. May block the calling greenlet on the backend."""
+
+    def __init__(self, backend, limits=None):
+        self.backend = backend
+        self.limits = limits
+
+    def entities(self):
+        """[((user, client), {key: float})] of every entity with a quota (``all_entities``)."""
+        return all_entities(self.backend)
+
+    def alter(self, user, client, upserts, deletes):
+        """Write one entity's quotas and notify; this broker's QuotaLimits is refreshed at once too."""
+        write_entity(self.backend, user, client, upserts, deletes)
+        if self.limits is not None:
+            self.limits.entity_changed(notification_path(user, client))

@@ -41,8 +41,11 @@ tests/unit/test_request_context.py checks that the real classes provide every me
   Handlers ask through ``ctx.authorize(operation, resource_type, name)`` (names from ``kbroker/security/acl.py``),
   never through the authorizer directly, so the identity asked about is always the connection's.
 * ``scram`` -- the users' SCRAM credentials (``ScramCredentials``) for the KIP-554 APIs.
+* ``client_quotas`` -- the configured client quotas (``ClientQuotaAdministration``) for the KIP-546 APIs.
 * ``transactions`` -- the transaction coordinator (``kbroker/transaction``) of the ``__transaction_state``
   partitions led here (``TransactionCoordination``); None only in unit tests that build Services by hand.
+* ``replication`` -- this broker's leader replication quota (``ReplicationThrottle``, KIP-73,
+  kbroker/quota/replication.py) for Fetch's follower reads; None = no replication throttling.
 * ``quotas`` -- the client quotas (``QuotaEnforcement``, ``kbroker/quota``): None = no quotas at all, so the
   handlers' and the connection's whole quota work is one ``is None`` test. Produce records the bytes it appended,
   Fetch the record bytes it answers (not a follower's), the connection each request's handler time; each answer
@@ -281,6 +284,27 @@ class ScramCredentials(Protocol):
     def alter(self, user, upserts, deletes): ...
 
 
+class ClientQuotaAdministration(Protocol):
+    """The client quotas in the coordination backend (kbroker/quota/store.py QuotaAdmin), for DescribeClientQuotas
+    / AlterClientQuotas; None on a broker built without it. Entities are (user, client): a name, None for
+    ``<default>``, False when the entity has no such part."""
+
+    def entities(self): ...
+
+    def alter(self, user, client, upserts, deletes): ...
+
+
+class ReplicationThrottle(Protocol):
+    """The leader replication quota (kbroker/quota/replication.py ReplicationQuota): ``bounded`` (a bool)."""
+
+    def is_throttled(self, tp):
+        """Whether (topic, p) is in this broker's leader.replication.throttled.replicas."""
+
+    def is_quota_exceeded(self, now=None): ...
+
+    def record(self, nbytes, now=None): ...
+
+
 class QuotaManager(Protocol):
     """One quota type's accounting (kbroker/quota/manager.py ClientQuotaManager)."""
 
@@ -354,3 +378,5 @@ class Services:
     scram: Optional["ScramCredentials"] = None
     transactions: Optional["TransactionCoordination"] = None
     quotas: Optional["QuotaEnforcement"] = None
+    replication: Optional["ReplicationThrottle"] = None
+    client_quotas: Optional["ClientQuotaAdministration"] = None

@@ -139,12 +139,14 @@ def test_write_entity_keeps_scram_keys_and_notifies(backend):
     assert store.write_entity(backend, "alice", False, {PRODUCER: 1048576}) == {PRODUCER: 1048576.0}
     data, _ = backend.get("/config/users/alice")
     assert json.loads(data) == {"version": 1, "config": {"SCRAM-SHA-256": "salt=abc",
-                                                         PRODUCER: "1048576.0"}}
+                                                         PRODUCER: "1048576"}}
+    store.write_entity(backend, "alice", False, {REQUEST: 50})
+    assert json.loads(backend.get("/config/users/alice")[0])["config"][REQUEST] == "50.0"
     changes = backend.get_children("/config/changes")
-    assert len(changes) == 1
+    assert len(changes) == 2
     assert json.loads(backend.get("/config/changes/" + changes[0])[0]) == {"version": 2,
                                                                            "entity_path": "users/alice"}
-    assert store.write_entity(backend, "alice", False, deletes=[PRODUCER]) == {}
+    assert store.write_entity(backend, "alice", False, deletes=[PRODUCER, REQUEST]) == {}
     assert json.loads(backend.get("/config/users/alice")[0])["config"] == {"SCRAM-SHA-256": "salt=abc"}
     # An entity left with no key keeps an empty config (as Kafka); a sanitized user's <default> client.
     store.write_entity(backend, "a b", None, {CONSUMER: 5})
@@ -153,7 +155,7 @@ def test_write_entity_keeps_scram_keys_and_notifies(backend):
     assert json.loads(backend.get("/config/users/a%20b/clients/<default>")[0]) == {"version": 1, "config": {}}
     assert [json.loads(backend.get("/config/changes/" + c)[0])["entity_path"]
             for c in backend.get_children("/config/changes")] == [
-        "users/alice", "users/alice", "users/a%20b/clients/<default>", "users/a%20b/clients/<default>"]
+        "users/alice", "users/alice", "users/alice", "users/a%20b/clients/<default>", "users/a%20b/clients/<default>"]
 
 
 def test_all_entities_lists_every_level(backend):
