@@ -18,6 +18,11 @@ With ISR = [leader] the HW moves in the append itself, so acks=-1 costs no Event
 Transactional batches (KIP-98): a producer's first transactional batch opens its transaction on the partition (the
 last stable offset stays at its first offset until the coordinator's marker, kbroker/replica/producer_state.py); a
 non-transactional batch from a producer whose transaction is open answers INVALID_TXN_STATE (48).
+Quotas (``ctx.services.quotas``, kbroker/quota): the bytes of every partition entry's records -- appended or not,
+as Kafka records the request whatever became of it -- go to the ``producer_byte_rate`` quota once the request is
+done, and its throttle to ``ctx.throttle`` (the connection answers, then mutes: KIP-219; an acks=0 request is
+muted too). Time spent waiting for acks=all is not charged to the request quota; acks=0 requests are exempt
+from it (Kafka's handleProduceRequest).
 
 Authorization (Kafka's KafkaApis.handleProduceRequest, ``kbroker/handlers/auth.py``), before anything is appended:
 a request whose records are transactional (the first batch of any partition has the transactional bit) needs
@@ -81,15 +86,33 @@ def produce(ctx, req):
                     yield_to_loop()         # not gevent.sleep(0): that never polls sockets (kbroker/timeslice.py)
                     slice_start = time.monotonic()
             responses.append({"name": name, "partition_responses": parts})
-    if acks == 0:
-        return None
     if waiting:
         conn = ctx.connection
+        parked = time.monotonic()
         delayed.wait(req["timeout_ms"], (lambda: conn.closing) if conn is not None else None)
+        ctx.parked_s += time.monotonic() - parked
         for resp, ack in waiting:
             if ack.error_code:
                 resp["error_code"] = ack.error_code
+    quotas = ctx.services.quotas
+    if quotas is not None and not ctx.identity.in_process:
+        _record_quota(ctx, quotas, req, acks)
+    if acks == 0:
+        return None
     return {"responses": responses, "throttle_time_ms": 0}
+
+
+def _record_quota(ctx, quotas, req, acks):
+    """The request's record bytes into producer_byte_rate (module docstring: Quotas)."""
+    size = 0
+    for t in req["topic_data"]:
+        for pd in t["partition_data"]:
+            records = pd["records"]
+            if records is not None:
+                size += len(records)
+    ctx.throttle(quotas.produce.record(ctx.identity, ctx.client_id, size))
+    if acks == 0:
+        ctx.quota_exempt = True
 
 
 def _partition_response(index, code=0):
