@@ -41,6 +41,7 @@ from kbroker.internal_topics import GROUP_METADATA_TOPIC
 from kbroker.log.log import Log
 from kbroker.log.manager import LogManager, read_properties
 from kbroker.producer_ids import ProducerIdManager
+from kbroker.quota.manager import ClientQuotas
 from kbroker.quota.store import CONSUMER as _CONSUMER_QUOTA, PRODUCER as _PRODUCER_QUOTA, QuotaAdmin, QuotaLimits
 from kbroker.replica.manager import ReplicaManager
 from kbroker.config import listener_sasl, listener_ssl
@@ -174,6 +175,8 @@ class Broker:
             groups=self.group_coordinator, control_plane=self.control_plane, controller=self.controller,
             ready=self.ready, authorizer=self.authorizer, scram=self.scram_admin,
             client_quotas=QuotaAdmin(self.backend, self.quota_limits),
+            # Always built: quotas may be added at any time; without any, a record is one dict read.
+            quotas=ClientQuotas(self.quota_limits, cfg["quota.window.num"], cfg["quota.window.size.seconds"]),
             transactions=self.transaction_coordinator)
         self.channel.local_handler = local_dispatcher(self.services)
         self.server = KafkaServer(self.services, self.router, cfg.listeners, cfg["socket.request.max.bytes"],
