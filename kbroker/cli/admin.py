@@ -51,6 +51,8 @@ from kbroker.client.admin import (DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG, RESOURCE
                                   SOURCE_NAMES, AdminClient, NewTopic)
 from kbroker.errors import KafkaError
 
+from . import client_quotas
+from .client_quotas import EntityNameAction, check_entities
 from .common import ArgParser, CommandError, UsageError, emit, usage_error
 from .topics_common import (NAME_COLLISION_WARNING, ZERO_UUID, ensure_topics_exist, format_partition_line,
                             format_topic_line, parse_replica_assignment, parse_topic_configs, topic_filter, uuid_str)
@@ -322,8 +324,11 @@ def configs_parser():
     p.add_argument("--zookeeper", help=argparse.SUPPRESS)
     p.add_argument("--describe", action="store_true")
     p.add_argument("--alter", action="store_true")
-    p.add_argument("--entity-type", choices=sorted(_ENTITY_TYPES) + ["users"])
-    p.add_argument("--entity-name")
+    p.add_argument("--entity-type", action="append", choices=sorted(_ENTITY_TYPES) + ["clients", "users"],
+                   help="repeatable: users and clients together name a user+client-id quota entity")
+    p.add_argument("--entity-name", dest="entity_names", action=EntityNameAction)
+    p.add_argument("--entity-default", dest="entity_names", action=EntityNameAction, nargs=0,
+                   help="the <default> entity of clients/users (paired with --entity-type in order)")
     p.add_argument("--topic", help="shorthand for --entity-type topics --entity-name TOPIC")
     p.add_argument("--add-config", metavar="K1=V1,K2=[A,B]")
     p.add_argument("--delete-config", action="append", default=[], metavar="K1,K2")
@@ -334,9 +339,21 @@ def configs_parser():
 
 def parse_configs_args(argv):
     args = configs_parser().parse_args(argv)
-    if args.zookeeper is not None and args.entity_type != "users":
-        # Kafka 3.x keeps --zookeeper for users' SCRAM credentials only (the brokers' own, before any runs).
-        raise UsageError("--zookeeper is only supported for --entity-type users (SCRAM credentials): use "
+    # Kafka pairs the types with the names / defaults in command-line order ('' = <default>).
+    args.entity_types, args.entity_names = args.entity_type or [], args.entity_names or []
+    args.entity_type = args.entity_types[0] if args.entity_types else None
+    args.entity_name = args.entity_names[0] if args.entity_names else None
+    quota_entity = bool(args.entity_types) and set(args.entity_types) <= {"users", "clients"}
+    problem = check_entities(args.entity_types, args.entity_names) if quota_entity else None
+    if problem:
+        raise UsageError(problem)
+    if not quota_entity and (len(args.entity_types) > 1 or len(args.entity_names) > 1 or args.entity_name == ""):
+        raise UsageError("one --entity-type and --entity-name (no --entity-default) for %s"
+                         % ",".join(args.entity_types))
+    if args.zookeeper is not None and not quota_entity:
+        # Kafka 3.x keeps --zookeeper for users' SCRAM credentials (the brokers' own, before any runs); kbroker
+        # also keeps the 0.10-2.x ZooKeeper mode of client quotas.
+        raise UsageError("--zookeeper is only supported for --entity-type users / clients: use "
                          "--bootstrap-server")
     if args.zookeeper is not None and args.bootstrap_server:
         raise UsageError("Only one of --bootstrap-server or --zookeeper must be specified")
@@ -348,10 +365,11 @@ def parse_configs_args(argv):
         if args.entity_type not in (None, "topics") or args.entity_name:
             raise UsageError("--topic can't be combined with --entity-type/--entity-name")
         args.entity_type, args.entity_name = "topics", args.topic
+        args.entity_types, args.entity_names = ["topics"], [args.topic]
     if not args.entity_type:
         raise UsageError("At least one entity type must be specified")
     if args.alter:
-        if not args.entity_name:
+        if not args.entity_name and not (quota_entity and args.entity_name == ""):
             raise UsageError("an entity name must be specified with --alter of %s" % args.entity_type)
         if not args.add_config and not args.delete_config:
             raise UsageError("At least one of --add-config or --delete-config must be specified with --alter")
@@ -415,20 +433,6 @@ def configs_alter(admin, args):
     return 0
 
 
-def _users_command(args):
-    """Users' SCRAM credentials (kbroker/cli/scram_users.py), over --bootstrap-server or --zookeeper."""
-    from kbroker.cli import scram_users
-    if args.zookeeper:
-        if args.alter:
-            return scram_users.alter(args, parse_add_config(args.add_config), parse_delete_config(args.delete_config))
-        return scram_users.describe(args)
-    with AdminClient(args.bootstrap_server) as admin:
-        if args.alter:
-            return scram_users.alter(args, parse_add_config(args.add_config), parse_delete_config(args.delete_config),
-                                     admin)
-        return scram_users.describe(args, admin)
-
-
 def configs_main(argv):
     try:
         args = parse_configs_args(argv)
@@ -437,8 +441,9 @@ def configs_main(argv):
         return 1
 
     def run(a):
-        if a.entity_type == "users":
-            return _users_command(a)
+        if a.entity_type in ("users", "clients"):
+            return client_quotas.run(a, parse_add_config(a.add_config), parse_delete_config(a.delete_config),
+                                     AdminClient)
         with AdminClient(a.bootstrap_server) as admin:
             return (configs_alter if a.alter else configs_describe)(admin, a)
     return _run(run, args, "config")
