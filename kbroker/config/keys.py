@@ -344,10 +344,9 @@ _KEYS = [
     _k("producer.purgatory.purge.interval.requests", "int", 1000, None, M, "Kafka: produce purgatory purge period",
        effect=no_effect(_PURGATORY)),
     # -- quotas
-    _k("quota.producer.default", "long", LONG_MAX, Range(1), H, "Default produce byte rate per client-id",
-       effect=refused_unless_default(_QUOTAS)),
-    _k("quota.consumer.default", "long", LONG_MAX, Range(1), H, "Default fetch byte rate per client-id",
-       effect=refused_unless_default(_QUOTAS)),
+    # The lowest-precedence client-id quotas (Kafka 0.10.1; kbroker/quota/store.py), under any /config/clients etc.
+    _k("quota.producer.default", "long", LONG_MAX, Range(1), H, "Default produce byte rate per client-id"),
+    _k("quota.consumer.default", "long", LONG_MAX, Range(1), H, "Default fetch byte rate per client-id"),
     _k("quota.window.num", "int", 11, Range(1), L, "Quota sample windows (client quotas: kbroker/quota/sensor.py)"),
     _k("quota.window.size.seconds", "int", 1, Range(1), L,
        "Quota sample window length (client quotas; also the request quota's longest throttle)"),

@@ -198,3 +198,11 @@ def test_watcher_applies_notifications_and_keeps_scram_working(backend):
     _until(lambda: limits.limit_for(PRODUCER, "u", "slow")[1] is None)
     assert not limits.has_quotas(PRODUCER)
     assert scram.lookup("u", "SCRAM-SHA-256") == cred
+
+
+def test_static_defaults_from_the_broker_config():
+    from kbroker.broker import static_quotas
+    from kbroker.config import BrokerConfig
+    assert static_quotas(BrokerConfig.from_sources(None, [])) == {}
+    cfg = BrokerConfig.from_sources(None, ["quota.producer.default=1048576", "quota.consumer.default=2048"])
+    assert static_quotas(cfg) == {PRODUCER: 1048576.0, CONSUMER: 2048.0}
