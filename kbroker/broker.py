@@ -43,6 +43,7 @@ from kbroker.log.manager import LogManager, read_properties
 from kbroker.producer_ids import ProducerIdManager
 from kbroker.quota.manager import ClientQuotas
 from kbroker.quota.store import CONSUMER as _CONSUMER_QUOTA, PRODUCER as _PRODUCER_QUOTA, QuotaAdmin, QuotaLimits
+from kbroker.quota.replication import RATE_KEYS as _REPLICATION_RATE_KEYS, BrokerThrottleWatcher, ReplicationQuotas
 from kbroker.replica.manager import ReplicaManager
 from kbroker.config import listener_sasl, listener_ssl
 from kbroker.security import jaas
@@ -153,12 +154,18 @@ class Broker:
         self.log_manager.cleaner.stable_offset_of = self._last_stable_offset
         self.metadata_cache.deletion_listeners.append(self.topic_configs.forget)
         self.topic_admin = TopicAdmin(self.topic_store, cfg, self.metadata_cache, self.topic_configs.apply)
+        # KIP-73: the static rates, overridden by /config/brokers/<id> or <default> (kept current by the watcher).
+        self.replication_quotas = ReplicationQuotas(
+            self.broker_id, cfg["replication.quota.window.num"], cfg["replication.quota.window.size.seconds"],
+            static={k: cfg[k] for k in _REPLICATION_RATE_KEYS}, overrides_for=self.topic_configs.overrides)
+        BrokerThrottleWatcher(self.backend, self.replication_quotas, gevent.spawn).start()
         self.replica_manager = ReplicaManager(
             self.broker_id, self.log_manager, log_config_for=self.topic_configs.log_config, isr_writer=self.write_isr,
             connect=self.replica_address, flusher=self._flush_log, config=cfg,
             partition_exists=lambda t, p: self.metadata_cache.partition(t, p) is not None,
             offload=lambda fn, *args: self._replica_pool.apply(fn, args),
-            security=self.channel_security(cfg.inter_broker_listener)).start()
+            security=self.channel_security(cfg.inter_broker_listener),
+            replication_quotas=self.replication_quotas).start()
         self._start_group_coordinator()
         self._build_controller()
         self._start_transaction_coordinator()
@@ -177,7 +184,7 @@ class Broker:
             client_quotas=QuotaAdmin(self.backend, self.quota_limits),
             # Always built: quotas may be added at any time; without any, a record is one dict read.
             quotas=ClientQuotas(self.quota_limits, cfg["quota.window.num"], cfg["quota.window.size.seconds"]),
-            transactions=self.transaction_coordinator)
+            transactions=self.transaction_coordinator, replication=self.replication_quotas.leader)
         self.channel.local_handler = local_dispatcher(self.services)
         self.server = KafkaServer(self.services, self.router, cfg.listeners, cfg["socket.request.max.bytes"],
                                   sasl=self._sasl_listeners(), tls=self._tls_listeners())

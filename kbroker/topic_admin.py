@@ -342,6 +342,12 @@ class TopicConfigs:
             self._overrides[topic] = read_overrides(self.store, topic)
         return LogConfig(**log_config_for(self.config, self._overrides[topic]))
 
+    def overrides(self, topic):
+        """The topic's raw overrides (read like ``log_config``; the replication quotas' throttled-replica lists)."""
+        if topic not in self._overrides:
+            self._overrides[topic] = read_overrides(self.store, topic)
+        return self._overrides[topic]
+
     def apply(self, topic, overrides):
         """New overrides for a topic: live partitions switch to the new LogConfig at once."""
         self._overrides[topic] = dict(overrides)

@@ -2,7 +2,7 @@
 
     kbroker-admin reassign-partitions --zookeeper H:P[,H:P][/chroot] --generate \\
         --topics-to-move-json-file F --broker-list "1,2,3" [--disable-rack-aware]
-    kbroker-admin reassign-partitions --zookeeper Z --execute --reassignment-json-file F
+    kbroker-admin reassign-partitions --zookeeper Z --execute --reassignment-json-file F [--throttle B/S]
     kbroker-admin reassign-partitions --zookeeper Z --verify  --reassignment-json-file F
 
 Files (Kafka's JSON):
@@ -56,9 +56,29 @@ unknown partitions -> ``The proposed assignment contains non-existent partitions
 registered -> ``The proposed assignment contains non-existent brokerIDs: B,...`` (the last two checks are
 Kafka 0.10.2's).
 
+Replication throttle (KIP-73, Kafka 0.10.1's ``--throttle``, bytes/s; -1, the default, = none). ``--execute
+--throttle N`` writes, before the reassignment znode, exactly what Kafka's tool writes:
+
+* ``leader.replication.throttled.rate`` and ``follower.replication.throttled.rate`` = N in ``/config/brokers/<id>``
+  (other keys of that znode kept) of every broker holding a current or proposed replica of the file's topics, each
+  followed by a ``brokers/<id>`` ``/config/changes`` notification; then prints ``The throttle limit was set to N
+  B/s``;
+* per moved topic, ``leader.replication.throttled.replicas`` = the current replicas of its partitions whose replica
+  list changes and ``follower.replication.throttled.replicas`` = the proposed replicas they do not have yet, both
+  ``partition:broker,...`` (other topic overrides kept; a ``topics/<t>`` notification);
+* and, before ``Successfully started...``, Kafka's ``Warning: You must run Verify periodically, until the
+  reassignment completes, to ensure the throttle is removed. You can also alter the throttle by rerunning the
+  Execute command passing a new value.``
+
+While a reassignment runs, ``--execute --throttle N`` only re-applies the rates (Kafka's maybeLimit) and exits 0.
+``--verify``, once every partition of the file completed successfully, removes the two rates from every registered
+broker and the two lists from the file's topics, and prints ``Throttle was removed.`` if it removed anything.
+``--replica-alter-log-dirs-throttle`` (Kafka 1.1+, moves between log directories) is refused: kbroker has no
+AlterReplicaLogDirs, so there is nothing to throttle.
+
 Errors: ``Partitions reassignment failed due to <message>`` on stderr, exit 1 (Kafka printed it and a stack trace
-on stdout and exited 0). Usage errors: the problem and the usage on stderr, exit 1. ``--throttle`` is refused:
-kbroker does not throttle replication. ZooKeeper sessions use Kafka's tool timeouts (30 s session and connect).
+on stdout and exited 0). Usage errors: the problem and the usage on stderr, exit 1.
+ZooKeeper sessions use Kafka's tool timeouts (30 s session and connect).
 """
 import argparse
 import json
@@ -69,6 +89,8 @@ from kbroker.controller.admin_znodes import ReassignPartitionsZNode
 from kbroker.controller.assignment import assign_replicas_to_brokers
 from kbroker.coord.errors import CoordinationError, NodeExistsError
 from kbroker.coord.metadata_store import TopicStore
+from kbroker.coord.znodes import ConfigEntityChangeNotificationSequenceZNode, ConfigEntityZNode
+from kbroker.quota.replication import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
 
 from .common import (ArgParser, CommandError, UsageError, duplicates, json_int, live_brokers, load_json, read_file,
                      tp_str, usage_error, zookeeper)
@@ -82,6 +104,11 @@ STARTED = "Successfully started reassignment of partitions."
 RUNNING = "There is an existing assignment running."
 STATUS_HEADING = "Status of partition reassignment: "
 COMPLETED, IN_PROGRESS, FAILED = "completed successfully", "is still in progress", "failed"
+THROTTLE_WARNING = ("Warning: You must run Verify periodically, until the reassignment completes, to ensure the "
+                    "throttle is removed. You can also alter the throttle by rerunning the Execute command passing "
+                    "a new value.")
+THROTTLE_SET = "The throttle limit was set to %d B/s"
+THROTTLE_REMOVED = "Throttle was removed."
 
 
 # ---------------------------------------------------------------------------------------------- formatting
@@ -241,14 +268,83 @@ def action_generate(backend, args, out, err):
     return 0
 
 
+# ---------------------------------------------------------------------------------------------- throttle
+
+def _write_entity_config(backend, entity_type, name, update, remove=()):
+    """Rewrite /config/<entity_type>/<name> with ``update`` set and ``remove`` dropped (other keys kept), then
+    announce it (Kafka's AdminUtils.changeEntityConfig) -> whether anything changed."""
+    path = ConfigEntityZNode.path(entity_type, name)
+    data, _ = backend.get_or_none(path)
+    config = ConfigEntityZNode.decode(data) if data else {}
+    new = {k: v for k, v in config.items() if k not in remove}
+    new.update(update)
+    if new == config:
+        return False
+    if data is None:
+        backend.create(path, ConfigEntityZNode.encode(new), makepath=True)
+    else:
+        backend.set(path, ConfigEntityZNode.encode(new))
+    backend.create(ConfigEntityChangeNotificationSequenceZNode.path_prefix(),
+                   ConfigEntityChangeNotificationSequenceZNode.encode("%s/%s" % (entity_type, name)),
+                   sequence=True, makepath=True)
+    return True
+
+
+def throttled_replicas(current, proposed):
+    """-> {topic: (leader list, follower list)} as Kafka's assignThrottledReplicas: for each partition whose replica
+    list changes, its current replicas (leader side) and the proposed ones it does not have (follower side), each
+    ``partition:broker`` joined by commas, partitions in order."""
+    out = {}
+    for tp in sorted(proposed):
+        old, new = current.get(tp, []), proposed[tp]
+        leader, follower = out.setdefault(tp[0], ([], []))
+        if list(old) == list(new):
+            continue
+        leader.extend("%d:%d" % (tp[1], b) for b in old)
+        follower.extend("%d:%d" % (tp[1], b) for b in new if b not in old)
+    return {t: (",".join(ls), ",".join(fs)) for t, (ls, fs) in out.items()}
+
+
+def set_throttle_rates(backend, brokers, throttle, out):
+    """Kafka's maybeLimit: both rates on every broker involved."""
+    rate = str(throttle)
+    for b in sorted(set(brokers)):
+        _write_entity_config(backend, "brokers", str(b), {LEADER_RATE: rate, FOLLOWER_RATE: rate})
+    print(THROTTLE_SET % throttle, file=out)
+
+
+def remove_throttle(backend, topics, statuses, out):
+    """Kafka's removeThrottle: once every partition completed, the rates from all registered brokers and the
+    replica lists from ``topics``."""
+    if not all(status == COMPLETED for _, status, _ in statuses):
+        return
+    changed = False
+    for b in sorted(live_brokers(backend)):
+        changed |= _write_entity_config(backend, "brokers", str(b), {}, (LEADER_RATE, FOLLOWER_RATE))
+    for t in dict.fromkeys(topics):
+        if backend.exists(ConfigEntityZNode.path("topics", t)) is not None:
+            changed |= _write_entity_config(backend, "topics", t, {}, (LEADER_REPLICAS, FOLLOWER_REPLICAS))
+    if changed:
+        print(THROTTLE_REMOVED, file=out)
+
+
 def action_execute(backend, args, out, err):
     store = TopicStore(backend)
     wanted = validate_reassignment(store, parse_reassignment(read_file(args.reassignment_json_file)))
+    current = current_assignment(store, [tp[0] for tp in wanted])
+    brokers = {b for replicas in list(current.values()) + list(wanted.values()) for b in replicas}
     if backend.exists(ReassignPartitionsZNode.path()) is not None:
         print(RUNNING, file=err)
+        if args.throttle >= 0:
+            set_throttle_rates(backend, brokers, args.throttle, out)   # Kafka: only the rates change
+            return 0
         return 1
-    current = current_assignment(store, [tp[0] for tp in wanted])
     print("%s\n\n%s\n\n%s" % (CURRENT_HEADING, format_reassignment_json(current), ROLLBACK_NOTE), file=out)
+    if args.throttle >= 0:
+        print(THROTTLE_WARNING, file=out)
+        set_throttle_rates(backend, brokers, args.throttle, out)
+        for topic, (leader, follower) in throttled_replicas(current, wanted).items():
+            _write_entity_config(backend, "topics", topic, {LEADER_REPLICAS: leader, FOLLOWER_REPLICAS: follower})
     try:
         backend.create(ReassignPartitionsZNode.path(), ReassignPartitionsZNode.encode(wanted), makepath=True)
     except NodeExistsError:
@@ -287,6 +383,7 @@ def action_verify(backend, args, out, err):
                   file=out)
     for tp, status, _ in statuses:
         print("Reassignment of partition %s %s" % (tp_str(tp), status), file=out)
+    remove_throttle(backend, [tp[0] for tp in wanted], statuses, out)
     return 0
 
 
@@ -309,7 +406,9 @@ def parser():
                    help='generate: {"topics":[{"topic":"foo"},{"topic":"foo1"}],"version":1}')
     p.add_argument("--broker-list", metavar='"0,1,2"', help="generate: the brokers to move the partitions to")
     p.add_argument("--disable-rack-aware", action="store_true", help="generate: ignore the brokers' racks")
-    p.add_argument("--throttle", metavar="BYTES/S", help=argparse.SUPPRESS)
+    p.add_argument("--throttle", metavar="BYTES/S", default="-1",
+                   help="execute: bound replication of the moved partitions to this many bytes/s (-1: none)")
+    p.add_argument("--replica-alter-log-dirs-throttle", metavar="BYTES/S", help=argparse.SUPPRESS)
     return p
 
 
@@ -322,8 +421,15 @@ def parse_args(argv):
     args.action = chosen[0]
     if not args.zookeeper:
         raise UsageError('Missing required argument "[zookeeper]"')
-    if args.throttle is not None:
-        raise UsageError("--throttle is not supported: kbroker does not throttle replication")
+    if args.replica_alter_log_dirs_throttle is not None:
+        raise UsageError("--replica-alter-log-dirs-throttle is not supported: kbroker does not move replicas "
+                         "between log directories (no AlterReplicaLogDirs)")
+    try:
+        args.throttle = int(args.throttle)
+    except ValueError:
+        raise UsageError("Cannot parse argument '%s' of option throttle" % args.throttle) from None
+    if args.throttle < -1:
+        raise UsageError("--throttle must be a number of bytes/s >= 0 (or -1: no throttle)")
 
     def invalid(opt, value):
         if value:
@@ -336,11 +442,13 @@ def parse_args(argv):
         invalid("topics-to-move-json-file", args.topics_to_move_json_file)
         invalid("disable-rack-aware", args.disable_rack_aware)
         invalid("broker-list", args.broker_list)
+        invalid("throttle", args.throttle >= 0)
     elif args.action == "generate":
         if not (args.topics_to_move_json_file and args.broker_list):
             raise UsageError("If --generate option is used, command must include both --topics-to-move-json-file "
                              "and --broker-list options")
         invalid("reassignment-json-file", args.reassignment_json_file)
+        invalid("throttle", args.throttle >= 0)
     else:
         if not args.reassignment_json_file:
             raise UsageError("If --execute option is used, command must include --reassignment-json-file that was "

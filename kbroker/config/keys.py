@@ -350,10 +350,13 @@ _KEYS = [
     _k("quota.window.num", "int", 11, Range(1), L, "Quota sample windows (client quotas: kbroker/quota/sensor.py)"),
     _k("quota.window.size.seconds", "int", 1, Range(1), L,
        "Quota sample window length (client quotas; also the request quota's longest throttle)"),
-    _k("replication.quota.window.num", "int", 11, Range(1), L, "Replication quota windows",
-       effect=refused_unless_default(_QUOTAS)),
-    _k("replication.quota.window.size.seconds", "int", 1, Range(1), L, "Replication quota window length",
-       effect=refused_unless_default(_QUOTAS)),
+    _k("replication.quota.window.num", "int", 11, Range(1), L, "Replication quota windows"),
+    _k("replication.quota.window.size.seconds", "int", 1, Range(1), L, "Replication quota window length"),
+    # KIP-73: dynamic in Kafka (/config/brokers/<id>, which overrides these static values here)
+    _k("leader.replication.throttled.rate", "long", LONG_MAX, Range(0), M,
+       "Bytes/s a leader sends to throttled follower replicas (leader.replication.throttled.replicas)"),
+    _k("follower.replication.throttled.rate", "long", LONG_MAX, Range(0), M,
+       "Bytes/s a follower fetches for throttled replicas (follower.replication.throttled.replicas)"),
     # -- security
     _k("authorizer.class.name", "string", "", None, L,
        "Authorizer class: kafka.security.authorizer.AclAuthorizer or kafka.security.auth.SimpleAclAuthorizer "

@@ -4,9 +4,9 @@ import logging
 from collections import namedtuple
 
 from kbroker.log.config import LogConfig
+from kbroker.quota.replication import valid_throttled_replicas
 
-from .keys import (APPLIED, CONFIG_KEYS, NO_EFFECT, REFUSED_UNLESS_DEFAULT, _QUOTAS, effect_of, no_effect,
-                   refused_unless_default)
+from .keys import APPLIED, CONFIG_KEYS, NO_EFFECT, REFUSED_UNLESS_DEFAULT, effect_of, no_effect
 from .values import (ConfigError, LONG_MAX, Range, _CLEANUP, _COMPRESSION, _TIMESTAMP_TYPE, _VERSION, _invalid,
                      format_default, parse_value)
 
@@ -30,6 +30,19 @@ CONFIG_SOURCE_CODES = {TOPIC_CONFIG: 1, STATIC_BROKER_CONFIG: 4, DEFAULT_CONFIG:
 def _t(name, type_, validator, broker_key, doc, field=None, effect=APPLIED):
     return TopicKey(name, type_, validator, broker_key, field or name.replace(".", "_"), doc, effect)
 
+
+class _ThrottledReplicas:
+    """Kafka's ThrottledReplicaListValidator: the literal ``*`` first, or every item ``partitionId:brokerId``."""
+
+    def check(self, value):
+        return value is None or valid_throttled_replicas(value)
+
+    def describe(self):
+        return ("the literal '*' or a list of replicas in the following format: "
+                "[partitionId]:[brokerId],[partitionId]:[brokerId],...")
+
+
+_THROTTLED_REPLICAS = _ThrottledReplicas()
 
 _TOPIC_KEYS = [
     _t("cleanup.policy", "list", _CLEANUP, "log.cleanup.policy", "delete and/or compact"),
@@ -65,10 +78,10 @@ _TOPIC_KEYS = [
     _t("segment.jitter.ms", "long", Range(0), "log.roll.jitter.ms", "Roll jitter"),
     _t("segment.ms", "long", Range(1), "log.roll.ms", "Roll segments after this age"),
     _t("unclean.leader.election.enable", "bool", None, "unclean.leader.election.enable", "Allow unclean election"),
-    _t("leader.replication.throttled.replicas", "list", None, None, "partition:broker list throttled as leader",
-       effect=refused_unless_default("replication throttling: " + _QUOTAS)),
-    _t("follower.replication.throttled.replicas", "list", None, None, "partition:broker list throttled as follower",
-       effect=refused_unless_default("replication throttling: " + _QUOTAS)),
+    _t("leader.replication.throttled.replicas", "list", _THROTTLED_REPLICAS, None,
+       "partition:broker list (or *) throttled as leader (leader.replication.throttled.rate)"),
+    _t("follower.replication.throttled.replicas", "list", _THROTTLED_REPLICAS, None,
+       "partition:broker list (or *) throttled as follower (follower.replication.throttled.rate)"),
 ]
 
 TOPIC_CONFIGS = {k.name: k for k in _TOPIC_KEYS}

@@ -52,6 +52,10 @@ nothing is returned), which clients use to drop aborted records; level 0 answers
 ``last_stable_offset`` is the partition's LSO for every fetcher (= HW when no transaction is open). A parked
 read_committed fetch re-reads when the HW moves or a marker is appended, the only two events that move the LSO.
 Any other isolation level closes the connection (Kafka fails the whole request: IsolationLevel.forId throws).
+Replication quota (KIP-73; kbroker/quota/replication.py, ``services.replication``): a follower not in the ISR gets
+no records for a partition throttled on this leader while the leader quota is exceeded (its fetch offset is still
+recorded; it does not end the long poll), and the bytes of throttled partitions in each follower response are
+recorded (Kafka's shouldLeaderThrottle / sizeOfThrottledPartitions).
 Quotas (``ctx.services.quotas``, kbroker/quota; Kafka's handleFetchRequest): a consumer's response budget is at
 most what its ``consumer_byte_rate`` allows over the full quota span (bound x (quota.window.num - 1) x
 quota.window.size.seconds); the record bytes of the answer are recorded once it is read, and when that puts the
@@ -132,10 +136,11 @@ def fetch(ctx, req):
     wanted = unique_partitions(req)
     denied = _denied_topics(ctx, follower, wanted)
     allowed = [(topic, p) for topic, p in wanted if topic not in denied] if denied else wanted
+    throttle = ctx.services.replication if follower else None
     first = True
     while True:
         responses, total, had_error = _read_all(replicas, version, wanted, replica_id, first, budget, denied,
-                                                isolation)
+                                                isolation, throttle)
         first = False
         remaining = deadline - time.monotonic()
         if total >= min_bytes or had_error or remaining <= 0 or not allowed or ctx.connection.closing:
@@ -156,8 +161,10 @@ def fetch(ctx, req):
                 p.remove_waiter(ev, follower)
         if not ev.is_set():
             responses, total, had_error = _read_all(replicas, version, wanted, replica_id, False, budget, denied,
-                                                    isolation)
+                                                    isolation, throttle)
             break
+    if throttle is not None:
+        _record_throttled(throttle, responses)
     if quotas is not None:
         throttle_ms = quotas.fetch.record(ctx.identity, ctx.client_id, total)
         if throttle_ms:
@@ -169,6 +176,19 @@ def fetch(ctx, req):
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
 
 
+def _record_throttled(quota, responses):
+    """Leader replication quota: record the bytes sent for throttled partitions."""
+    sent = sum(len(r["records"]) for t in responses for r in t["partitions"]
+               if r["records"] and quota.is_throttled((t["topic"], r["partition_index"])))
+    quota.record(sent)
+
+
+def _leader_throttled(quota, part, tp, replica_id):
+    """Kafka's shouldLeaderThrottle: a throttled partition, an out-of-ISR follower, the leader quota exceeded."""
+    return (quota is not None and quota.bounded and replica_id not in part.isr and quota.is_throttled(tp)
+            and quota.is_quota_exceeded())
+
+
 def _denied_topics(ctx, follower, wanted):
     """The topics of ``wanted`` this request may not read (module docstring: Authorization)."""
     if not auth.enforcing(ctx):
@@ -178,19 +198,20 @@ def _denied_topics(ctx, follower, wanted):
     return auth.denied_names(ctx, READ, TOPIC, (topic for topic, _ in wanted))
 
 
-def _read_all(replicas, version, wanted, replica_id, first, budget, denied=frozenset(), isolation=0):
+def _read_all(replicas, version, wanted, replica_id, first, budget, denied=frozenset(), isolation=0, throttle=None):
     """One pass over ``wanted`` in order -> (responses by topic, bytes in them, whether a partition failed);
-    partitions of ``denied`` topics answer TOPIC_AUTHORIZATION_FAILED unread."""
+    partitions of ``denied`` topics answer TOPIC_AUTHORIZATION_FAILED unread; ``throttle``: the leader replication
+    quota for a follower's request."""
     conversion = FetchConversion(budget) if version < 4 else None
     try:
         return _read_pass(replicas, version, wanted, replica_id, first,
-                          budget if conversion is None else conversion.budget, conversion, denied, isolation)
+                          budget if conversion is None else conversion.budget, conversion, denied, isolation, throttle)
     finally:
         if conversion is not None:
             conversion.finish()
 
 
-def _read_pass(replicas, version, wanted, replica_id, first, budget, conversion, denied, isolation=0):
+def _read_pass(replicas, version, wanted, replica_id, first, budget, conversion, denied, isolation=0, throttle=None):
     follower = replica_id >= 0
     hard = version <= 2          # Kafka's hardMaxBytesLimit: no progress guarantee
     min_one = not hard           # until a partition returns data
@@ -217,7 +238,10 @@ def _read_pass(replicas, version, wanted, replica_id, first, budget, conversion,
             # v0-v2 may send a cut first message only when the client's own partition limit is what cuts it.
             cut_first = hard and p["partition_max_bytes"] <= left
             if follower:
-                sl = part.read_for_follower(replica_id, p["fetch_offset"], limit, min_one=min_one, record=first)
+                if _leader_throttled(throttle, part, (topic, p["partition"]), replica_id):
+                    limit = 0
+                sl = part.read_for_follower(replica_id, p["fetch_offset"], limit, min_one=min_one and limit > 0,
+                                            record=first)
                 r["high_watermark"] = part.high_watermark
                 r["last_stable_offset"] = part.last_stable_offset
             elif isolation == 1:

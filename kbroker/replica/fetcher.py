@@ -13,6 +13,11 @@ Loop, over the partitions this broker follows on that leader:
    ``replica.fetch.wait.max.ms`` / ``replica.fetch.min.bytes`` / ``replica.fetch.max.bytes`` per partition /
    ``replica.fetch.response.max.bytes``); the returned batches are appended verbatim (``Partition.
    append_as_follower``) and the follower HW becomes min(leader HW, own LEO).
+Replication quota (KIP-73, ``settings["quota"]``: the broker's follower ``ReplicationQuota``, kbroker/quota/
+replication.py): while it is exceeded, a throttled partition that has not caught up with the leader's high watermark
+is left out of the Fetch (Kafka's shouldFollowerThrottle); the bytes appended for throttled partitions are recorded.
+When every ready partition is left out the loop re-checks every 100 ms (Kafka waits replica.fetch.backoff.ms, 1 s,
+which holds the rate well below the bound).
 Per-partition errors: OFFSET_OUT_OF_RANGE -> if our LEO is below the leader's log start, truncate fully and start
 there, else reconcile again by epoch; NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH,
 UNKNOWN_TOPIC_OR_PARTITION and anything else -> that partition waits ``replica.fetch.backoff.ms`` (the next
@@ -44,6 +49,7 @@ EPOCH_KEY, EPOCH_VERSION = 23, 3
 MAX_RESPONSE = 256 << 20
 _SIZE = struct.Struct(">i")
 
+THROTTLE_RECHECK_S = 0.1
 _BACKOFF_ERRORS = frozenset([errors.NOT_LEADER_OR_FOLLOWER, errors.FENCED_LEADER_EPOCH, errors.UNKNOWN_LEADER_EPOCH,
                              errors.UNKNOWN_TOPIC_OR_PARTITION])
 
@@ -100,13 +106,14 @@ class LeaderConnection:
 
 class FetchState:
     """One followed partition in one fetcher; replaced (never mutated across roles) on each LeaderAndIsr."""
-    __slots__ = ("partition", "leader_epoch", "truncating", "delay_until")
+    __slots__ = ("partition", "leader_epoch", "truncating", "delay_until", "in_sync")
 
     def __init__(self, partition, leader_epoch, truncating=True):
         self.partition = partition
         self.leader_epoch = leader_epoch
         self.truncating = truncating
         self.delay_until = 0.0
+        self.in_sync = False            # our LEO reached the leader's HW in the last response (replication quota)
 
     def __repr__(self):
         return "FetchState(%s-%d epoch=%d truncating=%s)" % (self.partition.topic, self.partition.index,
@@ -116,7 +123,8 @@ class FetchState:
 class ReplicaFetcher:
     def __init__(self, broker_id, source_id, host, port, settings, client_id=None):
         """``settings``: dict with wait_ms, min_bytes, max_bytes, response_max_bytes, backoff_ms, socket_timeout_ms,
-        rcvbuf (the replica.* keys), and optionally security (LeaderConnection's)."""
+        rcvbuf (the replica.* keys), and optionally security (LeaderConnection's) and quota (the follower
+        ReplicationQuota)."""
         self.broker_id = broker_id
         self.source_id = source_id
         self.host, self.port = host, port
@@ -174,7 +182,12 @@ class ReplicaFetcher:
                 if truncating:
                     self._reconcile(truncating)
                 else:
-                    self._fetch(ready)
+                    fetchable = self._unthrottled(ready)
+                    if fetchable:
+                        self._fetch(fetchable)
+                    else:
+                        self._wakeup.clear()
+                        self._wakeup.wait(THROTTLE_RECHECK_S)
             except gevent.GreenletExit:
                 raise
             except Exception as e:  # noqa: BLE001 - network trouble or a dead leader: back off, reconnect
@@ -251,6 +264,13 @@ class ReplicaFetcher:
             part.epoch_cache.truncate_from_end(target)    # progress even when no byte was cut
 
     # ---------------------------------------------------------------------------------------------- fetch
+    def _unthrottled(self, states):
+        """``states`` without the throttled partitions not caught up, while the follower quota is exceeded."""
+        quota = self.settings.get("quota")
+        if quota is None or not quota.bounded or not quota.is_quota_exceeded():
+            return states
+        return {tp: st for tp, st in states.items() if st.in_sync or not quota.is_throttled(tp)}
+
     def _fetch(self, states):
         s = self.settings
         topics = {}
@@ -289,7 +309,11 @@ class ReplicaFetcher:
             records = pd["records"]
             if records:
                 part.append_as_follower(records)
+                quota = self.settings.get("quota")
+                if quota is not None and quota.is_throttled(tp):
+                    quota.record(len(records))
             part.update_follower_hw(pd["high_watermark"])
+            st.in_sync = part.log_end_offset >= pd["high_watermark"]
         elif code == errors.OFFSET_OUT_OF_RANGE:
             leader_start = pd["log_start_offset"]
             if 0 <= part.log_end_offset < leader_start:

@@ -79,14 +79,16 @@ def _error_code(exc):
 
 class ReplicaManager:
     def __init__(self, broker_id, log_manager, log_config_for, isr_writer, connect, flusher=None, config=None,
-                 partition_exists=None, clock=_wall_ms, offload=None, security=None):
+                 partition_exists=None, clock=_wall_ms, offload=None, security=None, replication_quotas=None):
         """``log_config_for(topic) -> LogConfig``; ``isr_writer(topic, p, leader, leader_epoch, new_isr, zk_version)
         -> new zk_version | None``; ``connect(broker_id) -> (host, port) | None``; ``flusher(log)``;
         ``config``: anything with ``get(key, default)`` (BrokerConfig or a dict) for the replica.* keys;
         ``partition_exists(topic, p) -> bool`` (optional): tells NOT_LEADER_OR_FOLLOWER from
         UNKNOWN_TOPIC_OR_PARTITION for partitions not hosted here; ``offload(fn, *args) -> fn(*args)`` runs
         blocking file work off the event loop (a thread pool's apply; None: in place); ``security``: how the
-        fetchers reach leaders' inter-broker listener (kbroker/security/client_channel.py; None: plaintext)."""
+        fetchers reach leaders' inter-broker listener (kbroker/security/client_channel.py; None: plaintext);
+        ``replication_quotas``: kbroker/quota/replication.py ReplicationQuotas (KIP-73; None: no throttling) --
+        its follower quota bounds the fetchers (the leader one is the Fetch handler's, through Services)."""
         self.broker_id = broker_id
         self.offload = offload or _in_place
         self._state_lock = RLock()
@@ -98,6 +100,7 @@ class ReplicaManager:
         self.partition_exists = partition_exists
         self.clock = clock
         self.security = security
+        self._follower_quota = replication_quotas.follower if replication_quotas is not None else None
         cfg = config or {}
         self.settings = {k: cfg.get(k, CONFIG_KEYS[k].default) for k in _SETTINGS}
         self._partitions = {}
@@ -301,7 +304,8 @@ class ReplicaManager:
         return {"wait_ms": s["replica.fetch.wait.max.ms"], "min_bytes": s["replica.fetch.min.bytes"],
                 "max_bytes": s["replica.fetch.max.bytes"], "response_max_bytes": s["replica.fetch.response.max.bytes"],
                 "backoff_ms": s["replica.fetch.backoff.ms"], "socket_timeout_ms": s["replica.socket.timeout.ms"],
-                "rcvbuf": s["replica.socket.receive.buffer.bytes"], "security": self.security}
+                "rcvbuf": s["replica.socket.receive.buffer.bytes"], "security": self.security,
+                "quota": self._follower_quota}
 
     def _add_to_fetcher(self, tp, part, leader, epoch, endpoint):
         # This broker's own inter-broker listener first (``connect``: the metadata cache), as Kafka's makeFollowers

@@ -36,10 +36,10 @@ def ready_event():
 
 def make_services(**given):
     """``Services`` with ``given`` collaborators; ``config`` defaults to {}, ``ready`` to a set Event and
-    ``authorizer`` to None (no authorizer: every request allowed, as in Kafka) and ``quotas`` to None (no
-    quotas)."""
+    ``authorizer`` to None (no authorizer: every request allowed, as in Kafka), ``quotas`` to None (no
+    quotas) and ``replication`` to None (no replication throttle)."""
     fields = dict(config={}, broker_id=1, cluster_id="test-cluster", ready=ready_event(), authorizer=None,
-                  quotas=None)
+                  quotas=None, replication=None)
     for name in Services.__dataclass_fields__:
         fields.setdefault(name, Unused(name))
     fields.update(given)

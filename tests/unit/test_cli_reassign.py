@@ -135,8 +135,8 @@ def test_parse_broker_list():
       "--reassignment-json-file", "f"], 'Option "[generate]" can\'t be used with option "[reassignment-json-file]"'),
     (["--zookeeper", "z", "--verify", "--reassignment-json-file", "f", "--disable-rack-aware"],
      'Option "[verify]" can\'t be used with option "[disable-rack-aware]"'),
-    (["--zookeeper", "z", "--execute", "--reassignment-json-file", "f", "--throttle", "100"],
-     "--throttle is not supported: kbroker does not throttle replication"),
+    (["--zookeeper", "z", "--generate", "--topics-to-move-json-file", "f", "--broker-list", "1", "--throttle", "100"],
+     'Option "[generate]" can\'t be used with option "[throttle]"'),
 ])
 def test_usage_errors(argv, msg):
     out, err = io.StringIO(), io.StringIO()

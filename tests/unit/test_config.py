@@ -710,8 +710,8 @@ def test_socket_buffer_zero_refused(key):
     ("compression.type", "uncompressed", "recompression on append is not implemented"),
     ("preallocate", "true", "does not preallocate"),
     ("max.compaction.lag.ms", "60000", "maximum compaction lag is not implemented"),
-    ("leader.replication.throttled.replicas", "0:1,1:2", "issue 12"),
-    ("follower.replication.throttled.replicas", "*", "issue 12"),
+    ("leader.replication.throttled.replicas", "0-1", "[partitionId]:[brokerId],"),
+    ("follower.replication.throttled.replicas", "0:1,*", "the literal '*'"),
 ])
 def test_topic_config_without_effect_is_invalid_config(key, value, reason):
     with pytest.raises(ConfigError) as ei:

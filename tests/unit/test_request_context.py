@@ -25,6 +25,7 @@ from kbroker.protocol.apis import APIS
 from kbroker.protocol.headers import encode_request_header
 from kbroker.quota.manager import ClientQuotaManager, ClientQuotas
 from kbroker.replica.manager import ReplicaManager
+from kbroker.quota.replication import ReplicationQuota
 from kbroker.security.scram_store import ScramAdmin
 from kbroker.server import context
 from kbroker.server.context import ANONYMOUS, IN_PROCESS, ClientIdentity, RequestContext
@@ -120,6 +121,7 @@ def _members(proto):
     (context.TransactionCoordination, TransactionCoordinator),
     (context.QuotaEnforcement, ClientQuotas),
     (context.QuotaManager, ClientQuotaManager),
+    (context.ReplicationThrottle, ReplicationQuota),
 ], ids=lambda x: x.__name__)
 def test_real_collaborators_offer_what_the_handlers_call(proto, real):
     assert _members(proto), proto

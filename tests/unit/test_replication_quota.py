@@ -1,0 +1,217 @@
+"""KIP-73 replication quotas: the rate (Kafka's SimpleRate), the throttled-replica lists, the dynamic bounds, and
+what kbroker-admin reassign-partitions --throttle / --verify write (kbroker/quota/replication.py, cli/reassign.py)."""
+import io
+import json
+
+import pytest
+
+from kbroker.cli import reassign
+from kbroker.coord.embedded import EmbeddedBackend
+from kbroker.coord.znodes import ConfigEntityChangeNotificationSequenceZNode, ConfigEntityZNode
+from kbroker.quota.replication import (ALL_PARTITIONS, LONG_MAX, BrokerThrottleWatcher, ReplicationQuota,
+                                       ReplicationQuotas, SimpleRate, parse_throttled_replicas,
+                                       valid_throttled_replicas)
+
+
+# -- the rate -------------------------------------------------------------------------------------------------
+
+def test_rate_is_bytes_over_elapsed_time_never_less_than_one_window():
+    r = SimpleRate(11, 1, clock=None)
+    r.record(1000, now=100.0)
+    assert r.measure(now=100.0) == 1000.0          # one window (1 s), not 0 s: no artificial spike
+    assert r.measure(now=100.5) == 1000.0
+    r.record(1000, now=101.5)                      # a second sample
+    assert r.measure(now=102.0) == 1000.0          # 2000 bytes over 2 s
+
+
+def test_rate_forgets_samples_older_than_the_whole_span():
+    r = SimpleRate(3, 1, clock=None)
+    for i in range(3):
+        r.record(3000, now=10.0 + i)
+    assert r.measure(now=12.0) == 9000 / 2.0
+    assert r.measure(now=13.0) == 6000 / 2.0        # the sample of t=10 is 3 s old: gone
+    assert r.measure(now=20.0) == 0.0
+
+
+def test_rate_keeps_at_most_window_num_samples():
+    r = SimpleRate(2, 1, clock=None)
+    r.record(1, now=0.0)
+    r.record(10, now=1.0)
+    r.record(100, now=1.5)                          # same sample as t=1.0
+    assert len(r._samples) == 2
+    assert r.measure(now=1.5) == 111 / 1.5
+
+
+def test_quota_exceeded_only_above_the_bound():
+    q = ReplicationQuota("leader", 1, 11, 1, bound=1000, clock=lambda: 50.0)
+    q.record(1000)
+    assert not q.is_quota_exceeded()                # 1000 B/s is within a 1000 B/s bound
+    q.record(1)
+    assert q.is_quota_exceeded()
+    assert q.bytes_recorded == 1001
+    assert not ReplicationQuota("leader", 1, bound=LONG_MAX).is_quota_exceeded()
+
+
+# -- the throttled-replica lists -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value, ok", [
+    ("", True), ("*", True), ("0:1", True), ("0:1,1:2", True), (" 0:1 , 1:2 ", True), (["0:1", "2:3"], True),
+    ("*,0:1", True),                                 # Kafka's validator checks only the first item for '*'
+    ("0:1,*", False), ("0-1", False), ("a:1", False), ("0:", False), ("0:1:2", False)])
+def test_throttled_replica_list_validation(value, ok):
+    assert valid_throttled_replicas(value) is ok
+
+
+def test_throttled_replica_list_keeps_this_brokers_partitions():
+    assert parse_throttled_replicas("0:1,1:2,2:1", 1) == frozenset([0, 2])
+    assert parse_throttled_replicas(["0:1", "1:2"], 2) == frozenset([1])
+    assert parse_throttled_replicas("0:1", 3) == frozenset()
+    assert parse_throttled_replicas("*", 3) == ALL_PARTITIONS
+    assert parse_throttled_replicas("", 1) == frozenset()
+    assert parse_throttled_replicas("bogus", 1) == frozenset()
+
+
+def test_is_throttled_follows_the_topic_overrides_of_its_side():
+    overrides = {"t": {"leader.replication.throttled.replicas": "0:1,1:2",
+                       "follower.replication.throttled.replicas": "1:1"},
+                 "all": {"leader.replication.throttled.replicas": "*"}}
+    leader = ReplicationQuota("leader", 1, overrides_for=overrides.get)
+    follower = ReplicationQuota("follower", 1, overrides_for=overrides.get)
+    assert leader.is_throttled(("t", 0)) and not leader.is_throttled(("t", 1))
+    assert follower.is_throttled(("t", 1)) and not follower.is_throttled(("t", 0))
+    assert leader.is_throttled(("all", 7)) and not follower.is_throttled(("all", 7))
+    assert not leader.is_throttled(("other", 0))
+    overrides["t"]["leader.replication.throttled.replicas"] = "1:1"     # a config change re-parses
+    assert leader.is_throttled(("t", 1)) and not leader.is_throttled(("t", 0))
+
+
+# -- dynamic bounds ------------------------------------------------------------------------------------------
+
+def _backend(tmp_path):
+    return EmbeddedBackend(str(tmp_path / "coord")).start()
+
+
+def _set_broker_config(backend, name, config):
+    path = ConfigEntityZNode.path("brokers", name)
+    if backend.exists(path) is None:
+        backend.create(path, ConfigEntityZNode.encode(config), makepath=True)
+    else:
+        backend.set(path, ConfigEntityZNode.encode(config))
+    backend.create(ConfigEntityChangeNotificationSequenceZNode.path_prefix(),
+                   ConfigEntityChangeNotificationSequenceZNode.encode("brokers/" + name), sequence=True,
+                   makepath=True)
+
+
+def test_bounds_precedence_broker_then_default_then_static():
+    q = ReplicationQuotas(1, static={"leader.replication.throttled.rate": 500})
+    assert (q.leader.bound, q.follower.bound) == (500, LONG_MAX)
+    q.apply_dynamic({}, {"leader.replication.throttled.rate": "700", "follower.replication.throttled.rate": "800"})
+    assert (q.leader.bound, q.follower.bound) == (700, 800)
+    q.apply_dynamic({"follower.replication.throttled.rate": "900"}, {})
+    assert (q.leader.bound, q.follower.bound) == (500, 900)
+    q.apply_dynamic({"leader.replication.throttled.rate": "-5"}, {})   # invalid: ignored
+    assert q.leader.bound == 500
+
+
+def test_watcher_applies_broker_config_notifications(tmp_path):
+    import gevent
+    backend = _backend(tmp_path)
+    try:
+        _set_broker_config(backend, "1", {"leader.replication.throttled.rate": "1000"})
+        q = ReplicationQuotas(1)
+        BrokerThrottleWatcher(backend, q, gevent.spawn).start()
+        assert q.leader.bound == 1000 and q.follower.bound == LONG_MAX
+        _set_broker_config(backend, "<default>", {"follower.replication.throttled.rate": "2000"})
+        _set_broker_config(backend, "1", {})
+        with gevent.Timeout(5):
+            while (q.leader.bound, q.follower.bound) != (LONG_MAX, 2000):
+                gevent.sleep(0.01)
+        _set_broker_config(backend, "2", {"leader.replication.throttled.rate": "1"})   # another broker's
+        gevent.sleep(0.2)
+        assert q.leader.bound == LONG_MAX
+    finally:
+        backend.stop()
+
+
+# -- the tool ------------------------------------------------------------------------------------------------
+
+def test_throttled_replicas_as_kafkas_tool_writes_them():
+    current = {("t", 0): [1, 2], ("t", 1): [2, 3], ("u", 0): [1]}
+    proposed = {("t", 0): [3, 2], ("t", 1): [2, 3], ("u", 0): [2]}
+    assert reassign.throttled_replicas(current, proposed) == {"t": ("0:1,0:2", "0:3"), "u": ("0:1", "0:2")}
+
+
+def _register(backend, broker_id):
+    from kbroker.coord.znodes import BrokerIdZNode
+    backend.create(BrokerIdZNode.path(broker_id),
+                   BrokerIdZNode.encode([("PLAINTEXT", "h", 9090 + broker_id)], {"PLAINTEXT": "PLAINTEXT"}),
+                   makepath=True)
+
+
+def _run(backend, *argv):
+    out, err = io.StringIO(), io.StringIO()
+    rc = reassign.main(["--zookeeper", "unused"] + list(argv), backend=backend, out=out, err=err)
+    return rc, out.getvalue(), err.getvalue()
+
+
+def _config(backend, entity_type, name):
+    data, _ = backend.get_or_none(ConfigEntityZNode.path(entity_type, name))
+    return ConfigEntityZNode.decode(data) if data else None
+
+
+def test_execute_throttle_then_verify_removes_it(tmp_path):
+    from kbroker.controller.admin_znodes import ReassignPartitionsZNode
+    from kbroker.coord.metadata_store import TopicStore
+    backend = _backend(tmp_path)
+    try:
+        for b in (1, 2, 3):
+            _register(backend, b)
+        store = TopicStore(backend)
+        store.create_topic("t", {0: [1, 2], 1: [2, 3]}, {"retention.ms": "1000"})
+        f = tmp_path / "r.json"
+        f.write_text(json.dumps({"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [3, 2]}]}))
+        rc, out, err = _run(backend, "--execute", "--reassignment-json-file", str(f), "--throttle", "1000000")
+        assert rc == 0, err
+        lines = out.splitlines()
+        assert lines[-3:] == [reassign.THROTTLE_WARNING, "The throttle limit was set to 1000000 B/s",
+                              reassign.STARTED]
+        for b in ("1", "2", "3"):
+            assert _config(backend, "brokers", b) == {"leader.replication.throttled.rate": "1000000",
+                                                      "follower.replication.throttled.rate": "1000000"}
+        assert _config(backend, "topics", "t") == {"retention.ms": "1000",
+                                                   "leader.replication.throttled.replicas": "0:1,0:2",
+                                                   "follower.replication.throttled.replicas": "0:3"}
+        # still running: verify keeps the throttle
+        rc, out, _ = _run(backend, "--verify", "--reassignment-json-file", str(f))
+        assert "is still in progress" in out and reassign.THROTTLE_REMOVED not in out
+        assert _config(backend, "brokers", "1")["leader.replication.throttled.rate"] == "1000000"
+        # re-executing while it runs only changes the rates
+        rc, out, err = _run(backend, "--execute", "--reassignment-json-file", str(f), "--throttle", "5")
+        assert rc == 0 and reassign.RUNNING in err and out.strip() == "The throttle limit was set to 5 B/s"
+        assert _config(backend, "brokers", "3")["follower.replication.throttled.rate"] == "5"
+        # the controller's work, done by hand: the assignment changes, the znode goes
+        backend.delete(ReassignPartitionsZNode.path())
+        backend.set("/brokers/topics/t", json.dumps({"version": 1, "partitions": {"0": [3, 2], "1": [2, 3]}}).encode())
+        rc, out, _ = _run(backend, "--verify", "--reassignment-json-file", str(f))
+        assert rc == 0 and out.splitlines()[-1] == reassign.THROTTLE_REMOVED
+        for b in ("1", "2", "3"):
+            assert _config(backend, "brokers", b) == {}
+        assert _config(backend, "topics", "t") == {"retention.ms": "1000"}
+        rc, out, _ = _run(backend, "--verify", "--reassignment-json-file", str(f))
+        assert reassign.THROTTLE_REMOVED not in out                 # nothing left to remove
+    finally:
+        backend.stop()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--verify", "--reassignment-json-file", "f", "--throttle", "10"], 'Option "[verify]" can\'t be used with option '
+                                                                        '"[throttle]"'),
+    (["--execute", "--reassignment-json-file", "f", "--throttle", "x"], "Cannot parse argument 'x' of option throttle"),
+    (["--execute", "--reassignment-json-file", "f", "--throttle", "-2"], "--throttle must be"),
+    (["--execute", "--reassignment-json-file", "f", "--replica-alter-log-dirs-throttle", "10"],
+     "--replica-alter-log-dirs-throttle is not supported"),
+])
+def test_throttle_usage_errors(argv, message):
+    out, err = io.StringIO(), io.StringIO()
+    assert reassign.main(["--zookeeper", "z:1"] + argv, out=out, err=err) == 1
+    assert message in err.getvalue()
