@@ -133,6 +133,10 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *                   lastTimestamp, coordinatorEpoch (null: none), currentTransactionStartOffset (null: none)}]
  *                   | {error}}}
  * abort_transaction {topic, partition, producerId, producerEpoch, coordinatorEpoch} -> {} | {error}
+ * alter_client_quotas {entries: [{entity: {"user"|"client-id": name|null (null: the default)}, ops: [{key,
+ *                   value (null: remove)}]}], validateOnly} -> {results: [null | {error}] in entry order}
+ * describe_client_quotas {components: [{type, match: "exact"|"default"|"any", name?}], strict}
+ *                  -> {entries: [{entity: {type: name|null}, values: {key: double}}] sorted by entity} | {error}
  * rec = {topic, partition, offset, key, value, headers: [[name, b64|null]], timestamp, timestampType}
  * </pre>
  */
@@ -165,7 +169,9 @@ public final class Driver {
             Map.entry("list_transactions", Driver::listTransactions),
             Map.entry("describe_transactions", Driver::describeTransactions),
             Map.entry("describe_producers", Driver::describeProducers),
-            Map.entry("abort_transaction", Driver::abortTransaction));
+            Map.entry("abort_transaction", Driver::abortTransaction),
+            Map.entry("alter_client_quotas", Driver::alterClientQuotas),
+            Map.entry("describe_client_quotas", Driver::describeClientQuotas));
 
     private final Map<String, Object> spec;
     private final String bootstrap;
@@ -901,6 +907,70 @@ public final class Driver {
         TopicPartition tp = new TopicPartition((String) require(step, "topic"), (int) num(require(step, "partition")));
         await(admin().abortTransaction(new AbortTransactionSpec(tp, num(require(step, "producerId")),
                 (short) num(require(step, "producerEpoch")), (int) num(require(step, "coordinatorEpoch")))).all());
+    }
+
+    private void alterClientQuotas(Map<String, Object> step, Map<String, Object> r) throws Exception {
+        List<org.apache.kafka.common.quota.ClientQuotaAlteration> alterations = new ArrayList<>();
+        List<org.apache.kafka.common.quota.ClientQuotaEntity> entities = new ArrayList<>();
+        for (Object o : list(require(step, "entries"))) {
+            Map<String, Object> e = map(o);
+            Map<String, String> parts = new java.util.HashMap<>();   // null names (the default) allowed
+            for (Map.Entry<String, Object> p : map(require(e, "entity")).entrySet()) {
+                parts.put(p.getKey(), (String) p.getValue());
+            }
+            List<org.apache.kafka.common.quota.ClientQuotaAlteration.Op> ops = new ArrayList<>();
+            for (Object op : list(require(e, "ops"))) {
+                Map<String, Object> m = map(op);
+                Object v = m.get("value");
+                ops.add(new org.apache.kafka.common.quota.ClientQuotaAlteration.Op((String) require(m, "key"),
+                        v == null ? null : ((Number) v).doubleValue()));
+            }
+            org.apache.kafka.common.quota.ClientQuotaEntity entity =
+                    new org.apache.kafka.common.quota.ClientQuotaEntity(parts);
+            entities.add(entity);
+            alterations.add(new org.apache.kafka.common.quota.ClientQuotaAlteration(entity, ops));
+        }
+        Map<org.apache.kafka.common.quota.ClientQuotaEntity, KafkaFuture<Void>> futures = admin().alterClientQuotas(
+                alterations, new org.apache.kafka.clients.admin.AlterClientQuotasOptions().validateOnly(
+                        Boolean.TRUE.equals(step.get("validateOnly")))).values();
+        List<Object> out = new ArrayList<>();
+        for (org.apache.kafka.common.quota.ClientQuotaEntity entity : entities) {
+            try {
+                await(futures.get(entity));
+                out.add(null);
+            } catch (Exception e) {
+                out.add(Map.of("error", describe(e)));
+            }
+        }
+        r.put("results", out);
+    }
+
+    private void describeClientQuotas(Map<String, Object> step, Map<String, Object> r) throws Exception {
+        List<org.apache.kafka.common.quota.ClientQuotaFilterComponent> components = new ArrayList<>();
+        for (Object o : list(require(step, "components"))) {
+            Map<String, Object> m = map(o);
+            String type = (String) require(m, "type");
+            String match = (String) require(m, "match");
+            components.add(match.equals("exact")
+                    ? org.apache.kafka.common.quota.ClientQuotaFilterComponent.ofEntity(type, (String) m.get("name"))
+                    : match.equals("default")
+                    ? org.apache.kafka.common.quota.ClientQuotaFilterComponent.ofDefaultEntity(type)
+                    : org.apache.kafka.common.quota.ClientQuotaFilterComponent.ofEntityType(type));
+        }
+        org.apache.kafka.common.quota.ClientQuotaFilter filter = Boolean.TRUE.equals(step.get("strict"))
+                ? org.apache.kafka.common.quota.ClientQuotaFilter.containsOnly(components)
+                : org.apache.kafka.common.quota.ClientQuotaFilter.contains(components);
+        Map<org.apache.kafka.common.quota.ClientQuotaEntity, Map<String, Double>> got =
+                await(admin().describeClientQuotas(filter).entities());
+        List<Map<String, Object>> entries = new ArrayList<>();
+        for (Map.Entry<org.apache.kafka.common.quota.ClientQuotaEntity, Map<String, Double>> e : got.entrySet()) {
+            Map<String, Object> entry = new LinkedHashMap<>();
+            entry.put("entity", new TreeMap<>(e.getKey().entries()));
+            entry.put("values", new TreeMap<>(e.getValue()));
+            entries.add(entry);
+        }
+        entries.sort(java.util.Comparator.comparing(m -> String.valueOf(m.get("entity"))));
+        r.put("entries", entries);
     }
 
     // ------------------------------------------------------------------------------------------------ helpers
