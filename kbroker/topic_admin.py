@@ -358,8 +358,13 @@ class TopicConfigs:
         self._logs().set_topic_config(topic, lc)
 
     def reload(self):
-        """Re-read the overrides of every hosted topic; apply the ones that changed."""
-        for topic in sorted({t for t, _ in self._hosted()}):
+        """Re-read the overrides of every hosted topic; apply the ones that changed. Topics cached but no longer
+        hosted here (moved away) are dropped, to be read afresh if they come back (their throttled-replica lists
+        must not be stale then)."""
+        hosted = {t for t, _ in self._hosted()}
+        for topic in [t for t in self._overrides if t not in hosted]:
+            del self._overrides[topic]
+        for topic in sorted(hosted):
             current = read_overrides(self.store, topic)
             if current != self._overrides.get(topic):
                 log.info("topic %s config changed: %s", topic, current)

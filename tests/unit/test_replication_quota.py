@@ -215,3 +215,72 @@ def test_throttle_usage_errors(argv, message):
     out, err = io.StringIO(), io.StringIO()
     assert reassign.main(["--zookeeper", "z:1"] + argv, out=out, err=err) == 1
     assert message in err.getvalue()
+
+
+# -- the leader side: the Fetch handler ----------------------------------------------------------------------
+
+def test_leader_sends_no_records_of_throttled_partitions_to_an_out_of_isr_follower_over_quota(tmp_path):
+    from kbroker.handlers.fetch import fetch as fetch_handler
+    from tests.unit.ctx import make_ctx
+    from tests.unit.test_handler_fetch import Replicas, answers, recs, req
+
+    b = Replicas(tmp_path, [("t", 0), ("u", 0)])          # led by broker 1; follower 2 is not in the ISR
+    for topic in ("t", "u"):
+        b.append(topic, 0, recs(2, 2000))
+    now = [100.0]
+    quota = ReplicationQuota("leader", 1, 11, 1, bound=1000,
+                             overrides_for={"t": {"leader.replication.throttled.replicas": "0:1"}}.get,
+                             clock=lambda: now[0])
+
+    def fetch():
+        resp = fetch_handler(make_ctx(11, replicas=b, config=b.config, replication=quota),
+                             req([("t", 0, 0, 1 << 20), ("u", 0, 0, 1 << 20)], replica_id=2))
+        return answers(resp)[0]
+
+    got = fetch()                                           # within the quota: both partitions answer records
+    sent = len(got[("t", 0)][2])
+    assert sent > 1000 and len(got[("u", 0)][2]) > 0
+    assert quota.bytes_recorded == sent                    # only the throttled partition's bytes count
+    got = fetch()                                           # over the quota now: t answers nothing, u is untouched
+    assert got[("t", 0)] == (0, 2, b"") and len(got[("u", 0)][2]) > 0
+    assert quota.bytes_recorded == sent
+    b.parts[("t", 0)].isr = [1, 2]                          # an in-sync follower is never throttled
+    assert len(fetch()[("t", 0)][2]) == sent
+    b.parts[("t", 0)].isr = [1]
+    now[0] += 12                                            # the samples expired: within the quota again
+    assert len(fetch()[("t", 0)][2]) == sent
+
+
+# -- the follower side: the fetcher --------------------------------------------------------------------------
+
+class _FollowerPart:
+    def __init__(self):
+        self.log_end_offset, self.appended = 0, []
+
+    def append_as_follower(self, records):
+        self.appended.append(records)
+        self.log_end_offset += 1
+
+    def update_follower_hw(self, hw):
+        pass
+
+
+def test_fetcher_leaves_out_throttled_partitions_not_caught_up_while_over_quota():
+    from kbroker.replica.fetcher import FetchState, ReplicaFetcher
+
+    now = [100.0]
+    quota = ReplicationQuota("follower", 2, 11, 1, bound=1000,
+                             overrides_for={"t": {"follower.replication.throttled.replicas": "0:2,1:2"}}.get,
+                             clock=lambda: now[0])
+    f = ReplicaFetcher(2, 1, "h", 1, {"backoff_ms": 1000, "quota": quota})
+    parts = {tp: _FollowerPart() for tp in (("t", 0), ("t", 1), ("u", 0))}
+    states = {tp: FetchState(part, 0, truncating=False) for tp, part in parts.items()}
+    assert f._unthrottled(states) == states
+    f._apply(("t", 0), states[("t", 0)], {"error_code": 0, "records": b"x" * 1500, "high_watermark": 5})
+    f._apply(("u", 0), states[("u", 0)], {"error_code": 0, "records": b"y" * 9000, "high_watermark": 5})
+    assert quota.bytes_recorded == 1500                     # only the throttled partition's bytes count
+    f._apply(("t", 1), states[("t", 1)], {"error_code": 0, "records": b"", "high_watermark": 0})
+    assert states[("t", 1)].in_sync and not states[("t", 0)].in_sync
+    assert set(f._unthrottled(states)) == {("t", 1), ("u", 0)}     # t-1 is caught up: never throttled
+    now[0] += 12
+    assert f._unthrottled(states) == states
