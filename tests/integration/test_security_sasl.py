@@ -450,9 +450,16 @@ def test_cli_describe_and_delete(sasl_broker):
     done = admin_cli(*args, "--alter", "--entity-name", "carl", "--add-config",
                      "SCRAM-SHA-256=[iterations=100,password=x]", check=False)
     assert done.returncode == 1 and b"must be 4096..16384" in done.stderr
-    done = admin_cli(*args, "--alter", "--entity-name", "carl", "--add-config", "consumer_byte_rate=100",
-                     check=False)
-    assert done.returncode == 1 and b"consumer_byte_rate" in done.stderr
+    # Quotas share the user's znode (issue 12); the describe shows them first, as Kafka 3.x's tool does.
+    done = admin_cli(*args, "--alter", "--entity-name", "carl", "--add-config", "consumer_byte_rate=100")
+    assert done.stdout == b"Completed updating config for user carl.\n"
+    done = admin_cli(*args, "--describe", "--entity-name", "carl")
+    assert done.stdout.decode() == ("Quota configs for user-principal 'carl' are consumer_byte_rate=100.0\n"
+                                    "SCRAM credential configs for user-principal 'carl' are "
+                                    "SCRAM-SHA-256=iterations=4096\n")
+    done = admin_cli(*args, "--alter", "--entity-name", "carl", "--add-config",
+                     "SCRAM-SHA-256=[password=x],consumer_byte_rate=5", check=False)
+    assert done.returncode == 1 and b"Cannot alter both quota and SCRAM credential configs" in done.stderr
 
 
 # ---------------------------------------------------------------------------------------- two brokers, ZK
