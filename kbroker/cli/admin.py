@@ -347,13 +347,16 @@ def parse_configs_args(argv):
     problem = check_entities(args.entity_types, args.entity_names) if quota_entity else None
     if problem:
         raise UsageError(problem)
-    if not quota_entity and (len(args.entity_types) > 1 or len(args.entity_names) > 1 or args.entity_name == ""):
+    # Dynamic broker configs in ZooKeeper mode (the replication throttle rates): kbroker/cli/broker_configs_zk.py.
+    zk_brokers = args.zookeeper is not None and args.entity_types == ["brokers"]
+    if not quota_entity and (len(args.entity_types) > 1 or len(args.entity_names) > 1
+                             or (args.entity_name == "" and not zk_brokers)):
         raise UsageError("one --entity-type and --entity-name (no --entity-default) for %s"
                          % ",".join(args.entity_types))
-    if args.zookeeper is not None and not quota_entity:
+    if args.zookeeper is not None and not quota_entity and not zk_brokers:
         # Kafka 3.x keeps --zookeeper for users' SCRAM credentials (the brokers' own, before any runs); kbroker
         # also keeps the 0.10-2.x ZooKeeper mode of client quotas.
-        raise UsageError("--zookeeper is only supported for --entity-type users / clients: use "
+        raise UsageError("--zookeeper is only supported for --entity-type users / clients / brokers: use "
                          "--bootstrap-server")
     if args.zookeeper is not None and args.bootstrap_server:
         raise UsageError("Only one of --bootstrap-server or --zookeeper must be specified")
@@ -369,7 +372,7 @@ def parse_configs_args(argv):
     if not args.entity_type:
         raise UsageError("At least one entity type must be specified")
     if args.alter:
-        if not args.entity_name and not (quota_entity and args.entity_name == ""):
+        if not args.entity_name and not ((quota_entity or zk_brokers) and args.entity_name == ""):
             raise UsageError("an entity name must be specified with --alter of %s" % args.entity_type)
         if not args.add_config and not args.delete_config:
             raise UsageError("At least one of --add-config or --delete-config must be specified with --alter")
@@ -441,6 +444,9 @@ def configs_main(argv):
         return 1
 
     def run(a):
+        if a.entity_type == "brokers" and a.zookeeper is not None:
+            from kbroker.cli import broker_configs_zk
+            return broker_configs_zk.run(a, parse_add_config(a.add_config), parse_delete_config(a.delete_config))
         if a.entity_type in ("users", "clients"):
             return client_quotas.run(a, parse_add_config(a.add_config), parse_delete_config(a.delete_config),
                                      AdminClient)

@@ -1,6 +1,7 @@
 """KIP-73 replication quotas: the rate (Kafka's SimpleRate), the throttled-replica lists, the dynamic bounds, and
 what kbroker-admin reassign-partitions --throttle / --verify write (kbroker/quota/replication.py, cli/reassign.py)."""
 import io
+import re
 import json
 
 import pytest
@@ -284,3 +285,60 @@ def test_fetcher_leaves_out_throttled_partitions_not_caught_up_while_over_quota(
     assert set(f._unthrottled(states)) == {("t", 1), ("u", 0)}     # t-1 is caught up: never throttled
     now[0] += 12
     assert f._unthrottled(states) == states
+
+
+# -- kbroker-admin configs --zookeeper --entity-type brokers ---------------------------------------------------
+
+def _configs(backend, capsys, *argv):
+    from kbroker.cli import admin, broker_configs_zk
+    args = admin.parse_configs_args(["--zookeeper", "unused", "--entity-type", "brokers"] + list(argv))
+    rc = broker_configs_zk.run(args, admin.parse_add_config(args.add_config),
+                               admin.parse_delete_config(args.delete_config), backend=backend)
+    return rc, capsys.readouterr().out
+
+
+def test_configs_zookeeper_brokers_alter_describe_and_the_broker_follows(tmp_path, capsys):
+    import gevent
+    backend = _backend(tmp_path)
+    try:
+        q = ReplicationQuotas(1)
+        BrokerThrottleWatcher(backend, q, gevent.spawn).start()
+        rc, out = _configs(backend, capsys, "--entity-name", "1", "--alter", "--add-config",
+                           "leader.replication.throttled.rate=1000,follower.replication.throttled.rate=2000")
+        assert rc == 0 and out == "Completed updating config for entity: brokers '1'.\n"
+        assert _config(backend, "brokers", "1") == {"leader.replication.throttled.rate": "1000",
+                                                    "follower.replication.throttled.rate": "2000"}
+        with gevent.Timeout(5):
+            while (q.leader.bound, q.follower.bound) != (1000, 2000):
+                gevent.sleep(0.01)
+        rc, out = _configs(backend, capsys, "--entity-default", "--alter", "--add-config",
+                           "leader.replication.throttled.rate=3000")
+        assert out == "Completed updating config for entity: default brokers.\n"
+        rc, out = _configs(backend, capsys, "--entity-name", "1", "--alter", "--delete-config",
+                           "leader.replication.throttled.rate")
+        with gevent.Timeout(5):
+            while q.leader.bound != 3000:                   # the default applies once the broker's own value goes
+                gevent.sleep(0.01)
+        rc, out = _configs(backend, capsys, "--describe")
+        assert out == ("Configs for brokers '1' are follower.replication.throttled.rate=2000\n"
+                       "Configs for default brokers are leader.replication.throttled.rate=3000\n")
+    finally:
+        backend.stop()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--add-config", "log.retention.ms=1"], "requirement failed: Unknown Dynamic Configuration 'log.retention.ms'."),
+    (["--add-config", "leader.replication.throttled.rate=x"],
+     "Invalid value x for configuration leader.replication.throttled.rate: Not a number of type LONG"),
+    (["--add-config", "leader.replication.throttled.rate=-1"], "Value must be at least 0"),
+    (["--delete-config", "follower.replication.throttled.rate"], "Invalid config(s): follower.replication"),
+])
+def test_configs_zookeeper_brokers_errors(tmp_path, capsys, argv, message):
+    from kbroker.cli.common import CommandError
+    backend = _backend(tmp_path)
+    try:
+        with pytest.raises(CommandError, match=re.escape(message)):
+            _configs(backend, capsys, "--entity-name", "1", "--alter", *argv)
+        assert _config(backend, "brokers", "1") is None
+    finally:
+        backend.stop()
