@@ -38,7 +38,6 @@ from kbroker.security.sasl.scram import MECHANISMS
 from .common import TIMEOUT_MS, CommandError, emit, zookeeper
 
 _TYPE = {"users": "user", "clients": "client-id"}
-_ZK_WORD = {"users": "user-principal", "clients": "client-id"}
 
 
 def entity_of(types, names):
@@ -57,7 +56,8 @@ def entity_of(types, names):
 
 
 def quota_and_scram_keys(to_add, to_delete):
-    """Split the keys (Kafka's alterConfig checks) -> (quota_add, quota_delete, scram_add, scram_delete, unknown)."""
+    """Split the keys (Kafka's alterConfig checks) -> (quota_add, quota_delete, scram_add, scram_delete,
+    unknown_add, unknown_delete)."""
     qa = {k: v for k, v in to_add.items() if k in store.QUOTA_KEYS}
     qd = [k for k in to_delete if k in store.QUOTA_KEYS]
     sa = {k: v for k, v in to_add.items() if k in MECHANISMS}
