@@ -330,6 +330,11 @@ def configs_parser():
     p.add_argument("--entity-default", dest="entity_names", action=EntityNameAction, nargs=0,
                    help="the <default> entity of clients/users (paired with --entity-type in order)")
     p.add_argument("--topic", help="shorthand for --entity-type topics --entity-name TOPIC")
+    p.add_argument("--user", help="shorthand for --entity-type users --entity-name USER")
+    p.add_argument("--user-defaults", action="store_true", help="shorthand for --entity-type users --entity-default")
+    p.add_argument("--client", help="shorthand for --entity-type clients --entity-name CLIENT")
+    p.add_argument("--client-defaults", action="store_true",
+                   help="shorthand for --entity-type clients --entity-default")
     p.add_argument("--add-config", metavar="K1=V1,K2=[A,B]")
     p.add_argument("--delete-config", action="append", default=[], metavar="K1,K2")
     p.add_argument("--all", action="store_true", help="describe: every config, not only the dynamic ones")
@@ -341,6 +346,12 @@ def parse_configs_args(argv):
     args = configs_parser().parse_args(argv)
     # Kafka pairs the types with the names / defaults in command-line order ('' = <default>).
     args.entity_types, args.entity_names = args.entity_type or [], args.entity_names or []
+    # --user/--user-defaults, then --client/--client-defaults, come after the --entity-type ones (Kafka's order).
+    for etype, name, default in (("users", args.user, args.user_defaults),
+                                 ("clients", args.client, args.client_defaults)):
+        if name is not None or default:
+            args.entity_types.append(etype)
+            args.entity_names.append(name if name is not None else "")
     args.entity_type = args.entity_types[0] if args.entity_types else None
     args.entity_name = args.entity_names[0] if args.entity_names else None
     quota_entity = bool(args.entity_types) and set(args.entity_types) <= {"users", "clients"}

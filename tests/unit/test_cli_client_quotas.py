@@ -118,6 +118,19 @@ def test_alter_and_describe_every_kind_of_entity(capsys, backend, zk):
                                                         "producer_byte_rate\n")
 
 
+def test_user_and_client_shorthands(capsys, backend):
+    assert lines(capsys, backend, "--user", "bob", "--client", "app", *ALTER, "producer_byte_rate=64") == [
+        "Completed updating config for user bob."]
+    assert lines(capsys, backend, "--client-defaults", *ALTER, "producer_byte_rate=32") == [
+        "Completed updating default config for clients in the cluster."]
+    assert lines(capsys, backend, "--user", "bob", "--client-defaults", *ALTER, "producer_byte_rate=16") == [
+        "Completed updating config for user bob."]
+    assert sorted(backend.get_children("/config/users/bob/clients")) == ["<default>", "app"]
+    assert lines(capsys, backend, "--user-defaults", "--describe") == []
+    assert lines(capsys, backend, "--client-defaults", "--describe") == [
+        "Quota configs for the default client-id are producer_byte_rate=32.0"]
+
+
 def test_bad_values_and_keys(capsys, backend):
     c = ["--entity-type", "clients", "--entity-name", "c"]
     assert run(capsys, backend, *c, *ALTER, "producer_byte_rate=1.5") == (
