@@ -6,7 +6,8 @@
     --entity-type clients --describe [--entity-name slow | --entity-default]
 
 ``--entity-type`` and ``--entity-name`` / ``--entity-default`` pair up in command-line order (Kafka's
-ConfigCommand); ``users`` and ``clients`` together name a user+client-id entity. The keys are
+ConfigCommand); ``users`` and ``clients`` together name a user+client-id entity. ``--user U`` / ``--user-defaults``
+/ ``--client C`` / ``--client-defaults`` are Kafka's shorthands (kbroker/cli/admin.py appends them). The keys are
 ``producer_byte_rate``, ``consumer_byte_rate`` (bytes/s, whole numbers) and ``request_percentage``.
 
 With ``--bootstrap-server`` (Kafka 3.x) the tool asks DescribeClientQuotas (strict filter: exactly the entity
