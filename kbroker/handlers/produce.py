@@ -104,6 +104,10 @@ def produce(ctx, req):
 
 def _record_quota(ctx, quotas, req, acks):
     """The request's record bytes into producer_byte_rate (module docstring: Quotas)."""
+    if acks == 0:
+        ctx.quota_exempt = True
+    if not quotas.produce.enabled():
+        return
     size = 0
     for t in req["topic_data"]:
         for pd in t["partition_data"]:
@@ -111,8 +115,6 @@ def _record_quota(ctx, quotas, req, acks):
             if records is not None:
                 size += len(records)
     ctx.throttle(quotas.produce.record(ctx.identity, ctx.client_id, size))
-    if acks == 0:
-        ctx.quota_exempt = True
 
 
 def _partition_response(index, code=0):

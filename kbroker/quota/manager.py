@@ -81,6 +81,11 @@ class ClientQuotaManager:
         self.throttled = 0         # over every entity, never expired
         self.throttle_ms = 0
 
+    def enabled(self):
+        """Whether any client has a quota of this kind (else ``record`` is 0 whatever it is given: callers skip
+        measuring what they would record)."""
+        return self.limits.has_quotas(self.kind)
+
     def record(self, identity, client_id, value, now_ms=None):
         """Record ``value`` for the client -> throttle ms, 0 within its quota (module docstring)."""
         limits = self.limits

@@ -338,7 +338,7 @@ class Connection:
             raise CloseConnection("undecodable %s v%d request" % (api.name, version))
         ctx = RequestContext(self.identity, self.services, api_key, version, corr, header.client_id, self)
         quotas = self._quotas
-        if quotas is None:
+        if quotas is None or not quotas.request.enabled():
             resp = h.fn(ctx, req)
         else:
             started = time.perf_counter()

@@ -308,6 +308,9 @@ class ReplicationThrottle(Protocol):
 class QuotaManager(Protocol):
     """One quota type's accounting (kbroker/quota/manager.py ClientQuotaManager)."""
 
+    def enabled(self):
+        """False while no client has a quota of this type: callers need not measure what they would record."""
+
     def record(self, identity, client_id, value, now_ms=None):
         """Record ``value`` (bytes; for the request quota, percent-seconds of handler time) for the client
         (``identity.principal``, ``client_id``) -> how long (ms) to throttle it, 0 within its quota."""

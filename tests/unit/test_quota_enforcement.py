@@ -30,6 +30,9 @@ class _Recorder:
     def __init__(self, throttle=0):
         self.throttle, self.seen = throttle, []
 
+    def enabled(self):
+        return True
+
     def record(self, identity, client_id, value, now_ms=None):
         self.seen.append((identity.principal, client_id, value))
         return self.throttle

@@ -60,8 +60,11 @@ def test_over_the_quota_the_throttle_brings_the_rate_back_to_the_bound():
 def test_no_quota_of_the_kind_anywhere_costs_no_lookup():
     limits = Limits()
     m = ClientQuotaManager(M.PRODUCE, 11, 1, limits, clock=lambda: 0)
+    assert not m.enabled()
     assert m.record(ANON, "x", 10 ** 9) == 0
     assert limits.asked == [] and m.stats()["entities"] == {}
+    limits.table[M.PRODUCE] = {("ANONYMOUS", "y"): (("", "y"), 1.0)}
+    assert m.enabled()
 
 
 def test_a_client_without_a_quota_is_not_recorded():
