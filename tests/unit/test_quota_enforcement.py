@@ -186,3 +186,32 @@ def test_a_throttled_response_leaves_at_once_and_the_connection_is_muted_after_i
     # Both requests' handler time went to the request quota (tiny, not 0.4 s: the mute is not handler time).
     assert [(p, c) for p, c, _v in quotas.request.seen] == [("User:ANONYMOUS", "slow")] * 2
     assert all(0 <= v < 5 for _p, _c, v in quotas.request.seen)    # percent-seconds: < 50 ms each
+
+
+def _serve(quotas, handlers):
+    srv = KafkaServer(make_services(quotas=quotas, config=None), Router(handlers), [("PLAINTEXT", "127.0.0.1", 0)],
+                      max_request_size=1 << 20)
+    srv.start()
+    return srv, srv.bound_ports()["PLAINTEXT"]
+
+
+def test_the_request_quota_throttles_through_the_response_and_controller_apis_are_exempt():
+    quotas = _quotas(request=250)
+
+    def api_versions(ctx, req):
+        return {"error_code": 0, "api_keys": [], "throttle_time_ms": 0}
+
+    def controlled_shutdown(ctx, req):
+        return {"error_code": 0, "remaining_partitions": []}
+    srv, port = _serve(quotas, {18: Handler(APIS[18], 0, 3, api_versions),
+                                7: Handler(APIS[7], 0, 3, controlled_shutdown)})
+    try:
+        body = APIS[7].encode_request(3, {"broker_id": 1, "broker_epoch": 1}).getvalue()
+        shutdown = bytes(encode_request_header(APIS[7].request_header_version(3), 7, 3, 9, "ctl")) + body
+        out = _read_responses(port, struct.pack(">i", len(shutdown)) + shutdown + _api_versions(10), 2)
+    finally:
+        srv.stop(grace_seconds=1)
+    # ControlledShutdown (a ClusterAction API) was not recorded nor throttled: the ApiVersions behind it came at once
+    assert [c for _p, c, _v in quotas.request.seen] == ["slow"]
+    assert out[1][0] < 0.2
+    assert APIS[18].decode_response(3, out[1][1], 4)["throttle_time_ms"] == 250
