@@ -38,7 +38,10 @@ becomes the largest of what the handler wrote and ``ctx.throttle_ms``, the respo
 connection reads nothing -- neither the socket nor requests the client already pipelined -- for ``ctx.throttle_ms``
 (a throttled acks=0 Produce, which has no response, is muted the same). Muted time counts neither for
 socket.request.receive.timeout.ms nor for connections.max.idle.ms. Without quotas (``services.quotas is None``) all
-of this is one attribute test per request.
+of this is one attribute test per request, and with no request quota anywhere one ``enabled()`` call.
+Deviation: Kafka delays the response itself for clients older than KIP-219 (Produce < v6, Fetch < v8, ...); here
+every version gets its response at once and is muted after it -- the client is held to its quota all the same, it
+only learns the throttle earlier.
 """
 import errno
 import fcntl
