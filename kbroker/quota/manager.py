@@ -38,6 +38,8 @@ REQUEST = "request_percentage"
 INACTIVE_S = 3600
 # ... looked for at most this often.
 SWEEP_EVERY_S = 60
+# throttle_time_ms is an int32 on the wire: a byte-rate throttle (uncapped, as Kafka's) never exceeds it (24.8 days).
+MAX_THROTTLE_MS = 2 ** 31 - 1
 
 
 def _now_ms():
@@ -106,7 +108,7 @@ class ClientQuotaManager:
         observed = rate.measure(now_ms)
         if observed <= bound:       # Kafka's Quota.acceptable: an upper bound is inclusive
             return 0
-        ms = throttle_time(observed, bound, rate.window_size(now_ms))
+        ms = min(throttle_time(observed, bound, rate.window_size(now_ms)), MAX_THROTTLE_MS)
         if self.max_throttle_ms is not None and ms > self.max_throttle_ms:
             ms = self.max_throttle_ms
         if ms > 0:

@@ -95,6 +95,11 @@ def test_the_request_quota_is_capped_at_one_window():
     assert st[M.FETCH] == {"throttled": 0, "throttle_ms": 0, "entities": {}}
 
 
+def test_a_throttle_fits_the_wire_int32():
+    m, _ = _producer(0.001)
+    assert m.record(ANON, "slow", 10 ** 9, now_ms=0) == 2 ** 31 - 1
+
+
 def test_unrecord_takes_a_value_back():
     m, _ = _producer(1000.0)
     assert m.record(ANON, "slow", 12000, now_ms=0) == 2000
