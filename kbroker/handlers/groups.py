@@ -44,6 +44,8 @@ Bounded loop time (issue 8): a request may name up to request.max.elements (100,
 every per-element loop here hands the event loop back every 20 ms (``common.sliced``). FindCoordinator v4 ensures
 the offsets topic and lists the live brokers once per request, not once per key.
 """
+import time
+
 from gevent.event import AsyncResult
 
 from kbroker import errors
@@ -66,10 +68,16 @@ def _coordinator(ctx):
     return ctx.services.groups
 
 
-def _wait(fn, *args):
+def _wait(ctx, fn, *args):
+    """Call the coordinator with a callback and wait for it; the wait (a rebalance may take minutes) is parked
+    time, not charged to the request quota (ctx.parked_s)."""
     res = AsyncResult()
     fn(*args, res.set)
-    return res.get()
+    parked = time.monotonic()
+    try:
+        return res.get()
+    finally:
+        ctx.parked_s += time.monotonic() - parked
 
 
 # ------------------------------------------------------------------------------------------- FindCoordinator
@@ -171,7 +179,7 @@ def join_group(ctx, req):
         r = {"error_code": errors.COORDINATOR_NOT_AVAILABLE, "generation_id": -1, "protocol_name": None,
              "leader": "", "member_id": req["member_id"], "members": []}
     else:
-        r = _wait(coord.join_group, req["group_id"], req["member_id"], req["group_instance_id"], ctx.client_id,
+        r = _wait(ctx, coord.join_group, req["group_id"], req["member_id"], req["group_instance_id"], ctx.client_id,
                   _client_host(ctx), rebalance, req["session_timeout_ms"], req["protocol_type"], protocols,
                   version >= 4)
     return {"throttle_time_ms": 0, "error_code": r["error_code"], "generation_id": r["generation_id"],
@@ -190,7 +198,7 @@ def sync_group(ctx, req):
     if coord is None:
         return {"throttle_time_ms": 0, "error_code": errors.COORDINATOR_NOT_AVAILABLE, "assignment": b""}
     assignments = {a["member_id"]: bytes(a["assignment"]) for a in req["assignments"]}
-    r = _wait(coord.sync_group, req["group_id"], req["generation_id"], req["member_id"], req["group_instance_id"],
+    r = _wait(ctx, coord.sync_group, req["group_id"], req["generation_id"], req["member_id"], req["group_instance_id"],
               req["protocol_type"], req["protocol_name"], assignments)
     return {"throttle_time_ms": 0, "error_code": r["error_code"], "protocol_type": r["protocol_type"],
             "protocol_name": r["protocol_name"], "assignment": r["assignment"] or b""}

@@ -8,6 +8,7 @@ import types
 import gevent
 from gevent import monkey
 
+from kbroker.handlers import groups as G
 from kbroker.handlers import produce as P
 from kbroker.handlers.fetch import fetch as fetch_handler
 from kbroker.protocol.apis import APIS
@@ -128,11 +129,27 @@ def test_follower_fetch_is_exempt(tmp_path):
     assert quotas.fetch.seen == [] and ctx.quota_exempt and ctx.throttle_ms == 0
 
 
+# -------------------------------------------------------------------------------------------- parked time
+
+def test_a_join_group_wait_is_parked_time():
+    class Coord:
+        def join_group(self, *args):
+            callback = args[-1]
+            gevent.spawn_later(0.2, callback, {"error_code": 0, "generation_id": 1, "protocol_name": "r",
+                                               "leader": "m", "member_id": "m", "members": []})
+    ctx = make_ctx(5, groups=Coord())
+    G.join_group(ctx, {"group_id": "g", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
+                       "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
+                       "protocols": [{"name": "r", "metadata": b""}]})
+    assert 0.19 <= ctx.parked_s < 1.0
+
+
 # ---------------------------------------------------------------------------------------- the muted channel
 
 def _api_versions(corr):
-    payload = bytes(encode_request_header(APIS[18].request_header_version(3), 18, 3, corr, "slow")) + APIS[18].encode_request(3, {
-        "client_software_name": "t", "client_software_version": "1"}).getvalue()
+    header = encode_request_header(APIS[18].request_header_version(3), 18, 3, corr, "slow")
+    payload = bytes(header) + APIS[18].encode_request(3, {"client_software_name": "t",
+                                                          "client_software_version": "1"}).getvalue()
     return struct.pack(">i", len(payload)) + payload
 
 
