@@ -105,10 +105,10 @@ class ClientQuotaManager:
             self._maybe_sweep(now_ms)
         rate = entity.rate
         rate.record(value, now_ms)
-        observed = rate.measure(now_ms)
+        observed, window_ms = rate.measure_with_window(now_ms)
         if observed <= bound:       # Kafka's Quota.acceptable: an upper bound is inclusive
             return 0
-        ms = min(throttle_time(observed, bound, rate.window_size(now_ms)), MAX_THROTTLE_MS)
+        ms = min(throttle_time(observed, bound, window_ms), MAX_THROTTLE_MS)
         if self.max_throttle_ms is not None and ms > self.max_throttle_ms:
             ms = self.max_throttle_ms
         if ms > 0:

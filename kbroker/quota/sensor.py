@@ -71,5 +71,24 @@ class Rate:
 
     def measure(self, now_ms):
         """Value per second at ``now_ms``."""
-        total = self.total(now_ms)
-        return total / (self.window_size(now_ms) / 1000.0)
+        return self.measure_with_window(now_ms)[0]
+
+    def measure_with_window(self, now_ms):
+        """``(value per second, window_size ms)`` at ``now_ms`` in one pass over the windows (what a quota check
+        needs: the rate, and the elapsed time the throttle is computed over)."""
+        expire = self.samples * self.window_ms
+        total = 0.0
+        oldest = now_ms
+        for sample in self._ring:
+            if now_ms - sample[0] >= expire:
+                sample[0], sample[1] = now_ms, 0.0
+            total += sample[1]
+            if sample[0] < oldest:
+                oldest = sample[0]
+        elapsed = now_ms - oldest
+        full = elapsed // self.window_ms
+        if full < self.samples - 1:
+            elapsed += (self.samples - 1 - full) * self.window_ms
+        if elapsed < 1:
+            elapsed = 1
+        return total / (elapsed / 1000.0), elapsed

@@ -55,3 +55,15 @@ def test_bad_shapes_are_refused():
         Rate(0, 1000)
     with pytest.raises(ValueError):
         Rate(11, 0)
+
+
+def test_measure_with_window_agrees_with_its_parts():
+    records = ((0, 100), (300, 50), (1500, 25), (4000, 400), (12500, 7))
+    for k in range(1, len(records) + 1):
+        t = records[k - 1][0]
+        for now in (t, t + 999, t + 5000, t + 11000):
+            a, b = Rate(11, 1000), Rate(11, 1000)
+            for when, v in records[:k]:
+                a.record(v, when)
+                b.record(v, when)
+            assert a.measure_with_window(now) == (b.total(now) / (b.window_size(now) / 1000.0), b.window_size(now))
