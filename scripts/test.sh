@@ -15,13 +15,14 @@ unset PYTHONPATH PYTHONHOME PYTHONUSERBASE KBROKER_ALLOW_FOREIGN_ENV
 export PYTHONNOUSERSITE=1
 
 # -rfE: list failures and errors at the end; --timeout: per-test ceiling (pytest-timeout) so a hung broker
-# cannot stall CI; no cache provider: CI runs are independent and the tree stays clean.
+# cannot stall CI; no cache provider: CI runs are independent and the tree stays clean; --durations=30: the 30
+# slowest tests in every run's summary (the whole command must stay under 25 min on 2 cores: this says where it goes).
 # Run the whole of tests/ unless the arguments name test paths themselves (e.g. tests/unit/x.py::test_y).
 targets=(tests)
 for arg in "$@"; do
     if [[ "$arg" != -* && -e "${arg%%::*}" ]]; then targets=(); break; fi
 done
-cmd=("$PY" -m pytest "${targets[@]}" -q -p no:cacheprovider -rfE --timeout=300 "$@")
+cmd=("$PY" -m pytest "${targets[@]}" -q -p no:cacheprovider -rfE --timeout=300 --durations=30 "$@")
 log "running: ${cmd[*]}"
 set +e
 "${cmd[@]}"
