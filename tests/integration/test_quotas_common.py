@@ -6,7 +6,8 @@ Setting quotas
     pairs, type ``clients`` or ``users``, name None for ``--entity-default``. ``write_quota_znode(zk, path, config)``
     writes Kafka's own layout instead (what 0.10.1's kafka-configs.sh --zookeeper writes): the entity znode
     ``/config/<path>`` = ``{"version":1,"config":{"producer_byte_rate":"1048576"}}`` and a sequential
-    ``/config/changes/config_change_`` = ``{"version":2,"entity_path":"<path>"}``.
+    ``/config/changes/config_change_`` = ``{"version":2,"entity_path":"<path>"}``. ``alter_client_quotas_api``
+    sends AlterClientQuotas v0 itself (one entity per request; bench/quotas.py uses it for many entities).
 
 Measuring clients
     ``RateProducer``: a confluent-kafka producer in its own thread producing ``size``-byte values either as fast as
