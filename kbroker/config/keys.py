@@ -10,7 +10,7 @@ kbroker/, so no key can be silently inert):
   line at startup naming it and the reason. Kafka's own shipped server.properties sets some of these
   (``num.network.threads``, ``transaction.state.log.replication.factor``...), so refusing them would refuse it.
 * ``"refused-unless-default: <reason>"`` -- the key's meaning applies to kbroker but is not implemented (TLS,
-  SASL, ACLs, quotas, ...): the default value is accepted silently, any other value stops startup with a
+  SASL, ACLs, ...): the default value is accepted silently, any other value stops startup with a
   ConfigError naming the key. Nothing fails open: an operator never believes a setting holds when it does not.
 """
 from collections import namedtuple
@@ -46,7 +46,6 @@ def effect_of(key):
 # Reasons shared by several keys (one line each in the startup warning / the ConfigError).
 _PRINCIPAL_BUILDER = ("kbroker builds principals as Kafka's DefaultKafkaPrincipalBuilder does (ssl.principal.mapping.rules, "
                       "sasl.kerberos.principal.to.local.rules): a Java principal builder class cannot be loaded")
-_QUOTAS = "quotas are not enforced yet (issue 12)"
 _KRB_LOGIN = ("kbroker has no Java Kerberos login thread to tune: a GSSAPI listener accepts tickets with its keytab "
               "and needs no ticket of its own, and MIT Kerberos fetches fresh client tickets from the keytab itself")
 _TLS_JAVA = "kbroker's TLS is OpenSSL (Python's ssl), not Java's: %s cannot be selected"
