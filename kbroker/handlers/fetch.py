@@ -59,8 +59,8 @@ recorded (Kafka's shouldLeaderThrottle / sizeOfThrottledPartitions).
 Quotas (``ctx.services.quotas``, kbroker/quota; Kafka's handleFetchRequest): a consumer's response budget is at
 most what its ``consumer_byte_rate`` allows over the full quota span (bound x (quota.window.num - 1) x
 quota.window.size.seconds); the record bytes of the answer are recorded once it is read, and when that puts the
-client over its quota they are taken back and the answer carries no partitions at all, only the throttle time
-(the connection then mutes it: KIP-219). Follower fetches are exempt from the client quotas (the replication
+client over its quota the answer (records included: Kafka 0.10.1's rule, not Kafka >= 2.0's empty answer, which
+holds consumers well below their quota) carries the throttle time and the connection then mutes it (KIP-219). Follower fetches are exempt from the client quotas (the replication
 throttles govern them), and the long-poll wait is not charged to the request quota.
 Fetch sessions (v7+) are answered sessionless (session_id 0): clients then send full requests every time.
 Deviations: a batch of more than 100 000 records is not down-converted (above; Kafka converts anything, at
@@ -166,13 +166,12 @@ def fetch(ctx, req):
     if throttle is not None:
         _record_throttled(throttle, responses)
     if quotas is not None:
-        throttle_ms = quotas.fetch.record(ctx.identity, ctx.client_id, total)
-        if throttle_ms:
-            # Over the quota: the records are not sent (nor counted), only the throttle (Kafka's throttled
-            # response of a sessionless fetch: no partitions).
-            quotas.fetch.unrecord(ctx.identity, ctx.client_id, total)
-            ctx.throttle(throttle_ms)
-            return {"throttle_time_ms": throttle_ms, "error_code": 0, "session_id": 0, "responses": []}
+        # Over the quota, the answer still carries its records and the throttle that pays for them (Kafka
+        # 0.10.1's delayed fetch response, with KIP-219's mute instead of the delay): the consumer is held at its
+        # quota. Kafka >= 2.0 answers no partitions and drops the bytes from the rate, yet throttles for them:
+        # its consumers are held at ~2/3 of the quota (0.66 MiB/s under 1 MiB/s measured on Kafka 4.4.0, the same
+        # test here gave 0.62-0.71 with that rule). The overshoot is one answer, which the budget above bounds.
+        ctx.throttle(quotas.fetch.record(ctx.identity, ctx.client_id, total))
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
 
 

@@ -13,12 +13,10 @@ What is measured, and why the tolerances:
   defaults (11 x 1 s) the steps are ~10 MiB every 11 s, and a 20 s window could be off by +-50 %. This broker
   uses ``quota.window.num=2`` (windows of 1 s): steps of ~1 MiB every 2 s, and every measurement window is a
   whole number of those 2 s periods, so it averages whole steps.
-* A throttled Fetch is answered empty (KIP-219, as Kafka: the records it would have carried are unrecorded) with
-  a throttle computed as if they had been delivered, so a consumer that always asks for more loses part of its
-  quota to those empty answers: with 2 windows of 1 s, Apache Kafka 4.4.0 (KRaft, same client and settings,
-  measured on this machine) holds it at 0.66 MiB/s under a 1 MiB/s quota, and kbroker at 0.62-0.71. The consumer
-  must therefore stay at or below the quota (+10 %) and above half of it. (With the default 11 windows both give
-  ~10 MiB bursts every ~11.5 s instead.)
+* A throttled Fetch carries its records and the throttle they cost (Kafka 0.10.1's rule, kbroker/handlers/fetch.py),
+  so the consumer is held at its quota like the producer: within 10 %. (Kafka >= 2.0 answers a throttled Fetch
+  empty yet throttles for the records it did not carry: Apache Kafka 4.4.0, same client and settings, measured on
+  this machine, held this consumer at 0.66 MiB/s under a 1 MiB/s quota; kbroker did 0.62-0.71 with that rule.)
 * Every measurement window starts 1 s after the client first reported a non-zero throttle (librdkafka
   ``brokers.*.throttle.max`` in the statistics every 500 ms; the raw client reads ``throttle_time_ms`` itself).
   The held rate must be within 10 % of the quota (the spec), over 20 s for the producer (the spec's figure) and
@@ -152,8 +150,8 @@ def test_consumer_quota_holds_client_id_not_others(qbroker):
     print(f"consumer: slow {slow_rate / MIB:.3f} MiB/s, unthrottled {alone / MIB:.1f} alone / {beside / MIB:.1f} "
           f"beside, largest throttle {slow.throttle_max()} ms")
     # Held to the quota, never above it; below it by Kafka's own fetch throttling (see the module docstring):
-    # Apache Kafka 4.4.0 gave this consumer 0.66 MiB/s with the same windows, kbroker 0.62-0.71.
-    assert 0.5 * QUOTA <= slow_rate <= 1.1 * QUOTA, f"client.id=slowc over 10 s: {slow_rate / MIB:.3f} MiB/s"
+    # Kafka >= 2.0's empty throttled answers would give ~0.66 MiB/s here (Apache Kafka 4.4.0, same windows).
+    assert 0.9 * QUOTA <= slow_rate <= 1.1 * QUOTA, f"client.id=slowc over 10 s: {slow_rate / MIB:.3f} MiB/s"
     assert beside >= 0.25 * alone, f"unthrottled consumer: {beside / MIB:.1f} MiB/s beside, {alone / MIB:.1f} alone"
     assert slow.throttle_max() > 0
     assert fastc.stats_seen() >= 1 and fastc.throttle_max() == 0, fastc.throttle_maxes
