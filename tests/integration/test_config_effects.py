@@ -61,10 +61,12 @@ def test_security_key_without_effect_stops_startup_naming_the_key(tmp_path):
     assert not b.log_dir.exists()
 
 
-def test_quota_key_stops_startup_naming_the_key(tmp_path):
-    rc, out, took = run_server(base_overrides(tmp_path) + ["--override", "quota.consumer.default=1048576"], tmp_path)
+def test_bad_quota_value_stops_startup_naming_the_key(tmp_path):
+    """The quota keys take effect now (issue 12, tests/integration/test_quotas.py); a value out of range still stops
+    startup with the key's name, before anything is written."""
+    rc, out, took = run_server(base_overrides(tmp_path) + ["--override", "quota.consumer.default=0"], tmp_path)
     assert rc == 1, out
-    assert "configuration quota.consumer.default" in out and "'1048576'" in out and "issue 12" in out, out
+    assert "quota.consumer.default" in out and "'0'" in out, out
     assert took < FAIL_FAST_SECONDS
     assert not (tmp_path / "logs").exists()
 
