@@ -517,19 +517,16 @@ def test_refused_key_at_its_default_is_accepted_silently(key, caplog):
 
 SECURITY_KEYS = ["principal.builder.class"]   # the authorizer keys: tests/unit/test_authorizer.py; TLS:
 # tests/unit/test_tls_config.py; SASL: tests/unit/test_sasl_config.py
-QUOTA_KEYS = []   # quota.*.default apply since issue 12 (tests/unit/test_quota_store.py)
+# The quota keys apply since issue 12 (tests/unit/test_quota_store.py, tests/integration/test_quotas.py).
 
 
-def test_security_and_quota_keys_are_all_refused_with_the_reason():
-    for name in SECURITY_KEYS + QUOTA_KEYS:
+def test_security_keys_are_all_refused_with_the_reason():
+    for name in SECURITY_KEYS:
         assert effect_of(CONFIG_KEYS[name])[0] == REFUSED_UNLESS_DEFAULT, name
     for name in SECURITY_KEYS:
         with pytest.raises(ConfigError, match="a Java principal builder class cannot be loaded") as ei:
             BrokerConfig.from_sources(None, ["%s=%s" % (name, _non_default(CONFIG_KEYS[name]))])
         assert ei.value.key == name
-    for name in QUOTA_KEYS:
-        with pytest.raises(ConfigError, match=r"quotas are not enforced yet \(issue 12\)"):
-            BrokerConfig.from_sources(None, ["%s=%s" % (name, _non_default(CONFIG_KEYS[name]))])
 
 
 @pytest.mark.parametrize("overrides, key", [
