@@ -9,7 +9,8 @@ depend on what that interpreter happens to have installed); the header and the s
 environment in use ("kbroker env: ...").
 
 Markers (also declared in pyproject.toml): `integration` (starts real broker processes; every test under
-tests/integration gets it automatically) and `zk` (needs Debian's ZooKeeper). Select with `-m`, e.g.
+tests/integration gets it automatically), `zk` (needs Debian's ZooKeeper) and `soak` (a long fault or scale run;
+scripts/test.sh leaves these out unless given a `-m`: `bash scripts/test.sh -m soak`). Select with `-m`, e.g.
 `-m "not integration"` for the fast unit suite. Per-test timeout: pyproject's `timeout` (pytest-timeout).
 
 When a test fails while harness-managed brokers or ZooKeeper nodes are open, the tails of their logs are attached

@@ -147,6 +147,7 @@ def test_describe_groups_of_100000_groups(broker, coordinator):
     assert_healthy(broker, watch, what="DescribeGroups of 100,000 groups")
 
 
+@pytest.mark.soak   # 69 s: not in the README's test command; `bash scripts/test.sh -m soak`
 def test_create_topics_validating_14000_topics(broker):
     topics = [{"name": "would-%05d" % i, "num_partitions": 1, "replication_factor": 1, "assignments": [],
                "configs": []} for i in range(14_000)]

@@ -52,6 +52,7 @@ def cluster(tmp_path_factory):
         c.close()
 
 
+@pytest.mark.soak   # 100 s: not in the README's test command; `bash scripts/test.sh -m soak`
 def test_kill9_nemesis_loses_nothing(cluster):
     cluster.create_topic(CHAOS, CHAOS_PARTITIONS, 3, configs={"min.insync.replicas": "2"})
     cluster.wait_full_isr(CHAOS, CHAOS_PARTITIONS)
