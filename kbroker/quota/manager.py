@@ -118,16 +118,6 @@ class ClientQuotaManager:
             self.throttle_ms += ms
         return ms
 
-    def unrecord(self, identity, client_id, value, now_ms=None):
-        """Take back ``value`` recorded for a request that is answered without it (a throttled Fetch answers no
-        records: Kafka's unrecordQuotaSensor)."""
-        if not self.limits.has_quotas(self.kind):
-            return
-        key, bound = self.limits.limit_for(self.kind, user_of(identity), client_id)
-        entity = self._entities.get(key)
-        if bound is not None and entity is not None:
-            entity.rate.record(-value, self.clock() if now_ms is None else now_ms)
-
     def max_in_window(self, identity, client_id):
         """The most this client may take in one full quota span, ``bound x (window_num - 1) x window size`` (Kafka's
         getMaxValueInQuotaWindow: a Fetch asks for no more), or None without a quota."""

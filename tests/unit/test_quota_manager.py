@@ -100,14 +100,6 @@ def test_a_throttle_fits_the_wire_int32():
     assert m.record(ANON, "slow", 10 ** 9, now_ms=0) == 2 ** 31 - 1
 
 
-def test_unrecord_takes_a_value_back():
-    m, _ = _producer(1000.0)
-    assert m.record(ANON, "slow", 12000, now_ms=0) == 2000
-    m.unrecord(ANON, "slow", 12000, now_ms=0)
-    assert m.rate(("", "slow"), 0) == 0.0
-    assert m.record(ANON, "slow", 10000, now_ms=0) == 0
-
-
 def test_max_in_window_is_bound_times_the_full_span():
     m, _ = _producer(1000.0, samples=11, size_s=2)
     assert m.max_in_window(ANON, "slow") == 20000.0
