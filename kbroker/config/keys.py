@@ -446,6 +446,10 @@ _KEYS = [
     _k("ssl.allow.san.changes", "bool", False, None, L, "Allow a dynamically updated keystore to change its SANs",
        effect=no_effect(_TLS_STATIC)),
     # -- metrics
+    _k("metrics.http.port", "int", -1, Range(-1, 65535), M,
+       "Port of the Prometheus endpoint (/metrics, /healthz, /readyz; kbroker/metrics); -1 = none"),
+    _k("metrics.http.host", "string", "", None, L,
+       "Address the Prometheus endpoint binds (empty = every interface, as Kafka's JMX port)"),
     _k("metric.reporters", "list", [], None, L, "Metric reporter classes",
        effect=refused_unless_default("kbroker loads no Java metric reporter classes")),
     _k("metrics.num.samples", "int", 2, Range(1), L, "Metric samples",

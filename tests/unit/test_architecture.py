@@ -56,7 +56,7 @@ LAYERS = {
     "log": 2, "server": 2, "security": 2, "quota": 2,
     "handlers": 3, "replica": 3, "config": 3,
     "coordinator": 4, "controller": 4, "transaction": 4,
-    "broker.py": 5, "topic_admin.py": 5, "producer_ids.py": 5, "client": 5,
+    "broker.py": 5, "topic_admin.py": 5, "producer_ids.py": 5, "client": 5, "metrics": 5,
     "cli": 6,
 }
 
