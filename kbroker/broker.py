@@ -214,6 +214,7 @@ class Broker:
         self.started = True
         log.info("kbroker %d started (cluster %s, %s backend)", self.broker_id, self.cluster_id,
                  "embedded" if cfg.embedded else "ZooKeeper")
+            gevent.spawn(self._every, cfg["log.flush.start.offset.checkpoint.interval.ms"], self._checkpoint_starts),
 
     def _start_authorizer(self):
         """The ACL authorizer (kbroker/security/authorizer.py) over this broker's coordination backend, every ACL
@@ -419,6 +420,9 @@ class Broker:
             if os.path.exists(meta):
                 stored = read_properties(meta).get("broker.id")
                 if stored is not None:
+    def _checkpoint_starts(self):
+        self._pool.apply(self.log_manager.checkpoint_log_start_offsets)   # DeleteRecords' log start offsets
+
                     return int(stored)
         return None
 

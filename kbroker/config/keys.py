@@ -141,9 +141,7 @@ _KEYS = [
     _k("log.flush.offset.checkpoint.interval.ms", "int", 60000, Range(0), H,
        "How often recovery-point-offset-checkpoint is written"),
     _k("log.flush.start.offset.checkpoint.interval.ms", "int", 60000, Range(0), H,
-       "How often log-start-offset-checkpoint is written (Kafka >= 0.11)",
-       effect=no_effect("the log start offset is the first segment's base offset (no DeleteRecords), so there is no "
-                        "log-start-offset-checkpoint to write")),
+       "How often log-start-offset-checkpoint is written (Kafka >= 0.11; also with the recovery points)"),
     _k("log.index.size.max.bytes", "int", _LOG.segment_index_bytes, Range(4), M,
        "Preallocated size of each offset/time index"),
     _k("log.index.interval.bytes", "int", _LOG.index_interval_bytes, Range(0), M, "Bytes between offset index entries"),

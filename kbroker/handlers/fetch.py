@@ -240,7 +240,7 @@ def _read_pass(replicas, version, wanted, replica_id, first, budget, conversion,
                 if _leader_throttled(throttle, part, (topic, p["partition"]), replica_id):
                     limit = 0
                 sl = part.read_for_follower(replica_id, p["fetch_offset"], limit, min_one=min_one and limit > 0,
-                                            record=first)
+                                            record=first, log_start_offset=p.get("log_start_offset", -1))
                 r["high_watermark"] = part.high_watermark
                 r["last_stable_offset"] = part.last_stable_offset
             elif isolation == 1:

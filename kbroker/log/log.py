@@ -2,8 +2,11 @@
 
 Invariants:
 * ``segments`` is sorted by base offset (bisect on ``_bases``); the last one is the active segment and
-  is the only one appended to.  ``log_start_offset`` is the first segment's base offset (0.10.1 has no
-  separate log start offset); ``log_end_offset`` is the next offset to assign.
+  is the only one appended to.  ``log_end_offset`` is the next offset to assign.
+* ``log_start_offset`` (Kafka >= 0.11, KIP-107) = max(first segment's base offset, the offset DeleteRecords or the
+  leader moved it to: ``maybe_increment_log_start_offset``); reads below it are OffsetOutOfRange, retention deletes
+  every segment wholly below it (``delete_old_segments``), a truncation below it lowers it. It never exceeds the LEO.
+  The LogManager keeps it across restarts in ``log-start-offset-checkpoint`` (given back as ``log_start_offset``).
 * Every byte of every ``.log`` file is a whole v2 batch (the loader cuts torn tails at startup).
 * ``recovery_point``: every offset below it is fsynced; a restart after a crash re-scans only from the
   segment holding it.  It only moves forward through ``flush`` (and back through ``truncate_to``).
@@ -109,7 +112,7 @@ class Log:
     # made from another thread would see them disagree, so every such edit goes through ``owner_call``. The
     # server installs a loop-dispatching version at startup; plain callers (tests, tools) run it in place.
     owner_call = staticmethod(_call_here)
-    def __init__(self, dir_path, config, recovery_point=0, clean_shutdown=False):
+    def __init__(self, dir_path, config, recovery_point=0, clean_shutdown=False, log_start_offset=0):
         self.dir = dir_path
         self.config = config
         try:
@@ -137,7 +140,22 @@ class Log:
 
     @property
     def log_start_offset(self):
-        return self._bases[0]
+        start = self._start
+        first = self._bases[0]
+        return start if start > first else first
+
+    def maybe_increment_log_start_offset(self, offset):
+        """Move the log start offset up to ``offset`` (DeleteRecords on the leader; a follower applying its leader's);
+        True if it moved. An offset above the LEO raises OffsetOutOfRange; one at or below the start changes
+        nothing. Segments wholly below the new start go at the next retention check (Kafka's
+        deleteLogStartOffsetBreachedSegments), so an in-flight read of them stays valid."""
+        if offset > self._next_offset:
+            raise OffsetOutOfRange("log start offset %d above the log end offset %d of %s"
+                                   % (offset, self._next_offset, self.dir))
+        if offset <= self.log_start_offset:
+            return False
+        self._start = offset
+        return True
 
     @property
     def log_end_offset(self):
@@ -159,6 +177,9 @@ class Log:
     def size_in_bytes(self):
         return sum(s.size for s in self._segments)
 
+        # The DeleteRecords floor (module docstring); read as max(it, first base), clamped to the LEO: a checkpoint
+        # from before a crash that lost the log's tail must not leave the start above the end.
+        self._start = min(max(log_start_offset, self._bases[0]), self._next_offset)
     @property
     def unflushed_messages(self):
         return self._next_offset - self.recovery_point
@@ -235,8 +256,8 @@ class Log:
         ``max_offset``) returns an empty slice.  See ``LogSegment.read`` for size rules.
         """
         leo = self._next_offset
-        if offset > leo or offset < self._bases[0]:
-            raise OffsetOutOfRange("offset %d not in [%d, %d] of %s" % (offset, self._bases[0], leo, self.dir))
+        if offset > leo or offset < self._bases[0] or offset < self._start:
+            raise OffsetOutOfRange("offset %d not in [%d, %d] of %s" % (offset, self.log_start_offset, leo, self.dir))
         if offset == leo or (max_offset is not None and offset >= max_offset):
             return self._empty(offset)
         segments = self._segments
@@ -266,7 +287,7 @@ class Log:
         resolver may block the calling greenlet (it runs with a snapshot of the segment list, whose
         files stay open until file.delete.delay.ms after a removal).  -1/-2 are the caller's job.
         """
-        start = self._bases[0]
+        start = self.log_start_offset
         for segment in list(self._segments):
             if segment.largest_timestamp < timestamp:
                 continue
@@ -464,9 +485,10 @@ class Log:
         ``total - segment.size >= retention_bytes``.  -1 (or None) disables either.  The active segment
         goes only when non-empty and everything else went too; a fresh active segment is rolled first.
         """
-        deleted = 0
+        deleted = self.delete_segments_below_start(now, purge=False)
         if retention_ms is not None and retention_ms >= 0:
             deleted += self._delete_while(lambda s: now - s.largest_timestamp > retention_ms, now)
+        self._start = min(self._start, offset)
         if retention_bytes is not None and retention_bytes >= 0:
             diff = self.size_in_bytes - retention_bytes
             if diff >= 0:
@@ -487,6 +509,7 @@ class Log:
             if not predicate(segment) or (segment is active and segment.size == 0):
                 break
             doomed.append(segment)
+        self._start = offset
         if not doomed:
             return 0
         if len(doomed) == len(self._segments):
@@ -494,7 +517,10 @@ class Log:
         del self._segments[:len(doomed)]
         del self._bases[:len(doomed)]
         self._remove_segments(doomed, now)
-        logger.info("%s: deleted %d segment(s); log start offset now %d", self.dir, len(doomed), self._bases[0])
+        logger.info("%s: deleted %d segment(s); log start offset now %d", self.dir, len(doomed),
+                    self.log_start_offset)
+        First of all, every segment whose next segment starts at or below the log start offset goes (all its
+        records are below it: DeleteRecords, Kafka's deleteLogStartOffsetBreachedSegments).
         return len(doomed)
 
     def replace_segments(self, group, replacement, now):
@@ -512,6 +538,19 @@ class Log:
                     self._bases[i:i + k] = [replacement.base_offset]
                     self._segments[i:i + k] = [replacement]
                     return True
+    def delete_segments_below_start(self, now, purge=True):
+        """Delete the segments wholly below the log start offset (the active one never); returns how many."""
+        start = self._start
+        bases = self._bases
+        n = 0
+        while n + 1 < len(bases) and bases[n + 1] <= start:
+            n += 1
+        keep_from = bases[n]            # the first segment holding an offset >= start
+        deleted = self._delete_while(lambda s: s.base_offset < keep_from, now) if n else 0
+        if purge:
+            self.purge_deleted(now)
+        return deleted
+
             return False
         return Log.owner_call(swap)
 

@@ -10,6 +10,11 @@ Per log dir it owns:
   written again by a clean ``shutdown``.
 * ``recovery-point-offset-checkpoint`` -- see checkpoint.py; read at load, written by
   ``checkpoint_recovery_points`` (every log.flush.offset.checkpoint.interval.ms) and at shutdown.
+* ``log-start-offset-checkpoint`` -- Kafka's (same format): each log whose start offset is above its first
+  segment's base offset (moved by DeleteRecords, ``Log.maybe_increment_log_start_offset``); read at load, written
+  with the recovery points (``checkpoint_recovery_points``) and at shutdown. Kafka writes it every
+  log.flush.start.offset.checkpoint.interval.ms; the broker runs both on that key's and the recovery point key's
+  intervals (the smaller wins).
 * ``cleaner-offset-checkpoint`` -- first dirty offset per compacted log, owned by the LogCleaner
   (cleaner.py; ``self.cleaner``), whose ``clean_once`` this class exposes.
 * ``<topic>-<partition>/`` -- one Log each (topic = text before the last '-').
@@ -56,6 +61,7 @@ MAX_FILE_NAME = 255  # NAME_MAX of ext4/xfs/btrfs/tmpfs, in bytes (topic names a
 def delete_dir_name(topic, partition, unique_id=None):
     """``<topic>-<partition>.<uuid hex>-delete`` with the topic cut so the whole name is <= 255 bytes.
 
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
     Kafka's logDeleteDirName: ``topic[:min(len(topic), 255 - len(suffix))] + suffix`` where suffix is
     ``-<partition>.<32 hex>-delete``; a 249-character topic at partition 0 keeps 213 of its characters.
     """
@@ -203,7 +209,8 @@ class LogManager:
             if tp in self._logs:
                 raise RuntimeError("duplicate log directories for %s-%d: %s and %s"
                                    % (tp[0], tp[1], self._logs[tp].dir, path))
-            log = Log(path, self.config_for(tp[0]), recovery_point=points.get(tp, 0), clean_shutdown=clean)
+            log = Log(path, self.config_for(tp[0]), recovery_point=points.get(tp, 0), clean_shutdown=clean,
+                      log_start_offset=starts.get(tp, 0))
             self._logs[tp] = log
             self._dir_of[tp] = d
             self._dir_counts[d] += 1
@@ -216,6 +223,7 @@ class LogManager:
     def config_for(self, topic):
         if self._topic_config is not None:
             cfg = self._topic_config(topic)
+        starts = OffsetCheckpoint(os.path.join(d, LOG_START_OFFSET_CHECKPOINT)).read()
             if cfg is not None:
                 return cfg
         return self.default_config
@@ -437,3 +445,19 @@ class LogManager:
         self._dir_of.clear()
         self._dir_counts = dict.fromkeys(self.log_dirs, 0)
         self._unlock_all()
+        self.checkpoint_log_start_offsets(logs, dir_of)
+
+    def checkpoint_log_start_offsets(self, logs=None, dir_of=None):
+        """Write ``log-start-offset-checkpoint`` in every log dir: the logs whose start offset is above their first
+        segment's base (Kafka's rule; the others' start is their first base, which the load finds anyway)."""
+        if logs is None:
+            logs, dir_of = list(self._logs.items()), dict(self._dir_of)
+        for d in self.log_dirs:
+            starts = {}
+            for tp, log in logs:
+                if dir_of.get(tp) == d:
+                    segments = log.segments
+                    start = log.log_start_offset
+                    if segments and start > segments[0].base_offset:
+                        starts[tp] = start
+            OffsetCheckpoint(os.path.join(d, LOG_START_OFFSET_CHECKPOINT)).write(starts)

@@ -316,6 +316,7 @@ class ReplicaFetcher:
             st.in_sync = part.log_end_offset >= pd["high_watermark"]
         elif code == errors.OFFSET_OUT_OF_RANGE:
             leader_start = pd["log_start_offset"]
+            part.apply_leader_log_start_offset(pd["log_start_offset"])     # DeleteRecords reaches every replica
             if 0 <= part.log_end_offset < leader_start:
                 part.truncate_fully_and_start_at(leader_start)
             else:

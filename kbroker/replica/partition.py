@@ -74,7 +74,7 @@ class AppendResult:
 
 class ReplicaState:
     """The leader's view of one follower (reset whenever this broker becomes leader)."""
-    __slots__ = ("leo", "last_caught_up_ms", "last_fetch_leader_leo", "last_fetch_ms")
+    __slots__ = ("leo", "last_caught_up_ms", "last_fetch_leader_leo", "last_fetch_ms", "log_start")
 
     def __init__(self, last_caught_up_ms):
         self.leo = -1                       # unknown until the follower's first fetch
@@ -89,6 +89,7 @@ class ReplicaState:
 class Partition:
     def __init__(self, topic, index, log, log_config, broker_id, flusher=None, clock=now_ms, high_watermark=None,
                  isr_writer=None, replica_lag_time_max_ms=10000, new_log=False):
+        self.log_start = -1                 # the follower's log start offset, from its Fetch (v5+), -1 unknown
         """``flusher(log)`` fsyncs a log off the event loop (flush.messages); ``clock()`` -> ms;
         ``high_watermark``: the checkpointed HW (None: the LEO -- a standalone leader); ``isr_writer`` as in
         the module docstring (None: ISR changes apply locally, zk_version + 1); ``new_log``: the log was just
@@ -320,9 +321,10 @@ class Partition:
             self._change_isr(self.isr + [replica_id])
         self.maybe_advance_hw()
 
-    def read_for_follower(self, replica_id, fetch_offset, max_bytes, min_one=True, record=True):
+    def read_for_follower(self, replica_id, fetch_offset, max_bytes, min_one=True, record=True, log_start_offset=-1):
         """Bytes from ``fetch_offset`` up to the LEO for follower ``replica_id``; ``record``: this fetch reports
-        the follower's LEO (the first pass of a request, not the re-reads after a wait)."""
+        the follower's LEO (the first pass of a request, not the re-reads after a wait) and its log start offset
+        (``log_start_offset``, Fetch v5+; what ``low_watermark`` and a waiting DeleteRecords read)."""
         sl = self.log.read(fetch_offset, max_bytes, None, min_one)
         if record:
             self.update_follower(replica_id, fetch_offset)
@@ -337,9 +339,58 @@ class Partition:
     def maybe_advance_hw(self):
         new = self.log.log_end_offset
         for r in self.maximal_isr():
+            st = self.followers.get(replica_id)
+            if st is not None and log_start_offset != st.log_start:
+                st.log_start = log_start_offset
+                if self.waiters:
+                    self._wake()            # a DeleteRecords waiting for the replicas' low watermark
             if r == self.broker_id:
                 continue
             st = self.followers.get(r)
+    # ------------------------------------------------------------------------------- leader: DeleteRecords
+    def delete_records(self, offset):
+        """Move the leader's log start offset to ``offset`` (-1: the high watermark); returns the new log start
+        offset. Kafka's Partition.deleteRecordsOnLeader: PolicyViolation (44) unless cleanup.policy has delete,
+        OffsetOutOfRange (1) for an offset above the high watermark or below -1. Followers follow from the
+        ``log_start_offset`` of their next Fetch answer (``apply_leader_log_start_offset``)."""
+        if not self.is_leader:
+            raise NotLeaderOrFollower("%s-%d is not led here" % (self.topic, self.index))
+        if not self.log_config.deletes:
+            raise errors.PolicyViolation("Records of partition %s-%d can not be deleted due to the configured policy"
+                                         % (self.topic, self.index))
+        if offset == -1:
+            offset = self.high_watermark
+        if offset < 0 or offset > self.high_watermark:
+            raise errors.OffsetOutOfRange("Cannot increment the log start offset to %d of partition %s-%d since it "
+                                          "is larger than the high watermark %d"
+                                          % (offset, self.topic, self.index, self.high_watermark))
+        if self.log.maybe_increment_log_start_offset(offset):
+            self._log_start_moved()
+            self._wake()                    # parked follower fetches answer the new start at once
+        return self.log.log_start_offset
+
+    def low_watermark(self):
+        """The smallest log start offset over this leader and its ISR followers that reported one (Kafka's
+        lowWatermarkIfLeader counts the followers on live brokers; the ISR is this broker's view of those): what a
+        DeleteRecords answers and waits for."""
+        low = self.log.log_start_offset
+        for r in self.isr:
+            st = self.followers.get(r)
+            if st is not None and st.log_start < low:
+                low = st.log_start           # -1 until the follower's first Fetch reports its start
+        return low
+
+    def apply_leader_log_start_offset(self, leader_log_start):
+        """Follower: take the leader's log start offset from a Fetch answer (Kafka's ReplicaFetcherThread), capped at
+        the own high watermark so the start never passes what this replica knows is committed."""
+        target = min(leader_log_start, self.high_watermark)
+        if target > self.log.log_start_offset and self.log.maybe_increment_log_start_offset(target):
+            self._log_start_moved()
+
+    def _log_start_moved(self):
+        """The leader-epoch cache forgets epochs wholly below the new start (Kafka: truncateFromStart)."""
+        self.epoch_cache.truncate_from_start(self.log.log_start_offset)
+
             if st is None:
                 continue
             if st.leo < new:
