@@ -208,13 +208,13 @@ class Broker:
             # log.flush.scheduler.interval.ms defaults to Long.MAX (Kafka flushes rolled segments at once too).
             gevent.spawn(self._every, min(cfg["log.flush.scheduler.interval.ms"], 1000), self._flush),
             gevent.spawn(self._every, cfg["log.flush.offset.checkpoint.interval.ms"], self._checkpoint),
+            gevent.spawn(self._every, cfg["log.flush.start.offset.checkpoint.interval.ms"], self._checkpoint_starts),
         ]
         if cfg["log.cleaner.enable"]:
             self._tasks.append(gevent.spawn(self._every, cfg["log.cleaner.backoff.ms"], self._clean))
         self.started = True
         log.info("kbroker %d started (cluster %s, %s backend)", self.broker_id, self.cluster_id,
                  "embedded" if cfg.embedded else "ZooKeeper")
-            gevent.spawn(self._every, cfg["log.flush.start.offset.checkpoint.interval.ms"], self._checkpoint_starts),
 
     def _start_authorizer(self):
         """The ACL authorizer (kbroker/security/authorizer.py) over this broker's coordination backend, every ACL
@@ -409,6 +409,9 @@ class Broker:
     def _checkpoint(self):
         self._pool.apply(self.log_manager.checkpoint_recovery_points)
 
+    def _checkpoint_starts(self):
+        self._pool.apply(self.log_manager.checkpoint_log_start_offsets)   # DeleteRecords' log start offsets
+
     def _clean(self):
         # Log compaction reads and rewrites whole segments: off the event loop, like fsync.
         self._pool.apply(self.log_manager.clean_once,
@@ -420,9 +423,6 @@ class Broker:
             if os.path.exists(meta):
                 stored = read_properties(meta).get("broker.id")
                 if stored is not None:
-    def _checkpoint_starts(self):
-        self._pool.apply(self.log_manager.checkpoint_log_start_offsets)   # DeleteRecords' log start offsets
-
                     return int(stored)
         return None
 

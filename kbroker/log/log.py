@@ -132,6 +132,9 @@ class Log:
         self.producer_snapshot_source = None   # the partition's () -> [SnapshotEntry] (module docstring)
         self._pending_snapshots = []           # [(offset, entries, generation)] taken at rolls, written by flush
         self._snapshot_generation = 0          # +1 at every truncation
+        # The DeleteRecords floor (module docstring); read as max(it, first base), clamped to the LEO: a checkpoint
+        # from before a crash that lost the log's tail must not leave the start above the end.
+        self._start = min(max(log_start_offset, self._bases[0]), self._next_offset)
 
     # -- state ---------------------------------------------------------------------------------
     @property
@@ -177,9 +180,6 @@ class Log:
     def size_in_bytes(self):
         return sum(s.size for s in self._segments)
 
-        # The DeleteRecords floor (module docstring); read as max(it, first base), clamped to the LEO: a checkpoint
-        # from before a crash that lost the log's tail must not leave the start above the end.
-        self._start = min(max(log_start_offset, self._bases[0]), self._next_offset)
     @property
     def unflushed_messages(self):
         return self._next_offset - self.recovery_point
@@ -456,6 +456,7 @@ class Log:
         if offset < self._bases[0]:
             self.truncate_fully_and_start_at(offset)
             return True
+        self._start = min(self._start, offset)
         self._forget_snapshots_above(offset)
         doomed = []
         while len(self._segments) > 1 and self._bases[-1] > offset:
@@ -476,6 +477,7 @@ class Log:
         self._segments.append(LogSegment(self.dir, offset, self.config))
         self._bases.append(offset)
         self._next_offset = offset
+        self._start = offset
         self.recovery_point = offset
 
     def delete_old_segments(self, retention_ms, retention_bytes, now):
@@ -484,11 +486,12 @@ class Log:
         Time: delete from the oldest while ``now - largest_timestamp > retention_ms``.  Size: while
         ``total - segment.size >= retention_bytes``.  -1 (or None) disables either.  The active segment
         goes only when non-empty and everything else went too; a fresh active segment is rolled first.
+        First of all, every segment whose next segment starts at or below the log start offset goes (all its
+        records are below it: DeleteRecords, Kafka's deleteLogStartOffsetBreachedSegments).
         """
         deleted = self.delete_segments_below_start(now, purge=False)
         if retention_ms is not None and retention_ms >= 0:
             deleted += self._delete_while(lambda s: now - s.largest_timestamp > retention_ms, now)
-        self._start = min(self._start, offset)
         if retention_bytes is not None and retention_bytes >= 0:
             diff = self.size_in_bytes - retention_bytes
             if diff >= 0:
@@ -502,6 +505,19 @@ class Log:
         self.purge_deleted(now)
         return deleted
 
+    def delete_segments_below_start(self, now, purge=True):
+        """Delete the segments wholly below the log start offset (the active one never); returns how many."""
+        start = self._start
+        bases = self._bases
+        n = 0
+        while n + 1 < len(bases) and bases[n + 1] <= start:
+            n += 1
+        keep_from = bases[n]            # the first segment holding an offset >= start
+        deleted = self._delete_while(lambda s: s.base_offset < keep_from, now) if n else 0
+        if purge:
+            self.purge_deleted(now)
+        return deleted
+
     def _delete_while(self, predicate, now):
         active = self._segments[-1]
         doomed = []
@@ -509,7 +525,6 @@ class Log:
             if not predicate(segment) or (segment is active and segment.size == 0):
                 break
             doomed.append(segment)
-        self._start = offset
         if not doomed:
             return 0
         if len(doomed) == len(self._segments):
@@ -519,8 +534,6 @@ class Log:
         self._remove_segments(doomed, now)
         logger.info("%s: deleted %d segment(s); log start offset now %d", self.dir, len(doomed),
                     self.log_start_offset)
-        First of all, every segment whose next segment starts at or below the log start offset goes (all its
-        records are below it: DeleteRecords, Kafka's deleteLogStartOffsetBreachedSegments).
         return len(doomed)
 
     def replace_segments(self, group, replacement, now):
@@ -538,19 +551,6 @@ class Log:
                     self._bases[i:i + k] = [replacement.base_offset]
                     self._segments[i:i + k] = [replacement]
                     return True
-    def delete_segments_below_start(self, now, purge=True):
-        """Delete the segments wholly below the log start offset (the active one never); returns how many."""
-        start = self._start
-        bases = self._bases
-        n = 0
-        while n + 1 < len(bases) and bases[n + 1] <= start:
-            n += 1
-        keep_from = bases[n]            # the first segment holding an offset >= start
-        deleted = self._delete_while(lambda s: s.base_offset < keep_from, now) if n else 0
-        if purge:
-            self.purge_deleted(now)
-        return deleted
-
             return False
         return Log.owner_call(swap)
 

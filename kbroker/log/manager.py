@@ -54,6 +54,7 @@ LOCK_FILE = ".lock"
 META_FILE = "meta.properties"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 DELETE_DIR_SUFFIX = "-delete"
 MAX_FILE_NAME = 255  # NAME_MAX of ext4/xfs/btrfs/tmpfs, in bytes (topic names are ASCII)
 
@@ -61,7 +62,6 @@ MAX_FILE_NAME = 255  # NAME_MAX of ext4/xfs/btrfs/tmpfs, in bytes (topic names a
 def delete_dir_name(topic, partition, unique_id=None):
     """``<topic>-<partition>.<uuid hex>-delete`` with the topic cut so the whole name is <= 255 bytes.
 
-LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
     Kafka's logDeleteDirName: ``topic[:min(len(topic), 255 - len(suffix))] + suffix`` where suffix is
     ``-<partition>.<32 hex>-delete``; a 249-character topic at partition 0 keeps 213 of its characters.
     """
@@ -195,6 +195,7 @@ class LogManager:
         marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
         clean = os.path.exists(marker)
         points = OffsetCheckpoint(os.path.join(d, RECOVERY_POINT_CHECKPOINT)).read()
+        starts = OffsetCheckpoint(os.path.join(d, LOG_START_OFFSET_CHECKPOINT)).read()
         for name in sorted(os.listdir(d)):
             path = os.path.join(d, name)
             if not os.path.isdir(path):
@@ -223,7 +224,6 @@ class LogManager:
     def config_for(self, topic):
         if self._topic_config is not None:
             cfg = self._topic_config(topic)
-        starts = OffsetCheckpoint(os.path.join(d, LOG_START_OFFSET_CHECKPOINT)).read()
             if cfg is not None:
                 return cfg
         return self.default_config
@@ -413,6 +413,22 @@ class LogManager:
         for d in self.log_dirs:
             points = {tp: log.recovery_point for tp, log in logs if dir_of.get(tp) == d}
             OffsetCheckpoint(os.path.join(d, RECOVERY_POINT_CHECKPOINT)).write(points)
+        self.checkpoint_log_start_offsets(logs, dir_of)
+
+    def checkpoint_log_start_offsets(self, logs=None, dir_of=None):
+        """Write ``log-start-offset-checkpoint`` in every log dir: the logs whose start offset is above their first
+        segment's base (Kafka's rule; the others' start is their first base, which the load finds anyway)."""
+        if logs is None:
+            logs, dir_of = list(self._logs.items()), dict(self._dir_of)
+        for d in self.log_dirs:
+            starts = {}
+            for tp, log in logs:
+                if dir_of.get(tp) == d:
+                    segments = log.segments
+                    start = log.log_start_offset
+                    if segments and start > segments[0].base_offset:
+                        starts[tp] = start
+            OffsetCheckpoint(os.path.join(d, LOG_START_OFFSET_CHECKPOINT)).write(starts)
 
     # -- shutdown ------------------------------------------------------------------------------
     def shutdown(self):
@@ -445,19 +461,3 @@ class LogManager:
         self._dir_of.clear()
         self._dir_counts = dict.fromkeys(self.log_dirs, 0)
         self._unlock_all()
-        self.checkpoint_log_start_offsets(logs, dir_of)
-
-    def checkpoint_log_start_offsets(self, logs=None, dir_of=None):
-        """Write ``log-start-offset-checkpoint`` in every log dir: the logs whose start offset is above their first
-        segment's base (Kafka's rule; the others' start is their first base, which the load finds anyway)."""
-        if logs is None:
-            logs, dir_of = list(self._logs.items()), dict(self._dir_of)
-        for d in self.log_dirs:
-            starts = {}
-            for tp, log in logs:
-                if dir_of.get(tp) == d:
-                    segments = log.segments
-                    start = log.log_start_offset
-                    if segments and start > segments[0].base_offset:
-                        starts[tp] = start
-            OffsetCheckpoint(os.path.join(d, LOG_START_OFFSET_CHECKPOINT)).write(starts)

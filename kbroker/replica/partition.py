@@ -78,6 +78,7 @@ class ReplicaState:
 
     def __init__(self, last_caught_up_ms):
         self.leo = -1                       # unknown until the follower's first fetch
+        self.log_start = -1                 # the follower's log start offset, from its Fetch (v5+), -1 unknown
         self.last_caught_up_ms = last_caught_up_ms
         self.last_fetch_leader_leo = -1
         self.last_fetch_ms = 0
@@ -89,7 +90,6 @@ class ReplicaState:
 class Partition:
     def __init__(self, topic, index, log, log_config, broker_id, flusher=None, clock=now_ms, high_watermark=None,
                  isr_writer=None, replica_lag_time_max_ms=10000, new_log=False):
-        self.log_start = -1                 # the follower's log start offset, from its Fetch (v5+), -1 unknown
         """``flusher(log)`` fsyncs a log off the event loop (flush.messages); ``clock()`` -> ms;
         ``high_watermark``: the checkpointed HW (None: the LEO -- a standalone leader); ``isr_writer`` as in
         the module docstring (None: ISR changes apply locally, zk_version + 1); ``new_log``: the log was just
@@ -126,6 +126,13 @@ class Partition:
         if not new_log:
             self._rebuild_producers()
         self.epoch_cache = LeaderEpochCache.load(log, fresh=new_log)
+
+    def replace_log(self, new_log, epoch_cache):
+        """The log-dir move (log_dir_move.py) swapped the log for its copy in another log dir: the same offsets and
+        bytes, so the producer state, HW and roles stay; the epoch cache now lives in the new directory."""
+        self.log = new_log
+        self.epoch_cache = epoch_cache
+        new_log.producer_snapshot_source = lambda: self.producers.snapshot_entries(new_log.log_start_offset)
 
     def set_config(self, log_config):
         """The topic's LogConfig, for what the partition itself applies (min.insync.replicas, flush.messages, record
@@ -327,26 +334,14 @@ class Partition:
         (``log_start_offset``, Fetch v5+; what ``low_watermark`` and a waiting DeleteRecords read)."""
         sl = self.log.read(fetch_offset, max_bytes, None, min_one)
         if record:
-            self.update_follower(replica_id, fetch_offset)
-        return sl
-
-    def maximal_isr(self):
-        """The ISR plus any replica a pending ISR write adds: what the high watermark must wait for."""
-        if self._pending_isr is None:
-            return self.isr
-        return self.isr + [r for r in self._pending_isr if r not in self.isr]
-
-    def maybe_advance_hw(self):
-        new = self.log.log_end_offset
-        for r in self.maximal_isr():
             st = self.followers.get(replica_id)
             if st is not None and log_start_offset != st.log_start:
                 st.log_start = log_start_offset
                 if self.waiters:
                     self._wake()            # a DeleteRecords waiting for the replicas' low watermark
-            if r == self.broker_id:
-                continue
-            st = self.followers.get(r)
+            self.update_follower(replica_id, fetch_offset)
+        return sl
+
     # ------------------------------------------------------------------------------- leader: DeleteRecords
     def delete_records(self, offset):
         """Move the leader's log start offset to ``offset`` (-1: the high watermark); returns the new log start
@@ -391,6 +386,18 @@ class Partition:
         """The leader-epoch cache forgets epochs wholly below the new start (Kafka: truncateFromStart)."""
         self.epoch_cache.truncate_from_start(self.log.log_start_offset)
 
+    def maximal_isr(self):
+        """The ISR plus any replica a pending ISR write adds: what the high watermark must wait for."""
+        if self._pending_isr is None:
+            return self.isr
+        return self.isr + [r for r in self._pending_isr if r not in self.isr]
+
+    def maybe_advance_hw(self):
+        new = self.log.log_end_offset
+        for r in self.maximal_isr():
+            if r == self.broker_id:
+                continue
+            st = self.followers.get(r)
             if st is None:
                 continue
             if st.leo < new:
