@@ -32,6 +32,7 @@ The narrow core collaborators use: ``ctx``, ``epoch``, ``broker_id``, ``backend`
 ``topics``, ``deletion``, ``reassignments``, ``leader_balance``, ``shutdowns``. Nothing else of the core is theirs.
 """
 import logging
+import time
 
 import gevent
 from gevent.event import AsyncResult, Event
@@ -56,6 +57,7 @@ from .partitions import PartitionStateMachine
 from .reassignment import Reassignments
 from .shutdown import ControlledShutdown
 from .state import ControllerContext, ControllerMoved
+from .stats import ControllerStats
 from .topic_changes import TopicChanges
 
 log = logging.getLogger("kbroker.controller")
@@ -72,6 +74,7 @@ class Controller:
         self.epoch_zk_version = -1
         self.active_controller_id = -1
         self.ctx = None
+        self.stats = ControllerStats()   # the metrics' counters (stats.py); written by the event greenlet only
         self.generation = 0
         self._queue = Queue()
         self._pending = 0
@@ -213,7 +216,11 @@ class Controller:
                     if not self.active:
                         continue
                     self.check_still_controller()
+                started = time.monotonic()
                 self._handlers[type(event)](event)
+                if type(event) is ev.BrokerChange and self.active:
+                    # Kafka's LeaderElectionRateAndTimeMs times exactly this event (stats.py).
+                    self.stats.record_broker_change((time.monotonic() - started) * 1000.0)
             except ControllerMoved as e:
                 log.warning("broker %d: controller moved (%s); resigning", self.broker_id, e)
                 self._resign()

@@ -154,6 +154,8 @@ class PartitionStateMachine:
                 return None
             new = LeaderAndIsr(leader, leader_epoch, isr, core.epoch, stat.version)
             ctx.leadership[tp] = new
+            if leader >= 0 and leader != cur.leader:
+                core.stats.leader_elections += 1          # the metrics' count (controller/stats.py)
             return new
         log.error("could not update the state of %s-%d after %d attempts", tp[0], tp[1], WRITE_RETRIES)
         return None
@@ -243,9 +245,11 @@ class PartitionStateMachine:
         replicas = ctx.assignments[tp]
         allowed = self.core.brokers.leaders_allowed()
         unclean = None
+        chose_unclean = False
 
         def choose(cur):
-            nonlocal unclean
+            nonlocal unclean, chose_unclean
+            chose_unclean = False
             res = election.offline_partition_leader(replicas, cur.isr, allowed, False)
             if res is None:
                 if unclean is None:
@@ -253,6 +257,7 @@ class PartitionStateMachine:
                 if unclean:
                     res = election.offline_partition_leader(replicas, cur.isr, allowed, True)
                     if res is not None:
+                        chose_unclean = True
                         log.warning("%s-%d: unclean leader election of broker %d (ISR was %s)",
                                     tp[0], tp[1], res[0], list(cur.isr))
             return res
@@ -260,6 +265,8 @@ class PartitionStateMachine:
         if new is None:
             log.warning("%s-%d: no live in-sync replica (replicas %s); stays offline", tp[0], tp[1], replicas)
             return False
+        if chose_unclean:
+            self.core.stats.unclean_elections += 1
         ctx.partition_states[tp] = ONLINE
         self.send_leadership(batch, tp)
         return True

@@ -31,6 +31,9 @@ import itertools
 import logging
 import os
 import shutil
+import threading
+import time
+from collections import deque
 
 from kbroker.errors import OffsetOutOfRange, RecordListTooLarge
 
@@ -50,6 +53,33 @@ def parse_topic_partition(dir_name):
     if not sep or not topic or not partition.isdigit():
         raise ValueError("not a <topic>-<partition> directory name: %r" % dir_name)
     return topic, int(partition)
+
+
+class LogFlushStats:
+    """Kafka's ``kafka.log:type=LogFlushStats,name=LogFlushRateAndTimeMs`` timer: every ``Log.flush`` that had
+    something to make durable (offsets above the recovery point) counts once, its duration in ms kept among the
+    last ``SAMPLES`` (Yammer's sliding window reservoir; the metrics collector computes the quantiles at scrape).
+    Process-wide, as Kafka's LogFlushStats object is per JVM (one broker per process). Flushes run in worker
+    threads, so the writers take the lock (an fsync costs 100 us to tens of ms; the lock nanoseconds)."""
+    SAMPLES = 1024
+
+    def __init__(self):
+        self.count = 0
+        self.samples_ms = deque(maxlen=self.SAMPLES)
+        self._lock = threading.Lock()
+
+    def record(self, ms):
+        with self._lock:
+            self.count += 1
+            self.samples_ms.append(ms)
+
+    def snapshot(self):
+        """``(count, [recent durations ms])`` read together."""
+        with self._lock:
+            return self.count, list(self.samples_ms)
+
+
+FLUSH_STATS = LogFlushStats()
 
 
 class FetchSlice:
@@ -366,6 +396,7 @@ class Log:
         if up_to is None or up_to > self._next_offset:
             up_to = self._next_offset
         if up_to > self.recovery_point:
+            started = time.monotonic()
             segments = list(self._segments)
             bases = [s.base_offset for s in segments]
             first = max(0, bisect.bisect_right(bases, self.recovery_point) - 1)
@@ -375,6 +406,7 @@ class Log:
                 if not segment.file.closed:
                     segment.flush()
             self.recovery_point = up_to
+            FLUSH_STATS.record((time.monotonic() - started) * 1000.0)
         self.last_flush_ms = now_ms() if now is None else now
         if self.flush_pending_offset is not None and self.recovery_point >= self.flush_pending_offset:
             self.flush_pending_offset = None

@@ -28,6 +28,11 @@ from gevent.event import Event
 from kbroker import errors
 
 
+class ProduceWaiter(Event):
+    """The Event a waiting acks=all request parks in its Partitions' ``waiters`` (consumer fetches park plain
+    Events there): the metrics tell the two purgatories apart by this class (kbroker/metrics/cluster.py)."""
+
+
 class Ack:
     """One appended batch's acks=all outcome: ``error_code`` is None while waiting, then 0 or a Kafka error code."""
     __slots__ = ("partition", "last_offset", "leadership", "error_code")
@@ -77,7 +82,7 @@ class DelayedProduce:
         if not pending:
             return
         deadline = time.monotonic() + max(0, timeout_ms) / 1000.0
-        ev = Event()
+        ev = ProduceWaiter()
         parts = {id(a.partition): a.partition for a in pending}
         for p in parts.values():
             p.add_waiter(ev)

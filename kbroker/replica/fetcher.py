@@ -106,7 +106,7 @@ class LeaderConnection:
 
 class FetchState:
     """One followed partition in one fetcher; replaced (never mutated across roles) on each LeaderAndIsr."""
-    __slots__ = ("partition", "leader_epoch", "truncating", "delay_until", "in_sync")
+    __slots__ = ("partition", "leader_epoch", "truncating", "delay_until", "in_sync", "lag")
 
     def __init__(self, partition, leader_epoch, truncating=True):
         self.partition = partition
@@ -114,6 +114,9 @@ class FetchState:
         self.truncating = truncating
         self.delay_until = 0.0
         self.in_sync = False            # our LEO reached the leader's HW in the last response (replication quota)
+        # Messages behind the leader's HW after the last response (Kafka's FetcherLagMetrics: max(0, leader HW -
+        # our next fetch offset)); 0 until the first answer. The metrics' MaxLag is the largest of these.
+        self.lag = 0
 
     def __repr__(self):
         return "FetchState(%s-%d epoch=%d truncating=%s)" % (self.partition.topic, self.partition.index,
@@ -314,6 +317,7 @@ class ReplicaFetcher:
                     quota.record(len(records))
             part.update_follower_hw(pd["high_watermark"])
             st.in_sync = part.log_end_offset >= pd["high_watermark"]
+            st.lag = max(0, pd["high_watermark"] - part.log_end_offset)
         elif code == errors.OFFSET_OUT_OF_RANGE:
             leader_start = pd["log_start_offset"]
             part.apply_leader_log_start_offset(pd["log_start_offset"])     # DeleteRecords reaches every replica

@@ -41,7 +41,7 @@ from kbroker import errors
 from kbroker.config.keys import CONFIG_KEYS
 from kbroker.log.checkpoint import OffsetCheckpoint
 from kbroker.replica.fetcher import ReplicaFetcher
-from kbroker.replica.partition import Partition
+from kbroker.replica.partition import IsrStats, Partition
 from kbroker.timeslice import TimeSlice
 
 log = logging.getLogger(__name__)
@@ -106,6 +106,7 @@ class ReplicaManager:
         self._partitions = {}
         self._fetchers = {}
         self.leadership_listeners = []   # fn(tp, was_leader, is_leader) after every applied change
+        self.isr_stats = IsrStats()      # ISR shrinks/expands of every hosted partition (the metrics read it)
         self._tasks = []
         self._hw_checkpoint = {}
         for d in log_manager.log_dirs:
@@ -163,6 +164,10 @@ class ReplicaManager:
 
     def fetcher_for(self, broker_id):
         return self._fetchers.get(broker_id)
+
+    def fetchers(self):
+        """{leader id: ReplicaFetcher} of the leaders this broker follows (a copy; the metrics read the lags)."""
+        return dict(self._fetchers)
 
     # ----------------------------------------------------------------------------------------- LeaderAndIsr
     def apply_leader_and_isr(self, controller_id, controller_epoch, partition_states, live_leaders=()):
@@ -288,7 +293,7 @@ class ReplicaManager:
                 part = Partition(topic, p, new_logs.logs.get(tp) or existing[tp], configs[topic], self.broker_id,
                                  flusher=self.flusher, clock=self.clock, high_watermark=hw_checkpoint.get(tp, 0),
                                  isr_writer=self.isr_writer, replica_lag_time_max_ms=lag,
-                                 new_log=tp in new_logs.fresh)
+                                 new_log=tp in new_logs.fresh, isr_stats=self.isr_stats)
                 if tp in leading:
                     part.epoch_cache.assign(leading[tp], part.log.log_end_offset)
             except Exception as e:  # noqa: BLE001 - reported as this partition's error code

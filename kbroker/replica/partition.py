@@ -72,6 +72,17 @@ class AppendResult:
         self.duplicate = duplicate
 
 
+class IsrStats:
+    """ISR changes this broker made as leader (Kafka's ReplicaManager IsrShrinksPerSec / IsrExpandsPerSec): one
+    instance per ReplicaManager shared by its Partitions, so the counts outlive a deleted partition; read by the
+    metrics collectors (kbroker/metrics/cluster.py). Written only by ``Partition._change_isr`` (event loop)."""
+    __slots__ = ("shrinks", "expands")
+
+    def __init__(self):
+        self.shrinks = 0
+        self.expands = 0
+
+
 class ReplicaState:
     """The leader's view of one follower (reset whenever this broker becomes leader)."""
     __slots__ = ("leo", "last_caught_up_ms", "last_fetch_leader_leo", "last_fetch_ms", "log_start")
@@ -89,12 +100,12 @@ class ReplicaState:
 
 class Partition:
     def __init__(self, topic, index, log, log_config, broker_id, flusher=None, clock=now_ms, high_watermark=None,
-                 isr_writer=None, replica_lag_time_max_ms=10000, new_log=False):
+                 isr_writer=None, replica_lag_time_max_ms=10000, new_log=False, isr_stats=None):
         """``flusher(log)`` fsyncs a log off the event loop (flush.messages); ``clock()`` -> ms;
         ``high_watermark``: the checkpointed HW (None: the LEO -- a standalone leader); ``isr_writer`` as in
         the module docstring (None: ISR changes apply locally, zk_version + 1); ``new_log``: the log was just
         created in a new directory (nothing to rebuild; the epoch cache's first write needs no fsync,
-        epoch_cache.py)."""
+        epoch_cache.py); ``isr_stats``: the ReplicaManager's ``IsrStats`` (None: the partition's own)."""
         self.topic = topic
         self.index = index
         self.log = log
@@ -111,6 +122,7 @@ class Partition:
         self.isr = [broker_id]
         self.followers = {}
         self.leadership = 0
+        self.isr_stats = isr_stats if isr_stats is not None else IsrStats()
         self._isr_write_pending = False
         # The ISR being written to ZooKeeper, None when no write is in flight. Until the write lands the high
         # watermark is computed over the union of both ISRs (Kafka's "maximal ISR", KIP-497): a replica being added
@@ -449,6 +461,10 @@ class Partition:
                 self._pending_isr = None
         if version is None or self.leader_epoch != epoch or self.leadership != leadership or not self.is_leader:
             return False
+        if len(new_isr) < len(self.isr):
+            self.isr_stats.shrinks += 1
+        else:
+            self.isr_stats.expands += 1
         self.isr = list(new_isr)
         self.zk_version = version
         self.maybe_advance_hw()
