@@ -283,3 +283,9 @@ def declared_names(collectors):
             else:
                 names.add(fam.name)
     return names
+
+
+def state_collectors(replica_manager, controller, quotas):
+    """The collectors of this module for one broker (its ReplicaManager, Controller or None, Services.quotas)."""
+    return [ReplicaManagerCollector(replica_manager), ControllerCollector(controller), LogFlushCollector(),
+            QuotaCollector(quotas)]
