@@ -56,6 +56,9 @@ from kbroker.security.tls import ListenerTls
 from kbroker.security.scram_store import ScramAdmin, ScramStore
 from kbroker.security.zk_client import ZK_TLS_KEYS, zk_sasl_credentials, zk_tls_context
 from kbroker.server.context import READY_WAIT_S, ControlPlane, Services
+from kbroker.server.stats import BrokerStats
+from kbroker.metrics.exporter import MetricsExporter
+from kbroker.metrics.requests import server_collectors
 from kbroker.server.loopcall import make_owner_call
 from kbroker.server.metadata_cache import MetadataCache
 from kbroker.handlers import registry as handler_registry
@@ -123,11 +126,19 @@ class Broker:
         # this broker through it -- but a client's Metadata answered before then says controller -1 and no
         # leaders, and librdkafka's AdminClient then waits ~35 s for a controller; Metadata waits for this instead.
         self.ready = Event()
+        # Metrics (issue 13): the handlers' and connections' counters, and the endpoint that reads them (started
+        # first in start(), stopped last in shutdown(): /readyz says why the broker is not ready all along).
+        self.stats = BrokerStats()
+        self.metadata_cache.deletion_listeners.append(self._forget_topic_stats)
+        self.exporter = None
+        self.shutting_down = False
 
     # -------------------------------------------------------------------------------------------- lifecycle
     def start(self):
         from kbroker.handlers.cluster import local_dispatcher
         cfg = self.config
+        self.exporter = MetricsExporter(cfg, server_collectors(self.stats, lambda: self.server, time.monotonic),
+                                        readiness=self.readiness).start()
         if not cfg.embedded:
             # SASL to ZooKeeper from KAFKA_OPTS' JAAS Client section (kbroker/security/zk_client.py); resolved here,
             # inside start(), so a bad JAAS setup is a startup failure with its message, like any other.
@@ -180,7 +191,7 @@ class Broker:
             config=cfg, broker_id=self.broker_id, cluster_id=self.cluster_id, metadata=self.metadata_cache,
             replicas=self.replica_manager, topics=self.topic_admin, producer_ids=self.producer_ids,
             groups=self.group_coordinator, control_plane=self.control_plane, controller=self.controller,
-            ready=self.ready, authorizer=self.authorizer, scram=self.scram_admin,
+            ready=self.ready, authorizer=self.authorizer, scram=self.scram_admin, stats=self.stats,
             client_quotas=QuotaAdmin(self.backend, self.quota_limits),
             # Always built: quotas may be added at any time; without any, a record is one dict read.
             quotas=ClientQuotas(self.quota_limits, cfg["quota.window.num"], cfg["quota.window.size.seconds"]),
@@ -300,6 +311,7 @@ class Broker:
 
     def shutdown(self):
         log.info("shutting down broker %d", self.broker_id)
+        self.shutting_down = True   # /readyz answers 503 from now on; /healthz until the exporter stops, last
         if self.started and not self.config.embedded and self.config["controlled.shutdown.enable"]:
             self._controlled_shutdown()
             if self.server:
@@ -331,6 +343,37 @@ class Broker:
         except Exception:  # noqa: BLE001 - shutdown must finish
             log.exception("stopping the coordination backend")
         self.started = False
+        if self.exporter is not None:
+            self.exporter.stop()
+
+    def readiness(self):
+        """Why this broker is not ready to serve clients (``/readyz``; empty = ready): still starting, not
+        registered in the coordination backend, no controller known, no metadata from it yet, consumer-group
+        partitions still loading, or shutting down."""
+        if self.shutting_down:
+            return ["shutting down"]
+        reasons = []
+        if not self.started:
+            reasons.append("starting")
+        if self.registrar is None or self.registrar.epoch < 0:
+            reasons.append("not registered")
+        if self.metadata_cache.controller_id < 0:
+            reasons.append("controller unknown")
+        if not self.ready.is_set():
+            reasons.append("no metadata from the controller yet")
+        coordinator = self.group_coordinator
+        if coordinator is not None:
+            from kbroker.coordinator.coordinator import LOADING
+            loading = sum(1 for state in list(coordinator.owned.values()) if state == LOADING)
+            if loading:
+                reasons.append("partitions loading: %d consumer-offsets partitions" % loading)
+        return reasons
+
+    def _forget_topic_stats(self, deleted):
+        """A metadata update deleted partitions: the per-topic counters of topics now gone go too."""
+        for topic in {t for t, _ in deleted}:
+            if not self.metadata_cache.contains_topic(topic):
+                self.stats.topics.remove(topic)
 
     def _controlled_shutdown(self):
         """Ask the controller to move leadership away before we go (Kafka's ControlledShutdown): retried

@@ -63,6 +63,11 @@ client over its quota the answer (records included: Kafka 0.10.1's rule, not Kaf
 holds consumers well below their quota) carries the throttle time and the connection then mutes it (KIP-219). Follower fetches are exempt from the client quotas (the replication
 throttles govern them), and the long-poll wait is not charged to the request quota.
 Fetch sessions (v7+) are answered sessionless (session_id 0): clients then send full requests every time.
+Metrics (``ctx.services.stats.topics``, kbroker/server/stats.py; None = not counted): once the answer is final,
+each partition of an authorized topic counts one total fetch request, and its record bytes as bytes out (a
+consumer) or replication bytes out (a follower), or a failed fetch for an error outside
+``stats.ROUTINE_FETCH_ERRORS``; an unknown topic counts in the totals only. One pass over the partitions, none
+over records.
 Deviations: a batch of more than 100 000 records is not down-converted (above; Kafka converts anything, at
 ~360 bytes of memory per record here). zstd batches are not withheld from v4-v9 fetchers (Kafka answers
 UNSUPPORTED_COMPRESSION_TYPE); clients that cannot read zstd do not produce it either.
@@ -172,7 +177,31 @@ def fetch(ctx, req):
         # its consumers are held at ~2/3 of the quota (0.66 MiB/s under 1 MiB/s measured on Kafka 4.4.0, the same
         # test here gave 0.62-0.71 with that rule). The overshoot is one answer, which the budget above bounds.
         ctx.throttle(quotas.fetch.record(ctx.identity, ctx.client_id, total))
+    stats = ctx.services.stats
+    if stats is not None:
+        _count(stats.topics, responses, follower)
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+
+
+def _count(stats, responses, follower):
+    """The answer's partitions into BrokerTopicStats ``stats`` (module docstring: Metrics)."""
+    for t in responses:
+        topic = t["topic"]
+        ts = None
+        for r in t["partitions"]:
+            code = r["error_code"]
+            if code == errors.TOPIC_AUTHORIZATION_FAILED:
+                continue
+            if code == errors.UNKNOWN_TOPIC_OR_PARTITION:
+                stats.all.fetch_failed(code)
+                continue
+            if ts is None:
+                ts = stats.topic(topic)
+            if code:
+                ts.fetch_failed(code)
+            else:
+                records = r["records"]
+                ts.fetched(len(records) if records else 0, follower)
 
 
 def _record_throttled(quota, responses):

@@ -39,6 +39,12 @@ earlier entries left answers MESSAGE_TOO_LARGE (10), one that inflates beyond th
 (the rules are in kbroker/record/__init__.py). And a request that has held the event loop for ``SLICE_S`` (20 ms)
 of appending yields before its next entry, so other connections are served between the entries of a large request
 (a connection serves one request at a time, so its own later requests still wait their turn).
+
+Metrics (``ctx.services.stats.topics``, kbroker/server/stats.py; None = not counted): every partition entry of a
+request with valid acks and an authorized topic counts once (Kafka's BrokerTopicMetrics: a total produce request
+per partition; messages -- the appended batch's offset span, no per-record work -- and bytes in when appended;
+failed and rejected per ``TopicStats.append_failed``). An unknown topic counts in the totals only, so made-up
+names cannot grow the per-topic table.
 """
 import time
 
@@ -65,6 +71,8 @@ def produce(ctx, req):
     responses = []
     delayed = DelayedProduce() if acks == -1 else None
     waiting = []                # [(partition response, Ack)] of the acks=-1 appends
+    stats = ctx.services.stats
+    topic_stats = stats.topics if stats is not None and acks in (-1, 0, 1) else None
     refused = _transactional_refusal(ctx, req)
     if refused:
         if acks == 0:
@@ -81,7 +89,7 @@ def produce(ctx, req):
                 if name in denied:
                     parts.append(_partition_response(pd["index"], errors.TOPIC_AUTHORIZATION_FAILED))
                     continue
-                parts.append(_append_one(replicas, version, acks, name, pd, delayed, waiting))
+                parts.append(_append_one(replicas, version, acks, name, pd, delayed, waiting, topic_stats))
                 if time.monotonic() - slice_start >= SLICE_S:
                     yield_to_loop()         # not gevent.sleep(0): that never polls sockets (kbroker/timeslice.py)
                     slice_start = time.monotonic()
@@ -152,8 +160,9 @@ def _refuse_all(req, code):
         for t in req["topic_data"]]}
 
 
-def _append_one(replicas, version, acks, topic, pd, delayed, waiting):
-    """One partition entry -> its partition response; an acks=-1 append joins ``delayed`` and ``waiting``."""
+def _append_one(replicas, version, acks, topic, pd, delayed, waiting, stats=None):
+    """One partition entry -> its partition response; an acks=-1 append joins ``delayed`` and ``waiting``;
+    counted in ``stats`` (BrokerTopicStats) when given."""
     resp = _partition_response(pd["index"])
     try:
         if acks not in (-1, 0, 1):
@@ -174,8 +183,13 @@ def _append_one(replicas, version, acks, topic, pd, delayed, waiting):
         resp["base_offset"] = res.base_offset
         resp["log_append_time_ms"] = res.log_append_time
         resp["log_start_offset"] = res.log_start_offset
+        if stats is not None:
+            stats.topic(topic).appended(res.last_offset - res.base_offset + 1, len(records))
     except Exception as e:  # noqa: BLE001 - every failure becomes this partition's error code
-        resp["error_code"] = error_code(e, version >= 4)
+        code = resp["error_code"] = error_code(e, version >= 4)
         if isinstance(e, errors.KafkaError) and e.message:
             resp["error_message"] = e.message
+        if stats is not None:
+            size = len(pd["records"]) if pd["records"] is not None else 0
+            (stats.all if code == errors.UNKNOWN_TOPIC_OR_PARTITION else stats.topic(topic)).append_failed(code, size)
     return resp

@@ -50,6 +50,9 @@ tests/unit/test_request_context.py checks that the real classes provide every me
   handlers' and the connection's whole quota work is one ``is None`` test. Produce records the bytes it appended,
   Fetch the record bytes it answers (not a follower's), the connection each request's handler time; each answer
   is a throttle time in ms that goes to ``ctx.throttle(ms)``.
+* ``stats`` -- the broker's counters for the metrics endpoint (``kbroker/server/stats.py`` BrokerStats: topic and
+  request stats, the event loop's load), None = nothing counted (tests' Services). Produce and Fetch count
+  per-topic messages and bytes through ``stats.topics``; the Connection counts requests and their times.
 
 Throttling (KIP-219): ``ctx.throttle(ms)`` keeps the largest throttle asked for the request (``ctx.throttle_ms``, 0
 by default). The Connection writes it into the response's ``throttle_time_ms`` (max with what the handler wrote),
@@ -378,6 +381,7 @@ class Services:
     controller: Optional[ControllerAccess]
     ready: Any
     authorizer: Optional[Authorization] = None
+    stats: Any = None    # kbroker/server/stats.py BrokerStats (issue 13); None = nothing counted
     scram: Optional["ScramCredentials"] = None
     transactions: Optional["TransactionCoordination"] = None
     quotas: Optional["QuotaEnforcement"] = None

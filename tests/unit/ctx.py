@@ -37,9 +37,9 @@ def ready_event():
 def make_services(**given):
     """``Services`` with ``given`` collaborators; ``config`` defaults to {}, ``ready`` to a set Event and
     ``authorizer`` to None (no authorizer: every request allowed, as in Kafka), ``quotas`` to None (no
-    quotas) and ``replication`` to None (no replication throttle)."""
+    quotas), ``replication`` to None (no replication throttle) and ``stats`` to None (nothing counted)."""
     fields = dict(config={}, broker_id=1, cluster_id="test-cluster", ready=ready_event(), authorizer=None,
-                  quotas=None, replication=None)
+                  quotas=None, replication=None, stats=None)
     for name in Services.__dataclass_fields__:
         fields.setdefault(name, Unused(name))
     fields.update(given)
