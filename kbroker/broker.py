@@ -131,6 +131,7 @@ class Broker:
         self.stats = BrokerStats()
         self.metadata_cache.deletion_listeners.append(self._forget_topic_stats)
         self.exporter = None
+        self._lag_hws = None       # consumer-group lag's cache of remote high watermarks (kbroker/metrics/groups.py)
         self.shutting_down = False
 
     # -------------------------------------------------------------------------------------------- lifecycle
@@ -197,6 +198,7 @@ class Broker:
             quotas=ClientQuotas(self.quota_limits, cfg["quota.window.num"], cfg["quota.window.size.seconds"]),
             transactions=self.transaction_coordinator, replication=self.replication_quotas.leader)
         self.channel.local_handler = local_dispatcher(self.services)
+        self._add_state_metrics()
         self.server = KafkaServer(self.services, self.router, cfg.listeners, cfg["socket.request.max.bytes"],
                                   sasl=self._sasl_listeners(), tls=self._tls_listeners())
         self.server.start()
@@ -343,6 +345,8 @@ class Broker:
         except Exception:  # noqa: BLE001 - shutdown must finish
             log.exception("stopping the coordination backend")
         self.started = False
+        if self._lag_hws is not None:
+            self._lag_hws.stop()
         if self.exporter is not None:
             self.exporter.stop()
 
@@ -368,6 +372,18 @@ class Broker:
             if loading:
                 reasons.append("partitions loading: %d consumer-offsets partitions" % loading)
         return reasons
+
+    def _add_state_metrics(self):
+        """The state collectors (kbroker/metrics/cluster.py: replication, controller, log flushes, quotas;
+        groups.py: consumer-group lag, with its background cache of other leaders' high watermarks)."""
+        from kbroker.metrics.cluster import state_collectors
+        from kbroker.metrics.groups import GroupLagCollector, RemoteHighWatermarks, inter_broker_connect
+        self._lag_hws = RemoteHighWatermarks(
+            self.metadata_cache.leader, self.replica_address,
+            inter_broker_connect(self.channel_security(self.config.inter_broker_listener))).start()
+        for c in state_collectors(self.replica_manager, self.controller, self.services.quotas) + [
+                GroupLagCollector(self.group_coordinator, self.replica_manager, self._lag_hws)]:
+            self.exporter.add_collector(c)
 
     def _forget_topic_stats(self, deleted):
         """A metadata update deleted partitions: the per-topic counters of topics now gone go too."""
