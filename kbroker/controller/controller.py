@@ -97,6 +97,7 @@ class Controller:
             ev.Resign: self._on_resign,
             ev.Rewatch: self._on_rewatch,
             ev.ControlledShutdownRequest: self.shutdowns.on_request,
+            ev.ElectLeadersRequest: self.leader_balance.on_elect_request,
             ev.BrokerChange: self.brokers.on_change,
             ev.TopicChange: self.topics.on_change,
             ev.PartitionModification: self.topics.on_partition_modification,
@@ -192,6 +193,19 @@ class Controller:
             raise errors.NotController("broker %d is not the controller" % self.broker_id)
         result = AsyncResult()
         self.enqueue(ev.ControlledShutdownRequest(broker_id, broker_epoch, result))
+        if timeout is None:
+            timeout = self.cfg("controller.socket.timeout.ms") / 1000.0
+        return result.get(timeout=timeout)
+
+    def elect_leaders(self, election_type, partitions, timeout=None):
+        """ElectLeaders (KIP-460): ``election_type`` 0 preferred / 1 unclean over ``partitions`` ([(topic, p)] or None
+        = all) -> {(topic, p): (error code, message or None, the elected leader or -1)}
+        (``leader_balance.PreferredLeaders.elect_requested``).
+        NotController when this broker is not (or stops being) the controller."""
+        if not self.active:
+            raise errors.NotController("broker %d is not the controller" % self.broker_id)
+        result = AsyncResult()
+        self.enqueue(ev.ElectLeadersRequest(election_type, None if partitions is None else tuple(partitions), result))
         if timeout is None:
             timeout = self.cfg("controller.socket.timeout.ms") / 1000.0
         return result.get(timeout=timeout)

@@ -6,11 +6,11 @@ channel's StopReplica callbacks (sender greenlets) and the rebalance timer. The 
 takes them in queue order and calls the handler its dispatch table names for the event's class
 (``Controller._handlers``, built in ``Controller.__init__``; a class without a handler fails there, not at run time).
 
-Guarded events (``guarded = True``: all but four) are handled only while this broker is the active controller and
+Guarded events (``guarded = True``: all but five) are handled only while this broker is the active controller and
 after the still-controller check (``/controller_epoch`` and ``/controller`` re-read; a failed check resigns).
 ``Elect``, ``Resign`` and ``Rewatch`` change who is active, so they run in any state; ``ControlledShutdownRequest``
-runs in any state because its caller waits for an answer (NOT_CONTROLLER when not active, the check made by the
-handler itself).
+and ``ElectLeadersRequest`` run in any state because their callers wait for an answer (NOT_CONTROLLER when not
+active, the check made by the handler itself).
 
 Events carry names, never state: handlers re-read ZooKeeper where it is the source of truth, so a duplicated or
 coalesced event is harmless, and one instance may be enqueued many times (a watch holds one).
@@ -31,6 +31,7 @@ StopReplicaResponse        a deletion StopReplica's answer (channel)      TopicD
 Reassign                   ``/admin/reassign_partitions`` data            Reassignments (``reassignment.py``)
 ReassignedIsrChange        the state znode of a partition being moved     Reassignments
 PreferredElection          ``/admin/preferred_replica_election`` data     PreferredLeaders (``leader_balance.py``)
+ElectLeadersRequest        ``Controller.elect_leaders`` (ElectLeaders)    PreferredLeaders
 AutoRebalance              every ``leader.imbalance.check.interval.s``    PreferredLeaders
 =========================  =============================================  ==========================================
 """
@@ -119,5 +120,16 @@ class AutoRebalance(Event):
     pass
 
 
+@dataclass(frozen=True)
+class ElectLeadersRequest(Event):
+    """ElectLeaders (KIP-460): ``result`` gets {(topic, p): (error code, message, leader)} or the exception the caller
+    should see. Not guarded, like ControlledShutdownRequest: its caller waits for an answer."""
+    guarded = False
+    election_type: int
+    partitions: tuple = None        # ((topic, p), ...) or None = every partition
+    result: AsyncResult = field(default=None, compare=False)
+
+
 ALL = (Elect, Resign, Rewatch, ControlledShutdownRequest, BrokerChange, TopicChange, PartitionModification,
-       IsrChange, DeleteTopics, StopReplicaResponse, Reassign, ReassignedIsrChange, PreferredElection, AutoRebalance)
+       IsrChange, DeleteTopics, StopReplicaResponse, Reassign, ReassignedIsrChange, PreferredElection, AutoRebalance,
+       ElectLeadersRequest)

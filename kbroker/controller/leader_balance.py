@@ -8,6 +8,15 @@ that). With ``auto.leader.rebalance.enable`` a timer enqueues AutoRebalance ever
 ``leader.imbalance.check.interval.seconds``: a broker whose preferred partitions are led by others in more than
 ``leader.imbalance.per.broker.percentage`` % of cases gets them back.
 
+ElectLeaders (KIP-460, ``ElectLeadersRequest`` from ``Controller.elect_leaders``; Kafka's
+KafkaController.onReplicaElection), per partition: UNKNOWN_TOPIC_OR_PARTITION (3) when not assigned,
+INVALID_TOPIC_EXCEPTION (17) while its topic is being deleted; preferred (0): ELECTION_NOT_NEEDED (85) when the
+preferred replica leads already, PREFERRED_LEADER_NOT_AVAILABLE (83) when it is not live or not in the ISR;
+unclean (1): ELECTION_NOT_NEEDED when a live broker leads, else the first live ISR replica, else the first live
+replica (the unclean choice, whatever ``unclean.leader.election.enable`` says: asking is the operator's consent),
+ELIGIBLE_LEADERS_NOT_AVAILABLE (84) when no replica is live. Elected partitions get LeaderAndIsr/UpdateMetadata in
+one batch.
+
 State: the rebalance timer greenlet of the current term (``_timer``, killed on resign). A collaborator of the
 controller core (controller.py): runs in its event greenlet and uses the core's narrow surface.
 """
@@ -15,15 +24,18 @@ import logging
 
 import gevent
 
+from kbroker import errors
 from kbroker.coord.errors import NoNodeError
 
 from . import election
 from . import events as ev
 from .admin_znodes import PreferredReplicaElectionZNode
 from .batch import RequestBatch
-from .state import ONLINE
+from .state import ONLINE, ControllerMoved
 
 log = logging.getLogger("kbroker.controller")
+
+PREFERRED, UNCLEAN = 0, 1
 
 
 class PreferredLeaders:
@@ -106,3 +118,69 @@ class PreferredLeaders:
             moved.append(tp)
         core.send(batch)
         return moved
+
+    # ------------------------------------------------------------------------------------------- ElectLeaders
+
+    def on_elect_request(self, event):
+        """Not guarded (events.py): answers NOT_CONTROLLER itself, so the caller never waits for nothing."""
+        core, result = self.core, event.result
+        if not core.active:
+            result.set_exception(errors.NotController("broker %d is not the controller" % core.broker_id))
+            return
+        try:
+            core.check_still_controller()
+            result.set(self.elect_requested(event.election_type, event.partitions))
+        except ControllerMoved:
+            result.set_exception(errors.NotController("controller moved"))
+            raise
+        except Exception as e:  # noqa: BLE001 -- the caller gets the error, the loop goes on
+            result.set_exception(e)
+            if not isinstance(e, errors.KafkaError):
+                raise
+
+    def elect_requested(self, election_type, tps):
+        """The module docstring's ElectLeaders rules over ``tps`` (None: every partition) -> {tp: (code, message,
+        the elected leader or -1)}."""
+        core = self.core
+        ctx = core.ctx
+        if tps is None:
+            tps = sorted(ctx.assignments)
+        allowed = core.brokers.leaders_allowed()
+        batch = RequestBatch()
+        out = {}
+        for tp in tps:
+            replicas = ctx.assignments.get(tp)
+            if not replicas:
+                out[tp] = (errors.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.", -1)
+                continue
+            if tp[0] in ctx.topics_to_delete:
+                out[tp] = (errors.INVALID_TOPIC_EXCEPTION, "Deletion of topic %s in progress" % tp[0], -1)
+                continue
+            cur = ctx.leadership.get(tp)
+            if election_type == PREFERRED:
+                if cur is not None and cur.leader == replicas[0]:
+                    out[tp] = (errors.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition", -1)
+                    continue
+                new = core.partitions.write(tp, lambda c, r=replicas: election.preferred_replica_leader(r, c.isr,
+                                                                                                        allowed))
+                failed = (errors.PREFERRED_LEADER_NOT_AVAILABLE, "Failed to elect leader for partition %s-%d under "
+                          "strategy PreferredReplicaPartitionLeaderElection" % tp, -1)
+            else:
+                if cur is not None and cur.leader in ctx.live_brokers:
+                    out[tp] = (errors.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition", -1)
+                    continue
+                new = core.partitions.write(tp, lambda c, r=replicas: election.offline_partition_leader(
+                    r, c.isr, allowed, True))
+                failed = (errors.ELIGIBLE_LEADERS_NOT_AVAILABLE, "Failed to elect leader for partition %s-%d under "
+                          "strategy OfflinePartitionLeaderElection" % tp, -1)
+                if new is not None and cur is not None and new.leader not in cur.isr:
+                    log.warning("%s-%d: unclean leader election of broker %d asked by ElectLeaders (ISR was %s)",
+                                tp[0], tp[1], new.leader, list(cur.isr))
+            if new is None:
+                out[tp] = failed
+                continue
+            ctx.partition_states[tp] = ONLINE
+            core.partitions.send_leadership(batch, tp)
+            out[tp] = (errors.NONE, None, new.leader)
+        core.send(batch)
+        return out

@@ -695,6 +695,38 @@ class GroupCoordinator:
         return NONE, [(g.group_id, g.protocol_type or "", g.state) for g in self.groups.values()
                       if not g.is_(DEAD)]
 
+    def delete_offsets(self, group_id, partitions):
+        """OffsetDelete (KIP-496; Kafka's GroupCoordinator.handleDeleteOffsets): ``partitions`` [(topic, p)] ->
+        (group error, {tp: code}). Group errors: the usual coordinator ones, GROUP_ID_NOT_FOUND (69) for an unknown
+        or Dead group, NON_EMPTY_GROUP (68) for a group with members that is not a consumer group (its
+        subscriptions cannot be read). An Empty group's offsets all go; a consumer group with members keeps those of
+        the topics a member subscribes to (GROUP_SUBSCRIBED_TO_TOPIC 67 per partition; every topic counts as
+        subscribed before the first rebalance chose a protocol, as Kafka's ``isSubscribedToTopic``)."""
+        err = self._check(group_id)
+        if err:
+            return err, {}
+        group = self.groups.get(group_id)
+        if group is None or group.is_(DEAD):
+            return errors.GROUP_ID_NOT_FOUND, {}
+        if group.is_(EMPTY):
+            subscribed = set()
+        elif group.protocol_type == "consumer":
+            subscribed = _subscribed_topics(group)
+        else:
+            return errors.NON_EMPTY_GROUP, {}
+        result = {}
+        doomed = []
+        for tp in partitions:
+            if subscribed is None or tp[0] in subscribed:
+                result[tp] = errors.GROUP_SUBSCRIBED_TO_TOPIC
+            else:
+                result[tp] = NONE
+                doomed.append(tp)
+        err = self.metadata.delete_offsets(group, doomed) if doomed else NONE
+        if err:
+            return err, {}
+        return NONE, result
+
     def delete_group(self, group_id):
         err = self._check(group_id, allow_empty=True)
         if err:
@@ -705,3 +737,37 @@ class GroupCoordinator:
         if not group.is_(EMPTY):
             return errors.NON_EMPTY_GROUP
         return self.metadata.delete_group(group)
+
+
+def _subscribed_topics(group):
+    """The topics the members of a consumer group subscribe to, from their metadata for the group's chosen protocol
+    (the ConsumerProtocol Subscription, every version: ``version int16 | topics [string] | ...``), or None when no
+    protocol is chosen yet or a member's metadata cannot be read (then every topic counts as subscribed)."""
+    if group.protocol is None:
+        return None
+    topics = set()
+    for member in group.members.values():
+        metadata = dict(member.protocols).get(group.protocol)
+        if metadata is None:
+            return None
+        try:
+            topics.update(_subscription_topics(bytes(metadata)))
+        except (ValueError, UnicodeDecodeError):
+            return None
+    return topics
+
+
+def _subscription_topics(buf):
+    if len(buf) < 6:
+        raise ValueError("short subscription")
+    count = int.from_bytes(buf[2:6], "big", signed=True)
+    if count < 0 or count > len(buf):
+        raise ValueError("bad topic count")
+    pos, out = 6, []
+    for _ in range(count):
+        n = int.from_bytes(buf[pos:pos + 2], "big", signed=True)
+        if n < 0 or pos + 2 + n > len(buf):
+            raise ValueError("bad topic name")
+        out.append(buf[pos + 2:pos + 2 + n].decode("utf-8"))
+        pos += 2 + n
+    return out

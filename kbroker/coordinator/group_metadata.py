@@ -349,6 +349,23 @@ class GroupMetadataManager:
                 del self.groups[gid]
         return removed
 
+    def delete_offsets(self, group, partitions):
+        """Tombstone the committed (and pending transactional) offsets of ``partitions`` in ``group`` and forget them:
+        0 or the append's error code (nothing forgotten then). Partitions without an offset need no record."""
+        gid = group.group_id
+        pending = group.pending_txn_partitions()
+        doomed = [tp for tp in partitions if tp in group.offsets or tp in pending]
+        if not doomed:
+            return NONE
+        err = self._persist(gid, [offsets_log.offset_tombstone(gid, t, p) for t, p in doomed])
+        if err:
+            return err
+        for tp in doomed:
+            group.offsets.pop(tp, None)
+            for offsets in group.pending_txn.values():
+                offsets.pop(tp, None)
+        return NONE
+
     def delete_group(self, group):
         """Tombstone ``group``'s offsets and metadata, then make it Dead and forget it: 0 or the error code (the
         group is left as it was)."""

@@ -229,6 +229,8 @@ class GroupCoordination(Protocol):
 
     def delete_group(self, group_id): ...
 
+    def delete_offsets(self, group_id, partitions): ...
+
 
 class TransactionCoordination(Protocol):
     """The transaction coordinator (kbroker/transaction/coordinator.py TransactionCoordinator); every answer is a
@@ -336,6 +338,8 @@ class ControllerAccess(Protocol):
     def is_active(self): ...
 
     def controlled_shutdown(self, broker_id, broker_epoch, timeout=None): ...
+
+    def elect_leaders(self, election_type, partitions, timeout=None): ...
 
 
 class ControlPlane:
