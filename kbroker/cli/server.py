@@ -1,11 +1,20 @@
 """kbroker-server [server.properties | config.yaml] [--override key=value]... [--check-config]
+                [--log-dir DIR] [--log-config FILE] [--log-level LEVEL]
 
 The only place (with the other cli modules) that monkey-patches: gevent's patch_all must run before anything else
 imports socket/threading, so kbroker modules are imported inside ``main``.
-Exit codes: 0 after a clean shutdown (SIGTERM/SIGINT), 1 for a configuration error (the message names the key),
-2 for usage errors. ``--check-config`` loads and validates the configuration exactly as startup does, prints every key
-with its effective value and source, and exits (0, or 1 with the same error startup would give); keys set without
-effect in kbroker are logged as WARNING lines in both modes (``effect`` in kbroker/config/keys.py).
+Exit codes: 0 after a clean shutdown (SIGTERM/SIGINT), 1 for a configuration error (the message names the key) or a
+logging configuration error, 2 for usage errors.
+
+``--check-config`` reports every key as used / defaulted / ignored (accepted, no effect) / unknown / error and
+exits (1 when there is an error), starting nothing and writing nothing (kbroker/cli/check_config.py).
+
+Logging (kbroker/cli/logging_config.py): stderr from the first line; once the configuration is valid, the files of
+``--log-config`` (default: logging.properties next to the config file, else the built-in copy of
+config/logging.properties) under ``--log-dir`` (default: $LOG_DIR, else ./logs): server.log, controller.log,
+state-change.log, kafka-request.log (off by default), each rotated. Then, as Kafka's KafkaServer does, the version
+and the effective configuration ("KafkaConfig values:", every key) are logged before the broker starts; keys set
+without effect were already logged as WARNING lines by name (``effect`` in kbroker/config/keys.py).
 """
 import argparse
 import logging
@@ -17,16 +26,25 @@ def version_string():
 
     The kernels are named because a build without a C compiler falls back to the pure-Python twins (setup.py).
     """
-    from importlib import metadata
     import platform
 
+    kernels = "cython" if kernels_in_use() == "cython" else "pure Python"
+    return "kbroker-server %s (kernels: %s; Python %s)" % (installed_version(), kernels, platform.python_version())
+
+
+def installed_version():
+    from importlib import metadata
+
     try:
-        version = metadata.version("kbroker")
+        return metadata.version("kbroker")
     except metadata.PackageNotFoundError:  # run from a source tree that was never installed
-        version = "unknown (not installed)"
+        return "unknown (not installed)"
+
+
+def kernels_in_use():
+    """"cython" or "python": the byte kernels this process runs (kbroker/_native picks one set, never a mix)."""
     import kbroker._native as native
-    kernels = "cython" if native.IMPL == "cython" else "pure Python"
-    return "kbroker-server %s (kernels: %s; Python %s)" % (version, kernels, platform.python_version())
+    return native.IMPL
 
 
 class _VersionAction(argparse.Action):
@@ -46,20 +64,31 @@ def parse_args(argv):
     p.add_argument("config", nargs="?", help="server.properties or YAML file (Kafka key names)")
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key (repeatable)")
-    p.add_argument("--log-level", default="INFO")
+    p.add_argument("--log-level", default=None,
+                   help="level of the root logger (TRACE, DEBUG, INFO, WARN, ERROR), over the logging config's")
+    p.add_argument("--log-dir", default=None,
+                   help="directory of server.log, controller.log, state-change.log... (default: $LOG_DIR, else ./logs)")
+    p.add_argument("--log-config", default=None, metavar="FILE",
+                   help="log4j.properties-style logging config (default: logging.properties next to the config "
+                        "file, else the built-in copy of config/logging.properties)")
     p.add_argument("--check-config", action="store_true",
-                   help="validate the configuration, print every key's value and source, and exit")
+                   help="report every key as used / defaulted / ignored / unknown / error, and exit (1 on errors)")
     return p.parse_args(argv)
 
 
-def print_config(cfg, out=sys.stdout):
-    """--check-config: "key=value  (source)" for every key, then the unknown keys and the keys without effect."""
-    for name, value, source in cfg.describe():
-        print("%s=%s  (%s)" % (name, "" if value is None else value, source), file=out)
-    for name in sorted(cfg.unknown):
-        print("# unknown, ignored: %s" % name, file=out)
-    for name, reason in cfg.no_effect:
-        print("# no effect in kbroker: %s: %s" % (name, reason), file=out)
+def _level(name):
+    from kbroker.cli.logging_config import LEVELS
+    return LEVELS.get((name or "INFO").upper(), logging.INFO)
+
+
+def log_startup(cfg):
+    """Kafka's startup report: the version, then every key's effective value ("KafkaConfig values:")."""
+    from kbroker.cli.logging_config import config_values_block
+
+    version, kernels = installed_version(), kernels_in_use()
+    log = logging.getLogger("kbroker.server")
+    log.info("kbroker version: %s (kernels: %s)", version, kernels)
+    logging.getLogger("kbroker.config").info("%s", config_values_block(cfg, version, kernels))
 
 
 def main(argv=None):
@@ -69,17 +98,25 @@ def main(argv=None):
     import signal
 
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
-                        format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
+    from kbroker.cli import logging_config
+    logging_config.bootstrap(_level(args.log_level))
+    if args.check_config:
+        from kbroker.cli.check_config import run
+        return run(args.config, args.override)
     from kbroker.config import BrokerConfig, ConfigError
     try:
         cfg = BrokerConfig.from_sources(args.config, args.override)
     except (ConfigError, OSError) as e:
         print("kbroker-server: configuration error: %s" % e, file=sys.stderr)
         return 1
-    if args.check_config:
-        print_config(cfg)
-        return 0
+    try:
+        parsed = logging_config.load(logging_config.config_path_for(args.log_config, args.config),
+                                     logging_config.log_dir_from(args.log_dir))
+        logging_config.install(parsed, None if args.log_level is None else _level(args.log_level))
+    except (logging_config.LoggingConfigError, OSError) as e:
+        print("kbroker-server: logging configuration error: %s" % e, file=sys.stderr)
+        return 1
+    log_startup(cfg)
     from kbroker.broker import Broker
     broker = Broker(cfg)
     # Signal handlers go in before start(): the server answers requests while start() still waits for the

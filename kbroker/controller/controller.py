@@ -366,7 +366,7 @@ class Controller:
         self._increment_epoch()
         log.info("broker %d is the controller, epoch %d", self.broker_id, self.epoch)
         self.generation += 1
-        self.ctx = ControllerContext()
+        self.ctx = ControllerContext("Controller %d epoch %d" % (self.broker_id, self.epoch))
         self.brokers.load()
         self.topics.load()
         self.partitions.initialize()

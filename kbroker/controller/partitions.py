@@ -35,7 +35,8 @@ from kbroker.coord.znodes import IsrChangeNotificationSequenceZNode, TopicPartit
 
 from . import election
 from .batch import ALL, RequestBatch
-from .state import NEW, NON_EXISTENT, OFFLINE, ONLINE, R_OFFLINE, R_ONLINE, ControllerMoved
+from .state import (NEW, NON_EXISTENT, OFFLINE, ONLINE, R_OFFLINE, R_ONLINE, TRACE, ControllerMoved,
+                    state_change_log)
 
 log = logging.getLogger("kbroker.controller")
 
@@ -171,6 +172,11 @@ class PartitionStateMachine:
         removing = [r for r in reassign.original if r not in reassign.target] if reassign else ()
         if targets:
             batch.add_leader_and_isr(targets, PartitionLeadership(tp[0], tp[1], st, replicas, adding, removing, is_new))
+            if state_change_log.isEnabledFor(TRACE):
+                state_change_log.log(TRACE, "%s sending LeaderAndIsr request (Leader:%d,ISR:%s,LeaderEpoch:%d,"
+                                     "ControllerEpoch:%d) to brokers %s for partition [%s,%d]",
+                                     ctx.partition_states.owner, st.leader, ",".join(map(str, st.isr)),
+                                     st.leader_epoch, st.controller_epoch, targets, tp[0], tp[1])
         batch.add_update_metadata(sorted(ctx.live_brokers), [tp])
 
     def _unclean_allowed(self, topic):

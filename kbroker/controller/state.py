@@ -6,11 +6,53 @@ Replica states (ReplicaStateMachine): NewReplica (just assigned), OnlineReplica 
 OfflineReplica (broker gone or shut down; out of the ISR), ReplicaDeletionStarted (StopReplica delete sent),
 ReplicaDeletionSuccessful, ReplicaDeletionIneligible (broker down or delete failed; retried when it returns),
 NonExistentReplica (dropped from the context).
+
+Every change of a partition or replica state is a line of ``state.change.logger`` at TRACE (Kafka's logger and
+level; config/logging.properties sends it to state-change.log): ``Controller 0 epoch 3 changed partition [t,0]
+state from OfflinePartition to OnlinePartition`` / ``... changed state of replica 2 for partition [t,0] from
+OnlineReplica to OfflineReplica`` (``StateTable``).
 """
+import logging
+
 NON_EXISTENT, NEW, ONLINE, OFFLINE = "NonExistentPartition", "NewPartition", "OnlinePartition", "OfflinePartition"
 R_NEW, R_ONLINE, R_OFFLINE = "NewReplica", "OnlineReplica", "OfflineReplica"
 R_DELETION_STARTED, R_DELETION_SUCCESSFUL, R_DELETION_INELIGIBLE = (
     "ReplicaDeletionStarted", "ReplicaDeletionSuccessful", "ReplicaDeletionIneligible")
+
+
+R_NON_EXISTENT = "NonExistentReplica"
+TRACE = 5                                     # log4j's TRACE (kbroker/cli/logging_config.py registers the name)
+state_change_log = logging.getLogger("state.change.logger")
+
+
+class StateTable(dict):
+    """``partition_states`` / ``replica_states``: a dict whose every change (set to a different state, or pop) is
+    logged to ``state.change.logger`` at TRACE, prefixed by ``owner`` ("Controller <id> epoch <n>"). With TRACE
+    off a change costs one cached level check."""
+
+    def __init__(self, owner, replicas):
+        super().__init__()
+        self.owner, self.replicas = owner, replicas
+
+    def _describe(self, key):
+        if self.replicas:
+            (topic, p), broker = key
+            return "state of replica %d for partition [%s,%d]" % (broker, topic, p), R_NON_EXISTENT
+        return "partition [%s,%d] state" % key, NON_EXISTENT
+
+    def __setitem__(self, key, value):
+        if state_change_log.isEnabledFor(TRACE):
+            what, absent = self._describe(key)
+            old = self.get(key, absent)
+            if old != value:
+                state_change_log.log(TRACE, "%s changed %s from %s to %s", self.owner, what, old, value)
+        dict.__setitem__(self, key, value)
+
+    def pop(self, key, *default):
+        if key in self and state_change_log.isEnabledFor(TRACE):
+            what, absent = self._describe(key)
+            state_change_log.log(TRACE, "%s changed %s from %s to %s", self.owner, what, self[key], absent)
+        return dict.pop(self, key, *default)
 
 
 class Reassignment:
@@ -24,7 +66,7 @@ class Reassignment:
 class ControllerContext:
     """One term's state; the comments name who writes each field (docs/architecture.md, "controller")."""
 
-    def __init__(self):
+    def __init__(self, owner="Controller"):
         self.live_brokers = {}       # id -> BrokerRegistration                                       (Brokers)
         self.broker_epochs = {}      # id -> broker epoch (czxid of /brokers/ids/<id>)                (Brokers)
         self.shutting_down = set()   # ids in controlled shutdown: live, may not lead
@@ -32,8 +74,10 @@ class ControllerContext:
         self.assignments = {}        # (topic, p) -> [replica ids], first = preferred  (TopicChanges, Reassignments)
         self.leadership = {}         # (topic, p) -> cluster_state.LeaderAndIsr, the state znode as last read or
                                      # written              (PartitionStateMachine; TopicChanges.forget drops)
-        self.partition_states = {}   # (topic, p) -> NEW/ONLINE/OFFLINE      (every collaborator's transitions)
-        self.replica_states = {}     # ((topic, p), broker id) -> R_*        (every collaborator's transitions)
+        # (topic, p) -> NEW/ONLINE/OFFLINE; ((topic, p), broker id) -> R_*  (every collaborator's transitions;
+        # each change a state-change.log line, StateTable)
+        self.partition_states = StateTable(owner, False)
+        self.replica_states = StateTable(owner, True)
         self.topics_to_delete = set()  # topics marked and queued                                  (TopicDeletion)
         self.reassignments = {}      # (topic, p) -> Reassignment                                 (Reassignments)
 

@@ -45,6 +45,10 @@ from kbroker.replica.partition import IsrStats, Partition
 from kbroker.timeslice import TimeSlice
 
 log = logging.getLogger(__name__)
+# Kafka's state.change.logger (config/logging.properties: state-change.log), at TRACE as in Kafka: each partition's
+# LeaderAndIsr / StopReplica as this broker applied it.
+state_change_log = logging.getLogger("state.change.logger")
+TRACE = 5
 
 HW_CHECKPOINT = "replication-offset-checkpoint"
 
@@ -190,14 +194,27 @@ class ReplicaManager:
                 if part is not None and epoch <= part.leader_epoch:
                     log.info("%s-%d: ignoring LeaderAndIsr from controller %d with leader epoch %d (have %d)",
                              topic, p, controller_id, epoch, part.leader_epoch)
+                    state_change_log.log(TRACE, "Broker %d ignoring LeaderAndIsr request from controller %d epoch %d "
+                                         "for partition [%s,%d] since its leader epoch %d is not higher than the "
+                                         "current leader epoch %d", self.broker_id, controller_id, controller_epoch,
+                                         topic, p, epoch, part.leader_epoch)
                     result[tp] = errors.STALE_CONTROLLER_EPOCH
                     continue
                 accepted.append(st)
             result.update(self._host_new({st.tp: st for st in accepted}))
             endpoints = {b: (h, port) for b, h, port in (live_leaders or ())}
+            traced = state_change_log.isEnabledFor(TRACE)
             for st in accepted:
                 if st.tp not in result:
                     result[st.tp] = self._apply_one(st, endpoints)
+                if traced:
+                    la = st.leader_and_isr
+                    state_change_log.log(
+                        TRACE, "Broker %d completed LeaderAndIsr request from controller %d epoch %d for the %s "
+                        "transition for partition [%s,%d] (Leader:%d,ISR:%s,LeaderEpoch:%d): error %d",
+                        self.broker_id, controller_id, controller_epoch,
+                        "become-leader" if la.leader == self.broker_id else "become-follower", st.tp[0], st.tp[1],
+                        la.leader, ",".join(map(str, la.isr)), la.leader_epoch, result[st.tp])
                 slice_.tick()
             self._drop_idle_fetchers()
             return result
@@ -351,8 +368,12 @@ class ReplicaManager:
         result = {}
         detached = []                        # (tp, log, dir) of deleted partitions: directories removed in offload
         slice_ = TimeSlice()
+        traced = state_change_log.isEnabledFor(TRACE)
         for topic, p, delete in partitions:
             tp = (topic, p)
+            if traced:
+                state_change_log.log(TRACE, "Broker %d handling StopReplica (delete=%s) for partition [%s,%d]",
+                                     self.broker_id, "true" if delete else "false", topic, p)
             try:
                 self._remove_from_fetchers(tp)
                 part = self._partitions.pop(tp, None) if delete else self._partitions.get(tp)

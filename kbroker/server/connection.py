@@ -83,6 +83,7 @@ from kbroker.server.limits import RequestMemory, ServerLimits
 from kbroker.timeslice import TimeSlice
 
 log = logging.getLogger(__name__)
+request_log = logging.getLogger("kafka.request.logger")   # Kafka's name (config/logging.properties)
 
 RECV_CHUNK = 64 * 1024
 # Frames needing more than this are received straight into their own buffer (a PartialFrame)...
@@ -394,6 +395,8 @@ class Connection:
             log.warning("closing %s: %s v%d request failed to decode: %r", self._peer(), api.name, version, e)
             raise CloseConnection("undecodable %s v%d request" % (api.name, version))
         ctx = RequestContext(self.identity, self.services, api_key, version, corr, header.client_id, self)
+        # The request log (kafka.request.logger at DEBUG; off by default): one cached level check when off.
+        logged_from = time.monotonic() if request_log.isEnabledFor(logging.DEBUG) else None
         quotas = self._quotas
         stats = self._stats
         if stats is not None:
@@ -410,6 +413,8 @@ class Connection:
                 spent = max(0.0, time.perf_counter() - started - ctx.parked_s) * 100.0
                 ctx.throttle(quotas.request.record(self.identity, header.client_id, spent))
         throttle_ms = ctx.throttle_ms
+        if logged_from is not None:
+            self._log_request(api, version, corr, header.client_id, logged_from, ctx.parked_s, throttle_ms)
         done = None
         if stats is not None:
             done = _Done(_request_stats(stats.requests, api_key, req), version, arrived, began, time.monotonic(),
@@ -563,6 +568,17 @@ class Connection:
             sendall(buf[:n])
             offset += n
             remaining -= n
+
+    def _log_request(self, api, version, corr, client_id, began, parked_s, throttle_ms):
+        """One kafka-request.log line, Kafka's "Completed request" layout; times in ms from the handler's call to
+        its return (remoteTime: parked waiting for followers / data / a rebalance; throttleTime: the quota's)."""
+        total = (time.monotonic() - began) * 1000.0
+        ident = self.identity
+        request_log.debug("Completed request:{api_key=%d,api_version=%d,correlation_id=%d,client_id=%s} (%s) from "
+                          "connection %s;totalTime:%.3f,localTime:%.3f,remoteTime:%.3f,throttleTime:%d,"
+                          "securityProtocol:%s,principal:%s", api.key, version, corr, client_id, api.name,
+                          self._peer(), total, max(0.0, total - parked_s * 1000.0), parked_s * 1000.0, throttle_ms,
+                          getattr(ident, "security_protocol", "PLAINTEXT"), getattr(ident, "principal", "?"))
 
     def _peer(self):
         return "%s:%s" % (self.address[0], self.address[1]) if self.address else "?"

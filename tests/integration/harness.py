@@ -8,6 +8,7 @@ Broker process (`BrokerProcess`)
         server.properties   written on every start from `properties()` (Kafka key names, one `key=value` a line)
         logs/               `log.dirs` (survives restart(), so restarts exercise log recovery)
         broker.log          stdout+stderr of every start, appended; each start begins with a `=== harness: ...` line
+        server-logs/        the broker's own log files (LOG_DIR: server.log, controller.log, state-change.log, ...)
     Started as `sys.executable -m kbroker.cli.server <dir>/server.properties` (override with `command=`).
     The listen port is picked once (free_port) and kept across restarts so a client's bootstrap stays valid.
     Readiness = a raw ApiVersions v0 request (api_key 18, version 0, header v1: int16 api_key, int16 version,
@@ -280,6 +281,7 @@ class BrokerProcess:
         self.config_path = self.dir / "server.properties"
         self.log_dir = self.dir / "logs"
         self.log_path = self.dir / "broker.log"
+        self.server_log_dir = self.dir / "server-logs"
         self.proc: subprocess.Popen | None = None
         self.starts = 0
         self._correlation = 0
@@ -329,6 +331,7 @@ class BrokerProcess:
         # The checkout must be importable even without `pip install -e .` (the child's cwd is the broker dir).
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
         env["PYTHONUNBUFFERED"] = "1"
+        env["LOG_DIR"] = str(self.server_log_dir)   # server.log & co. beside, not inside, the data dir (logs/)
         env.update(self.extra_env)
         self.starts += 1
         self.proc = _spawn(self.command + [self.config_path], self.log_path, env, self.dir,
