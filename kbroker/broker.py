@@ -43,9 +43,10 @@ from kbroker.log.manager import LogManager, read_properties
 from kbroker.producer_ids import ProducerIdManager
 from kbroker.quota.manager import ClientQuotas
 from kbroker.quota.store import CONSUMER as _CONSUMER_QUOTA, PRODUCER as _PRODUCER_QUOTA, QuotaAdmin, QuotaLimits
-from kbroker.quota.replication import RATE_KEYS as _REPLICATION_RATE_KEYS, BrokerThrottleWatcher, ReplicationQuotas
+from kbroker.quota.replication import RATE_KEYS as _REPLICATION_RATE_KEYS, ReplicationQuotas
 from kbroker.replica.manager import ReplicaManager
 from kbroker.config import listener_sasl, listener_ssl
+from kbroker.config.dynamic import DynamicBrokerConfig
 from kbroker.security import jaas
 from kbroker.security.authenticator import ListenerSasl, MechanismContext, load_factory
 from kbroker.security.sasl.client import inter_broker_factory
@@ -170,7 +171,11 @@ class Broker:
         self.replication_quotas = ReplicationQuotas(
             self.broker_id, cfg["replication.quota.window.num"], cfg["replication.quota.window.size.seconds"],
             static={k: cfg[k] for k in _REPLICATION_RATE_KEYS}, overrides_for=self.topic_configs.overrides)
-        BrokerThrottleWatcher(self.backend, self.replication_quotas, gevent.spawn).start()
+        # KIP-226: /config/brokers/<id> and <default> over server.properties; the one watcher of their changes
+        # (topic LogConfigs recomputed from the new defaults, the throttle bounds).
+        self.dynamic_config = DynamicBrokerConfig(cfg, self.broker_id, self.backend, gevent.spawn, listeners=[
+            lambda changed, per_broker, default: self.replication_quotas.apply_dynamic(per_broker, default),
+            self._dynamic_defaults_changed]).start()
         self.replica_manager = ReplicaManager(
             self.broker_id, self.log_manager, log_config_for=self.topic_configs.log_config, isr_writer=self.write_isr,
             connect=self.replica_address, flusher=self._flush_log, config=cfg,
@@ -196,7 +201,8 @@ class Broker:
             client_quotas=QuotaAdmin(self.backend, self.quota_limits),
             # Always built: quotas may be added at any time; without any, a record is one dict read.
             quotas=ClientQuotas(self.quota_limits, cfg["quota.window.num"], cfg["quota.window.size.seconds"]),
-            transactions=self.transaction_coordinator, replication=self.replication_quotas.leader)
+            transactions=self.transaction_coordinator, replication=self.replication_quotas.leader,
+            broker_configs=self.dynamic_config)
         self.channel.local_handler = local_dispatcher(self.services)
         self._add_state_metrics()
         self.server = KafkaServer(self.services, self.router, cfg.listeners, cfg["socket.request.max.bytes"],
@@ -435,6 +441,11 @@ class Broker:
         if resp["error_code"]:
             raise errors.error_for_code(resp["error_code"])("ControlledShutdown answered %d" % resp["error_code"])
         return [(r["topic_name"], r["partition_index"]) for r in resp["remaining_partitions"]]
+
+    def _dynamic_defaults_changed(self, changed, _per_broker, _default):
+        """A dynamic broker config changed: topics without their own value run with the new default at once."""
+        if changed:
+            self.topic_configs.reapply_all({t for t, _ in self.log_manager.all_logs()})
 
     @property
     def partitions(self):

@@ -32,7 +32,7 @@ from collections import Counter
 import gevent
 
 from kbroker import errors
-from kbroker.config import (DEFAULT_CONFIG, STATIC_BROKER_CONFIG, TOPIC_CONFIG, effective_topic_config, format_value,
+from kbroker.config import (CONFIG_SOURCE_CODES, effective_topic_config, format_value,
                             log_config_for, validate_topic_config)
 from kbroker.controller.assignment import assign_replicas_to_brokers, start_index_for_new_partitions
 from kbroker.controller.topics import create_topic as write_new_topic, live_brokers
@@ -44,8 +44,9 @@ from kbroker.log.config import LogConfig
 
 log = logging.getLogger(__name__)
 
-# Kafka's DescribeConfigsResponse ConfigSource: 1 TOPIC_CONFIG, 4 STATIC_BROKER_CONFIG, 5 DEFAULT_CONFIG.
-_SOURCE_IDS = {TOPIC_CONFIG: 1, STATIC_BROKER_CONFIG: 4, DEFAULT_CONFIG: 5}
+# Kafka's DescribeConfigsResponse ConfigSource: 1 TOPIC_CONFIG, 2 DYNAMIC_BROKER_CONFIG, 3
+# DYNAMIC_DEFAULT_BROKER_CONFIG, 4 STATIC_BROKER_CONFIG, 5 DEFAULT_CONFIG.
+_SOURCE_IDS = CONFIG_SOURCE_CODES
 DEFAULT_TIMEOUT_MS = 30000
 POLL_S = 0.02
 # Defaults of the partition ceilings (kbroker/config/keys.py has the same), for brokers built without them.
@@ -356,6 +357,12 @@ class TopicConfigs:
             if t == topic:
                 part.set_config(lc)
         self._logs().set_topic_config(topic, lc)
+
+    def reapply_all(self, topics=()):
+        """The broker-level defaults changed (dynamic broker configs, kbroker/config/dynamic.py): every hosted
+        topic, and every topic of ``topics`` (logs open here), switches to its LogConfig recomputed from them."""
+        for topic in sorted({t for t, _ in self._hosted()} | set(topics)):
+            self.apply(topic, self.overrides(topic))
 
     def reload(self):
         """Re-read the overrides of every hosted topic; apply the ones that changed. Topics cached but no longer

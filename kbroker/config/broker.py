@@ -135,6 +135,31 @@ class BrokerConfig:
         """True when the key was given explicitly (file or override)."""
         return self.sources.get(key, "default") != "default"
 
+    def set_dynamic(self, values, sources):
+        """Dynamic broker configs (KIP-226, kbroker/config/dynamic.py): ``values`` {key: typed value} replace the
+        static ones, ``sources[key]`` is "dynamic-broker" or "dynamic-default"; a key dynamic before and absent now
+        returns to its static value and source. Returns the set of keys whose value changed."""
+        if not hasattr(self, "_static"):
+            self._static = {}      # key -> (value, source) before its first dynamic value
+        changed = set()
+        for key in [k for k in self._static if k not in values]:
+            value, source = self._static.pop(key)
+            if self._values[key] != value:
+                changed.add(key)
+            self._values[key], self.sources[key] = value, source
+        for key, value in values.items():
+            if key not in self._static:
+                self._static[key] = (self._values[key], self.sources[key])
+            if self._values[key] != value:
+                changed.add(key)
+            self._values[key], self.sources[key] = value, sources[key]
+        return changed
+
+    def static_value(self, key):
+        """(value, source) of ``key`` without its dynamic layers: "default", "file" or "override"."""
+        held = getattr(self, "_static", {}).get(key)
+        return held if held is not None else (self._values[key], self.sources[key])
+
     def describe(self):
         """[(key, string value, source)] sorted by key; passwords hidden (for --check-config)."""
         rows = []

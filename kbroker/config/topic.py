@@ -23,8 +23,13 @@ it; a no-effect key is accepted with a warning in the broker log."""
 DEFAULT_CONFIG = "DEFAULT_CONFIG"
 STATIC_BROKER_CONFIG = "STATIC_BROKER_CONFIG"
 TOPIC_CONFIG = "TOPIC_CONFIG"
+DYNAMIC_BROKER_CONFIG = "DYNAMIC_BROKER_CONFIG"
+DYNAMIC_DEFAULT_BROKER_CONFIG = "DYNAMIC_DEFAULT_BROKER_CONFIG"
 # DescribeConfigs v1+ config_source codes
-CONFIG_SOURCE_CODES = {TOPIC_CONFIG: 1, STATIC_BROKER_CONFIG: 4, DEFAULT_CONFIG: 5}
+CONFIG_SOURCE_CODES = {TOPIC_CONFIG: 1, DYNAMIC_BROKER_CONFIG: 2, DYNAMIC_DEFAULT_BROKER_CONFIG: 3,
+                       STATIC_BROKER_CONFIG: 4, DEFAULT_CONFIG: 5}
+# BrokerConfig.sources of the dynamic layers (kbroker/config/dynamic.py) -> the topic entry's source.
+_DYNAMIC_SOURCES = (("dynamic-broker", DYNAMIC_BROKER_CONFIG), ("dynamic-default", DYNAMIC_DEFAULT_BROKER_CONFIG))
 
 
 def _t(name, type_, validator, broker_key, doc, field=None, effect=APPLIED):
@@ -159,6 +164,11 @@ def effective_topic_config(broker_cfg, overrides):
             continue
         feeders = _DERIVED_SOURCES.get(tkey.name, (tkey.broker_key,) if tkey.broker_key else ())
         source = STATIC_BROKER_CONFIG if any(broker_cfg.is_set(k) for k in feeders) else DEFAULT_CONFIG
+        given = {broker_cfg.sources.get(k) for k in feeders}
+        for dynamic, name in _DYNAMIC_SOURCES:
+            if dynamic in given:
+                source = name
+                break
         out[tkey.name] = ConfigEntry(tkey.name, _broker_default(broker_cfg, tkey), source)
     return out
 

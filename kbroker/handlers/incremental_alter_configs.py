@@ -15,8 +15,12 @@ Per resource, checked in Kafka's order (``ConfigAdminManager.preprocess``), firs
   INVALID_CONFIG (40); the resulting override set is validated like AlterConfigs' (an unknown key or bad value ->
   INVALID_CONFIG naming it) and, unless ``validate_only``, replaces the topic's overrides (live partitions switch at
   once; other brokers follow through /config/changes);
-* resource type 4 (broker): name not "" nor this broker's id -> INVALID_REQUEST; otherwise INVALID_REQUEST too,
-  since kbroker's broker configs are static (server.properties), as Kafka answers for a key that is not dynamic;
+* resource type 4 (broker, KIP-226 dynamic broker configs, kbroker/config/dynamic.py): name "" (the cluster
+  default, ``/config/brokers/<default>``) or this broker's id, else INVALID_REQUEST; the ops apply to the stored
+  dynamic config (APPEND/SUBTRACT only on list-typed keys, INVALID_CONFIG otherwise, based on the stored value or
+  else the effective one); the result is validated (a read-only key, a key kbroker cannot change without restart,
+  an unknown key or a bad value -> INVALID_REQUEST with Kafka's "Invalid config value for resource ..." message)
+  and, unless ``validate_only``, written with its /config/changes notification and applied here at once;
 * any other resource type (8 broker logger, 16 client metrics, 32 group, unknown) -> INVALID_REQUEST.
 
 Authorization (Kafka's ``ConfigAdminManager.preprocess``), after the duplicate and request-shape checks above and
@@ -37,7 +41,7 @@ changing the same topic may lose one of the updates.
 from collections import Counter
 
 from kbroker import errors
-from kbroker.config import TOPIC_CONFIGS
+from kbroker.config import CONFIG_KEYS, TOPIC_CONFIGS, format_value
 from kbroker.coord.metadata_store import validate_topic_name
 from kbroker.handlers.common import record_failure
 from kbroker.handlers.configs import check_config_access
@@ -108,18 +112,42 @@ def _alter_topic(topics, name, ops, validate_only):
     topics.alter_topic_config(name, apply_ops(overrides, effective, ops), validate_only=validate_only)
 
 
-def _refuse_broker(broker_id, name, ops):
-    if name != "":
-        try:
-            ok = int(name) == broker_id
-        except ValueError:
-            raise errors.InvalidRequest("Node id must be an integer, but it is: %s" % name) from None
-        if not ok:
-            raise errors.InvalidRequest("Unexpected broker id, expected %d, but received %s"
-                                        % (broker_id, name))
-    keys = ", ".join(sorted(n for n, _, _ in ops))
-    raise errors.InvalidRequest("Cannot update these configs dynamically: [%s] (kbroker's broker configs are "
-                                "static: set them in server.properties)" % keys)
+def apply_broker_ops(current, effective, ops):
+    """The new dynamic config of a broker resource after ``ops`` on ``current`` ({key: string}, as stored).
+    APPEND/SUBTRACT need a list-typed broker key (INVALID_CONFIG otherwise, Kafka's message); their base is the
+    stored value, else the key's effective value here (``effective(key)`` -> string or None)."""
+    out = dict(current)
+    for name, op, value in ops:
+        if op == SET:
+            out[name] = value
+        elif op == DELETE:
+            out.pop(name, None)
+        else:
+            verb = "append" if op == APPEND else "subtract"
+            key = CONFIG_KEYS.get(name)
+            if key is None or key.type != "list":
+                raise errors.InvalidConfig("Config value %s is not allowed for config key: %s" % (verb, name))
+            items = _items(out[name] if name in out else effective(name))
+            if op == APPEND:
+                items += [v for v in _items(value) if v not in items]
+            else:
+                for v in _items(value):
+                    if v in items:
+                        items.remove(v)
+            out[name] = ",".join(items)
+    return out
+
+
+def _alter_broker(services, name, ops, validate_only):
+    dynamic = services.broker_configs
+    if dynamic is None:
+        raise errors.InvalidRequest("kbroker's broker configs are static here")
+
+    def effective(key):
+        v = services.config.get(key)
+        return None if v is None else format_value(v)
+    new = apply_broker_ops(dynamic.current(name), effective, ops)
+    dynamic.alter(name, new, validate_only=validate_only)
 
 
 @handler(44, (0, 1))
@@ -138,7 +166,7 @@ def incremental_alter_configs(ctx, req):
             if rtype == TOPIC:
                 _alter_topic(services.topics, name, ops, req["validate_only"])
             elif rtype == BROKER:
-                _refuse_broker(services.broker_id, name, ops)
+                _alter_broker(services, name, ops, req["validate_only"])
             else:
                 raise errors.InvalidRequest("Unsupported resource type %d: kbroker alters topic configs only"
                                             % rtype)

@@ -391,3 +391,4 @@ class Services:
     quotas: Optional["QuotaEnforcement"] = None
     replication: Optional["ReplicationThrottle"] = None
     client_quotas: Optional["ClientQuotaAdministration"] = None
+    broker_configs: Any = None    # kbroker/config/dynamic.py DynamicBrokerConfig (KIP-226)

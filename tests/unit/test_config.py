@@ -369,7 +369,8 @@ def test_effective_topic_config_sources():
     assert format_value(eff["cleanup.policy"].value) == "delete"
     assert format_value(eff["min.cleanable.dirty.ratio"].value) == "0.5"
     assert format_value(eff["unclean.leader.election.enable"].value) == "false"
-    assert CONFIG_SOURCE_CODES == {TOPIC_CONFIG: 1, STATIC_BROKER_CONFIG: 4, DEFAULT_CONFIG: 5}
+    assert CONFIG_SOURCE_CODES == {TOPIC_CONFIG: 1, "DYNAMIC_BROKER_CONFIG": 2, "DYNAMIC_DEFAULT_BROKER_CONFIG": 3,
+                                   STATIC_BROKER_CONFIG: 4, DEFAULT_CONFIG: 5}
 
 
 def test_log_config_for():

@@ -198,22 +198,44 @@ def test_handler_topic_config_errors():
     assert admin.topics == {"u": {}, "v": {}}
 
 
-def test_handler_refuses_broker_and_other_resources():
-    admin = _TopicAdmin({})
-    resp = incremental_alter_configs(_Ctx(admin), {"validate_only": False, "resources": [
-        _res(4, "0", ("log.retention.ms", SET, "1")),
-        _res(4, "", ("log.retention.ms", SET, "1")),
-        _res(4, "7", ("log.retention.ms", SET, "1")),
-        _res(4, "x", ("log.retention.ms", SET, "1")),
-        _res(8, "0", ("kafka", SET, "DEBUG")),
-        _res(32, "g", ("consumer.session.timeout.ms", SET, "1")),
-    ]})
-    assert [c for _, c in _codes(resp)] == [errors.INVALID_REQUEST] * 6
-    msgs = [r["error_message"] for r in resp["responses"]]
-    assert "Cannot update these configs dynamically: [log.retention.ms]" in msgs[0]
-    assert "Unexpected broker id, expected 0, but received 7" == msgs[2]
-    assert "Node id must be an integer" in msgs[3]
-    assert "Unsupported resource type 8" in msgs[4]
+def test_handler_broker_resources_go_to_the_dynamic_broker_configs(tmp_path):
+    """Broker resources (KIP-226, kbroker/config/dynamic.py): this broker's id and "" change; another id, a
+    non-integer name, a read-only key refused with Kafka's INVALID_REQUEST messages; other types refused."""
+    from kbroker.config import BrokerConfig
+    from kbroker.config.dynamic import DynamicBrokerConfig
+    from kbroker.coord.embedded import EmbeddedBackend
+    backend = EmbeddedBackend(str(tmp_path / "coord")).start()
+    try:
+        cfg = BrokerConfig.from_dict({"log.dirs": str(tmp_path / "d"), "broker.id": "0"})
+        dyn = DynamicBrokerConfig(cfg, 0, backend, lambda fn, *a: fn(*a))
+        ctx = make_ctx(1, topics=_TopicAdmin({}), broker_id=0, broker_configs=dyn, config=cfg)
+        resps = [incremental_alter_configs(ctx, {"validate_only": False, "resources": [r]})["responses"][0] for r in (
+            _res(4, "0", ("log.retention.ms", SET, "1000")),
+            _res(4, "", ("log.cleanup.policy", APPEND, "compact")),
+            _res(4, "7", ("log.retention.ms", SET, "1")),
+            _res(4, "x", ("log.retention.ms", SET, "1")),
+            _res(4, "0", ("broker.id", SET, "3")),
+            _res(4, "0", ("message.max.bytes", APPEND, "1")),
+            _res(8, "0", ("kafka", SET, "DEBUG")),
+            _res(32, "g", ("consumer.session.timeout.ms", SET, "1")),
+        )]
+        assert [r["error_code"] for r in resps] == [0, 0] + [errors.INVALID_REQUEST] * 3 + \
+            [errors.INVALID_CONFIG] + [errors.INVALID_REQUEST] * 2
+        msgs = [r["error_message"] for r in resps]
+        assert "Unexpected broker id, expected 0, but received 7" == msgs[2]
+        assert "Node id must be an integer" in msgs[3]
+        assert msgs[4] == ("Invalid config value for resource ConfigResource(type=BROKER, name='0'): Cannot update "
+                           "these configs dynamically: Set(broker.id)")
+        assert msgs[5] == "Config value append is not allowed for config key: message.max.bytes"
+        assert "Unsupported resource type 8" in msgs[6]
+        assert dyn.read("0") == {"log.retention.ms": "1000"}
+        assert dyn.read("<default>") == {"log.cleanup.policy": "delete,compact"}
+        assert cfg.retention_ms == 1000 and cfg["log.cleanup.policy"] == ["delete", "compact"]
+        resp = incremental_alter_configs(ctx, {"validate_only": False, "resources": [
+            _res(4, "0", ("log.retention.ms", DELETE, None))]})
+        assert _codes(resp) == [("0", 0)] and dyn.read("0") == {} and cfg.retention_ms == 7 * 24 * 3600 * 1000
+    finally:
+        backend.stop()
 
 
 @pytest.mark.parametrize("name", ["", "t/partitions", "..", "a b"])

@@ -327,7 +327,9 @@ def test_configs_zookeeper_brokers_alter_describe_and_the_broker_follows(tmp_pat
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--add-config", "log.retention.ms=1"], "requirement failed: Unknown Dynamic Configuration 'log.retention.ms'."),
+    (["--add-config", "no.such.key=1"], "requirement failed: Unknown Dynamic Configuration 'no.such.key'."),
+    (["--add-config", "broker.id=1"], "Cannot update these configs dynamically: Set(broker.id)"),
+    (["--add-config", "log.retention.ms=x"], "Invalid value 'x' for configuration log.retention.ms"),
     (["--add-config", "leader.replication.throttled.rate=x"],
      "Invalid value x for configuration leader.replication.throttled.rate: Not a number of type LONG"),
     (["--add-config", "leader.replication.throttled.rate=-1"], "Value must be at least 0"),
