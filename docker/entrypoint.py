@@ -14,8 +14,13 @@ the rest lower-cased:
 
 Variables that are not broker keys (``NOT_KEYS``): the JVM/launcher ones (KAFKA_HEAP_OPTS, KAFKA_JMX_*, ...) are
 ignored with one line each saying why; KAFKA_OPTS is left in the broker's environment (kbroker reads the JAAS file
-of its ``-Djava.security.auth.login.config``); KAFKA_LOG4J_ROOT_LOGLEVEL becomes ``--log-level``;
-KAFKA_ZOOKEEPER_CLIENT_CNXN_SOCKET becomes ``zookeeper.clientCnxnSocket`` (cp-kafka's one irregular name).
+of its ``-Djava.security.auth.login.config``); KAFKA_ZOOKEEPER_CLIENT_CNXN_SOCKET becomes
+``zookeeper.clientCnxnSocket`` (cp-kafka's one irregular name). Logging, as cp-kafka's log4j template does it:
+KAFKA_LOG4J_ROOT_LOGLEVEL becomes ``--log-level`` (the root logger's level); KAFKA_LOG4J_LOGGERS
+(``name=LEVEL,name=LEVEL``) becomes ``log4j.logger.<name>=<LEVEL>`` lines appended to kbroker's built-in logging
+configuration, written as logging.properties next to the properties (where kbroker-server looks for it). kbroker's
+logger names are its modules (kbroker.controller, kbroker.server.connection, ...) plus Kafka's state.change.logger
+and kafka.request.logger; a Kafka class name (kafka.controller.KafkaController) names no kbroker logger.
 
 cp-kafka's rules around the mapping (``configure``, ``ensure``):
 - KAFKA_LISTENERS, when unset, is KAFKA_ADVERTISED_LISTENERS with every host replaced by 0.0.0.0 (listen on every
@@ -82,7 +87,7 @@ NOT_KEYS = {
     "KAFKA_JMX_HOSTNAME": _JVM + "; metrics are on metrics.http.host",
     "KAFKA_JVM_PERFORMANCE_OPTS": _JVM,
     "KAFKA_GC_LOG_OPTS": _JVM,
-    "KAFKA_LOG4J_LOGGERS": _JVM + "; set levels per logger in kbroker's logging configuration",
+    "KAFKA_LOG4J_LOGGERS": "-> log4j.logger.<name>=<LEVEL> lines in logging.properties next to the properties",
     "KAFKA_TOOLS_LOG4J_LOGLEVEL": _JVM,
     "KAFKA_OPTS": "left in the broker's environment: kbroker reads -Djava.security.auth.login.config (JAAS) "
                   "from it; other -D options have no effect",
@@ -115,6 +120,8 @@ _SINGLE_UNDERSCORE = re.compile(r"(?<=[^_])_(?=[^_])")
 # scheme://host:port -- host is a name, an IPv4 address, [an IPv6 address] or empty.
 _LISTENER = re.compile(r"^(?P<name>[^:/\s]+)://(?P<host>\[[^\]]*\]|[^:/]*):(?P<port>-?\d+)$")
 _SRVR_MODES = (b"Mode: leader", b"Mode: follower", b"Mode: standalone")
+_LEVELS = ("TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF")
+LOGGING_MARKER = "# Written by the kbroker image's entrypoint: kbroker's built-in logging config + KAFKA_LOG4J_LOGGERS."
 
 
 class EntrypointError(Exception):
@@ -183,6 +190,74 @@ def build_config(env, secrets_dir=DEFAULT_SECRETS_DIR):
         if env.get(var):
             props[key] = _read_secret(secrets_dir, var, env)
     return props, notes, env.get("KAFKA_LOG4J_ROOT_LOGLEVEL") or None
+
+
+def parse_loggers(text):
+    """KAFKA_LOG4J_LOGGERS (``name=LEVEL,name=LEVEL``, cp-kafka's parse_log4j_loggers) -> [(name, LEVEL)].
+
+    Unlike cp-kafka, which drops a malformed item silently, a malformed item or an unknown level stops the start."""
+    out = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, sep, level = (p.strip() for p in item.partition("="))
+        if not sep or not name or level.upper() not in _LEVELS:
+            raise EntrypointError("KAFKA_LOG4J_LOGGERS: %r is not logger=LEVEL (LEVEL one of %s)"
+                                  % (item, ", ".join(_LEVELS)))
+        out.append((name, level.upper()))
+    return out
+
+
+def render_logging(loggers, base):
+    """logging.properties text: `base` (kbroker's built-in configuration) with each (name, LEVEL) applied.
+
+    A logger `base` configures keeps its appenders and additivity and takes the new level (``log4j.logger.X=INFO,
+    controllerAppender`` -> ``=DEBUG, controllerAppender``: replacing the whole line would leave a non-additive
+    logger with no appender, i.e. silent); any other gets a ``log4j.logger.<name>=<LEVEL>`` line at the end, which
+    logs through the root logger's appenders."""
+    lines = base.rstrip("\n").split("\n")
+    extra = []
+    for name, level in loggers:
+        prefix = "log4j.logger.%s=" % name
+        hits = [i for i, l in enumerate(lines) if l.replace(" ", "").startswith(prefix)]
+        if hits:
+            for i in hits:
+                appenders = lines[i].split("=", 1)[1].split(",")[1:]
+                lines[i] = prefix + ",".join([level] + appenders)
+        else:
+            extra.append(prefix + level)
+    out = [LOGGING_MARKER] + lines
+    if extra:
+        out += ["", "# KAFKA_LOG4J_LOGGERS"] + extra
+    return "\n".join(out) + "\n"
+
+
+def write_logging(env, config_path, log=None):
+    """Write logging.properties next to `config_path` for KAFKA_LOG4J_LOGGERS (None when unset; then a file this
+    entrypoint wrote before is removed, so a variable taken out takes its lines with it). A logging.properties
+    the entrypoint did not write (mounted by the operator) is left alone, and KAFKA_LOG4J_LOGGERS with it is an
+    error: the two would contradict each other."""
+    path = os.path.join(os.path.dirname(os.path.abspath(config_path)), "logging.properties")
+    ours = False
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            ours = f.readline().rstrip("\n") == LOGGING_MARKER
+    if not env.get("KAFKA_LOG4J_LOGGERS"):
+        if ours:
+            os.remove(path)
+        return None
+    if os.path.exists(path) and not ours:
+        raise EntrypointError("KAFKA_LOG4J_LOGGERS is set and %s was not written by the entrypoint (a mounted "
+                              "logging configuration): set the levels in that file instead" % path)
+    loggers = parse_loggers(env["KAFKA_LOG4J_LOGGERS"])
+    from kbroker.cli.logging_config import DEFAULT_PROPERTIES  # the image's kbroker; only needed here
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        f.write(render_logging(loggers, DEFAULT_PROPERTIES))
+    os.replace(path + ".tmp", path)
+    if log is not None:
+        log("wrote %s (%s)" % (path, ", ".join("%s=%s" % l for l in loggers)))
+    return path
 
 
 def _escape(text, key=False):
@@ -287,6 +362,7 @@ def configure(env, config_path, secrets_dir, log=_log):
     for k in sorted(props):
         log("  %s=%s" % (k, _mask(k, props[k])))
     log("wrote %s (%d keys)" % (config_path, len(props)))
+    write_logging(env, config_path, log)
     connect = (props.get("zookeeper.connect") or "").strip()
     if connect and str(props.get("zookeeper.ssl.client.enable", "")).lower() != "true":
         timeout_s = float(env.get("KAFKA_CUB_ZK_TIMEOUT") or DEFAULT_ZK_TIMEOUT_S)

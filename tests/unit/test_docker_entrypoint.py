@@ -228,6 +228,46 @@ def test_print_config_and_cp_style_assignment_arguments(tmp_path, capsys):
     assert ep.main(["print-config"], environ={"KAFKA_PORT": "1"}) == 1
 
 
+# --------------------------------------------------------------------------------------------------- logging
+
+def test_parse_loggers_as_cp_kafka_but_strict():
+    assert ep.parse_loggers("kbroker.controller=debug, state.change.logger=TRACE,") == [
+        ("kbroker.controller", "DEBUG"), ("state.change.logger", "TRACE")]
+    for bad in ("kbroker.controller", "=INFO", "x=LOUD"):
+        with pytest.raises(ep.EntrypointError, match="KAFKA_LOG4J_LOGGERS: .* is not logger=LEVEL"):
+            ep.parse_loggers(bad)
+
+
+def test_render_logging_keeps_appenders_and_appends_new_loggers():
+    from kbroker.cli.logging_config import DEFAULT_PROPERTIES, parse
+
+    text = ep.render_logging([("kbroker.controller", "DEBUG"), ("kbroker.server.connection", "WARN")],
+                             DEFAULT_PROPERTIES)
+    lines = text.splitlines()
+    assert lines[0] == ep.LOGGING_MARKER
+    assert "log4j.logger.kbroker.controller=DEBUG, controllerAppender, stderr" in lines
+    assert "log4j.logger.kbroker.controller=INFO, controllerAppender, stderr" not in lines
+    assert lines[-2:] == ["# KAFKA_LOG4J_LOGGERS", "log4j.logger.kbroker.server.connection=WARN"]
+    # everything else is the built-in configuration, line for line
+    assert [l for l in lines[1:-3] if "kbroker.controller=" not in l] == \
+        [l for l in DEFAULT_PROPERTIES.rstrip("\n").split("\n") if "kbroker.controller=" not in l]
+    parse(text, "/tmp/kb-logs")  # kbroker's own parser accepts it
+
+
+def test_write_logging_never_overwrites_a_mounted_file(tmp_path):
+    cfg = str(tmp_path / "server.properties")
+    path = tmp_path / "logging.properties"
+    assert ep.write_logging({}, cfg) is None and not path.exists()
+    assert ep.write_logging({"KAFKA_LOG4J_LOGGERS": "kbroker.log=DEBUG"}, cfg) == str(path)
+    assert path.read_text().splitlines()[-1] == "log4j.logger.kbroker.log=DEBUG"
+    assert ep.write_logging({}, cfg) is None and not path.exists()  # ours, and the variable is gone
+    path.write_text("log4j.rootLogger=WARN, stderr\n")  # the operator's own file
+    with pytest.raises(ep.EntrypointError, match="was not written by the entrypoint"):
+        ep.write_logging({"KAFKA_LOG4J_LOGGERS": "kbroker.log=DEBUG"}, cfg)
+    assert ep.write_logging({}, cfg) is None
+    assert path.read_text() == "log4j.rootLogger=WARN, stderr\n"
+
+
 # ------------------------------------------------------------------------------------------------- ZooKeeper
 
 def test_zk_servers_parses_connect_strings():
