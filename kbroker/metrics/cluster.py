@@ -31,9 +31,9 @@ kafka_controller_controllerstats_leaderelectionrateandtimems  controller/stats.p
 kafka_controller_controllerstats_uncleanleaderelections_total ...
 kbroker_controller_leader_elections_total               ... partition leaders the controller changed
 kafka_log_logflushstats_logflushrateandtimems           log/log.py FLUSH_STATS
-kafka_server_quota_throttle_time                        Services.quotas.stats(): average throttle ms of the
-kbroker_quota_throttled_responses_total                 throttled responses, their count and total ms, per
-kbroker_quota_throttle_time_ms_total                    quota type (resource) and (user, clientId)
+kafka_server_quota_throttle_time                        Services.quotas: throttle_averages() (ms, over the quota
+kbroker_quota_throttled_responses_total                 windows) and stats() (throttled responses, their total
+kbroker_quota_throttle_time_ms_total                    ms) per quota type (resource) and (user, clientId)
 =====================================================  =========================================================
 
 Timers (Kafka's Yammer ``...RateAndTimeMs``) are exported as jmx_exporter exports them: a gauge per quantile
@@ -42,6 +42,7 @@ rules give no ``_sum``), in one family typed summary.
 """
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from kbroker.controller.state import OFFLINE
 from kbroker.log.log import FLUSH_STATS
 from kbroker.replica.delayed_produce import ProduceWaiter
 from kbroker.timeslice import TimeSlice
@@ -208,7 +209,6 @@ class ControllerCollector:
         offline = 0
         ctx = c.ctx if active else None
         if ctx is not None:
-            from kbroker.controller.state import OFFLINE
             slice_ = TimeSlice()
             deleting = ctx.topics_to_delete
             for tp, state in list(ctx.partition_states.items()):
@@ -237,20 +237,21 @@ class QuotaCollector:
     """Throttles per quota type and client entity from ``Services.quotas.stats()`` (kbroker/quota/manager.py).
 
     ``kafka_server_quota_throttle_time`` is what jmx_exporter names Kafka's ``kafka.server:type=<Produce|Fetch|
-    Request>,user=<u>,client-id=<c>`` ``throttle-time`` attribute; Kafka's is the average over its quota window
-    (~11 s), kbroker's the average over every throttled response of the entity since the broker started (the
-    counters beside it give rates: ``rate(kbroker_quota_throttle_time_ms_total[1m]) /
-    rate(kbroker_quota_throttled_responses_total[1m])`` is the recent average). Entities never throttled are not
-    listed; an entity idle for an hour is dropped by the quota manager, and its series with it."""
+    Request>,user=<u>,client-id=<c>`` ``throttle-time`` attribute: the average throttle (ms) of the entity's
+    throttled responses over the quota windows (``quota.window.num`` x ``quota.window.size.seconds``, 11 s), 0
+    once none is left in them. The two counters beside it count since the broker started (``rate()`` of both
+    gives the average over any range). Entities never throttled are not listed; an entity idle for an hour is
+    dropped by the quota manager, and its series with it."""
 
     def __init__(self, quotas):
         self.quotas = quotas
 
     @staticmethod
-    def _families(stats):
+    def _families(stats, averages):
         labels = ["resource", "user", "clientId"]
         avg = GaugeMetricFamily("kafka_server_quota_throttle_time",
-                                "Average throttle time (ms) of the entity's throttled responses", labels=labels)
+                                "Average throttle time (ms) of the entity's throttled responses in the quota "
+                                "windows", labels=labels)
         count = CounterMetricFamily("kbroker_quota_throttled_responses",
                                     "Responses throttled by a client quota", labels=labels)
         total = CounterMetricFamily("kbroker_quota_throttle_time_ms",
@@ -258,16 +259,17 @@ class QuotaCollector:
         for kind, resource in QUOTA_RESOURCES:
             for (user, client_id), e in sorted((stats.get(kind) or {}).get("entities", {}).items()):
                 key = [resource, user or "", client_id or ""]
-                avg.add_metric(key, e["throttle_ms"] / e["throttled"] if e["throttled"] else 0.0)
+                avg.add_metric(key, averages.get(kind, {}).get((user, client_id), 0.0))
                 count.add_metric(key, e["throttled"])
                 total.add_metric(key, e["throttle_ms"])
         return [avg, count, total]
 
     def describe(self):
-        return _describe(self._families({}))
+        return _describe(self._families({}, {}))
 
     def collect(self):
-        return iter(self._families(self.quotas.stats() if self.quotas is not None else {}))
+        q = self.quotas
+        return iter(self._families(q.stats(), q.throttle_averages()) if q is not None else self._families({}, {}))
 
 
 def declared_names(collectors):

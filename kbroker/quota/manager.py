@@ -24,7 +24,8 @@ dropped, so a stream of one-off client ids cannot grow memory without bound (the
 ``ClientQuotas(limits, window_num, window_size_s)`` is ``Services.quotas`` (``kbroker/server/context.py``
 QuotaEnforcement): ``produce``, ``fetch``, ``request`` and ``stats()`` -- the throttle counters: per quota type
 and per entity ``(user, client-id)`` (the entity key), ``throttled`` (responses throttled) and ``throttle_ms``
-(their total throttle time), ready for a metrics endpoint.
+(their total throttle time); ``throttle_averages()`` -- per entity the average throttle over the quota windows
+(Kafka's ``throttle-time``). kbroker/metrics/cluster.py reads both.
 """
 import math
 import time
@@ -60,12 +61,16 @@ def throttle_time(observed, bound, window_ms):
 
 
 class _Entity:
-    __slots__ = ("rate", "throttled", "throttle_ms")
+    __slots__ = ("rate", "throttled", "throttle_ms", "recent_ms", "recent_count")
 
     def __init__(self, rate):
         self.rate = rate
         self.throttled = 0
         self.throttle_ms = 0
+        # Throttle ms and throttled responses in the quota windows (Kafka's throttle-time sensor, an Avg over the
+        # same samples): made at the first throttle, so an entity never throttled costs nothing more.
+        self.recent_ms = None
+        self.recent_count = None
 
 
 class ClientQuotaManager:
@@ -114,6 +119,11 @@ class ClientQuotaManager:
         if ms > 0:
             entity.throttled += 1
             entity.throttle_ms += ms
+            if entity.recent_ms is None:
+                entity.recent_ms = Rate(self.samples, self.window_ms)
+                entity.recent_count = Rate(self.samples, self.window_ms)
+            entity.recent_ms.record(ms, now_ms)
+            entity.recent_count.record(1, now_ms)
             self.throttled += 1
             self.throttle_ms += ms
         return ms
@@ -146,6 +156,17 @@ class ClientQuotaManager:
                 "entities": {key: {"throttled": e.throttled, "throttle_ms": e.throttle_ms}
                              for key, e in self._entities.items() if e.throttled}}
 
+    def throttle_averages(self, now_ms=None):
+        """{(user, client-id): average throttle ms over the quota windows} of the entities ever throttled (Kafka's
+        ``throttle-time`` metric; 0.0 when none was given in the windows)."""
+        now_ms = self.clock() if now_ms is None else now_ms
+        out = {}
+        for key, e in self._entities.items():
+            if e.throttled:
+                count = e.recent_count.total(now_ms)
+                out[key] = e.recent_ms.total(now_ms) / count if count else 0.0
+        return out
+
 
 class ClientQuotas:
     """``Services.quotas``: the three quota types over one ``QuotaLimits`` (module docstring)."""
@@ -161,3 +182,7 @@ class ClientQuotas:
     def stats(self):
         """{kind: ClientQuotaManager.stats()} for the three quota types."""
         return {m.kind: m.stats() for m in (self.produce, self.fetch, self.request)}
+
+    def throttle_averages(self):
+        """{kind: ClientQuotaManager.throttle_averages()} for the three quota types."""
+        return {m.kind: m.throttle_averages() for m in (self.produce, self.fetch, self.request)}

@@ -324,12 +324,15 @@ class QuotaManager(Protocol):
 class QuotaEnforcement(Protocol):
     """The client quotas (kbroker/quota/manager.py ClientQuotas): ``produce`` (producer_byte_rate), ``fetch``
     (consumer_byte_rate), ``request`` (request_percentage) managers; ``stats()`` -> the throttle counters (per
-    quota type and per (user, client-id): throttled requests and ms), ready for a metrics endpoint."""
+    quota type and per (user, client-id): throttled requests and ms) and ``throttle_averages()`` (per quota type
+    and (user, client-id): the average throttle ms over the quota windows), read by kbroker/metrics/cluster.py."""
     produce: QuotaManager
     fetch: QuotaManager
     request: QuotaManager
 
     def stats(self): ...
+
+    def throttle_averages(self): ...
 
 
 class ControllerAccess(Protocol):

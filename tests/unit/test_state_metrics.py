@@ -222,7 +222,8 @@ class Limits:
 
 def test_quota_throttles_per_entity():
     identity = types.SimpleNamespace(principal="User:alice")
-    q = ClientQuotas(Limits(), window_num=11, window_size_s=1, clock=lambda: 10_000)
+    now = [10_000]
+    q = ClientQuotas(Limits(), window_num=11, window_size_s=1, clock=lambda: now[0])
     assert scrape(QuotaCollector(q)) == {}
     throttles = [q.produce.record(identity, "slow", 50_000, now_ms=10_000) for _ in range(2)]
     assert q.produce.record(identity, "fast", 10 ** 9, now_ms=10_000) == 0
@@ -233,6 +234,15 @@ def test_quota_throttles_per_entity():
     assert one(s, "kbroker_quota_throttle_time_ms_total", **key) == sum(throttles)
     assert one(s, "kafka_server_quota_throttle_time", **key) == sum(throttles) / 2
     assert len(s) == 3                                   # "fast" has no quota, the other types no throttle
+    # Kafka's throttle-time averages over the quota windows (11 x 1 s): 12 s later none is left in them, while
+    # the counters keep everything.
+    now[0] += 12_000
+    s = scrape(QuotaCollector(q))
+    assert one(s, "kafka_server_quota_throttle_time", **key) == 0.0
+    assert one(s, "kbroker_quota_throttled_responses_total", **key) == 2
+    third = q.produce.record(identity, "slow", 50_000, now_ms=now[0])
+    s = scrape(QuotaCollector(q))
+    assert third > 0 and one(s, "kafka_server_quota_throttle_time", **key) == third
 
 
 def test_declared_names_cover_every_scraped_sample(tmp_path):
