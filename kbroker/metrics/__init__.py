@@ -11,4 +11,7 @@ broker's own event loop, so what they read is consistent without locks.
 * ``http.py`` -- the gevent WSGI server: ``/metrics``, ``/healthz``, ``/readyz``.
 * ``requests.py`` -- collectors for the request, topic, event-loop and connection stats (Kafka's RequestMetrics,
   BrokerTopicMetrics, SocketServer and KafkaRequestHandlerPool MBeans, named as jmx_exporter names them).
+* ``cluster.py`` -- state collectors: ReplicaManager (partitions, leaders, under-replicated, ISR changes, follower
+  lag, purgatories), controller (active count, offline partitions, elections), log flushes, client quota throttles.
+* ``groups.py`` -- consumer-group lag on the group's coordinator, with a background cache of other leaders' HWs.
 """
