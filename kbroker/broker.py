@@ -128,8 +128,10 @@ class Broker:
         # leaders, and librdkafka's AdminClient then waits ~35 s for a controller; Metadata waits for this instead.
         self.ready = Event()
         # Metrics (issue 13): the handlers' and connections' counters, and the endpoint that reads them (started
-        # first in start(), stopped last in shutdown(): /readyz says why the broker is not ready all along).
-        self.stats = BrokerStats()
+        # first in start(), stopped last in shutdown(): /readyz says why the broker is not ready all along). Without
+        # an endpoint (metrics.http.port=-1) nothing reads the request and topic counters: none are kept (Services.
+        # stats None), which saves their ~2 us a request (bench/metrics_overhead.py).
+        self.stats = BrokerStats() if config["metrics.http.port"] >= 0 else None
         self.metadata_cache.deletion_listeners.append(self._forget_topic_stats)
         self.exporter = None
         self._lag_hws = None       # consumer-group lag's cache of remote high watermarks (kbroker/metrics/groups.py)
@@ -139,8 +141,8 @@ class Broker:
     def start(self):
         from kbroker.handlers.cluster import local_dispatcher
         cfg = self.config
-        self.exporter = MetricsExporter(cfg, server_collectors(self.stats, lambda: self.server, time.monotonic),
-                                        readiness=self.readiness).start()
+        collectors = server_collectors(self.stats, lambda: self.server, time.monotonic) if self.stats else ()
+        self.exporter = MetricsExporter(cfg, collectors, readiness=self.readiness).start()
         if not cfg.embedded:
             # SASL to ZooKeeper from KAFKA_OPTS' JAAS Client section (kbroker/security/zk_client.py); resolved here,
             # inside start(), so a bad JAAS setup is a startup failure with its message, like any other.
@@ -393,6 +395,8 @@ class Broker:
 
     def _forget_topic_stats(self, deleted):
         """A metadata update deleted partitions: the per-topic counters of topics now gone go too."""
+        if self.stats is None:
+            return
         for topic in {t for t, _ in deleted}:
             if not self.metadata_cache.contains_topic(topic):
                 self.stats.topics.remove(topic)
