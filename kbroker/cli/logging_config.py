@@ -98,18 +98,59 @@ class ConsoleHandler(logging.StreamHandler):
         pass
 
 
+class _LoopFlush:
+    """Flushes file handlers once per turn of the gevent event loop instead of once per record.
+
+    A burst of lines written by one greenlet without yielding (the controller creating 10,000 partitions writes
+    ~4 state-change lines each) costs one write(2) when the greenlet yields -- at most one time slice (20 ms)
+    later -- instead of one per line; a flush was half the cost of a line (measured: ~30 of 60 us under load).
+    Records from other OS threads (the offload pool) and records logged before the loop runs are flushed at once:
+    the loop's callbacks may only be scheduled from its own thread. A kill -9 can lose the lines of the current
+    turn; logging.shutdown() at exit flushes the rest.
+    """
+
+    def __init__(self):
+        self.pending = []
+        self.loop = self.owner = self.ident = None
+        try:
+            from gevent import get_hub, monkey
+            if monkey.is_module_patched("socket"):
+                self.ident = monkey.get_original("_thread", "get_ident")
+                self.owner = self.ident()
+                self.loop = get_hub().loop
+        except ImportError:  # pragma: no cover - gevent is a dependency; without it every record is flushed
+            pass
+
+    def defer(self, handler):
+        """True when ``handler`` will be flushed at the end of this loop turn (else the caller flushes now)."""
+        if self.loop is None or self.ident() != self.owner:
+            return False
+        if not self.pending:
+            self.loop.run_callback(self.run)
+        self.pending.append(handler)
+        return True
+
+    def run(self):
+        handlers, self.pending = self.pending, []
+        for h in handlers:
+            h.flush_now()
+
+
 class SizeRotatingHandler(logging.Handler):
     """A RollingFileAppender: appends to ``path``; a record that would take the file to ``max_bytes`` or beyond
     first rolls it: path.(n-1) -> path.n ... path -> path.1, the oldest (path.<backups>) dropped; backups = 0
     truncates instead. The size is counted here (characters written since open + the size found at open), so a
-    record costs one format and one write, no stat.
+    record costs one format and one buffered write, no stat; the flush is once per loop turn (``_LoopFlush``) when
+    ``flusher`` is given, else per record.
     """
 
-    def __init__(self, path, max_bytes, backups, append=True):
+    def __init__(self, path, max_bytes, backups, append=True, flusher=None):
         super().__init__()
         self.path, self.max_bytes, self.backups = path, max_bytes, backups
         self.stream = open(path, "a" if append else "w", encoding="utf-8")
         self.size = self.stream.tell()
+        self.flusher = flusher
+        self.unflushed = False
 
     def emit(self, record):
         try:
@@ -117,10 +158,28 @@ class SizeRotatingHandler(logging.Handler):
             if self.max_bytes > 0 and self.size and self.size + len(msg) >= self.max_bytes:
                 self.roll()
             self.stream.write(msg)
-            self.stream.flush()
             self.size += len(msg)
+            if not self.unflushed:
+                if self.flusher is not None and self.flusher.defer(self):
+                    self.unflushed = True
+                else:
+                    self.stream.flush()
         except Exception:  # noqa: BLE001 - logging must never take the broker down (logging's own rule)
             self.handleError(record)
+
+    def flush_now(self):
+        # No handler lock: this runs in the hub (which must never block on a lock), and no greenlet holds the lock
+        # across a switch (emit does not yield); the buffered writer has its own lock against the offload threads.
+        self.unflushed = False
+        stream = self.stream
+        if stream is not None:
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # a full disk (the next record reports it), or closed meanwhile
+                pass
+
+    def flush(self):
+        self.flush_now()
 
     def roll(self):
         self.stream.close()
@@ -289,8 +348,9 @@ def parse(text, log_dir):
     return root_spec, {n: spec(k, v, n) for n, (k, v) in loggers.items()}, appenders
 
 
-def build_handler(appender):
-    """A logging.Handler for ``appender`` (files opened, so created, here)."""
+def build_handler(appender, flusher=None):
+    """A logging.Handler for ``appender`` (files opened, so created, here); ``flusher``: a _LoopFlush for the
+    size-rolled files (None: flushed per record)."""
     p = {k: v for k, (_key, v) in appender.props.items()}
     keyname = "log4j.appender.%s." % appender.name
     if appender.cls == "ConsoleAppender":
@@ -309,12 +369,12 @@ def build_handler(appender):
         append = p.get("Append", "true").lower() != "false"
         if appender.cls == "RollingFileAppender":
             h = SizeRotatingHandler(path, _size(keyname + "MaxFileSize", p.get("MaxFileSize", "10MB")),
-                                    int(backups_raw) if backups_raw is not None else 1, append)
+                                    int(backups_raw) if backups_raw is not None else 1, append, flusher)
         elif appender.cls == "DailyRollingFileAppender":
             h = _time_rotating(path, keyname + "DatePattern", p.get("DatePattern", "'.'yyyy-MM-dd"),
                                int(backups_raw) if backups_raw is not None else 0)
         else:                                                   # FileAppender: never rolled
-            h = SizeRotatingHandler(path, 0, 0, append)
+            h = SizeRotatingHandler(path, 0, 0, append, flusher)
     pattern = p.get("layout.ConversionPattern", "%m%n")
     h.setFormatter(logging.Formatter(python_format(keyname + "layout.ConversionPattern", pattern)))
     if "Threshold" in p:
@@ -378,9 +438,10 @@ def install(parsed, root_level=None):
     handler they reach. ``root_level`` (--log-level) overrides the root logger's level."""
     root_spec, loggers, appenders = parsed
     handlers = {}
+    flusher = _LoopFlush()
     try:
         for name in sorted({a for s in [root_spec] + list(loggers.values()) for a in s.appenders}):
-            handlers[name] = build_handler(appenders[name])
+            handlers[name] = build_handler(appenders[name], flusher)
     except OSError as e:
         for h in handlers.values():
             h.close()

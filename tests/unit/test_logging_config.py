@@ -127,6 +127,33 @@ def test_size_rotation_keeps_backups_and_drops_the_oldest(tmp_path):
     assert all(path.with_name(n).stat().st_size < 100 for n in ("r.log.2", "r.log.1", "r.log"))
 
 
+def test_loop_flush_writes_a_burst_once_per_loop_turn(tmp_path):
+    """The broker's handlers flush when the event loop turns (one write(2) per burst); records from another OS
+    thread are flushed at once (the loop's callbacks belong to its own thread)."""
+    class Loop:
+        def __init__(self):
+            self.callbacks = []
+
+        def run_callback(self, fn):
+            self.callbacks.append(fn)
+
+    f = lc._LoopFlush()
+    f.loop, f.owner, thread = Loop(), 1, [1]
+    f.ident = lambda: thread[0]
+    path = tmp_path / "s.log"
+    h = lc.SizeRotatingHandler(str(path), 0, 0, True, f)
+    h.setFormatter(logging.Formatter("%(message)s"))
+    for i in range(3):
+        h.handle(_record("burst %d" % i))
+    assert path.read_text() == "" and len(f.loop.callbacks) == 1          # buffered, one flush scheduled
+    f.loop.callbacks.pop()()
+    assert path.read_text() == "burst 0\nburst 1\nburst 2\n" and not h.unflushed
+    thread[0] = 2                                                         # an offload thread
+    h.handle(_record("from a thread"))
+    assert path.read_text().endswith("from a thread\n") and f.loop.callbacks == []
+    h.close()
+
+
 def test_size_rotation_counts_an_existing_file(tmp_path):
     path = tmp_path / "r.log"
     path.write_text("y" * 90 + "\n")
