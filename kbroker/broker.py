@@ -383,7 +383,10 @@ class Broker:
 
     def _add_state_metrics(self):
         """The state collectors (kbroker/metrics/cluster.py: replication, controller, log flushes, quotas;
-        groups.py: consumer-group lag, with its background cache of other leaders' high watermarks)."""
+        groups.py: consumer-group lag, with its background cache of other leaders' high watermarks). None without
+        an endpoint (metrics.http.port=-1): nothing would read them."""
+        if not self.exporter.enabled:
+            return
         from kbroker.metrics.cluster import state_collectors
         from kbroker.metrics.groups import GroupLagCollector, RemoteHighWatermarks, inter_broker_connect
         self._lag_hws = RemoteHighWatermarks(
