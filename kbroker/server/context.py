@@ -51,7 +51,8 @@ tests/unit/test_request_context.py checks that the real classes provide every me
   Fetch the record bytes it answers (not a follower's), the connection each request's handler time; each answer
   is a throttle time in ms that goes to ``ctx.throttle(ms)``.
 * ``stats`` -- the broker's counters for the metrics endpoint (``kbroker/server/stats.py`` BrokerStats: topic and
-  request stats, the event loop's load), None = nothing counted (tests' Services). Produce and Fetch count
+  request stats, the event loop's load), None = nothing counted (no metrics endpoint: metrics.http.port=-1; tests'
+  Services). Produce and Fetch count
   per-topic messages and bytes through ``stats.topics``; the Connection counts requests and their times.
 
 Throttling (KIP-219): ``ctx.throttle(ms)`` keeps the largest throttle asked for the request (``ctx.throttle_ms``, 0
