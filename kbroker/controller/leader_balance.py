@@ -10,11 +10,11 @@ that). With ``auto.leader.rebalance.enable`` a timer enqueues AutoRebalance ever
 
 ElectLeaders (KIP-460, ``ElectLeadersRequest`` from ``Controller.elect_leaders``; Kafka's
 KafkaController.onReplicaElection), per partition: UNKNOWN_TOPIC_OR_PARTITION (3) when not assigned,
-INVALID_TOPIC_EXCEPTION (17) while its topic is being deleted; preferred (0): ELECTION_NOT_NEEDED (85) when the
-preferred replica leads already, PREFERRED_LEADER_NOT_AVAILABLE (83) when it is not live or not in the ISR;
+INVALID_TOPIC_EXCEPTION (17) while its topic is being deleted; preferred (0): ELECTION_NOT_NEEDED (84) when the
+preferred replica leads already, PREFERRED_LEADER_NOT_AVAILABLE (80) when it is not live or not in the ISR;
 unclean (1): ELECTION_NOT_NEEDED when a live broker leads, else the first live ISR replica, else the first live
 replica (the unclean choice, whatever ``unclean.leader.election.enable`` says: asking is the operator's consent),
-ELIGIBLE_LEADERS_NOT_AVAILABLE (84) when no replica is live. Elected partitions get LeaderAndIsr/UpdateMetadata in
+ELIGIBLE_LEADERS_NOT_AVAILABLE (83) when no replica is live. Elected partitions get LeaderAndIsr/UpdateMetadata in
 one batch.
 
 State: the rebalance timer greenlet of the current term (``_timer``, killed on resign). A collaborator of the

@@ -700,7 +700,7 @@ class GroupCoordinator:
         (group error, {tp: code}). Group errors: the usual coordinator ones, GROUP_ID_NOT_FOUND (69) for an unknown
         or Dead group, NON_EMPTY_GROUP (68) for a group with members that is not a consumer group (its
         subscriptions cannot be read). An Empty group's offsets all go; a consumer group with members keeps those of
-        the topics a member subscribes to (GROUP_SUBSCRIBED_TO_TOPIC 67 per partition; every topic counts as
+        the topics a member subscribes to (GROUP_SUBSCRIBED_TO_TOPIC 86 per partition; every topic counts as
         subscribed before the first rebalance chose a protocol, as Kafka's ``isSubscribedToTopic``)."""
         err = self._check(group_id)
         if err:

@@ -7,7 +7,7 @@ Kafka's KafkaApis.handleOffsetDeleteRequest + GroupCoordinator.handleDeleteOffse
 - the rest go to the coordinator (``GroupCoordinator.delete_offsets``): a group error (INVALID_GROUP_ID 24,
   COORDINATOR_NOT_AVAILABLE 15, COORDINATOR_LOAD_IN_PROGRESS 14, NOT_COORDINATOR 16, GROUP_ID_NOT_FOUND 69,
   NON_EMPTY_GROUP 68) answers the request with that top-level code and no topics, as Kafka; otherwise each
-  partition answers 0 (its offset tombstoned, or it had none) or GROUP_SUBSCRIBED_TO_TOPIC (67) when an active
+  partition answers 0 (its offset tombstoned, or it had none) or GROUP_SUBSCRIBED_TO_TOPIC (86) when an active
   member of the consumer group subscribes to its topic.
 """
 from kbroker import errors
