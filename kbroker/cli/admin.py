@@ -9,6 +9,10 @@
                                    kbroker/cli/preferred_election.py)
     kbroker-admin zookeeper-security-migration ... == zookeeper-security-migration.sh (kbroker/cli/zk_migration.py)
     kbroker-admin acls ...      == kafka-acls.sh (--bootstrap-server or --authorizer-properties; kbroker/cli/acls.py)
+    kbroker-admin producer-perf-test / consumer-perf-test ... == kafka-producer-perf-test.sh /
+                                   kafka-consumer-perf-test.sh (kbroker/cli/perf_tools.py; librdkafka clients)
+    kbroker-admin verifiable-producer / verifiable-consumer ... == kafka-verifiable-producer.sh /
+                                   kafka-verifiable-consumer.sh (kbroker/cli/verifiable.py; librdkafka clients)
     kbroker-admin transactions ... == kafka-transactions.sh (kbroker/cli/transactions.py)
 
 Topics take ``--bootstrap-server HOST:PORT[,HOST:PORT]`` or ``--zookeeper H:P[,H:P][/chroot]`` (the 0.10.1 mode that
@@ -490,6 +494,18 @@ def acls_main(argv):
     return acls_main_(argv)
 
 
+def client_tool_main(name, argv):
+    # The librdkafka tools read --producer.config / --consumer.config themselves (Kafka's client properties,
+    # kbroker/cli/rdkafka_props.py), so main() hands them the arguments before client_config takes those options.
+    from kbroker.cli import perf_tools, verifiable
+    tools = {"producer-perf-test": perf_tools.producer_main, "consumer-perf-test": perf_tools.consumer_main,
+             "verifiable-producer": verifiable.producer_main, "verifiable-consumer": verifiable.consumer_main}
+    return tools[name](argv)
+
+
+_CLIENT_TOOLS = ("producer-perf-test", "consumer-perf-test", "verifiable-producer", "verifiable-consumer")
+
+
 def transactions_main(argv):
     from kbroker.cli.transactions import main as transactions_main_
     return transactions_main_(argv)
@@ -515,6 +531,8 @@ USAGE = """usage: kbroker-admin {topics,configs} [options]
   preferred-replica-election  move leadership to the preferred replicas (like kafka-preferred-replica-election.sh)
   zookeeper-security-migration  set secure or open ACLs on the cluster's znodes (like zookeeper-security-migration.sh)
   acls     add, remove or list ACLs (like kafka-acls.sh)
+  producer-perf-test / consumer-perf-test  measure produce / consume throughput and latency (like kafka-*-perf-test.sh)
+  verifiable-producer / verifiable-consumer  JSON event lines for test harnesses (like kafka-verifiable-*.sh)
   transactions  list, describe, find hanging or abort transactions (like kafka-transactions.sh)
 
 kbroker-admin <command> --help shows the options of a command. Any command takes --command-config FILE: Kafka's
@@ -524,6 +542,8 @@ a TLS or SASL listener."""
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in _CLIENT_TOOLS:
+        return client_tool_main(argv[0], argv[1:])
     try:  # --command-config client.properties, for every command (kbroker/cli/client_config.py)
         from kbroker.cli import client_config
         argv = client_config.apply(argv)
