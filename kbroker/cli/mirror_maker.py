@@ -273,7 +273,7 @@ class Stream:
         from confluent_kafka import KafkaError
         next_refresh = 0.0
         try:
-            while not self.m.stopping.is_set():
+            while not self.m.stopping.is_set() and not self.m.failed.is_set():
                 if time.monotonic() >= next_refresh:
                     self._subscribe()
                     next_refresh = time.monotonic() + self.m.refresh_s
