@@ -131,7 +131,7 @@ class Broker:
         # first in start(), stopped last in shutdown(): /readyz says why the broker is not ready all along). Without
         # an endpoint (metrics.http.port=-1) nothing reads the request and topic counters: none are kept (Services.
         # stats None), which saves their ~2 us a request (bench/metrics_overhead.py).
-        self.stats = BrokerStats() if config["metrics.http.port"] >= 0 else None
+        self.stats = BrokerStats.from_config(config) if config["metrics.http.port"] >= 0 else None
         self.metadata_cache.deletion_listeners.append(self._forget_topic_stats)
         self.exporter = None
         self._lag_hws = None       # consumer-group lag's cache of remote high watermarks (kbroker/metrics/groups.py)

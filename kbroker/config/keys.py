@@ -450,10 +450,10 @@ _KEYS = [
        "Address the Prometheus endpoint binds (empty = every interface, as Kafka's JMX port)"),
     _k("metric.reporters", "list", [], None, L, "Metric reporter classes",
        effect=refused_unless_default("kbroker loads no Java metric reporter classes")),
-    _k("metrics.num.samples", "int", 2, Range(1), L, "Metric samples",
-       effect=no_effect("kbroker keeps no sampled metrics")),
-    _k("metrics.sample.window.ms", "long", 30000, Range(1), L, "Metric sample window",
-       effect=no_effect("kbroker keeps no sampled metrics")),
+    _k("metrics.num.samples", "int", 2, Range(1), L,
+       "Windows kept for the request-time quantiles and the event loop's idle ratio (kbroker/server/stats.py)"),
+    _k("metrics.sample.window.ms", "long", 30000, Range(1), L,
+       "Length of one of those windows"),
 ]
 
 CONFIG_KEYS = {k.name: k for k in _KEYS}

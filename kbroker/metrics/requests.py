@@ -100,7 +100,8 @@ class TopicCollector:
 
 class RequestCollector:
     """Kafka's RequestMetrics from a RequestStats: requests per (request, version); each interval as a
-    summary (Yammer's quantiles over the last 1-2 minutes, _count, _sum in ms) and as a kbroker histogram."""
+    summary (Yammer's quantiles, here over the last metrics.num.samples x metrics.sample.window.ms -- 30 to 60 s
+    by default --, _count, _sum in ms) and as a kbroker histogram."""
 
     def __init__(self, request_stats, clock):
         self.stats = request_stats
@@ -143,7 +144,8 @@ class LoopCollector:
                "kafka.server:type=KafkaRequestHandlerPool,name=RequestHandlerAvgIdlePercent: 1 - event loop busy "
                "fraction"),
               ("kbroker_event_loop_busy_ratio",
-               "CPU time of the event loop's thread over wall time, last 1-2 minutes (0..1)"))
+               "CPU time of the event loop's thread over wall time, last metrics.num.samples x "
+               "metrics.sample.window.ms (0..1)"))
 
     def __init__(self, loop_load):
         self.load = loop_load

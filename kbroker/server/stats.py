@@ -16,7 +16,8 @@ greenlets, which never run at the same time -- and is read at scrape time, in a 
   total, request queue, local, remote, throttle, response send. Recorded by the Connection when a response has
   been written to the socket (``kbroker/server/connection.py`` says what each interval is here).
 * ``LoopLoad`` -- the event loop's busy fraction from the loop thread's CPU time (``time.thread_time``), sampled
-  when read: no cost per request or per loop iteration. Kafka's NetworkProcessorAvgIdlePercent and
+  when read: no cost per request or per loop iteration. The quantiles and the busy fraction describe the last
+  ``metrics.num.samples`` x ``metrics.sample.window.ms`` (2 x 30 s), as Kafka's sampled metrics do. Kafka's NetworkProcessorAvgIdlePercent and
   RequestHandlerAvgIdlePercent both become ``1 - busy`` (one loop does both jobs).
 * ``BrokerStats`` -- the three together: ``Services.stats``.
 """
@@ -142,31 +143,35 @@ class BrokerTopicStats:
 BOUNDS_MS = tuple(2.0 ** (k / 4.0) for k in range(-24, 65))
 # The Prometheus histograms (kbroker_*_seconds) use every 4th bound: powers of two, 15.6 us .. 65.5 s (23 + Inf).
 EXPORT_EVERY = 4
-# Quantiles describe the last WINDOW_S to 2 x WINDOW_S seconds (Yammer's reservoir favours the last ~5 minutes;
-# a minute or two answers "what is latency now" faster).
-WINDOW_S = 60.0
+# Quantiles describe the last ``samples`` windows of ``window_s`` seconds: Kafka's ``metrics.num.samples`` (2) x
+# ``metrics.sample.window.ms`` (30 s), the windows Kafka's own sampled metrics keep (Yammer's reservoir favours the
+# last ~5 minutes; a minute answers "what is latency now" sooner). These are the defaults when none are given.
+WINDOW_S = 30.0
+SAMPLES = 2
 # Kafka's Yammer histograms as jmx_exporter shows them: 50th, 75th, 95th, 98th, 99th, 999th percentile.
 QUANTILES = (("0.50", 0.50), ("0.75", 0.75), ("0.95", 0.95), ("0.98", 0.98), ("0.99", 0.99), ("0.999", 0.999))
 
 
 class Histogram:
-    """Fixed-bucket time distribution: ``record(ms, now)`` is O(1) (one bisect in C, three list/int updates).
+    """Fixed-bucket time distribution: ``record(ms, now)`` is O(1) (one bisect in C, a few list/int updates).
 
     ``counts``/``count``/``sum_ms`` are cumulative since start (the Prometheus histogram, the ``_count``);
-    ``current``/``previous`` count the current and the previous ``WINDOW_S`` window, from which ``quantile``
-    estimates recent percentiles (linear interpolation inside the bucket; 0 when the windows are empty, as a
-    Yammer histogram with an empty reservoir answers)."""
+    ``current`` counts the window under way and ``older`` the ``samples - 1`` windows before it (``window_s``
+    seconds each), from which ``quantiles`` estimates recent percentiles (linear interpolation inside the bucket;
+    0 when the windows are empty, as a Yammer histogram with an empty reservoir answers). A window is closed when
+    a record or a read sees its end has passed; windows nothing was recorded in are empty ones."""
 
-    __slots__ = ("counts", "count", "sum_ms", "current", "previous", "window_end")
+    __slots__ = ("counts", "count", "sum_ms", "current", "older", "window_s", "window_end")
 
-    def __init__(self, now=None):
+    def __init__(self, now=None, window_s=WINDOW_S, samples=SAMPLES):
         n = len(BOUNDS_MS) + 1
         self.counts = [0] * n
         self.current = [0] * n
-        self.previous = [0] * n
+        self.older = deque(maxlen=max(0, samples - 1))
         self.count = 0
         self.sum_ms = 0.0
-        self.window_end = (time.monotonic() if now is None else now) + WINDOW_S
+        self.window_s = window_s
+        self.window_end = (time.monotonic() if now is None else now) + window_s
 
     def record(self, ms, now):
         if now >= self.window_end:
@@ -179,24 +184,28 @@ class Histogram:
 
     def _advance(self, now):
         n = len(self.counts)
-        if now >= self.window_end + WINDOW_S:       # idle for a whole window: both are stale
-            self.previous = [0] * n
-            self.window_end = now + WINDOW_S
+        passed = int((now - self.window_end) // self.window_s) + 1      # windows that have ended
+        older = self.older
+        if passed > older.maxlen:          # idle for every window kept: all are stale
+            older.clear()
+            self.window_end = now + self.window_s
         else:
-            self.previous = self.current
-            self.window_end += WINDOW_S
+            if older.maxlen:
+                older.append(self.current)
+                for _ in range(passed - 1):
+                    older.append([0] * n)
+            self.window_end += passed * self.window_s
         self.current = [0] * n
 
     def quantiles(self, now, qs=QUANTILES):
         """[(label, value in ms)] for each (label, q) of ``qs`` over the recent windows."""
         if now >= self.window_end:
             self._advance(now)
-        window = [a + b for a, b in zip(self.current, self.previous)]
+        window = list(self.current)
+        for w in self.older:
+            window = [a + b for a, b in zip(window, w)]
         n = sum(window)
-        out = []
-        for label, q in qs:
-            out.append((label, _quantile(window, n, q)))
-        return out
+        return [(label, _quantile(window, n, q)) for label, q in qs]
 
     def cumulative_buckets(self):
         """[(upper bound in seconds or inf, cumulative count)] at every EXPORT_EVERY-th bound, then +Inf."""
@@ -238,11 +247,11 @@ class ApiRequestStats:
 
     __slots__ = ("name", "versions", "total", "queue", "local", "remote", "throttle", "send")
 
-    def __init__(self, name, now=None):
+    def __init__(self, name, now=None, window_s=WINDOW_S, samples=SAMPLES):
         self.name = name
         self.versions = []
         for t in TIMES:
-            setattr(self, t, Histogram(now))
+            setattr(self, t, Histogram(now, window_s, samples))
 
     def record(self, version, now, total_ms, queue_ms, local_ms, remote_ms, throttle_ms, send_ms):
         """One request done (its response written, or handled when it has none); times in ms, ``now``
@@ -268,9 +277,11 @@ class RequestStats:
     message name, e.g. ``Produce``, ``ListOffsets``); ``named(name)`` any other (``FetchConsumer``,
     ``FetchFollower``)."""
 
-    def __init__(self):
+    def __init__(self, window_s=WINDOW_S, samples=SAMPLES):
         self.by_key = {}
         self.by_name = {}
+        self.window_s = window_s
+        self.samples = samples
 
     def api(self, key):
         s = self.by_key.get(key)
@@ -282,7 +293,7 @@ class RequestStats:
     def named(self, name):
         s = self.by_name.get(name)
         if s is None:
-            s = self.by_name[name] = ApiRequestStats(name)
+            s = self.by_name[name] = ApiRequestStats(name, None, self.window_s, self.samples)
         return s
 
 
@@ -315,9 +326,15 @@ class LoopLoad:
 
 
 class BrokerStats:
-    """``Services.stats``: the topic, request and event-loop counters of one broker."""
+    """``Services.stats``: the topic, request and event-loop counters of one broker. ``window_s`` x ``samples``
+    (metrics.sample.window.ms x metrics.num.samples) is what the request-time quantiles and the loop's busy
+    fraction describe."""
 
-    def __init__(self):
+    def __init__(self, window_s=WINDOW_S, samples=SAMPLES):
         self.topics = BrokerTopicStats()
-        self.requests = RequestStats()
-        self.loop = LoopLoad()
+        self.requests = RequestStats(window_s, samples)
+        self.loop = LoopLoad(span_s=window_s * samples)
+
+    @classmethod
+    def from_config(cls, cfg):
+        return cls(cfg["metrics.sample.window.ms"] / 1000.0, cfg["metrics.num.samples"])

@@ -570,7 +570,7 @@ def test_no_effect_keys_warn_once_each_naming_the_key(caplog):
         c = BrokerConfig.from_sources(None, overrides)
     assert [name for name, _ in c.no_effect] == [k.name for k in NO_EFFECT_KEYS]
     recs = [r.getMessage() for r in caplog.records if r.name == "kbroker.config"]
-    assert len(recs) == len(NO_EFFECT_KEYS) == 21  # 4 of them: the Java Kerberos login-thread keys (GSSAPI)
+    assert len(recs) == len(NO_EFFECT_KEYS) == 18  # 4 of them: the Java Kerberos login-thread keys (GSSAPI)
     for k, msg in zip(NO_EFFECT_KEYS, recs):
         assert msg == "The configuration '%s' has no effect in kbroker: %s" % (k.name, effect_of(k)[1])
         assert "\n" not in msg

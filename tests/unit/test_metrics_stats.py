@@ -112,6 +112,22 @@ def test_quantiles_describe_the_last_one_or_two_windows():
     assert h.count == 2                                           # the cumulative counts keep everything
 
 
+def test_more_samples_keep_more_windows_and_the_keys_set_them():
+    h = Histogram(now=0.0, window_s=10.0, samples=3)
+    h.record(1.0, 0.0)
+    h.record(2.0, 15.0)
+    h.record(3.0, 25.0)
+    assert sum(c for c in h.current) == 1 and len(h.older) == 2
+    assert dict(h.quantiles(29.0))["0.50"] <= 2.0          # all three windows still count
+    assert dict(h.quantiles(31.0))["0.50"] > 1.0           # the first one has gone
+    h.record(4.0, 55.0)            # the window [50, 60): [30, 40) and [40, 50) kept, both empty
+    assert [sum(w) for w in h.older] == [0, 0] and sum(h.current) == 1
+    assert dict(h.quantiles(55.0))["0.50"] > 3.0
+    stats = BrokerStats.from_config({"metrics.sample.window.ms": 5000, "metrics.num.samples": 4})
+    assert stats.requests.api(0).total.window_s == 5.0 and stats.requests.api(0).total.older.maxlen == 3
+    assert stats.loop.span_s == 20.0
+
+
 def test_overflow_bucket_answers_its_lower_bound():
     h = Histogram(now=0.0)
     h.record(10 ** 6, 0.0)
