@@ -191,8 +191,8 @@ class GroupLagCollector:
         replicas = self.replicas
         remote = self.remote
         missing = []
-        for gid, group in sorted(list(md.groups.items())):
-            for (topic, p), om in sorted(list(group.offsets.items())):
+        for gid, group in list(md.groups.items()):
+            for (topic, p), om in list(group.offsets.items()):
                 slice_.tick()
                 if om.offset < 0:
                     continue

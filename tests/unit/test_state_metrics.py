@@ -255,3 +255,36 @@ def test_declared_names_cover_every_scraped_sample(tmp_path):
     assert names <= declared_names(collectors)
     assert "kafka_server_replicamanager_underreplicatedpartitions" in names
     part.log.close()
+
+
+def test_a_scrape_of_many_partitions_yields_to_the_loop():
+    """100,000 partitions (and 50,000 committed offsets): both collectors tick a TimeSlice, so other greenlets run
+    during the scrape (without the slices a greenlet waiting for 1 ms would not run at all until it ends)."""
+    from kbroker.metrics.groups import GroupLagCollector
+    cfg = types.SimpleNamespace(min_insync_replicas=2)
+    parts = [types.SimpleNamespace(topic="t", index=i, is_leader=i % 2 == 0, isr=[0], replicas=[0, 1],
+                                   log_config=cfg, waiters=set(), replica_waiters=set(), high_watermark=10)
+             for i in range(100_000)]
+    rm = FakeReplicas([])
+    rm._parts = {(p.topic, p.index): p for p in parts}
+    rm.get_partition = lambda t, p: parts[p]
+    group = types.SimpleNamespace(offsets={("t", i): types.SimpleNamespace(offset=4) for i in range(0, 100_000, 2)})
+    groups = types.SimpleNamespace(metadata=types.SimpleNamespace(groups={"g": group}))
+    runs = [0]
+
+    def ticker():
+        while True:
+            gevent.sleep(0.001)
+            runs[0] += 1
+    t = gevent.spawn(ticker)
+    gevent.sleep(0.01)
+    try:
+        for collector, name, expected in ((ReplicaManagerCollector(rm),
+                                           "kafka_server_replicamanager_underreplicatedpartitions", 50_000),
+                                          (GroupLagCollector(groups, rm), "kbroker_consumergroup_lag", 6 * 50_000)):
+            before = runs[0]
+            families = {f.name: f for f in collector.collect()}
+            assert runs[0] - before >= 2, type(collector).__name__
+            assert sum(x.value for x in families[name].samples) == expected
+    finally:
+        t.kill()
