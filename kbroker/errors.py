@@ -75,6 +75,7 @@ _TABLE = [
     (54, "SECURITY_DISABLED", False),
     (55, "OPERATION_NOT_ATTEMPTED", False),
     (56, "KAFKA_STORAGE_ERROR", True),
+    (57, "LOG_DIR_NOT_FOUND", False),
     (58, "SASL_AUTHENTICATION_FAILED", False),
     (59, "UNKNOWN_PRODUCER_ID", False),
     (60, "REASSIGNMENT_IN_PROGRESS", False),

@@ -608,7 +608,24 @@ class Log:
                 keep.append((due, segment))
         self._pending_deletes = keep
 
+    @property
+    def truncations(self):
+        """How many times the log was truncated (``truncate_to`` / ``truncate_fully_and_start_at``): a copier of
+        this log (the log-dir move, kbroker/replica/log_dir_move.py) restarts when it changes."""
+        return self._snapshot_generation
+
     # -- lifecycle -----------------------------------------------------------------------------
+    def rename_dir(self, new_dir):
+        """Rename the partition directory to ``new_dir`` (same file system) and follow it: segments, pending
+        deletes and later rolls use the new paths; open fds and FileRegions stay valid. Owner thread only (a roll
+        creates files under ``self.dir``)."""
+        os.rename(self.dir, new_dir)
+        self.dir = new_dir
+        for segment in self._segments:
+            segment.moved_to(new_dir)
+        for _due, segment in self._pending_deletes:
+            segment.moved_to(new_dir)
+
     def close(self):
         for segment in self._segments:
             segment.close()

@@ -22,8 +22,15 @@ Per log dir it owns:
   first, then removed, so a crash in between leaves a directory the next load removes, never half a log.
   The topic part is cut so the name fits the 255-byte file name limit of Linux file systems (a legal
   249-character topic would otherwise make the rename fail with ENAMETOOLONG), as Kafka's
-  ``LocalLog.logDirNameWithSuffixCappedLength`` does.  ``-delete`` is the only suffix kbroker gives
-  partition directories (Kafka's ``-future`` / ``-stray`` are not used).
+  ``LocalLog.logDirNameWithSuffixCappedLength`` does.
+* ``<topic>-<partition>.<32 hex uuid>-future/`` -- the future log of a replica moving to this dir (KIP-113,
+  AlterReplicaLogDirs; the copy and the swap are kbroker/replica/log_dir_move.py's): ``make_future_log`` (any
+  thread) -> ``add_future_log`` (owner); ``replace_current_with_future`` (owner) makes it the partition's log once
+  the move renamed the old directory ``-delete`` and this one ``<topic>-<partition>``. At load a ``-future``
+  directory whose partition has a current log is loaded as its future (the move resumes); one without (a crash
+  between the swap's two renames: the old directory was already ``-delete``) is renamed to the current name and
+  loaded as the partition's log. Kafka's ``-stray`` is not used. A future name is not cut to 255 bytes (its topic
+  must be parsed back at load): a topic too long for it cannot move (OSError -> KAFKA_STORAGE_ERROR).
 
 Periodic work is exposed as plain blocking methods the server's greenlets call (no gevent here):
 ``check_retention``, ``flush_dirty`` (fsync: run it in a thread pool), ``checkpoint_recovery_points``,
@@ -56,6 +63,7 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 DELETE_DIR_SUFFIX = "-delete"
+FUTURE_DIR_SUFFIX = "-future"
 MAX_FILE_NAME = 255  # NAME_MAX of ext4/xfs/btrfs/tmpfs, in bytes (topic names are ASCII)
 
 
@@ -67,6 +75,21 @@ def delete_dir_name(topic, partition, unique_id=None):
     """
     suffix = "-%d.%s%s" % (partition, unique_id or uuid.uuid4().hex, DELETE_DIR_SUFFIX)
     return topic[:max(0, min(len(topic), MAX_FILE_NAME - len(suffix)))] + suffix
+
+
+def future_dir_name(topic, partition, unique_id=None):
+    """``<topic>-<partition>.<uuid hex>-future`` (Kafka's logFutureDirName)."""
+    return "%s-%d.%s%s" % (topic, partition, unique_id or uuid.uuid4().hex, FUTURE_DIR_SUFFIX)
+
+
+def parse_future_dir_name(name):
+    """(topic, partition) of a ``future_dir_name``; ValueError otherwise."""
+    if not name.endswith(FUTURE_DIR_SUFFIX):
+        raise ValueError("not a -future directory name: %r" % name)
+    stem, dot, _uid = name[:-len(FUTURE_DIR_SUFFIX)].rpartition(".")
+    if not dot:
+        raise ValueError("not a -future directory name: %r" % name)
+    return parse_topic_partition(stem)
 
 
 class LogDirLockedError(RuntimeError):
@@ -129,13 +152,17 @@ class LogManager:
         self._logs = {}
         self._dir_of = {}
         self._dir_counts = {d: 0 for d in self.log_dirs}  # partitions per dir, for placing new logs
+        self._futures = {}             # {tp: (future Log, its log dir)} (module docstring)
+        self.preferred_dirs = {}       # {tp: log dir} asked by AlterReplicaLogDirs before the replica existed
+        found_futures = []
         try:
             for d in self.log_dirs:
                 os.makedirs(d, exist_ok=True)
                 self._lock(d)
             self._check_meta()
             for d in self.log_dirs:
-                self._load_dir(d)
+                self._load_dir(d, found_futures)
+            self._load_futures(found_futures)
             self.cleaner = LogCleaner(self)
         except BaseException:
             for log in self._logs.values():
@@ -191,7 +218,7 @@ class LogManager:
             for path in missing:
                 write_properties(path, {"version": "0", "broker.id": str(self.broker_id)})
 
-    def _load_dir(self, d):
+    def _load_dir(self, d, found_futures):
         marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
         clean = os.path.exists(marker)
         points = OffsetCheckpoint(os.path.join(d, RECOVERY_POINT_CHECKPOINT)).read()
@@ -202,6 +229,12 @@ class LogManager:
                 continue
             if name.endswith(DELETE_DIR_SUFFIX):
                 shutil.rmtree(path, ignore_errors=True)
+                continue
+            if name.endswith(FUTURE_DIR_SUFFIX):
+                try:
+                    found_futures.append((path, d, parse_future_dir_name(name)))
+                except ValueError:
+                    pass
                 continue
             try:
                 tp = parse_topic_partition(name)
@@ -219,6 +252,28 @@ class LogManager:
             os.unlink(marker)
         logger.info("loaded %d log(s) from %s (clean shutdown: %s)",
                     sum(1 for v in self._dir_of.values() if v == d), d, clean)
+
+    def _load_futures(self, found):
+        """The ``-future`` directories found at load, once every current log is known (module docstring)."""
+        for path, d, tp in found:
+            if tp in self._futures or self._dir_of.get(tp) == d:
+                logger.warning("removing %s: %s-%d already has a log or a future log in %s", path, tp[0], tp[1], d)
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            if tp in self._logs:
+                log = Log(path, self.config_for(tp[0]))
+                log.topic, log.partition = tp
+                self._futures[tp] = (log, d)
+                logger.info("%s-%d: future log %s loaded (its move to %s resumes)", tp[0], tp[1], path, d)
+                continue
+            final = os.path.join(d, "%s-%d" % tp)
+            os.rename(path, final)
+            fsync_dir(d)
+            logger.warning("%s-%d: %s completed as the partition's log (a move was interrupted after the old "
+                           "directory was renamed)", tp[0], tp[1], final)
+            self._logs[tp] = Log(final, self.config_for(tp[0]))
+            self._dir_of[tp] = d
+            self._dir_counts[d] += 1
 
     # -- access --------------------------------------------------------------------------------
     def config_for(self, topic):
@@ -267,7 +322,9 @@ class LogManager:
         dirs = self.log_dirs
         placements = {}
         for tp in tps:
-            d = dirs[0] if len(dirs) == 1 else min(dirs, key=counts.__getitem__)
+            d = self.preferred_dirs.pop(tuple(tp), None)
+            if d is None:
+                d = dirs[0] if len(dirs) == 1 else min(dirs, key=counts.__getitem__)
             counts[d] += 1
             placements[tuple(tp)] = d
         return placements
@@ -364,6 +421,54 @@ class LogManager:
         for path in doomed:
             shutil.rmtree(path, ignore_errors=True)
 
+    # -- future logs (a replica moving to another log dir; module docstring) --------------------------------------
+    def future_log(self, tp):
+        """``(future Log, its log dir)`` of ``tp``, or None."""
+        return self._futures.get(tuple(tp))
+
+    def all_futures(self):
+        return {tp: log for tp, (log, _d) in self._futures.items()}
+
+    def make_future_log(self, tp, log_dir):
+        """Create the empty future log of ``tp`` in ``log_dir`` (durable: the directory's entry fsync'd). Blocking,
+        touches none of the manager's state (any thread); ``add_future_log`` registers it."""
+        if log_dir not in self._dir_counts:
+            raise ValueError("%s is not a log dir of this broker" % log_dir)
+        path = os.path.join(log_dir, future_dir_name(tp[0], tp[1]))
+        os.mkdir(path)
+        log = Log(path, self.config_for(tp[0]))
+        log.topic, log.partition = tp
+        fsync_dir(log_dir)
+        return log
+
+    def add_future_log(self, tp, log, log_dir):
+        tp = tuple(tp)
+        if tp in self._futures:
+            raise RuntimeError("future log of %s-%d created twice" % tp)
+        self._futures[tp] = (log, log_dir)
+
+    def detach_future(self, tp):
+        """Forget and close the future log of ``tp``: ``(tp, log, dir)`` for ``remove_log_dirs``, or None."""
+        got = self._futures.pop(tuple(tp), None)
+        if got is None:
+            return None
+        log, d = got
+        log.close()
+        return tuple(tp), log, d
+
+    def replace_current_with_future(self, tp):
+        """The future log of ``tp`` becomes its log (owner thread; the move renamed the directories first).
+        Returns ``(old Log, old log dir)``; the caller closes and removes the old one."""
+        tp = tuple(tp)
+        future, d = self._futures.pop(tp)
+        old, old_dir = self._logs[tp], self._dir_of[tp]
+        self._logs[tp] = future
+        self._dir_of[tp] = d
+        self._dir_counts[old_dir] -= 1
+        self._dir_counts[d] += 1
+        self.cleaner.forget(tp)
+        return old, old_dir
+
     # -- periodic tasks ------------------------------------------------------------------------
     def check_retention(self, now=None):
         """Apply time/size retention to logs whose cleanup.policy includes delete; returns segments deleted."""
@@ -434,6 +539,10 @@ class LogManager:
     def shutdown(self):
         """Flush and close every log, checkpoint recovery points, write the clean-shutdown markers, unlock."""
         try:
+            for log, _d in self._futures.values():
+                log.flush()
+                log.close()
+            self._futures.clear()
             for log in self._logs.values():
                 log.flush()
                 try:
@@ -457,6 +566,9 @@ class LogManager:
         """Close files and release the locks without flushing or marking a clean shutdown (tests; fatal errors)."""
         for log in self._logs.values():
             log.close()
+        for log, _d in self._futures.values():
+            log.close()
+        self._futures.clear()
         self._logs.clear()
         self._dir_of.clear()
         self._dir_counts = dict.fromkeys(self.log_dirs, 0)

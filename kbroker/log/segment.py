@@ -383,6 +383,15 @@ class LogSegment:
         self.txn_index.rename(renamed(self.txn_index.path))
         self.suffix = self.suffix[:len(self.suffix) - len(old)] + new
 
+    def moved_to(self, dir_path):
+        """The segment's directory was renamed to ``dir_path`` (``Log.rename_dir``): file paths follow; fds stay."""
+        def moved(path):
+            return os.path.join(dir_path, os.path.basename(path))
+        self.dir = dir_path
+        self.log_path = moved(self.log_path)
+        for index in (self.offset_index, self.time_index, self.txn_index):
+            index.path = moved(index.path)
+
     def close(self):
         if self.file.closed:
             return

@@ -41,6 +41,7 @@ from kbroker import errors
 from kbroker.config.keys import CONFIG_KEYS
 from kbroker.log.checkpoint import OffsetCheckpoint
 from kbroker.replica.fetcher import ReplicaFetcher
+from kbroker.replica.log_dir_move import LogDirMove
 from kbroker.replica.partition import IsrStats, Partition
 from kbroker.timeslice import TimeSlice
 
@@ -109,6 +110,7 @@ class ReplicaManager:
         self.settings = {k: cfg.get(k, CONFIG_KEYS[k].default) for k in _SETTINGS}
         self._partitions = {}
         self._fetchers = {}
+        self._moves = {}                 # {tp: LogDirMove} replicas moving to another log dir (log_dir_move.py)
         self.leadership_listeners = []   # fn(tp, was_leader, is_leader) after every applied change
         self.isr_stats = IsrStats()      # ISR shrinks/expands of every hosted partition (the metrics read it)
         self._tasks = []
@@ -129,6 +131,9 @@ class ReplicaManager:
         """Stop fetchers and periodic tasks, wake parked requests, checkpoint HWs (call before LogManager.shutdown)."""
         gevent.killall(self._tasks)
         self._tasks = []
+        for move in list(self._moves.values()):
+            move.stop()
+        self._moves.clear()
         for f in list(self._fetchers.values()):
             f.stop()
         self._fetchers.clear()
@@ -289,6 +294,8 @@ class ReplicaManager:
             part = built[tp]
             if isinstance(part, Partition):
                 self._partitions[tp] = part
+                if lm.future_log(tp) is not None:
+                    self._start_move(tp)         # a move interrupted by a restart resumes
             else:
                 log.error("%s-%d: cannot host the partition: %r", tp[0], tp[1], part)
                 failed[tp] = _error_code(part)
@@ -383,6 +390,7 @@ class ReplicaManager:
                     self._notify(tp, was_leader, False)
                 if delete:
                     self._hw_checkpoint.pop(tp, None)
+                    self._cancel_move(tp)        # its future directory goes first: never one without the other
                     gone = self.log_manager.detach_log(tp)
                     if gone is not None:
                         detached.append(gone)
@@ -400,6 +408,74 @@ class ReplicaManager:
                     result[tp] = _error_code(e)
         self._drop_idle_fetchers()
         return result
+
+    # ---------------------------------------------------------------------- log dirs (KIP-113, log_dir_move.py)
+    def alter_log_dir(self, topic, p, log_dir):
+        """Move the replica of ``topic``-``p`` to ``log_dir`` (AlterReplicaLogDirs; Kafka's
+        ReplicaManager.alterReplicaLogDirs). Returns the partition's error code: LOG_DIR_NOT_FOUND (57) for a
+        path that is not one of log.dirs (exactly, as Kafka compares them); REPLICA_NOT_AVAILABLE (9) for a replica
+        not hosted here, whose log will then be created in ``log_dir`` (Kafka's preferred log dir);
+        KAFKA_STORAGE_ERROR (56) when the future log cannot be made; else 0: already there (a move elsewhere is
+        cancelled), already moving there, or a move started (another destination's move replaced). May yield."""
+        lm = self.log_manager
+        if log_dir not in lm.log_dirs:
+            return errors.LOG_DIR_NOT_FOUND
+        tp = (topic, p)
+        with self._state_lock:
+            if tp not in self._partitions:
+                lm.preferred_dirs[tp] = log_dir
+                return errors.REPLICA_NOT_AVAILABLE
+            if lm.log_dir_of(tp) == log_dir:
+                self._cancel_move(tp)
+                return 0
+            future = lm.future_log(tp)
+            if future is not None and future[1] == log_dir:
+                if tp not in self._moves:
+                    self._start_move(tp)
+                return 0
+            self._cancel_move(tp)
+            try:
+                log_ = self.offload(lm.make_future_log, tp, log_dir)
+            except OSError as e:
+                log.error("%s-%d: cannot create its future log in %s: %s", topic, p, log_dir, e)
+                return errors.KAFKA_STORAGE_ERROR
+            lm.add_future_log(tp, log_, log_dir)
+            self._start_move(tp)
+            log.info("%s-%d: moving from %s to %s", topic, p, lm.log_dir_of(tp), log_dir)
+            return 0
+
+    def _start_move(self, tp):
+        self._moves[tp] = LogDirMove(self, tp).start()
+
+    def _cancel_move(self, tp):
+        """Stop the move of ``tp`` (if any) and remove its future log (its directory in ``offload``)."""
+        move = self._moves.pop(tp, None)
+        if move is not None:
+            move.stop()
+        gone = self.log_manager.detach_future(tp)
+        if gone is not None:
+            self.offload(self.log_manager.remove_log_dirs, [gone])
+
+    def move_ended(self, move):
+        """A LogDirMove's greenlet ended (done, failed or the partition went)."""
+        if self._moves.get(move.tp) is move:
+            del self._moves[move.tp]
+
+    def log_dir_usage(self):
+        """``[(log dir, [(tp, size bytes, offset lag, is_future)])]`` for every log dir, in log.dirs order
+        (DescribeLogDirs): the lag of a current log is max(HW - LEO, 0), of a future log the current log's LEO
+        minus its own (Kafka's getLogEndOffsetLag; -1 when the partition is not hosted any more)."""
+        lm = self.log_manager
+        by_dir = {d: [] for d in lm.log_dirs}
+        for tp, lg in lm.all_logs().items():
+            part = self._partitions.get(tp)
+            lag = max(part.high_watermark - lg.log_end_offset, 0) if part is not None else -1
+            by_dir[lm.log_dir_of(tp)].append((tp, lg.size_in_bytes, lag, False))
+        for tp, lg in lm.all_futures().items():
+            current = lm.get_log(tp)
+            lag = current.log_end_offset - lg.log_end_offset if current is not None else -1
+            by_dir[lm.future_log(tp)[1]].append((tp, lg.size_in_bytes, lag, True))
+        return [(d, sorted(by_dir[d])) for d in lm.log_dirs]
 
     # -------------------------------------------------------------------------------------- periodic work
     def maybe_shrink_isr(self, now=None):

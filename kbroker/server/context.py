@@ -154,6 +154,12 @@ class ReplicaAccess(Protocol):
     def stop_replicas(self, controller_epoch, partitions):
         """StopReplica [(topic, p, delete)] -> {(topic, p): error code}."""
 
+    def log_dir_usage(self):
+        """DescribeLogDirs: [(log dir, [((topic, p), size, offset lag, is_future)])] in log.dirs order."""
+
+    def alter_log_dir(self, topic, p, log_dir):
+        """AlterReplicaLogDirs: move the replica to ``log_dir`` (KIP-113) -> error code. May yield."""
+
 
 class TopicAdministration(Protocol):
     """Topic and config administration (kbroker/topic_admin.py TopicAdmin); raises kbroker.errors exceptions."""
