@@ -14,6 +14,8 @@
     kbroker-admin verifiable-producer / verifiable-consumer ... == kafka-verifiable-producer.sh /
                                    kafka-verifiable-consumer.sh (kbroker/cli/verifiable.py; librdkafka clients)
     kbroker-admin transactions ... == kafka-transactions.sh (kbroker/cli/transactions.py)
+    kbroker-admin log-dirs ...  == kafka-log-dirs.sh (kbroker/cli/log_dirs.py)
+    kbroker-admin dump-log ...  == kafka-dump-log.sh (kbroker/cli/dump_log.py; reads files, no broker)
 
 Topics take ``--bootstrap-server HOST:PORT[,HOST:PORT]`` or ``--zookeeper H:P[,H:P][/chroot]`` (the 0.10.1 mode that
 edits the znode tree directly: ``topics_zk.py``); configs take ``--bootstrap-server`` only.
@@ -511,6 +513,16 @@ def transactions_main(argv):
     return transactions_main_(argv)
 
 
+def log_dirs_main(argv):
+    from kbroker.cli.log_dirs import main as log_dirs_main_
+    return log_dirs_main_(argv)
+
+
+def dump_log_main(argv):
+    from kbroker.cli.dump_log import main as dump_log_main_
+    return dump_log_main_(argv)
+
+
 def zookeeper_security_migration_main(argv):
     from kbroker.cli.zk_migration import main as migration_main
     return migration_main(argv)
@@ -520,7 +532,7 @@ _COMMANDS = {"topics": topics_main, "configs": configs_main, "consumer-groups": 
              "reassign-partitions": reassign_partitions_main,
              "preferred-replica-election": preferred_replica_election_main,
              "zookeeper-security-migration": zookeeper_security_migration_main, "acls": acls_main,
-             "transactions": transactions_main}
+             "transactions": transactions_main, "log-dirs": log_dirs_main, "dump-log": dump_log_main}
 
 USAGE = """usage: kbroker-admin {topics,configs} [options]
 
@@ -534,6 +546,8 @@ USAGE = """usage: kbroker-admin {topics,configs} [options]
   producer-perf-test / consumer-perf-test  measure produce / consume throughput and latency (like kafka-*-perf-test.sh)
   verifiable-producer / verifiable-consumer  JSON event lines for test harnesses (like kafka-verifiable-*.sh)
   transactions  list, describe, find hanging or abort transactions (like kafka-transactions.sh)
+  log-dirs  describe the brokers' log directories (like kafka-log-dirs.sh)
+  dump-log  print log, index, txnindex and snapshot files (like kafka-dump-log.sh)
 
 kbroker-admin <command> --help shows the options of a command. Any command takes --command-config FILE: Kafka's
 client properties (security.protocol, ssl.truststore.*, ssl.keystore.*, sasl.mechanism, sasl.jaas.config) to reach
