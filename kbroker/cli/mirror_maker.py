@@ -33,8 +33,8 @@ topic. ``--blacklist`` mirrors every topic that does not match (Kafka 0.10 allow
 Internal topics are never mirrored. The source's topic list is read at start and again every
 ``metadata.max.age.ms`` of the consumer config (default 300000, Java's), so new matching topics are picked up.
 
-Auto-creation on the target: before a topic is subscribed (and before a message handler first sends to a topic the
-target lacks), the target gets it with the source topic's partition count and its topic-level config overrides
+Auto-creation on the target: before a topic is subscribed (with a message handler, which may rename topics: before
+the first record goes to a topic), the target gets it with the source topic's partition count and its topic-level config overrides
 (DescribeConfigs entries of source DYNAMIC_TOPIC_CONFIG), and the target's default replication factor; a target
 topic with fewer partitions than the source gets more (CreatePartitions). Both through librdkafka's AdminClient on
 the connection settings (bootstrap, security) of the consumer and producer configs.
@@ -305,8 +305,9 @@ class Stream:
         topics = sorted(t for t, meta in md.topics.items() if meta.error is None and self.m.accept(t))
         if topics == self.subscribed:
             return
-        for t in topics:
-            self.m.topics.ensure(t)
+        if isinstance(self.m.handler, DefaultHandler):   # a handler may rename: then first send creates
+            for t in topics:
+                self.m.topics.ensure(t)
         self.consumer.subscribe(topics, on_assign=self._assigned, on_revoke=self._revoked)
         self.m.log("subscribed to %d topic(s): %s" % (len(topics), ",".join(topics)))
         self.subscribed = topics

@@ -270,3 +270,40 @@ def test_mirror_survives_two_kill9_without_loss(clusters):
 @pytest.mark.soak
 def test_mirror_survives_two_kill9_without_loss_200k(clusters):
     _mirror_through_kills(clusters, "mirrored-soak", 200_000, 8000)
+
+
+def test_mirror_handler_streams_and_whitelist(clusters):
+    """--num.streams 2 (two members of the group, client ids <group>-0 and -1), a message handler that renames the
+    topic and drops odd keys (tests/integration/mirror_handler.py), a whitelist that leaves a topic out."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from kbroker.client.admin import AdminClient as KAdmin
+
+    source, target, base = clusters
+    admin = AdminClient({"bootstrap.servers": source.bootstrap})
+    for t, parts in (("orders", 3), ("orders-audit", 1)):
+        admin.create_topics([NewTopic(t, parts, 1)])[t].result(30)
+    p = Producer({"bootstrap.servers": source.bootstrap, "linger.ms": 5})
+    for i in range(600):
+        p.produce("orders", b"v%d" % i, b"k%d" % i)
+        p.produce("orders-audit", b"a%d" % i, b"k%d" % i)
+    assert p.flush(30) == 0
+    mirror = MirrorProcess(base, source.bootstrap, target.bootstrap, "mm-h", "orders",
+                           ["--num.streams", "2", "--message.handler", "tests.integration.mirror_handler.PrefixEven",
+                            "--message.handler.args", "dr-"])
+    try:
+        mirror.start()
+        with KAdmin(source.bootstrap) as ka:
+            wait_until(lambda: sorted(m.client_id for m in ka.describe_groups(["mm-h"])["mm-h"].members)
+                       == ["mm-h-0", "mm-h-1"], 60, 0.2, "two streams in the group", ignore=(Exception,))
+        wait_until(lambda: _group_lag(source.bootstrap, "mm-h", "orders") == 0, 60, 0.2, "all committed",
+                   ignore=(Exception,))
+        assert mirror.stop() == 0, tail(mirror.log)
+    finally:
+        mirror.close()
+    records = _read_all(target.bootstrap, "dr-orders")
+    assert sorted((k, v) for _, k, v, _, _ in records) == sorted((b"k%d" % i, b"v%d" % i) for i in range(0, 600, 2))
+    topics = AdminClient({"bootstrap.servers": target.bootstrap}).list_topics(timeout=10).topics
+    assert len(topics["dr-orders"].partitions) == 3
+    assert not {"orders", "orders-audit", "dr-orders-audit"} & set(topics)
+    assert "MirrorMaker: 300 records mirrored, 0 dropped" in mirror.log.read_text()
