@@ -16,6 +16,8 @@
     kbroker-admin transactions ... == kafka-transactions.sh (kbroker/cli/transactions.py)
     kbroker-admin log-dirs ...  == kafka-log-dirs.sh (kbroker/cli/log_dirs.py)
     kbroker-admin dump-log ...  == kafka-dump-log.sh (kbroker/cli/dump_log.py; reads files, no broker)
+    kbroker-admin delete-records / leader-election / get-offsets / broker-api-versions ... == Kafka's scripts of
+                                   those names (kbroker/cli/operator_tools.py)
 
 Topics take ``--bootstrap-server HOST:PORT[,HOST:PORT]`` or ``--zookeeper H:P[,H:P][/chroot]`` (the 0.10.1 mode that
 edits the znode tree directly: ``topics_zk.py``); configs take ``--bootstrap-server`` only.
@@ -57,7 +59,7 @@ from kbroker.client.admin import (DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG, RESOURCE
                                   SOURCE_NAMES, AdminClient, NewTopic)
 from kbroker.errors import KafkaError
 
-from . import client_quotas
+from . import client_quotas, operator_tools
 from .client_quotas import EntityNameAction, check_entities
 from .common import ArgParser, CommandError, UsageError, emit, usage_error
 from .topics_common import (NAME_COLLISION_WARNING, ZERO_UUID, ensure_topics_exist, format_partition_line,
@@ -532,7 +534,8 @@ _COMMANDS = {"topics": topics_main, "configs": configs_main, "consumer-groups": 
              "reassign-partitions": reassign_partitions_main,
              "preferred-replica-election": preferred_replica_election_main,
              "zookeeper-security-migration": zookeeper_security_migration_main, "acls": acls_main,
-             "transactions": transactions_main, "log-dirs": log_dirs_main, "dump-log": dump_log_main}
+             "transactions": transactions_main, "log-dirs": log_dirs_main, "dump-log": dump_log_main,
+             **operator_tools.COMMANDS}
 
 USAGE = """usage: kbroker-admin {topics,configs} [options]
 
@@ -548,7 +551,7 @@ USAGE = """usage: kbroker-admin {topics,configs} [options]
   transactions  list, describe, find hanging or abort transactions (like kafka-transactions.sh)
   log-dirs  describe the brokers' log directories (like kafka-log-dirs.sh)
   dump-log  print log, index, txnindex and snapshot files (like kafka-dump-log.sh)
-
+""" + operator_tools.USAGE + """
 kbroker-admin <command> --help shows the options of a command. Any command takes --command-config FILE: Kafka's
 client properties (security.protocol, ssl.truststore.*, ssl.keystore.*, sasl.mechanism, sasl.jaas.config) to reach
 a TLS or SASL listener."""

@@ -1,15 +1,22 @@
 """kbroker-console-consumer: print a topic's records to stdout, like Kafka's kafka-console-consumer.sh.
 
     kbroker-console-consumer --bootstrap-server HOST:PORT --topic T [--from-beginning] [--max-messages N]
-        [--partition P [--offset O|earliest|latest]] [--timeout-ms MS]
+        [--partition P [--offset O|earliest|latest]] [--timeout-ms MS] [--group G] [--consumer-property K=V]
         [--property print.key=true] [--property key.separator=SEP] [--property print.timestamp=true] ...
 
-No consumer group: this tool assigns itself every partition of the topic (or just ``--partition``) and commits
-nothing; ``--group`` and committed offsets arrive with the group coordinator in a later issue. Start positions:
-the log end of each partition (ListOffsets -1), the log start with ``--from-beginning`` (-2), or ``--offset``
-(a number, ``earliest`` or ``latest``; needs ``--partition``, excludes ``--from-beginning``, as in Kafka).
-A partition whose position falls out of range (retention deleted it) restarts from the same end it started from,
-like ``auto.offset.reset``.
+Without ``--group`` no consumer group: this tool assigns itself every partition of the topic (or just
+``--partition``) and commits nothing. Start positions: the log end of each partition (ListOffsets -1), the log start
+with ``--from-beginning`` (-2), or ``--offset`` (a number, ``earliest`` or ``latest``; needs ``--partition``, excludes
+``--from-beginning``, as in Kafka). A partition whose position falls out of range (retention or DeleteRecords
+removed it) restarts from the same end it started from, like ``auto.offset.reset``.
+
+With ``--group G`` (Kafka's ``group.id``) the tool is a member of consumer group G (librdkafka's group consumer,
+``GroupConsumer``): it subscribes to the topic (with ``--partition``, assigns that partition), starts from the
+group's committed offsets (else the log start with ``--from-beginning``, else the log end: ``auto.offset.reset``),
+commits what it printed (auto-commit every 5 s and at exit, Kafka's console consumer defaults), so a second run of
+the same group resumes after the last record printed. ``--offset`` with ``--group`` overrides the committed offset
+of ``--partition``. ``--consumer-property`` and ``--consumer.config`` take Kafka's consumer keys (translated for
+librdkafka by rdkafka_props.py).
 
 Loop: one Fetch per leader (Fetch v4-v12, 500 ms long poll, min_bytes 1), records printed in offset order per
 partition, stdout flushed after every fetch. Exits after ``--max-messages`` records, after ``--timeout-ms`` without
@@ -115,6 +122,9 @@ def build_parser():
     p.add_argument("--offset", default=None, help="a number, earliest or latest (needs --partition)")
     p.add_argument("--timeout-ms", type=int, default=None, help="exit after this long without a new record")
     p.add_argument("--property", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--group", default=None, help="the consumer group id (group.id) of the consumer")
+    p.add_argument("--consumer-property", action="append", default=[], metavar="KEY=VALUE",
+                   help="a consumer property (Kafka's key names); only with --group")
     return p
 
 
@@ -228,6 +238,75 @@ class ConsoleConsumer:
                 time.sleep(0.1)  # a retriable error answered at once: do not spin
 
 
+class GroupConsumer:
+    """``--group``: the same loop and output as ConsoleConsumer over librdkafka's group consumer (module
+    docstring). ``conf``: the librdkafka configuration from ``--consumer.config`` / ``--consumer-property``."""
+
+    def __init__(self, args, out, conf):
+        self.args = args
+        self.out = out
+        self.count = 0
+        self.conf = dict(conf)
+        self.conf.update({"bootstrap.servers": args.bootstrap_server, "group.id": args.group,
+                          "client.id": "console-consumer", "enable.auto.commit": True,
+                          "auto.commit.interval.ms": 5000, "enable.partition.eof": False})
+        self.conf.setdefault("auto.offset.reset", "earliest" if args.reset == EARLIEST else "latest")
+
+    def run(self):
+        from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, OFFSET_STORED, Consumer, TopicPartition
+
+        from kbroker.cli import rdkafka_props
+        args = self.args
+        consumer = rdkafka_props.check(Consumer, self.conf, "consumer config")
+        try:
+            if args.partition is not None:
+                start = OFFSET_STORED if args.offset is None else \
+                    {EARLIEST: OFFSET_BEGINNING, LATEST: OFFSET_END}.get(args.start, args.start)
+                consumer.assign([TopicPartition(args.topic, args.partition, start)])
+            else:
+                consumer.subscribe([args.topic])
+            self._loop(consumer)
+        finally:
+            consumer.close()            # commits what was printed (auto-commit on)
+
+    def _loop(self, consumer):
+        args = self.args
+        timeout_s = None if args.timeout_ms is None else args.timeout_ms / 1000.0
+        last_record = time.monotonic()
+        while args.max_messages is None or self.count < args.max_messages:
+            wait = POLL_MS / 1000.0
+            if timeout_s is not None:
+                left = last_record + timeout_s - time.monotonic()
+                if left <= 0:
+                    return
+                wait = min(wait, left)
+            msg = consumer.poll(wait)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().fatal():
+                    raise errors.KafkaError(str(msg.error()))
+                continue
+            ts_type, ts = msg.timestamp()
+            rec = (msg.offset(), ts if ts_type else -1, msg.key(), msg.value(), msg.headers() or (),
+                   1 if ts_type == 2 else 0)       # librdkafka: 1 CreateTime, 2 LogAppendTime, 0 none
+            self.out.write(args.formatter.format(msg.partition(), rec))
+            self.out.flush()
+            self.count += 1
+            last_record = time.monotonic()
+
+
+def _group_conf(args, config_path):
+    """The librdkafka configuration of ``--consumer.config`` and ``--consumer-property`` (Kafka's keys)."""
+    from kbroker.cli import rdkafka_props
+    try:
+        conf = rdkafka_props.load_translated(config_path) if config_path else {}
+        conf.update(rdkafka_props.translate(rdkafka_props.parse_pairs(args.consumer_property, "consumer property")))
+    except rdkafka_props.RdkafkaConfigError as e:
+        raise ConsumerError(str(e)) from None
+    return conf
+
+
 def _raise_stop(signum, frame):
     raise _Stop()
 
@@ -236,7 +315,9 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     try:  # --consumer.config / --command-config client.properties (kbroker/cli/client_config.py)
         from kbroker.cli import client_config
-        argv = client_config.apply(argv)
+        argv, config_path = client_config.take(argv)
+        if config_path is not None:
+            client_config.install(config_path)
     except ValueError as e:
         print("ERROR %s" % e, file=sys.stderr)
         return 1
@@ -246,9 +327,15 @@ def main(argv=None):
     old = signal.signal(signal.SIGTERM, _raise_stop)
     try:
         args = parse_args(argv)
-        with SimpleClient(args.bootstrap_server, client_id="console-consumer") as client:
-            consumer = ConsoleConsumer(client, args, out)
+        if args.group is not None:
+            consumer = GroupConsumer(args, out, _group_conf(args, config_path))
             consumer.run()
+        else:
+            if args.consumer_property:
+                raise ConsumerError("--consumer-property needs --group (the group consumer)")
+            with SimpleClient(args.bootstrap_server, client_id="console-consumer") as client:
+                consumer = ConsoleConsumer(client, args, out)
+                consumer.run()
     except (KeyboardInterrupt, _Stop):
         pass
     except BrokenPipeError:

@@ -1,0 +1,165 @@
+"""The operator tools of issue 14 (I) as processes against one real broker, output checked against Kafka's format:
+`kbroker-admin delete-records` (kafka-delete-records.sh), `get-offsets` (kafka-get-offsets.sh), `leader-election`
+(kafka-leader-election.sh; the elections that move leaders are in test_admin_apis.py's cluster),
+`broker-api-versions` (kafka-broker-api-versions.sh), and the console tools' group and key options
+(`kbroker-console-consumer --group ... --property print.key=true`, `kbroker-console-producer --property
+parse.key=true`).
+
+One broker for the module; each test uses its own topics.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.integration.harness import REPO_ROOT, BrokerProcess
+
+TOOL_TIMEOUT = 60
+OOR = ("org.apache.kafka.common.errors.OffsetOutOfRangeException: The requested offset is not within the range of "
+       "offsets maintained by the server.")
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    b = BrokerProcess(tmp_path_factory.mktemp("tools_broker"), overrides={"group.initial.rebalance.delay.ms": 0})
+    try:
+        b.start()
+        yield b
+    finally:
+        b.close()
+
+
+def run(module, *argv, stdin=None):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    proc = subprocess.run([sys.executable, "-m", "kbroker.cli." + module, *map(str, argv)], input=stdin,
+                          capture_output=True, timeout=TOOL_TIMEOUT, env=env, cwd=str(REPO_ROOT))
+    return proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
+
+
+def admin(broker, tool, *argv):
+    return run("admin", tool, "--bootstrap-server", broker.bootstrap, *argv)
+
+
+def create(broker, topic, partitions):
+    from kbroker.client.admin import AdminClient, NewTopic
+    with AdminClient(broker.bootstrap) as a:
+        a.create_topics([NewTopic(topic, partitions, 1)])
+
+
+def produce(broker, topic, lines, *props):
+    argv = ["--bootstrap-server", broker.bootstrap, "--topic", topic]
+    for p in props:
+        argv += ["--property", p]
+    rc, out, err = run("console_producer", *argv, stdin=("\n".join(lines) + "\n").encode())
+    assert (rc, err) == (0, ""), err
+
+
+def test_delete_records_and_get_offsets(broker, tmp_path):
+    create(broker, "dt", 2)
+    for p in range(2):
+        produce(broker, "dt", ["%d:v%d" % (p, i) for i in range(5)], "parse.key=true", "key.separator=:")
+    # keys "0" and "1" hash to different partitions: 5 records each (murmur2, checked by the offsets below)
+    assert admin(broker, "get-offsets", "--topic", "dt") == (0, "dt:0:5\ndt:1:5\n", "")
+
+    spec = tmp_path / "offsets.json"
+    spec.write_text(json.dumps({"partitions": [{"topic": "dt", "partition": 0, "offset": 3},
+                                               {"topic": "dt", "partition": 1, "offset": 9},
+                                               {"topic": "nope", "partition": 0, "offset": 0}], "version": 1}))
+    assert admin(broker, "delete-records", "--offset-json-file", spec) == (0, (
+        "Executing records delete operation\n"
+        "Records delete operation completed:\n"
+        "partition: dt-0\tlow_watermark: 3\n"
+        "partition: dt-1\terror: " + OOR + "\n"
+        "partition: nope-0\terror: org.apache.kafka.common.errors.UnknownTopicOrPartitionException: This server "
+        "does not host this topic-partition.\n"), "")
+
+    assert admin(broker, "get-offsets", "--topic", "d.", "--time", "-2") == (0, "dt:0:3\ndt:1:0\n", "")
+    assert admin(broker, "get-offsets", "--topic-partitions", "dt:1", "--time", "earliest") == (0, "dt:1:0\n", "")
+    assert admin(broker, "get-offsets", "--topic", "dt", "--partitions", "0", "--time", "latest") == \
+        (0, "dt:0:5\n", "")
+    assert admin(broker, "get-offsets", "--topic", "dt", "--time", "99999999999999") == (0, "dt:0:-1\ndt:1:-1\n", "")
+    assert admin(broker, "get-offsets", "--topic", "nothing.*") == \
+        (1, "", "Error occurred: Could not match any topic-partitions with the specified filters\n")
+
+    # the console consumer reading from the beginning starts at the new log start offset
+    rc, out, _ = run("console_consumer", "--bootstrap-server", broker.bootstrap, "--topic", "dt", "--partition", 0,
+                     "--from-beginning", "--timeout-ms", 3000, "--property", "print.offset=true")
+    assert (rc, out) == (0, "Offset:3\tv3\nOffset:4\tv4\n")
+
+    spec.write_text(json.dumps({"partitions": [{"topic": "dt", "partition": 0, "offset": 1},
+                                               {"topic": "dt", "partition": 0, "offset": 2}]}))
+    assert admin(broker, "delete-records", "--offset-json-file", spec) == (
+        1, "", "Error while executing delete records command : Offset json file contains duplicate topic "
+               "partitions: dt-0\n")
+    spec.write_text(json.dumps({"partitions": [], "version": 2}))
+    assert admin(broker, "delete-records", "--offset-json-file", spec)[2] == \
+        "Error while executing delete records command : Not supported version field value 2\n"
+
+
+def test_console_group_resumes_and_key_properties(broker):
+    create(broker, "cg", 1)
+    produce(broker, "cg", ["k%d:v%d" % (i, i) for i in range(6)], "parse.key=true", "key.separator=:")
+    props = ["--property", "print.key=true", "--property", "key.separator=|", "--property", "print.partition=true",
+             "--property", "print.offset=true"]
+    base = ["--bootstrap-server", broker.bootstrap, "--topic", "cg", "--group", "g1"]
+    rc, out, err = run("console_consumer", *base, "--from-beginning", "--max-messages", 3, *props)
+    assert (rc, out) == (0, "".join("Partition:0|Offset:%d|k%d|v%d\n" % (i, i, i) for i in range(3))), err
+    assert err.endswith("Processed a total of 3 messages\n")
+    # the same group resumes after what was printed (committed at exit); --from-beginning no longer matters
+    rc, out, err = run("console_consumer", *base, "--from-beginning", "--max-messages", 2, *props)
+    assert (rc, out) == (0, "Partition:0|Offset:3|k3|v3\nPartition:0|Offset:4|k4|v4\n"), err
+    from kbroker.client.admin import AdminClient
+    with AdminClient(broker.bootstrap) as a:
+        assert a.list_group_offsets("g1") == {("cg", 0): 5}
+    # print.timestamp: CreateTime:<ms>
+    rc, out, err = run("console_consumer", *base[:4], "--group", "g2", "--from-beginning", "--max-messages", 1,
+                       "--property", "print.timestamp=true")
+    assert rc == 0 and re.fullmatch(r"CreateTime:\d{13}\tv0\n", out), (out, err)
+
+
+def test_leader_election_tool_on_one_broker(broker, tmp_path):
+    create(broker, "le", 2)
+    assert admin(broker, "leader-election", "--election-type", "preferred", "--topic", "le", "--partition", 0) == \
+        (0, "Valid replica already elected for partitions le-0\n", "")
+    spec = tmp_path / "el.json"
+    spec.write_text(json.dumps({"partitions": [{"topic": "le", "partition": 1}, {"topic": "le", "partition": 7}]}))
+    assert admin(broker, "leader-election", "--election-type", "PREFERRED", "--path-to-json-file", spec) == (1, (
+        "Valid replica already elected for partitions le-1\n"
+        "Error completing leader election (PREFERRED) for partition: le-7: "
+        "org.apache.kafka.common.errors.UnknownTopicOrPartitionException: The partition does not exist.\n"),
+        "1 replica(s) could not be elected\n")
+    rc, out, err = admin(broker, "leader-election", "--election-type", "unclean", "--all-topic-partitions")
+    assert (rc, err) == (0, "") and out.startswith("Valid replica already elected for partitions ")
+    assert {"le-0", "le-1"} <= set(out.strip().split("partitions ", 1)[1].split(", "))
+    rc, _out, err = admin(broker, "leader-election", "--topic", "le", "--partition", 0)
+    assert rc == 1 and err.startswith("Missing required option(s) [election-type]\nusage: ")
+    rc, _out, err = admin(broker, "leader-election", "--election-type", "preferred", "--topic", "le",
+                          "--all-topic-partitions")
+    assert rc == 1 and err.startswith("One and only one of the following options is required: "
+                                      "--all-topic-partitions, --topic, --path-to-json-file\n")
+
+
+def test_broker_api_versions(broker):
+    from kbroker.client.connection import BrokerConnection
+    rc, out, err = admin(broker, "broker-api-versions")
+    assert (rc, err) == (0, "")
+    lines = out.split("\n")
+    assert lines[0] == "%s (id: %d rack: null) -> (" % (broker.bootstrap, broker.broker_id)
+    assert lines[-2:] == [")", ""]
+    body = lines[1:-2]
+    with BrokerConnection(broker.host, broker.port) as conn:
+        ranges = conn.api_ranges
+    # one line per API key, ascending; each advertised one with its range, Kafka 3.9's others UNSUPPORTED
+    keys = [int(re.match(r"\t\w+\((\d+)\): ", line).group(1)) for line in body]
+    assert keys == sorted(keys) and set(ranges) <= set(keys) and len(keys) == len(set(keys))
+    assert "\tProduce(0): %d to %d [usable: %d]," % (ranges[0][0], ranges[0][1], min(11, ranges[0][1])) in body
+    assert "\tDeleteRecords(21): 0 to 2 [usable: 2]," in body
+    assert "\tOffsetDelete(47): 0 [usable: 0]," in body
+    assert "\tCreateDelegationToken(38): UNSUPPORTED," in body
+    assert sum(1 for line in body if line.endswith("UNSUPPORTED,") or line.endswith("UNSUPPORTED")) == \
+        len(keys) - len(ranges)
+    assert body[-1].endswith("]") or body[-1].endswith("UNSUPPORTED")
