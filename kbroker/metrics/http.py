@@ -10,15 +10,29 @@
 * anything else -- 404.
 
 Both health answers are ``text/plain`` and tiny, for orchestrators' probes (Kubernetes, Docker HEALTHCHECK).
+Hostile clients: at most ``MAX_CONNECTIONS`` (32) connections are served at once and one silent for ``IDLE_S``
+(10 s) is closed, so the endpoint costs bounded memory and descriptors whatever is sent to it.
 """
 import logging
 
+from gevent.pool import Pool
 from gevent.pywsgi import WSGIServer
 from prometheus_client import make_wsgi_app
 
 log = logging.getLogger(__name__)
 
 _TEXT = [("Content-Type", "text/plain; charset=utf-8")]
+# At most this many HTTP connections at once (more wait in the listen backlog), each closed when it sends nothing
+# for IDLE_S: a scraper or probe needs one or two, and a client that opens many or never finishes its request
+# cannot hold more than these greenlets and file descriptors.
+MAX_CONNECTIONS = 32
+IDLE_S = 10.0
+
+
+class _Server(WSGIServer):
+    def handle(self, sock, address):
+        sock.settimeout(IDLE_S)
+        super().handle(sock, address)
 
 
 class _QuietLog:
@@ -62,8 +76,8 @@ class MetricsHttpServer:
         return [b"not found: /metrics, /healthz, /readyz\n"]
 
     def start(self):
-        self._server = WSGIServer((self.host or "0.0.0.0", self.requested_port), self.app, log=_QuietLog(),
-                                  error_log=log)
+        self._server = _Server((self.host or "0.0.0.0", self.requested_port), self.app, log=_QuietLog(),
+                               error_log=log, spawn=Pool(MAX_CONNECTIONS))
         self._server.start()   # binds now: an error surfaces here, at startup
         return self
 

@@ -163,3 +163,22 @@ def test_a_scrape_runs_on_the_loop_without_blocking_it():
         s.close()
     finally:
         e.stop()
+
+
+def test_a_silent_http_client_is_dropped_and_cannot_starve_the_endpoint(monkeypatch):
+    from kbroker.metrics import http
+    monkeypatch.setattr(http, "IDLE_S", 0.3)
+    monkeypatch.setattr(http, "MAX_CONNECTIONS", 2)
+    e = MetricsExporter({"metrics.http.port": 0, "metrics.http.host": "127.0.0.1"}).start()
+    try:
+        idle = [socket.create_connection(("127.0.0.1", e.port)) for _ in range(2)]   # the whole pool, silent
+        for s in idle:
+            s.sendall(b"GET /healthz HTTP/1.1\r\n")
+        with gevent.Timeout(3):
+            assert get(e.port, "/healthz") == (200, "ok\n")     # served once the silent ones time out
+            for s in idle:
+                assert s.recv(100).startswith(b"HTTP/1.1 40")    # 400 or 408: timed out, closed
+        for s in idle:
+            s.close()
+    finally:
+        e.stop()
