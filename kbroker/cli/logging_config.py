@@ -5,7 +5,8 @@ directory and rotated:
 
     server.log          everything not routed elsewhere (root logger)
     controller.log      the controller (logger ``kbroker.controller`` and below), also on stderr
-    state-change.log    ``state.change.logger``: partition and replica state changes (controller + replica manager)
+    state-change.log    ``state.change.logger``: partition state changes (controller + replica manager) at INFO;
+                        replica state changes, LeaderAndIsr sent and StopReplica at TRACE
     kafka-request.log   ``kafka.request.logger``: one line per completed request, off (WARN) by default
     log-cleaner.log     ``kbroker.log.cleaner``
     kafka-authorizer.log ``kbroker.authorizer`` (ACL decisions), also on stderr
@@ -576,9 +577,10 @@ log4j.additivity.kafka.request.logger=false
 log4j.logger.kbroker.controller=INFO, controllerAppender, stderr
 log4j.additivity.kbroker.controller=false
 
-# Partition state changes, written by the controller (partition and replica state machines, LeaderAndIsr sent)
-# and by every broker's replica manager (LeaderAndIsr and StopReplica applied). Kafka logs them at TRACE.
-log4j.logger.state.change.logger=TRACE, stateChangeAppender
+# Partition state changes, written by the controller (partition state changes at INFO; replica state changes and
+# each LeaderAndIsr sent at TRACE) and by every broker's replica manager (LeaderAndIsr applied at INFO, StopReplica
+# at TRACE). INFO as in Kafka >= 2 (0.10.1 shipped TRACE): set TRACE for every line.
+log4j.logger.state.change.logger=INFO, stateChangeAppender
 log4j.additivity.state.change.logger=false
 
 log4j.logger.kbroker.log.cleaner=INFO, cleanerAppender

@@ -7,10 +7,10 @@ OfflineReplica (broker gone or shut down; out of the ISR), ReplicaDeletionStarte
 ReplicaDeletionSuccessful, ReplicaDeletionIneligible (broker down or delete failed; retried when it returns),
 NonExistentReplica (dropped from the context).
 
-Every change of a partition or replica state is a line of ``state.change.logger`` at TRACE (Kafka's logger and
-level; config/logging.properties sends it to state-change.log): ``Controller 0 epoch 3 changed partition [t,0]
-state from OfflinePartition to OnlinePartition`` / ``... changed state of replica 2 for partition [t,0] from
-OnlineReplica to OfflineReplica`` (``StateTable``).
+Every change of a partition or replica state is a line of Kafka's ``state.change.logger`` (config/logging.properties
+sends it to state-change.log), at Kafka >= 2's levels: ``Controller 0 epoch 3 changed partition [t,0] state from
+OfflinePartition to OnlinePartition`` at INFO, ``... changed state of replica 2 for partition [t,0] from
+OnlineReplica to OfflineReplica`` at TRACE (one per replica: the volume) (``StateTable``).
 """
 import logging
 
@@ -27,12 +27,13 @@ state_change_log = logging.getLogger("state.change.logger")
 
 class StateTable(dict):
     """``partition_states`` / ``replica_states``: a dict whose every change (set to a different state, or pop) is
-    logged to ``state.change.logger`` at TRACE, prefixed by ``owner`` ("Controller <id> epoch <n>"). With TRACE
-    off a change costs one cached level check."""
+    logged to ``state.change.logger`` -- partitions at INFO, replicas at TRACE -- prefixed by ``owner``
+    ("Controller <id> epoch <n>"). With the level off a change costs one cached level check."""
 
     def __init__(self, owner, replicas):
         super().__init__()
         self.owner, self.replicas = owner, replicas
+        self.level = TRACE if replicas else logging.INFO
 
     def _describe(self, key):
         if self.replicas:
@@ -41,17 +42,17 @@ class StateTable(dict):
         return "partition [%s,%d] state" % key, NON_EXISTENT
 
     def __setitem__(self, key, value):
-        if state_change_log.isEnabledFor(TRACE):
+        if state_change_log.isEnabledFor(self.level):
             what, absent = self._describe(key)
             old = self.get(key, absent)
             if old != value:
-                state_change_log.log(TRACE, "%s changed %s from %s to %s", self.owner, what, old, value)
+                state_change_log.log(self.level, "%s changed %s from %s to %s", self.owner, what, old, value)
         dict.__setitem__(self, key, value)
 
     def pop(self, key, *default):
-        if key in self and state_change_log.isEnabledFor(TRACE):
+        if key in self and state_change_log.isEnabledFor(self.level):
             what, absent = self._describe(key)
-            state_change_log.log(TRACE, "%s changed %s from %s to %s", self.owner, what, self[key], absent)
+            state_change_log.log(self.level, "%s changed %s from %s to %s", self.owner, what, self[key], absent)
         return dict.pop(self, key, *default)
 
 

@@ -46,8 +46,8 @@ from kbroker.replica.partition import IsrStats, Partition
 from kbroker.timeslice import TimeSlice
 
 log = logging.getLogger(__name__)
-# Kafka's state.change.logger (config/logging.properties: state-change.log), at TRACE as in Kafka: each partition's
-# LeaderAndIsr / StopReplica as this broker applied it.
+# Kafka's state.change.logger (config/logging.properties: state-change.log): each partition's LeaderAndIsr as this
+# broker applied (or ignored) it at INFO, its StopReplica at TRACE (Kafka >= 2's levels).
 state_change_log = logging.getLogger("state.change.logger")
 TRACE = 5
 
@@ -199,23 +199,23 @@ class ReplicaManager:
                 if part is not None and epoch <= part.leader_epoch:
                     log.info("%s-%d: ignoring LeaderAndIsr from controller %d with leader epoch %d (have %d)",
                              topic, p, controller_id, epoch, part.leader_epoch)
-                    state_change_log.log(TRACE, "Broker %d ignoring LeaderAndIsr request from controller %d epoch %d "
-                                         "for partition [%s,%d] since its leader epoch %d is not higher than the "
-                                         "current leader epoch %d", self.broker_id, controller_id, controller_epoch,
-                                         topic, p, epoch, part.leader_epoch)
+                    state_change_log.info("Broker %d ignoring LeaderAndIsr request from controller %d epoch %d "
+                                          "for partition [%s,%d] since its leader epoch %d is not higher than the "
+                                          "current leader epoch %d", self.broker_id, controller_id, controller_epoch,
+                                          topic, p, epoch, part.leader_epoch)
                     result[tp] = errors.STALE_CONTROLLER_EPOCH
                     continue
                 accepted.append(st)
             result.update(self._host_new({st.tp: st for st in accepted}))
             endpoints = {b: (h, port) for b, h, port in (live_leaders or ())}
-            traced = state_change_log.isEnabledFor(TRACE)
+            logged = state_change_log.isEnabledFor(logging.INFO)
             for st in accepted:
                 if st.tp not in result:
                     result[st.tp] = self._apply_one(st, endpoints)
-                if traced:
+                if logged:
                     la = st.leader_and_isr
-                    state_change_log.log(
-                        TRACE, "Broker %d completed LeaderAndIsr request from controller %d epoch %d for the %s "
+                    state_change_log.info(
+                        "Broker %d completed LeaderAndIsr request from controller %d epoch %d for the %s "
                         "transition for partition [%s,%d] (Leader:%d,ISR:%s,LeaderEpoch:%d): error %d",
                         self.broker_id, controller_id, controller_epoch,
                         "become-leader" if la.leader == self.broker_id else "become-follower", st.tp[0], st.tp[1],

@@ -56,7 +56,7 @@ def test_shipped_routing(tmp_path):
     assert loggers == {
         "kafka.request.logger": lc.LoggerSpec(logging.WARNING, ["requestAppender"], False),
         "kbroker.controller": lc.LoggerSpec(logging.INFO, ["controllerAppender", "stderr"], False),
-        "state.change.logger": lc.LoggerSpec(lc.TRACE, ["stateChangeAppender"], False),
+        "state.change.logger": lc.LoggerSpec(logging.INFO, ["stateChangeAppender"], False),
         "kbroker.log.cleaner": lc.LoggerSpec(logging.INFO, ["cleanerAppender"], False),
         "kbroker.authorizer": lc.LoggerSpec(logging.INFO, ["authorizerAppender", "stderr"], False),
     }
@@ -190,7 +190,8 @@ def test_records_before_install_reach_the_files_once(tmp_path, capsys, clean_log
     logging.getLogger("kbroker.config").debug("below the level: kept nowhere")
     lc.install(lc.load(None, str(tmp_path)))
     logging.getLogger("kbroker.controller").info("late controller line")
-    logging.getLogger("state.change.logger").log(lc.TRACE, "Controller 0 epoch 1 changed partition [t,0] state")
+    logging.getLogger("state.change.logger").info("Controller 0 epoch 1 changed partition [t,0] state")
+    logging.getLogger("state.change.logger").log(lc.TRACE, "a replica's change: TRACE is off by default")
     logging.getLogger("kafka.request.logger").debug("Completed request: must not be written")
     err = capsys.readouterr().err.splitlines()
     server = (tmp_path / "server.log").read_text().splitlines()
@@ -202,8 +203,8 @@ def test_records_before_install_reach_the_files_once(tmp_path, capsys, clean_log
     assert [l.split("] ", 1)[1] for l in err] == [
         "WARNING kbroker.config: The configuration 'x' was supplied but isn't a known config.",
         "INFO kbroker.controller: early controller line", "INFO kbroker.controller: late controller line"]
-    assert (tmp_path / "state-change.log").read_text().endswith(
-        "TRACE Controller 0 epoch 1 changed partition [t,0] state (state.change.logger)\n")
+    assert [l.split("] ", 1)[1] for l in (tmp_path / "state-change.log").read_text().splitlines()] == [
+        "INFO Controller 0 epoch 1 changed partition [t,0] state (state.change.logger)"]
     assert (tmp_path / "kafka-request.log").read_text() == ""
     assert not logging.getLogger("kafka.request.logger").isEnabledFor(logging.DEBUG)
 
