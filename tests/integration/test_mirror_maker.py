@@ -307,3 +307,44 @@ def test_mirror_handler_streams_and_whitelist(clusters):
     assert len(topics["dr-orders"].partitions) == 3
     assert not {"orders", "orders-audit", "dr-orders-audit"} & set(topics)
     assert "MirrorMaker: 300 records mirrored, 0 dropped" in mirror.log.read_text()
+
+
+def test_send_failure_aborts_without_commit_or_drops_when_asked(clusters):
+    """The target refuses the records (its topic's max.message.bytes=1000, the records 2,000 bytes: MESSAGE_TOO_LARGE):
+    with the default --abort.on.send.failure true the mirror exits 1 and commits nothing; with false it drops
+    them, counts them, commits past them and keeps running until SIGTERM (exit 0)."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    source, target, base = clusters
+    sadmin = AdminClient({"bootstrap.servers": source.bootstrap})
+    sadmin.create_topics([NewTopic("big", 1, 1)])["big"].result(30)
+    tadmin = AdminClient({"bootstrap.servers": target.bootstrap})
+    tadmin.create_topics([NewTopic("big", 1, 3, config={"max.message.bytes": "1000"})])["big"].result(30)
+    p = Producer({"bootstrap.servers": source.bootstrap})
+    for i in range(5):
+        p.produce("big", b"x" * 2000, b"k%d" % i)
+    assert p.flush(30) == 0
+
+    mirror = MirrorProcess(base, source.bootstrap, target.bootstrap, "mm-abort", "big")
+    try:
+        mirror.start()
+        assert mirror.proc.wait(60) == 1, tail(mirror.log)
+    finally:
+        mirror.close()
+    log = mirror.log.read_text()
+    assert "shutting down: a send to the target cluster failed" in log and "MSG_SIZE_TOO_LARGE" in log, log
+    assert _committed(source.bootstrap, "mm-abort", "big") == 0
+    assert sum(_high_watermarks(target.bootstrap, "big").values()) == 0
+
+    mirror = MirrorProcess(base, source.bootstrap, target.bootstrap, "mm-drop", "big",
+                           ["--abort.on.send.failure", "false"])
+    try:
+        mirror.start()
+        wait_until(lambda: _committed(source.bootstrap, "mm-drop", "big") == 5, 60, 0.2, "committed past the drops",
+                   ignore=(Exception,))
+        assert mirror.stop() == 0, tail(mirror.log)
+    finally:
+        mirror.close()
+    log = mirror.log.read_text()
+    assert log.count("dropped a record to big") == 5 and "MirrorMaker: 0 records mirrored, 5 dropped" in log, log
