@@ -7,7 +7,7 @@ KafkaAdminClient (delete_group_offsets), raw requests where no client exposes a 
    high watermark, the error codes (above the HW 1, compacted topic 44, unknown topic 3);
 2. ElectLeaders: preferred after the leader was bounced (0, then 84 ELECTION_NOT_NEEDED), a preferred replica that is
    down (80), unclean for a partition whose only in-sync replica is down (83 while no replica is live, then the live
-   out-of-sync replica elected), unknown partition (3);
+   out-of-sync replica elected by `kbroker-admin leader-election --election-type UNCLEAN`), unknown partition (3);
 3. DescribeCluster: the cluster id, controller and brokers; v1 endpoint type 2 answers 114;
 4. OffsetDelete: a subscribed topic of an active group 86, an unsubscribed one deleted, everything once the group is
    empty, an unknown group 69.
@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import json
 import os
-import time
+import subprocess
+import sys
 
 import pytest
 
-from tests.integration.harness import wait_until
+from tests.integration.harness import REPO_ROOT, wait_until
 from tests.integration.test_cluster_common import FAILOVER_WAIT_S, Cluster, produce
 
 pytestmark = [pytest.mark.zk, pytest.mark.timeout(180)]
@@ -233,8 +234,12 @@ def test_elect_leaders(cluster, admin):
     res = admin.elect_leaders(ElectionType.PREFERRED, [utp]).result(30)
     # the preferred replica (2) is down
     assert (res[utp].code(), res[utp].name()) == (80, "PREFERRED_LEADER_NOT_AVAILABLE")
-    res = admin.elect_leaders(ElectionType.UNCLEAN, [utp]).result(30)
-    assert res[utp] is None
+    # the unclean election through Kafka's tool (kafka-leader-election.sh's lines)
+    done = subprocess.run([sys.executable, "-m", "kbroker.cli.admin", "leader-election", "--bootstrap-server",
+                           cluster.bootstrap, "--election-type", "UNCLEAN", "--topic", "uc", "--partition", "0"],
+                          capture_output=True, text=True, timeout=60, cwd=str(REPO_ROOT))
+    assert (done.returncode, done.stdout, done.stderr) == (
+        0, "Successfully completed leader election (UNCLEAN) for partitions uc-0\n", "")
     assert _leader(cluster, "uc") == 1 and cluster.state("uc", 0)[0]["isr"] == [1]
     res = admin.elect_leaders(ElectionType.UNCLEAN, [utp]).result(30)
     assert res[utp].name() == "ELECTION_NOT_NEEDED"           # a live leader: nothing to do
