@@ -20,7 +20,8 @@
                                    those names (kbroker/cli/operator_tools.py)
 
 Topics take ``--bootstrap-server HOST:PORT[,HOST:PORT]`` or ``--zookeeper H:P[,H:P][/chroot]`` (the 0.10.1 mode that
-edits the znode tree directly: ``topics_zk.py``); configs take ``--bootstrap-server`` only.
+edits the znode tree directly: ``topics_zk.py``); configs take either too (``--zookeeper``: topics in
+``topic_configs_zk.py``, brokers in ``broker_configs_zk.py``, users/clients in ``client_quotas.py``).
 
 Output layout: the **modern** (Kafka 2.8+/3.x, Java ``TopicCommand``/``ConfigCommand``) text, byte for byte:
 
@@ -297,8 +298,14 @@ def topics_main(argv):
 
 _ENTITY_TYPES = {"topics": RESOURCE_TOPIC, "brokers": RESOURCE_BROKER}
 _ENTITY_WORD = {RESOURCE_TOPIC: "topic", RESOURCE_BROKER: "broker"}
-# The source that makes an entry "dynamic" for each entity type (what --describe shows without --all).
+# The source that makes an entry "dynamic" for each entity type (what --describe shows without --all); a broker's
+# is DYNAMIC_BROKER_CONFIG (2), the cluster default's ("" = --entity-default) DYNAMIC_DEFAULT_BROKER_CONFIG (3).
 _DYNAMIC_SOURCE = {RESOURCE_TOPIC: DYNAMIC_TOPIC_CONFIG, RESOURCE_BROKER: 2}
+_DEFAULT_BROKER_SOURCE = 3
+
+
+def _dynamic_source(rtype, name):
+    return _DYNAMIC_SOURCE[rtype] if not (rtype == RESOURCE_BROKER and name == "") else _DEFAULT_BROKER_SOURCE
 
 
 # Split on commas that are not inside [...] (Kafka's "(?=[^\]]*(?:\[|$))" lookahead), so k=[a,b] stays one item.
@@ -366,17 +373,13 @@ def parse_configs_args(argv):
     problem = check_entities(args.entity_types, args.entity_names) if quota_entity else None
     if problem:
         raise UsageError(problem)
-    # Dynamic broker configs in ZooKeeper mode (the replication throttle rates): kbroker/cli/broker_configs_zk.py.
+    # Dynamic broker configs in ZooKeeper mode: kbroker/cli/broker_configs_zk.py; topics: topic_configs_zk.py.
     zk_brokers = args.zookeeper is not None and args.entity_types == ["brokers"]
+    brokers = args.entity_types == ["brokers"] or zk_brokers
     if not quota_entity and (len(args.entity_types) > 1 or len(args.entity_names) > 1
-                             or (args.entity_name == "" and not zk_brokers)):
-        raise UsageError("one --entity-type and --entity-name (no --entity-default) for %s"
+                             or (args.entity_name == "" and not brokers)):
+        raise UsageError("one --entity-type and --entity-name (--entity-default only for brokers) for %s"
                          % ",".join(args.entity_types))
-    if args.zookeeper is not None and not quota_entity and not zk_brokers:
-        # Kafka 3.x keeps --zookeeper for users' SCRAM credentials (the brokers' own, before any runs); kbroker
-        # also keeps the 0.10-2.x ZooKeeper mode of client quotas.
-        raise UsageError("--zookeeper is only supported for --entity-type users / clients / brokers: use "
-                         "--bootstrap-server")
     if args.zookeeper is not None and args.bootstrap_server:
         raise UsageError("Only one of --bootstrap-server or --zookeeper must be specified")
     if not args.bootstrap_server and args.zookeeper is None:
@@ -391,7 +394,7 @@ def parse_configs_args(argv):
     if not args.entity_type:
         raise UsageError("At least one entity type must be specified")
     if args.alter:
-        if not args.entity_name and not ((quota_entity or zk_brokers) and args.entity_name == ""):
+        if not args.entity_name and not ((quota_entity or brokers) and args.entity_name == ""):
             raise UsageError("an entity name must be specified with --alter of %s" % args.entity_type)
         if not args.add_config and not args.delete_config:
             raise UsageError("At least one of --add-config or --delete-config must be specified with --alter")
@@ -414,21 +417,27 @@ def format_config_line(entry):
 
 
 def configs_describe(admin, args):
+    """Kafka's describe: a broker's resource is asked of that broker (AdminClient routing); without
+    --entity-name every broker, then the cluster default ("Default configs for brokers in the cluster are:")."""
     rtype = args.resource_type
-    if args.entity_name:
+    if args.entity_name is not None and (args.entity_name or rtype == RESOURCE_BROKER):
         names = [args.entity_name]
     elif rtype == RESOURCE_TOPIC:
         names = admin.list_topics()
     else:
         admin.metadata([])
-        names = [str(b) for b in sorted(admin.cluster.brokers)]
+        names = [str(b) for b in sorted(admin.cluster.brokers)] + [""]
     lines, doc = [], []
     for name in names:
         entries = admin.describe_configs([(rtype, name)])[(rtype, name)]
         if not args.all:
-            entries = [e for e in entries if e.source == _DYNAMIC_SOURCE[rtype]]
+            entries = [e for e in entries if e.source == _dynamic_source(rtype, name)]
         entries = sorted(entries, key=lambda e: e.name)
-        lines.append("%s configs for %s %s are:" % ("All" if args.all else "Dynamic", _ENTITY_WORD[rtype], name))
+        if rtype == RESOURCE_BROKER and name == "":
+            lines.append("Default configs for brokers in the cluster are:")
+        else:
+            lines.append("%s configs for %s %s are:" % ("All" if args.all else "Dynamic", _ENTITY_WORD[rtype],
+                                                        name))
         lines += [format_config_line(e) for e in entries]
         doc.append({"entity_type": args.entity_type, "entity_name": name,
                     "configs": [{"name": e.name, "value": None if e.is_sensitive else e.value,
@@ -443,14 +452,16 @@ def configs_alter(admin, args):
     to_add = parse_add_config(args.add_config)
     to_delete = parse_delete_config(args.delete_config)
     entries = admin.describe_configs([(rtype, name)])[(rtype, name)]
-    current = {e.name: e.value for e in entries if e.source == _DYNAMIC_SOURCE[rtype]}
+    current = {e.name: e.value for e in entries if e.source == _dynamic_source(rtype, name)}
     missing = [k for k in to_delete if k not in current]
     if missing:
         raise CommandError("Invalid config(s): %s" % ",".join(missing))
     new = {k: v for k, v in current.items() if k not in to_delete}
     new.update(to_add)
     admin.alter_configs({(rtype, name): new})
-    emit(args, ["Completed updating config for %s %s." % (_ENTITY_WORD[rtype], name)],
+    done = ("Completed updating default config for brokers in the cluster." if rtype == RESOURCE_BROKER and name == ""
+            else "Completed updating config for %s %s." % (_ENTITY_WORD[rtype], name))
+    emit(args, [done],
          {"entity_type": args.entity_type, "entity_name": name, "configs": new})
     return 0
 
@@ -466,6 +477,9 @@ def configs_main(argv):
         if a.entity_type == "brokers" and a.zookeeper is not None:
             from kbroker.cli import broker_configs_zk
             return broker_configs_zk.run(a, parse_add_config(a.add_config), parse_delete_config(a.delete_config))
+        if a.entity_type == "topics" and a.zookeeper is not None:
+            from kbroker.cli import topic_configs_zk
+            return topic_configs_zk.run(a, parse_add_config(a.add_config), parse_delete_config(a.delete_config))
         if a.entity_type in ("users", "clients"):
             return client_quotas.run(a, parse_add_config(a.add_config), parse_delete_config(a.delete_config),
                                      AdminClient)

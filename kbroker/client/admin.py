@@ -1,8 +1,9 @@
 """AdminClient: topic administration, configs, metadata and offsets over kbroker's codec (blocking sockets).
 
-Routing (Kafka's): CreateTopics, DeleteTopics and CreatePartitions go to the controller (Metadata v1+
-``controller_id``; any broker when the broker only speaks Metadata v0); DescribeConfigs/AlterConfigs for topics go
-to any broker; ListOffsets goes to each partition's leader.
+Routing (Kafka's): CreateTopics, DeleteTopics, CreatePartitions and Alter/ListPartitionReassignments go to the
+controller (Metadata v1+ ``controller_id``; any broker when the broker only speaks Metadata v0);
+DescribeConfigs/AlterConfigs for topics and the cluster-default broker resource ("") go to any broker, for a broker
+resource named by its id to that broker; ListOffsets goes to each partition's leader.
 
 Every call raises on the first failed topic/resource/partition, with the ``KafkaError`` subclass of the wire code
 (``kbroker.errors.error_for_code``) and the broker's own error message when it sent one (CreateTopics v1+,
@@ -162,21 +163,31 @@ class AdminClient:
 
     # ------------------------------------------------------------------------------------------ configs
 
+    def _config_groups(self, resources):
+        """[(connection, [resource])]: a broker resource named by a broker id goes to that broker (only it knows
+        its own configs), every other resource (topics, the cluster default "") to any broker -- Kafka's
+        AdminClient routing."""
+        groups = {}
+        for t, n in resources:
+            node = int(n) if t == RESOURCE_BROKER and n.strip().isdigit() else None
+            groups.setdefault(node, []).append((t, n))
+        return [(self.cluster.any_connection() if node is None else self.cluster.connection(node), rs)
+                for node, rs in groups.items()]
+
     def describe_configs(self, resources, keys=None, include_synonyms=True):
         """``resources``: [(resource_type, name)] -> {(resource_type, name): [ConfigEntry]} in broker order."""
-        resources = list(resources)
-        conn = self.cluster.any_connection()
-        resp = conn.request("DescribeConfigs", {
-            "resources": [{"resource_type": t, "resource_name": n,
-                           "configuration_keys": None if keys is None else list(keys)} for t, n in resources],
-            "include_synonyms": include_synonyms})
-        version = conn.last_version
         out = {}
-        for r in resp["results"]:
-            what = "%s %s" % ("topic" if r["resource_type"] == RESOURCE_TOPIC else "broker", r["resource_name"])
-            raise_for_code(r["error_code"], r["error_message"], "describing configs of " + what)
-            out[(r["resource_type"], r["resource_name"])] = [
-                _entry(c, r["resource_type"], version) for c in r["configs"]]
+        for conn, group in self._config_groups(list(resources)):
+            resp = conn.request("DescribeConfigs", {
+                "resources": [{"resource_type": t, "resource_name": n,
+                               "configuration_keys": None if keys is None else list(keys)} for t, n in group],
+                "include_synonyms": include_synonyms})
+            version = conn.last_version
+            for r in resp["results"]:
+                what = "%s %s" % ("topic" if r["resource_type"] == RESOURCE_TOPIC else "broker", r["resource_name"])
+                raise_for_code(r["error_code"], r["error_message"], "describing configs of " + what)
+                out[(r["resource_type"], r["resource_name"])] = [
+                    _entry(c, r["resource_type"], version) for c in r["configs"]]
         return out
 
     def topic_configs(self, topic):
@@ -185,14 +196,45 @@ class AdminClient:
     def alter_configs(self, changes, validate_only=False):
         """``changes``: {(resource_type, name): {key: value}} -- the COMPLETE new override set of each resource
         (AlterConfigs is not incremental: keys left out return to their defaults)."""
-        resp = self.cluster.any_connection().request("AlterConfigs", {
-            "resources": [{"resource_type": t, "resource_name": n,
-                           "configs": [{"name": k, "value": v} for k, v in cfg.items()]}
-                          for (t, n), cfg in changes.items()],
-            "validate_only": validate_only})
-        for r in resp["responses"]:
-            raise_for_code(r["error_code"], r["error_message"], "altering configs of %s" % r["resource_name"])
+        for conn, group in self._config_groups(list(changes)):
+            resp = conn.request("AlterConfigs", {
+                "resources": [{"resource_type": t, "resource_name": n,
+                               "configs": [{"name": k, "value": v} for k, v in changes[(t, n)].items()]}
+                              for t, n in group],
+                "validate_only": validate_only})
+            for r in resp["responses"]:
+                raise_for_code(r["error_code"], r["error_message"], "altering configs of %s" % r["resource_name"])
         return resp
+
+    # ------------------------------------------------------------------------------------------ reassignments
+
+    def alter_partition_reassignments(self, targets, timeout_ms=60000):
+        """AlterPartitionReassignments (KIP-455), sent to the controller: ``targets`` {(topic, p): [replicas] or
+        None = cancel} -> {(topic, p): (error code, message)} (the per-partition answers, nothing raised for them)."""
+        by_topic = {}
+        for (t, p), replicas in targets.items():
+            by_topic.setdefault(t, []).append({"partition_index": p,
+                                               "replicas": None if replicas is None else list(replicas)})
+        resp = self.cluster.controller().request("AlterPartitionReassignments", {
+            "timeout_ms": timeout_ms, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]})
+        raise_for_code(resp["error_code"], resp["error_message"], "altering partition reassignments")
+        return {(t["name"], p["partition_index"]): (p["error_code"], p["error_message"])
+                for t in resp["responses"] for p in t["partitions"]}
+
+    def list_partition_reassignments(self, partitions=None, timeout_ms=60000):
+        """ListPartitionReassignments (KIP-455): {(topic, p): (replicas, adding, removing)} of the ongoing ones
+        among ``partitions`` ([(topic, p)] or None = all)."""
+        topics = None
+        if partitions is not None:
+            by_topic = {}
+            for t, p in partitions:
+                by_topic.setdefault(t, []).append(p)
+            topics = [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]
+        resp = self.cluster.controller().request("ListPartitionReassignments", {"timeout_ms": timeout_ms,
+                                                                               "topics": topics})
+        raise_for_code(resp["error_code"], resp["error_message"], "listing partition reassignments")
+        return {(t["name"], p["partition_index"]): (p["replicas"], p["adding_replicas"], p["removing_replicas"])
+                for t in resp["topics"] for p in t["partitions"]}
 
     # ------------------------------------------------------------------------------------------ offsets
 

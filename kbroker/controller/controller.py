@@ -106,6 +106,7 @@ class Controller:
             ev.StopReplicaResponse: self.deletion.on_stop_replica_response,
             ev.Reassign: self.reassignments.on_request,
             ev.ReassignedIsrChange: self.reassignments.on_isr_change,
+            ev.ReassignmentsRequest: self.reassignments.on_api_request,
             ev.PreferredElection: self.leader_balance.on_request,
             ev.AutoRebalance: self.leader_balance.on_timer,
         }
@@ -206,6 +207,26 @@ class Controller:
             raise errors.NotController("broker %d is not the controller" % self.broker_id)
         result = AsyncResult()
         self.enqueue(ev.ElectLeadersRequest(election_type, None if partitions is None else tuple(partitions), result))
+        if timeout is None:
+            timeout = self.cfg("controller.socket.timeout.ms") / 1000.0
+        return result.get(timeout=timeout)
+
+    def alter_reassignments(self, changes, timeout=None):
+        """AlterPartitionReassignments (KIP-455): ``changes`` {(topic, p): target replicas or None = cancel} ->
+        {(topic, p): (error code, message or None)} once each is started, cancelled or refused
+        (``reassignment.Reassignments.alter_requested``). NotController when this broker is not the controller."""
+        return self._reassignments_request(tuple(changes.items()), None, timeout)
+
+    def list_reassignments(self, partitions=None, timeout=None):
+        """ListPartitionReassignments (KIP-455): {(topic, p): (replicas, adding, removing)} of the ongoing
+        reassignments among ``partitions`` ([(topic, p)] or None = all). NotController as above."""
+        return self._reassignments_request(None, None if partitions is None else tuple(partitions), timeout)
+
+    def _reassignments_request(self, changes, partitions, timeout):
+        if not self.active:
+            raise errors.NotController("broker %d is not the controller" % self.broker_id)
+        result = AsyncResult()
+        self.enqueue(ev.ReassignmentsRequest(changes, partitions, result))
         if timeout is None:
             timeout = self.cfg("controller.socket.timeout.ms") / 1000.0
         return result.get(timeout=timeout)

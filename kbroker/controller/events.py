@@ -30,6 +30,7 @@ DeleteTopics               ``/admin/delete_topics`` children              TopicD
 StopReplicaResponse        a deletion StopReplica's answer (channel)      TopicDeletion
 Reassign                   ``/admin/reassign_partitions`` data            Reassignments (``reassignment.py``)
 ReassignedIsrChange        the state znode of a partition being moved     Reassignments
+ReassignmentsRequest       AlterPartitionReassignments / List... (KIP-455) Reassignments
 PreferredElection          ``/admin/preferred_replica_election`` data     PreferredLeaders (``leader_balance.py``)
 ElectLeadersRequest        ``Controller.elect_leaders`` (ElectLeaders)    PreferredLeaders
 AutoRebalance              every ``leader.imbalance.check.interval.s``    PreferredLeaders
@@ -130,6 +131,17 @@ class ElectLeadersRequest(Event):
     result: AsyncResult = field(default=None, compare=False)
 
 
+@dataclass(frozen=True)
+class ReassignmentsRequest(Event):
+    """AlterPartitionReassignments (``changes`` = ((tp, target replicas or None = cancel), ...)) or, with
+    ``changes`` None, ListPartitionReassignments of ``partitions`` (None = all) -- KIP-455. ``result`` gets the
+    answer (reassignment.py) or the exception the caller should see. Not guarded: its caller waits."""
+    guarded = False
+    changes: tuple = None
+    partitions: tuple = None
+    result: AsyncResult = field(default=None, compare=False)
+
+
 ALL = (Elect, Resign, Rewatch, ControlledShutdownRequest, BrokerChange, TopicChange, PartitionModification,
        IsrChange, DeleteTopics, StopReplicaResponse, Reassign, ReassignedIsrChange, PreferredElection, AutoRebalance,
-       ElectLeadersRequest)
+       ElectLeadersRequest, ReassignmentsRequest)

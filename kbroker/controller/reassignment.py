@@ -12,11 +12,17 @@ State: ``ctx.reassignments`` {(t, p): state.Reassignment} (added and completed h
 topic through ``drop``) and one data watch per moving partition's state znode (``_watches``, released on resign),
 whose changes (the leader adding a caught-up replica to the ISR) are ReassignedIsrChange events.
 
+AlterPartitionReassignments / ListPartitionReassignments (KIP-455) reach this duty as ReassignmentsRequest events
+(``alter_requested`` / ``list_requested``): a started reassignment is the same state as one read from the znode
+(and is written there too, so a new controller resumes it); cancelling one (``replicas`` null) cuts AR, ISR and
+leadership back to the original replicas and deletes the added ones (``_finish`` with OAR), as Kafka does.
+
 A collaborator of the controller core (controller.py): runs in its event greenlet and uses the core's narrow
 surface.
 """
 import logging
 
+from kbroker import errors
 from kbroker.coord.errors import NoNodeError
 from kbroker.coord.znodes import TopicPartitionStateZNode, TopicZNode
 
@@ -126,28 +132,34 @@ class Reassignments:
         core.send(batch)
 
     def _complete(self, tp):
+        ra = self.core.ctx.reassignments[tp]
+        if self._finish(tp, ra.target):
+            log.info("%s-%d reassigned to %s", tp[0], tp[1], ra.target)
+
+    def _finish(self, tp, final):
+        """AR, ISR and leadership cut to ``final`` (the target on completion, the original replicas on
+        cancellation); StopReplica(delete) to the others; the entry leaves the state and the znode. False (nothing
+        changed) when no live in-sync replica of ``final`` can lead."""
         core = self.core
         ctx = core.ctx
-        ra = ctx.reassignments[tp]
         allowed = core.brokers.leaders_allowed()
-        removed = [r for r in ctx.assignments[tp] if r not in ra.target]
+        removed = [r for r in ctx.assignments[tp] if r not in final]
 
         def choose(cur):
-            isr = [r for r in cur.isr if r in ra.target]
-            if cur.leader in ra.target and cur.leader in allowed:
+            isr = [r for r in cur.isr if r in final]
+            if cur.leader in final and cur.leader in allowed:
                 return cur.leader, isr
-            res = election.reassigned_partition_leader(ra.target, isr, allowed)
+            res = election.reassigned_partition_leader(final, isr, allowed)
             return (res[0], isr) if res is not None else None
         batch = RequestBatch()
         new = core.partitions.write(tp, choose)
         if new is None:
-            log.warning("%s-%d: no live in-sync replica among %s to lead; reassignment waits",
-                        tp[0], tp[1], ra.target)
-            return
-        self._write_assignment(tp, list(ra.target))
+            log.warning("%s-%d: no live in-sync replica among %s to lead; reassignment waits", tp[0], tp[1], final)
+            return False
+        self._write_assignment(tp, list(final))
         ctx.partition_states[tp] = ONLINE
         self.drop(tp)
-        for r in ra.target:
+        for r in final:
             ctx.replica_states[(tp, r)] = R_ONLINE
         core.partitions.send_leadership(batch, tp)
         for r in removed:
@@ -156,8 +168,82 @@ class Reassignments:
                 batch.add_stop_replica([r], tp, True)
         core.send(batch)
         self._remove_from_znode([tp])
-        log.info("%s-%d reassigned to %s", tp[0], tp[1], ra.target)
         core.deletion.resume()
+        return True
+
+    # ------------------------------------------------------------------------------------------ KIP-455 APIs
+
+    def on_api_request(self, event):
+        """AlterPartitionReassignments / ListPartitionReassignments from a handler on this broker (events.py)."""
+        try:
+            if not self.core.active:
+                raise errors.NotController("broker %d is not the controller" % self.core.broker_id)
+            if event.changes is not None:
+                event.result.set(self.alter_requested(dict(event.changes)))
+            else:
+                event.result.set(self.list_requested(event.partitions))
+        except Exception as e:  # noqa: BLE001 - the waiting handler answers it
+            event.result.set_exception(e)
+
+    def alter_requested(self, changes):
+        """{tp: target or None} -> {tp: (error code, message or None)}. Kafka's checks, per partition: unknown ->
+        UNKNOWN_TOPIC_OR_PARTITION (3); cancel without a reassignment -> NO_REASSIGNMENT_IN_PROGRESS (85); an
+        empty list, duplicates, or brokers not live -> INVALID_REPLICA_ASSIGNMENT (39). A new target for a
+        partition already moving -> REASSIGNMENT_IN_PROGRESS (60) (deviation: KIP-455 replaces the target; here
+        the caller cancels first). The target equal to the current replicas is a no-op. A started one is also
+        written to ``/admin/reassign_partitions`` so a new controller resumes it (the tool's --verify sees it)."""
+        ctx = self.core.ctx
+        out, started = {}, {}
+        for tp, target in changes.items():
+            replicas = ctx.assignments.get(tp)
+            if replicas is None or tp[0] in ctx.topics_to_delete:
+                out[tp] = (errors.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+            elif target is None:
+                if tp not in ctx.reassignments:
+                    out[tp] = (errors.NO_REASSIGNMENT_IN_PROGRESS, "No reassignment in progress for %s-%d"
+                               % tp)
+                elif self._finish(tp, ctx.reassignments[tp].original):
+                    log.info("%s-%d reassignment cancelled: back to %s", tp[0], tp[1], ctx.assignments[tp])
+                    out[tp] = (0, None)
+                else:
+                    out[tp] = (errors.REASSIGNMENT_IN_PROGRESS, "no live in-sync original replica can lead %s-%d "
+                               "yet; cancellation not possible now" % tp)
+            elif not target:
+                out[tp] = (errors.INVALID_REPLICA_ASSIGNMENT, "Empty replica list specified in partition "
+                           "reassignment.")
+            elif len(set(target)) != len(target):
+                out[tp] = (errors.INVALID_REPLICA_ASSIGNMENT, "Duplicate replica ids in partition reassignment "
+                           "replica list: %s" % list(target))
+            elif any(r not in ctx.live_brokers for r in target):
+                out[tp] = (errors.INVALID_REPLICA_ASSIGNMENT, "Replica assignment has brokers that are not alive. "
+                           "Replica list: %s, live broker list: %s" % (list(target), sorted(ctx.live_brokers)))
+            elif tp in ctx.reassignments:
+                same = list(ctx.reassignments[tp].target) == list(target)
+                out[tp] = (0, None) if same else (errors.REASSIGNMENT_IN_PROGRESS, "%s-%d is being reassigned to "
+                                                  "%s; cancel that first" % (tp + (ctx.reassignments[tp].target,)))
+            else:
+                out[tp] = (0, None)
+                if list(target) != list(replicas):
+                    started[tp] = list(target)
+        if started:
+            self._add_to_znode(started)
+            for tp, target in started.items():
+                ctx.reassignments[tp] = ctx.new_reassignment(target, list(ctx.assignments[tp]))
+                self._watches[tp] = self.core.watch_data(TopicPartitionStateZNode.path(*tp),
+                                                         ev.ReassignedIsrChange(tp))
+                self.on_partition(tp)
+        return out
+
+    def list_requested(self, partitions):
+        """{tp: (replicas, adding, removing)} of the ongoing reassignments among ``partitions`` (None = all)."""
+        ctx = self.core.ctx
+        wanted = ctx.reassignments if partitions is None else [tp for tp in partitions if tp in ctx.reassignments]
+        out = {}
+        for tp in wanted:
+            ra = ctx.reassignments[tp]
+            out[tp] = (list(ctx.assignments.get(tp, ())), [r for r in ra.target if r not in ra.original],
+                       [r for r in ra.original if r not in ra.target])
+        return out
 
     # ------------------------------------------------------------------------------------------------ znodes
 
@@ -169,6 +255,20 @@ class Reassignments:
         current[tp[1]] = list(replicas)
         core.backend.set(path, TopicZNode.encode(current), version=stat.version)
         core.ctx.assignments[tp] = list(replicas)
+
+    def _add_to_znode(self, targets):
+        """Merge {tp: target} into ``/admin/reassign_partitions`` (its watch sees them already in progress)."""
+        data, _ = self.core.backend.get_or_none(ReassignPartitionsZNode.path())
+        try:
+            wanted = ReassignPartitionsZNode.decode(data) if data is not None else {}
+        except (ValueError, KeyError, TypeError):
+            wanted = {}
+        wanted.update(targets)
+        path = ReassignPartitionsZNode.path()
+        if data is None:
+            self.core.backend.create(path, ReassignPartitionsZNode.encode(wanted), makepath=True)
+        else:
+            self.core.backend.set(path, ReassignPartitionsZNode.encode(wanted))
 
     def _remove_from_znode(self, tps):
         data, _ = self.core.backend.get_or_none(ReassignPartitionsZNode.path())

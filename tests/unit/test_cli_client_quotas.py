@@ -155,7 +155,7 @@ def test_bad_values_and_keys(capsys, backend):
             (["--entity-type", "clients", "--entity-name", "a", "--entity-name", "b", "--describe"],
              "More entity names specified than entity types"),
             (["--entity-type", "topics", "--entity-default", "--describe"],
-             "one --entity-type and --entity-name (no --entity-default) for topics")]:
+             "one --entity-type and --entity-name (--entity-default only for brokers) for topics")]:
         with pytest.raises(cli.UsageError) as ei:
             cli.parse_configs_args(["--bootstrap-server", "b:1"] + argv)
         assert str(ei.value) == message
