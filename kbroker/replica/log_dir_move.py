@@ -15,11 +15,13 @@ One ``LogDirMove`` greenlet per moving partition, spawned by the ReplicaManager:
    append can come between the last check and the renames; the steps are short: the future's unflushed tail --
    what arrived since the last offload flush -- and two directory entries are fsync'd):
    a. the future's tail fsync'd (all of its data is durable before the old copy may disappear);
-   b. the current log closed, its directory renamed ``<topic>-<p>.<uuid>-delete``, the source log dir fsync'd;
+   b. the current log's directory renamed ``<topic>-<p>.<uuid>-delete`` (its files stay open), the source log
+      dir fsync'd;
    c. the future directory renamed ``<topic>-<p>`` (``Log.rename_dir``), the destination log dir fsync'd;
    d. the LogManager and the Partition switch to the new log (``replace_current_with_future``,
       ``Partition.replace_log``: the same offsets, bytes, producer state, HW and epochs);
-   e. the ``-delete`` directory removed in ``offload``.
+   e. file.delete.delay.ms later (Kafka's addLogToBeDeleted: a read handed out before the swap may still be
+      sending the old files), the old log closed and its ``-delete`` directory removed in ``offload``.
    A crash before (b) is durable leaves the current log and the future, which is loaded as the future and the move
    resumes; between (b) and (c) leaves a ``-delete`` directory (removed at load) and a complete ``-future`` one,
    which the load renames to the partition's name (``LogManager._load_futures``); after (c) the move is done.
@@ -173,8 +175,7 @@ class LogDirMove:
         future.flush()                                                   # a
         future.maybe_increment_log_start_offset(current.log_start_offset)
         entries = part.epoch_cache.entries()
-        current.close()                                                  # b
-        doomed = os.path.join(old_dir, delete_dir_name(tp[0], tp[1]))
+        doomed = os.path.join(old_dir, delete_dir_name(tp[0], tp[1]))  # b
         current.rename_dir(doomed)
         fsync_dir(old_dir)
         future.rename_dir(os.path.join(new_dir, "%s-%d" % tp))          # c
@@ -182,6 +183,25 @@ class LogDirMove:
         lm.replace_current_with_future(tp)                               # d
         part.replace_log(future, LeaderEpochCache(future.dir, entries))
         log.info("%s-%d: moved from %s to %s (%d bytes copied)", tp[0], tp[1], old_dir, new_dir, self.copied_bytes)
-        rm.offload(shutil.rmtree, doomed, True)                         # e
+        delay = current.config.file_delete_delay_ms or 0                # e
+        if delay > 0:
+            gevent.spawn_later(delay / 1000.0, self._remove_old, current, doomed)
+        else:
+            self._remove_old(current, doomed)
         return True
+
+    def _remove_old(self, old, doomed):
+        """Close the old log and remove its ``-delete`` directory (step e): file.delete.delay.ms after the swap, as
+        Kafka's addLogToBeDeleted, so a consumer's read handed out just before the swap (a FileRegion of the old
+        files, sent later) still finds its files open. A shutdown before that leaves the directory to the next
+        load, which removes every ``-delete`` directory."""
+        try:
+            self.rm.offload(_close_and_remove, old, doomed)
+        except Exception:  # noqa: BLE001 - a leftover -delete directory goes at the next start
+            log.exception("removing %s", doomed)
+
+
+def _close_and_remove(old, doomed):
+    old.close()
+    shutil.rmtree(doomed, ignore_errors=True)
 

@@ -467,14 +467,20 @@ class ReplicaManager:
         minus its own (Kafka's getLogEndOffsetLag; -1 when the partition is not hosted any more)."""
         lm = self.log_manager
         by_dir = {d: [] for d in lm.log_dirs}
+        slice_ = TimeSlice()             # 10,000 partitions: one size sum over the segments of each
         for tp, lg in lm.all_logs().items():
+            slice_.tick()
             part = self._partitions.get(tp)
             lag = max(part.high_watermark - lg.log_end_offset, 0) if part is not None else -1
-            by_dir[lm.log_dir_of(tp)].append((tp, lg.size_in_bytes, lag, False))
+            d = lm.log_dir_of(tp)
+            if d is not None:            # (deleted while the slice yielded)
+                by_dir[d].append((tp, lg.size_in_bytes, lag, False))
         for tp, lg in lm.all_futures().items():
-            current = lm.get_log(tp)
-            lag = current.log_end_offset - lg.log_end_offset if current is not None else -1
-            by_dir[lm.future_log(tp)[1]].append((tp, lg.size_in_bytes, lag, True))
+            slice_.tick()
+            current, future = lm.get_log(tp), lm.future_log(tp)
+            if future is not None:
+                lag = current.log_end_offset - lg.log_end_offset if current is not None else -1
+                by_dir[future[1]].append((tp, lg.size_in_bytes, lag, True))
         return [(d, sorted(by_dir[d])) for d in lm.log_dirs]
 
     # -------------------------------------------------------------------------------------- periodic work

@@ -9,7 +9,8 @@ Shown:
 - AlterReplicaLogDirs: a path that is not a log dir -> LOG_DIR_NOT_FOUND (57), a replica this broker does not host
   -> REPLICA_NOT_AVAILABLE (9), a move to where the replica already is -> NONE and nothing changes;
 - the move while a producer writes (acks=all, numbered records): DescribeLogDirs shows the future log in the target
-  with a lag while it copies, then the partition only in the target; the old directory is gone from disk; every
+  with a lag while it copies, then the partition only in the target; the old directory is gone from disk
+  (log.segment.delete.delay.ms after the swap: Kafka keeps the old files that long for reads in flight); every
   acknowledged record is read back exactly once at consecutive offsets, and again after a restart (the log now
   loads from the target dir).
 """
@@ -41,7 +42,7 @@ def two_dirs(tmp_path_factory):
     base = tmp_path_factory.mktemp("log_dirs")
     dirs = [str(base / "d0"), str(base / "d1")]
     b = BrokerProcess(base / "broker", overrides={"log.dirs": ",".join(dirs), "log.segment.bytes": 64 * 1024,
-                                                  "num.partitions": 1})
+                                                  "num.partitions": 1, "log.segment.delete.delay.ms": 500})
     try:
         b.start()
         admin = KafkaAdminClient(bootstrap_servers=b.bootstrap, request_timeout_ms=30000)
