@@ -174,6 +174,7 @@ class PreferredLeaders:
                 failed = (errors.ELIGIBLE_LEADERS_NOT_AVAILABLE, "Failed to elect leader for partition %s-%d under "
                           "strategy OfflinePartitionLeaderElection" % tp, -1)
                 if new is not None and cur is not None and new.leader not in cur.isr:
+                    core.stats.unclean_elections += 1         # the metrics' UncleanLeaderElectionsPerSec
                     log.warning("%s-%d: unclean leader election of broker %d asked by ElectLeaders (ISR was %s)",
                                 tp[0], tp[1], new.leader, list(cur.isr))
             if new is None:
