@@ -290,6 +290,14 @@ class LogManager:
             if t == topic:
                 log.config = config
 
+    def set_topic_configs(self, configs):
+        """``set_topic_config`` for many topics ({topic: LogConfig}) in one pass over the open logs (a dynamic
+        broker default changes every topic's: one pass, not one per topic)."""
+        for (t, _p), log in self._logs.items():
+            config = configs.get(t)
+            if config is not None:
+                log.config = config
+
     def get_log(self, tp):
         return self._logs.get(tuple(tp))
 
