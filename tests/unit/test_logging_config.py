@@ -234,3 +234,29 @@ def test_config_values_block():
     assert rows["advertised.listeners"] == "null" and rows["num.partitions"] == "1"
     assert all(re.fullmatch(r"\t\S+ = .*", l) for l in block[1:])
     assert [l.split(" = ")[0] for l in block[1:]] == sorted(l.split(" = ")[0] for l in block[1:])
+
+
+def test_unusable_log_dir_is_a_logging_config_error(tmp_path, clean_logging):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    lc.bootstrap(logging.INFO)
+    with pytest.raises(lc.LoggingConfigError) as e:
+        lc.install(lc.load(None, str(blocker / "logs")))
+    assert str(e.value).startswith("cannot open a log file: [Errno 20] Not a directory: '%s" % blocker)
+
+
+def test_server_exits_1_on_a_logging_config_error_before_touching_the_data_dir(tmp_path):
+    """kbroker-server: a logging config it cannot honour stops it (exit 1, the key named) before the broker starts."""
+    import os
+    import subprocess
+    import sys
+    (tmp_path / "server.properties").write_text("log.dirs=%s\nlisteners=PLAINTEXT://127.0.0.1:0\n" % (tmp_path / "data"))
+    (tmp_path / "logging.properties").write_text("log4j.rootLogger=LOUD, nowhere\n")
+    env = dict(os.environ, LOG_DIR=str(tmp_path / "server-logs"),
+               PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p))
+    done = subprocess.run([sys.executable, "-m", "kbroker.cli.server", str(tmp_path / "server.properties")],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert ("kbroker-server: logging configuration error: %s: log4j.rootLogger=LOUD: unknown level"
+            % (tmp_path / "logging.properties")) in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["logging.properties", "server.properties"]
