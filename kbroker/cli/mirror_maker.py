@@ -124,22 +124,25 @@ class TargetTopics:
         self.lock = threading.Lock()
 
     def ensure(self, topic, source_topic=None, timeout=30.0):
-        if topic in self.done:
-            return
+        """Create or grow ``topic`` on the target from ``source_topic`` (default: the same name), once."""
+        if topic not in self.done:
+            self.sync([(topic, source_topic or topic)], timeout)
+
+    def sync(self, pairs, timeout=30.0):
+        """Create or grow each (target topic, source topic) of ``pairs``: one metadata read of each cluster.
+        list_topics() of every topic: naming one would have a broker with auto.create.topics.enable create it."""
         with self.lock:
-            if topic not in self.done:
-                self._ensure(topic, source_topic or topic, timeout)
+            src = self.source.list_topics(timeout=timeout).topics
+            tgt = self.target.list_topics(timeout=timeout).topics
+            for topic, source_topic in pairs:
+                self._sync_one(topic, source_topic, src.get(source_topic), tgt.get(topic), timeout)
                 self.done.add(topic)
 
-    def _ensure(self, topic, source_topic, timeout):
+    def _sync_one(self, topic, source_topic, src, tgt, timeout):
         from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic
-        # list_topics() of every topic: naming one would have a broker with auto.create.topics.enable create it
-        # with its defaults.
-        src = self.source.list_topics(timeout=timeout).topics.get(source_topic)
         if src is None or src.error is not None or not src.partitions:
             return   # the source does not have it (a handler's new name): the producer's broker decides
         count = len(src.partitions)
-        tgt = self.target.list_topics(timeout=timeout).topics.get(topic)
         if tgt is not None and tgt.error is None and tgt.partitions:
             if len(tgt.partitions) < count:
                 self.target.create_partitions([NewPartitions(topic, count)],
@@ -181,6 +184,7 @@ class Mirror:
                                    rdkafka_props.connection_only(producer_conf), self.log)
         self.stopping = threading.Event()
         self.failed = threading.Event()      # a send failed and abort.on.send.failure is set
+        self.counts_lock = threading.Lock()
         self.lock = threading.Lock()
         self.acked = 0
         self.dropped = 0
@@ -200,10 +204,12 @@ class Mirror:
         else:
             self.log("dropped a record to %s: %s" % (msg.topic(), err))
 
-    def _send(self, rec, source_topic):
+    def _send(self, rec, source_topic, on_delivery):
+        """Hand ``rec`` to the producer; True once it is queued (``on_delivery`` will be called for it)."""
+        from confluent_kafka import KafkaException
         if rec.topic not in self.topics.done:
             self.topics.ensure(rec.topic, source_topic)
-        kwargs = {"key": rec.key, "on_delivery": self._delivered}
+        kwargs = {"key": rec.key, "on_delivery": on_delivery}
         if rec.timestamp:
             kwargs["timestamp"] = rec.timestamp
         if rec.headers:
@@ -213,18 +219,14 @@ class Mirror:
         while True:
             try:
                 self.producer.produce(rec.topic, rec.value, **kwargs)
-                return
+                return True
             except BufferError:          # queue full: block like Java's max.block.ms=Long.MaxValue
                 self.producer.poll(0.1)
                 if self.failed.is_set():
-                    return
-
-    def flush(self):
-        """Wait for every outstanding acknowledgement; True when the offsets consumed so far may be committed."""
-        while self.producer.flush(1.0) > 0:
-            if self.failed.is_set():
+                    return False
+            except KafkaException as e:  # refused before sending (e.g. too large): a failed send, as in Java
+                self._delivered(e.args[0], _Failed(rec.topic))
                 return False
-        return not self.failed.is_set()
 
     # -- streams
     def run(self):
@@ -253,6 +255,16 @@ class Mirror:
             self.stopping.set()
 
 
+class _Failed:
+    """Stands for the message of a record produce() refused (what the delivery callback reads of it)."""
+
+    def __init__(self, topic):
+        self._topic = topic
+
+    def topic(self):
+        return self._topic
+
+
 class Stream:
     """One consumer of the group: consume -> handler -> producer; commit after a flush (module docstring)."""
 
@@ -266,6 +278,8 @@ class Stream:
             conf["enable.auto.offset.store"] = "false"   # stored below, after the handler has sent the record
         self.consumer = rdkafka_props.check(Consumer, conf, "--consumer.config")
         self.pending = {}        # (topic, partition) -> next offset, all sent to the producer
+        self.outstanding = 0     # records this stream produced that are not acknowledged (or failed) yet
+        self.index = index
         self.subscribed = None
         self.last_commit = time.monotonic()
 
@@ -275,8 +289,8 @@ class Stream:
         try:
             while not self.m.stopping.is_set() and not self.m.failed.is_set():
                 if time.monotonic() >= next_refresh:
-                    self._subscribe()
-                    next_refresh = time.monotonic() + self.m.refresh_s
+                    # a source that cannot be listed now is tried again in a second
+                    next_refresh = time.monotonic() + (self.m.refresh_s if self._subscribe() else 1.0)
                 if not self.subscribed:
                     self.m.stopping.wait(min(1.0, self.m.refresh_s))
                     continue
@@ -301,29 +315,54 @@ class Stream:
                 pass
 
     def _subscribe(self):
-        md = self.consumer.list_topics(timeout=30)
-        topics = sorted(t for t, meta in md.topics.items() if meta.error is None and self.m.accept(t))
-        if topics == self.subscribed:
-            return
-        if isinstance(self.m.handler, DefaultHandler):   # a handler may rename: then first send creates
-            for t in topics:
-                self.m.topics.ensure(t)
-        self.consumer.subscribe(topics, on_assign=self._assigned, on_revoke=self._revoked)
-        self.m.log("subscribed to %d topic(s): %s" % (len(topics), ",".join(topics)))
-        self.subscribed = topics
+        """(Re)subscribe to the matching source topics, creating or growing them on the target first (stream 0
+        does that at every refresh, so a source topic's new partitions reach the target too). False when a
+        cluster could not be read."""
+        from confluent_kafka import KafkaException
+        try:
+            md = self.consumer.list_topics(timeout=30)
+            topics = sorted(t for t, meta in md.topics.items() if meta.error is None and self.m.accept(t))
+            # with a message handler, which may rename topics, the first send creates the target topic
+            if isinstance(self.m.handler, DefaultHandler) and (self.index == 0 or topics != self.subscribed):
+                self.m.topics.sync([(t, t) for t in topics])
+        except KafkaException as e:
+            self.m.log("cannot read the topics: %s (again in 1 s)" % e)
+            return False
+        if topics != self.subscribed:
+            self.consumer.subscribe(topics, on_assign=self._assigned, on_revoke=self._revoked)
+            self.m.log("subscribed to %d topic(s): %s" % (len(topics), ",".join(topics)))
+            self.subscribed = topics
+        return True
 
     def _mirror(self, msg):
         ts_type, ts = msg.timestamp()
         rec = SourceRecord(msg.topic(), msg.partition(), msg.offset(), ts if ts_type else None, msg.key(),
                            msg.value(), msg.headers())
         for out in self.m.handler.handle(rec) or ():
-            self.m._send(out, rec.topic)
+            with self.m.counts_lock:
+                self.outstanding += 1
+            if not self.m._send(out, rec.topic, self._delivered):
+                with self.m.counts_lock:
+                    self.outstanding -= 1
         self.pending[(rec.topic, rec.partition)] = rec.offset + 1
+
+    def _delivered(self, err, msg):
+        with self.m.counts_lock:
+            self.outstanding -= 1
+        self.m._delivered(err, msg)
+
+    def flush(self):
+        """Wait until every record this stream produced is acknowledged (Java's producer.flush() waits for the
+        records sent before it; librdkafka's flush() would also wait for the other streams' later ones). True when
+        none failed: the offsets consumed so far may then be committed."""
+        while self.outstanding > 0 and not self.m.failed.is_set():
+            self.m.producer.poll(0.1)    # serves delivery callbacks (any stream's)
+        return not self.m.failed.is_set()
 
     def commit(self):
         """Flush, then commit what was sent -- never before the producer has acknowledged it."""
         from confluent_kafka import KafkaException, TopicPartition
-        if not self.m.flush() or not self.pending:
+        if not self.flush() or not self.pending:
             self.last_commit = time.monotonic()
             return
         offsets = [TopicPartition(t, p, o) for (t, p), o in sorted(self.pending.items())]
