@@ -13,12 +13,14 @@ partition (Kafka's murmur2, so order per key is kept); source and target offsets
 
 No loss (the invariant): a stream commits a source offset only after the producer has acknowledged every record
 consumed before it. Every ``--offset.commit.interval.ms`` (default 60000), when its partitions are revoked and when
-it stops, a stream flushes the producer (waits for every outstanding acknowledgement) and only then commits, for
-each partition, the offset after the last record it handed to the producer. A ``kill -9`` at any moment therefore
-loses nothing: the records after the last commit are consumed and sent again (duplicates, at most one commit
-interval's worth). With ``--abort.on.send.failure true`` (the default) a failed send stops the mirror before its
-offset is committed (exit status 1); with ``false`` the record is dropped, counted and reported on stderr, and
-offsets move past it (Kafka's behaviour).
+it stops, a stream waits until every record it has produced is acknowledged (its own count of outstanding records:
+Java's ``producer.flush()`` semantics; librdkafka's ``flush()`` would also wait for the other streams' later
+records) and only then commits, for each partition, the offset after the last record it handed to the producer. A
+record the producer refuses at once (e.g. larger than ``message.max.bytes``) is a failed send too. A ``kill -9`` at
+any moment therefore loses nothing: the records after the last commit are consumed and sent again (duplicates, at
+most one commit interval's worth). With ``--abort.on.send.failure true`` (the default) a failed send stops the
+mirror before its offset is committed (exit status 1); with ``false`` the record is dropped, counted and reported on
+stderr, and offsets move past it (Kafka's behaviour).
 
 Defaults set unless the files say otherwise (Kafka 0.10's MirrorMaker's, for the same reasons): consumer
 ``enable.auto.commit=false`` (with ``true``, librdkafka commits in the background, but only the offsets the mirror
@@ -31,13 +33,16 @@ Topics: ``--whitelist`` is a regular expression matched against the whole topic 
 mean '|', spaces and surrounding quotes are dropped (Kafka 0.10's TopicFilter), and a lone ``*`` means every
 topic. ``--blacklist`` mirrors every topic that does not match (Kafka 0.10 allowed it only with the old consumer).
 Internal topics are never mirrored. The source's topic list is read at start and again every
-``metadata.max.age.ms`` of the consumer config (default 300000, Java's), so new matching topics are picked up.
+``metadata.max.age.ms`` of the consumer config (default 300000, Java's), so new matching topics are picked up; a
+source that cannot be read is tried again every second (the mirror keeps running).
 
 Auto-creation on the target: before a topic is subscribed (with a message handler, which may rename topics: before
-the first record goes to a topic), the target gets it with the source topic's partition count and its topic-level config overrides
-(DescribeConfigs entries of source DYNAMIC_TOPIC_CONFIG), and the target's default replication factor; a target
-topic with fewer partitions than the source gets more (CreatePartitions). Both through librdkafka's AdminClient on
-the connection settings (bootstrap, security) of the consumer and producer configs.
+the first record goes to a topic), the target gets it with the source topic's partition count and its topic-level
+config overrides (DescribeConfigs entries of source DYNAMIC_TOPIC_CONFIG), and the target's default replication
+factor; a target topic with fewer partitions than the source gets more (CreatePartitions), checked again at every
+topic-list refresh so partitions added to a source topic reach the target. A topic that exists on the target keeps
+its configs. Both through librdkafka's AdminClient on the connection settings (bootstrap, security) of the consumer
+and producer configs.
 
 Message handler (``--message.handler``): a Python class ``package.module.Class`` (or ``module:Class``),
 constructed with the ``--message.handler.args`` string when given; its ``handle(record)`` gets a ``SourceRecord``
