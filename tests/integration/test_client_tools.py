@@ -218,3 +218,37 @@ def test_verifiable_producer_stops_on_sigterm(shared_broker):
     successes = sum(e["name"] == "producer_send_success" for e in events)
     assert tool["acked"] == successes == tool["sent"] and tool["target_throughput"] == 200
     assert len(read_values(bs, "verif-t")) == successes
+
+
+def test_producer_perf_payload_file_transactions_metrics(shared_broker, tmp_path):
+    bs = shared_broker.bootstrap
+    create(bs, "perf-tx")
+    payloads = tmp_path / "payloads.txt"
+    payloads.write_text("alpha|beta|gamma")
+    rc, out, err = admin("producer-perf-test", "--topic", "perf-tx", "--num-records", 300, "--throughput", -1,
+                         "--payload-file", payloads, "--payload-delimiter", "|", "--bootstrap-server", bs,
+                         "--transactional-id", "perf-tx-1", "--transaction-duration-ms", 100, "--print-metrics")
+    assert rc == 0, err
+    lines = out.splitlines()
+    assert lines[:2] == ["Reading payloads from: %s" % payloads, "Number of messages read: 3"]
+    total = next(line for line in lines if TOTAL.match(line))
+    assert total.startswith("300 records sent, ")
+    table = lines[lines.index("") + 1:]
+    assert re.fullmatch(r"Metric Name +: Value", table[0]) and len(table) > 5, out
+    assert any(re.fullmatch(r"producer:txmsgs +: 300", line) for line in table), table
+    # read_committed sees all 300 (committed transactions), each one of the payloads
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bs, "group.id": "perf-tx-check", "isolation.level": "read_committed",
+                  "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition("perf-tx", 0, 0)])
+        got = []
+        deadline = time.monotonic() + 30
+        while len(got) < 300 and time.monotonic() < deadline:
+            got += [m.value() for m in c.consume(500, 0.5) if m.error() is None]
+    finally:
+        c.close()
+    assert len(got) == 300 and set(got) <= {b"alpha", b"beta", b"gamma"}
+    from kbroker.client.admin import AdminClient as KAdmin
+    with KAdmin(bs) as a:
+        assert a.describe_transactions(["perf-tx-1"])["perf-tx-1"].state == "CompleteCommit"
