@@ -67,7 +67,7 @@ def _settle(pending):
     """Answer every pending partition whose low watermark reached its offset (or which stopped leading); returns the
     ones still waiting."""
     left = []
-    for r, part, required in pending:
+    for r, part, required in sliced(pending):        # up to request.max.elements partitions: 20 ms slices
         if not part.is_leader:
             r["error_code"] = errors.NOT_LEADER_OR_FOLLOWER
             continue
