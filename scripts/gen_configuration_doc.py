@@ -14,7 +14,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from kbroker.config import TOPIC_CONFIGS  # noqa: E402
-from kbroker.config.keys import APPLIED, NO_EFFECT, _KEYS, effect_of  # noqa: E402
+from kbroker.config.keys import APPLIED, DEFAULT_EQUIVALENTS, NO_EFFECT, _KEYS, effect_of  # noqa: E402
 from kbroker.config.values import format_default  # noqa: E402
 
 PATH = os.path.join(ROOT, "docs", "configuration.md")
@@ -104,7 +104,11 @@ def _effect(key):
     kind, reason = effect_of(key)
     if kind == APPLIED:
         return "applied"
-    return "%s: %s" % ("no effect" if kind == NO_EFFECT else "refused unless default", reason)
+    text = "%s: %s" % ("no effect" if kind == NO_EFFECT else "refused unless default", reason)
+    same = DEFAULT_EQUIVALENTS.get(key.name)
+    if same:
+        text += " (Kafka's defaults %s are accepted as the default)" % ", ".join("`%s`" % v for v in same)
+    return text
 
 
 def _valid(validator):

@@ -24,7 +24,7 @@ import sys
 
 from kbroker.config import BrokerConfig, ConfigError, listener_sasl, listener_ssl
 from kbroker.config.files import load_file, parse_override
-from kbroker.config.keys import CONFIG_KEYS, NO_EFFECT, REFUSED_UNLESS_DEFAULT, _KEYS, effect_of
+from kbroker.config.keys import CONFIG_KEYS, NO_EFFECT, REFUSED_UNLESS_DEFAULT, _KEYS, effect_of, is_default
 from kbroker.config.values import Password, format_default, format_value, parse_value
 
 ERROR, UNKNOWN, IGNORED, USED, DEFAULTED = "error", "unknown", "ignored", "used", "defaulted"
@@ -80,7 +80,7 @@ def classify(props, sources):
             rows[name] = (ERROR, hidden or _raw_shown(name, raw), src, str(e))
             continue
         kind, reason = effect_of(key)
-        if kind == REFUSED_UNLESS_DEFAULT and value != key.default:
+        if kind == REFUSED_UNLESS_DEFAULT and not is_default(key, value):
             rows[name] = (ERROR, hidden or _shown(value), src,
                           "only the default (%s) is accepted: %s" % (format_default(key.default), reason))
         elif kind == NO_EFFECT:

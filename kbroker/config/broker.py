@@ -7,7 +7,7 @@ from kbroker.security.acl import AUTHORIZER_CLASSES, principal_error
 
 from . import listener_sasl, listener_ssl
 from .files import Listener, _ZK_CONNECT, load_file, parse_listeners, parse_override, parse_protocol_map
-from .keys import CONFIG_KEYS, NO_EFFECT, REFUSED_UNLESS_DEFAULT, _KEYS, effect_of
+from .keys import CONFIG_KEYS, NO_EFFECT, REFUSED_UNLESS_DEFAULT, _KEYS, effect_of, is_default
 from .values import ConfigError, Password, _invalid, format_default, format_value, parse_value
 
 
@@ -428,7 +428,7 @@ class BrokerConfig:
                 continue
             kind, reason = effect_of(key)
             value = self._values[key.name]
-            if kind == REFUSED_UNLESS_DEFAULT and value != key.default:
+            if kind == REFUSED_UNLESS_DEFAULT and not is_default(key, value):
                 shown = value if isinstance(value, Password) else self.originals[key.name]
                 raise _invalid(key.name, shown, "only the default (%s) is accepted: %s"
                                % (format_default(key.default), reason))

@@ -37,6 +37,22 @@ def refused_unless_default(reason):
     return "%s: %s" % (REFUSED_UNLESS_DEFAULT, reason)
 
 
+# Values Kafka itself ships as the default of a key kbroker accepts only at its default, where kbroker behaves as
+# that default does: naming one asks for the default behaviour, so it is accepted like the default (a configuration
+# written out from a running Kafka names them; --check-config on Kafka 0.10.1's documented defaults showed it).
+DEFAULT_EQUIVALENTS = {
+    "principal.builder.class": (
+        "org.apache.kafka.common.security.auth.DefaultPrincipalBuilder",                # Kafka 0.9 - 1.x
+        "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder",  # Kafka >= 3.0's default
+    ),
+}
+
+
+def is_default(key, value):
+    """True when ``value`` (typed) is the key's default or one of Kafka's equivalent defaults for it."""
+    return value == key.default or value in DEFAULT_EQUIVALENTS.get(key.name, ())
+
+
 def effect_of(key):
     """(kind, reason) of a ConfigKey or TopicKey: kind is APPLIED, NO_EFFECT or REFUSED_UNLESS_DEFAULT."""
     kind, _, reason = key.effect.partition(": ")

@@ -84,24 +84,21 @@ _PURGATORY = ("no effect: kbroker has no purgatory to purge: a parked Fetch or a
               "and is woken by the append or high-watermark advance that completes it")
 _KRB = ("no effect: kbroker has no Java Kerberos login thread to tune: a GSSAPI listener accepts tickets with its "
         "keytab and needs no ticket of its own, and MIT Kerberos fetches fresh client tickets from the keytab itself")
-_SAMPLES = "no effect: kbroker keeps no sampled metrics"
+_NO_TLS = "no effect: no listener uses TLS (listener.security.protocol.map maps none to SSL or SASL_SSL)"
 
 
 def test_kafka_0101_server_properties_with_every_documented_default():
-    """Kafka 0.10.1's documentation defaults, every key: 18 keys do nothing here (thread pools, purgatory, Kerberos
-    login thread, sampled metrics, format versions) and are reported ignored with the reason; one is refused --
-    principal.builder.class names Kafka's Java default class, which kbroker cannot load (it builds principals as
-    that class does, but accepts the key only unset) -- so the check fails, as startup would; the rest are used."""
+    """Kafka 0.10.1's documentation defaults, every key: the file passes (exit 0). 21 keys do nothing here and are
+    reported ignored with the reason -- thread pools, purgatory, Kerberos login thread, format versions, and the
+    ssl.* settings, as no listener uses TLS (found when the whole configuration is built) -- the rest are used,
+    principal.builder.class included: it names Kafka's own default class, which kbroker behaves as
+    (keys.DEFAULT_EQUIVALENTS; it was refused until this test showed it)."""
     code, lines = report(KAFKA_0101_DEFAULTS)
     set_lines, defaulted, last = split(lines)
     errors = [l for l in set_lines if l.startswith("error ")]
     ignored = [l for l in set_lines if l.startswith("ignored ")]
     used = [l for l in set_lines if l.startswith("used ")]
-    assert errors == [
-        "error      principal.builder.class=org.apache.kafka.common.security.auth.DefaultPrincipalBuilder  (file) "
-        "only the default (unset) is accepted: kbroker builds principals as Kafka's DefaultKafkaPrincipalBuilder does "
-        "(ssl.principal.mapping.rules, sasl.kerberos.principal.to.local.rules): a Java principal builder class "
-        "cannot be loaded"]
+    assert errors == []
     assert [l for l in set_lines if l.startswith("unknown ")] == []
     assert ignored == [
         "ignored    background.threads=10  (file) " + _THREADS % "background",
@@ -112,8 +109,6 @@ def test_kafka_0101_server_properties_with_every_documented_default():
         "time (bounded by max.message.bytes); it has no I/O buffer to size",
         "ignored    log.message.format.version=0.10.1-IV2  (file) no effect: kbroker stores record batches v2 and "
         "down-converts per Fetch version, as Kafka >= 3.0 does (which ignores this key too)",
-        "ignored    metrics.num.samples=2  (file) " + _SAMPLES,
-        "ignored    metrics.sample.window.ms=30000  (file) " + _SAMPLES,
         "ignored    num.io.threads=8  (file) " + _THREADS % "request handler",
         "ignored    num.network.threads=3  (file) " + _THREADS % "network",
         "ignored    num.recovery.threads.per.data.dir=1  (file) no effect: kbroker recovers the logs of a directory "
@@ -128,6 +123,11 @@ def test_kafka_0101_server_properties_with_every_documented_default():
         "ignored    sasl.kerberos.min.time.before.relogin=60000  (file) " + _KRB,
         "ignored    sasl.kerberos.ticket.renew.jitter=0.05  (file) " + _KRB,
         "ignored    sasl.kerberos.ticket.renew.window.factor=0.8  (file) " + _KRB,
+        "ignored    ssl.client.auth=none  (file) " + _NO_TLS,
+        "ignored    ssl.enabled.protocols=TLSv1.2,TLSv1.1,TLSv1  (file) " + _NO_TLS,
+        "ignored    ssl.keystore.type=JKS  (file) " + _NO_TLS,
+        "ignored    ssl.protocol=TLS  (file) " + _NO_TLS,
+        "ignored    ssl.truststore.type=JKS  (file) " + _NO_TLS,
         "ignored    zookeeper.sync.time.ms=2000  (file) no effect: it tunes ZooKeeper followers, not a ZooKeeper "
         "client",
     ]
@@ -135,17 +135,18 @@ def test_kafka_0101_server_properties_with_every_documented_default():
     from kbroker.config.files import load_file
     props = load_file(str(KAFKA_0101_DEFAULTS))
     assert len(props) == 115
-    named = {l.split()[1].split("=", 1)[0] for l in errors + ignored}
+    named = {l.split()[1].split("=", 1)[0] for l in ignored}
     assert {l.split()[1].split("=", 1)[0] for l in used} == set(props) - named
     assert "used       unclean.leader.election.enable=true  (file)" in used      # 0.10.1's default, not ours
     assert "used       delete.topic.enable=false  (file)" in used
     assert "used       message.max.bytes=1000012  (file)" in used
     assert "used       log.cleanup.policy=delete  (file)" in used               # the list [delete]
-    assert "used       ssl.enabled.protocols=TLSv1.2,TLSv1.1,TLSv1  (file)" in used
+    assert ("used       principal.builder.class=org.apache.kafka.common.security.auth.DefaultPrincipalBuilder  "
+            "(file)") in used
     assert "used       zookeeper.connect=localhost:2181  (file)" in used
     check_defaulted(defaulted, props)
-    assert last == summary(1, 0, 18, 96, 115)
-    assert code == 1
+    assert last == summary(0, 0, 21, 94, 115)
+    assert code == 0
 
 
 def test_broken_file_lists_every_bad_key(tmp_path):
@@ -172,6 +173,20 @@ def test_broken_file_lists_every_bad_key(tmp_path):
                                 "num.io.threads", "ssl.keystore.password", "listeners"])
     assert last == summary(4, 1, 1, 2, 7)
     assert code == 1
+
+
+@pytest.mark.parametrize("value, accepted", [
+    ("org.apache.kafka.common.security.auth.DefaultPrincipalBuilder", True),
+    ("org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder", True),
+    ("org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilderX", False),
+])
+def test_kafkas_default_principal_builders_are_the_default(value, accepted):
+    from kbroker.config import BrokerConfig, ConfigError
+    if accepted:
+        assert BrokerConfig.from_dict({"principal.builder.class": value})["principal.builder.class"] == value
+    else:
+        with pytest.raises(ConfigError, match="principal.builder.class"):
+            BrokerConfig.from_dict({"principal.builder.class": value})
 
 
 def test_cross_key_error_is_reported_on_the_key_it_names(tmp_path):
