@@ -55,8 +55,9 @@ class World:
     def __init__(self, batches, fail_offsets=()):
         self.batches = list(batches)
         self.fail_offsets = set(fail_offsets)
-        self.log = []              # ("acked", offset) / ("failed", offset) / ("commit", offset)
+        self.log = []              # ("acked", offset) / ("failed", offset) / ("commit", offset) / ("close", None)
         self.mirror = None
+        self.rebalance_when_left = None   # a rebalance in the poll that finds this many batches left
 
     def install(self, monkeypatch):
         import confluent_kafka
@@ -93,8 +94,18 @@ class World:
 
             def subscribe(self, topics, on_assign=None, on_revoke=None):
                 world.subscribed = topics
+                self.callbacks = (on_assign, on_revoke)
+                self.assigned = False
 
             def consume(self, n, timeout):
+                tp = [types.SimpleNamespace(topic="t", partition=0)]
+                if not self.assigned:       # the first poll joins the group
+                    self.assigned = True
+                    self.callbacks[0](self, tp)
+                elif len(world.batches) == world.rebalance_when_left:   # a rebalance inside this poll
+                    world.rebalance_when_left = None
+                    self.callbacks[1](self, tp)
+                    self.callbacks[0](self, tp)
                 if not world.batches:
                     world.mirror.stopping.set()
                     return []
@@ -103,8 +114,9 @@ class World:
             def commit(self, offsets, asynchronous=True):
                 world.log.append(("commit", offsets[0].offset))
 
-            def close(self):
-                pass
+            def close(self):            # librdkafka revokes the assignment on close
+                world.log.append(("close", None))
+                self.callbacks[1](self, [types.SimpleNamespace(topic="t", partition=0)])
 
         class AdminClient:
             def __init__(self, conf):
@@ -118,9 +130,10 @@ class World:
         monkeypatch.setattr(confluent_kafka.admin, "AdminClient", AdminClient)
         return self
 
-    def run(self, abort=True, interval_ms=0):
+    def run(self, abort=True, interval_ms=0, listener=None):
         self.mirror = mm.Mirror({"bootstrap.servers": "x", "group.id": "g"}, {"bootstrap.servers": "y"},
-                                mm.topic_filter("t"), 1, interval_ms, abort, mm.DefaultHandler(), log=lambda m: None)
+                                mm.topic_filter("t"), 1, interval_ms, abort, mm.DefaultHandler(), listener,
+                                log=lambda m: None)
         return self.mirror.run()
 
 
@@ -138,7 +151,7 @@ def test_commits_only_acknowledged_offsets(monkeypatch):
     world = World([[0, 1, 2], [3, 4], [5, 6, 7, 8]]).install(monkeypatch)
     assert world.run() == 0
     _check_invariant(world.log)
-    assert world.log[-1] == ("commit", 9)
+    assert [o for kind, o in world.log if kind == "commit"][-1] == 9
     assert world.subscribed == ["t"]
     assert (world.mirror.acked, world.mirror.dropped) == (9, 0)
 
@@ -164,6 +177,29 @@ def test_commit_interval_batches_commits(monkeypatch):
     assert world.run(interval_ms=3600 * 1000) == 0
     assert [o for kind, o in world.log if kind == "commit"] == [4]   # only the final one
     _check_invariant(world.log)
+
+
+class Listener:
+    def __init__(self, args=None):
+        self.calls = []
+
+    def on_partitions_assigned(self, partitions):
+        self.calls.append(("assigned", partitions))
+
+    def on_partitions_revoked(self, partitions):
+        self.calls.append(("revoked", partitions))
+
+
+def test_rebalance_listener_and_commit_on_revoke(monkeypatch):
+    # the commit interval never comes: the revocation must commit what was consumed before it, after the acks
+    world = World([[0, 1, 2], [3, 4]]).install(monkeypatch)
+    world.rebalance_when_left = 1
+    listener = mm.load_class(__name__ + ".Listener", None)
+    assert world.run(interval_ms=3600 * 1000, listener=listener) == 0
+    tp = [("t", 0)]
+    assert listener.calls == [("assigned", tp), ("revoked", tp), ("assigned", tp), ("revoked", tp)]
+    assert world.log == [("acked", 0), ("acked", 1), ("acked", 2), ("commit", 3),
+                         ("acked", 3), ("acked", 4), ("commit", 5), ("close", None)]
 
 
 # ---------------------------------------------------------------------------------------------- options
