@@ -15,8 +15,9 @@ Output (stdout), Kafka's lines; partitions in (topic, partition) order (Kafka: i
     partition: foo-1<TAB>low_watermark: 1
     partition: foo-2<TAB>error: org.apache.kafka.common.errors.OffsetOutOfRangeException: The requested offset ...
 
-A partition error is a line of the output, not a failure (exit 0, as Kafka). Errors of the command itself (stderr,
-exit 1): ``Error while executing delete records command : <message>``; usage errors: the problem and the usage.
+A partition error is a line of the output, not a failure (exit 0, as Kafka). Errors of the command itself: the
+message alone on stderr, exit 1 (Kafka 3.9's DeleteRecordsCommand prints the exception's message, then its stack
+trace); usage errors: the problem and the usage.
 """
 import json
 import sys
@@ -115,8 +116,7 @@ def main(argv):
     try:
         return run(opts, sys.stdout)
     except (CommandError, errors.KafkaError, OSError) as e:
-        print("Error while executing delete records command : %s" % (getattr(e, "message", None) or e),
-              file=sys.stderr)
+        print(getattr(e, "message", None) or str(e), file=sys.stderr)
         return 1
 
 

@@ -4,8 +4,9 @@ ElectLeaders (43) to the controller.
     kbroker-admin leader-election --bootstrap-server H:P --election-type PREFERRED|UNCLEAN
         (--topic T --partition P | --all-topic-partitions | --path-to-json-file F) [--admin.config FILE]
 
-``F``: ``{"partitions": [{"topic": "foo", "partition": 1}]}`` (Kafka's; empty -> ``Replica election data is
-empty``, a partition twice -> ``Replica election data contains duplicate partitions: foo-1``).
+``F``: ``{"partitions": [{"topic": "foo", "partition": 1}]}`` (Kafka's; not JSON -> ``Replica election data is
+empty``, no ``partitions`` -> ``Replica election data is missing "partitions" field``, a partition twice ->
+``Replica election data contains duplicate partitions: [foo-1]``).
 ``--all-topic-partitions`` asks for every partition (the request's partitions null). ``--admin.config`` (Kafka's name)
 is read like every tool's ``--command-config``.
 
@@ -18,9 +19,10 @@ Output (stdout), Kafka's lines; partitions ``topic-partition`` sorted (Kafka: it
 the last once per failed partition, followed by ``<n> replica(s) could not be elected`` on stderr and exit 1 (Kafka
 throws that AdminCommandFailedException). ELECTION_NOT_NEEDED is the "already elected" line, not a failure.
 A top-level failure (Alter on the Cluster refused): ``Not authorized to perform leader election``, exit 1; the
-controller not answering: ``Timeout waiting for election results``, exit 1. Usage errors (stderr, exit 1): Kafka's
-option rules -- ``--election-type`` required; exactly one of ``--all-topic-partitions``, ``--topic``,
-``--path-to-json-file``; ``--topic`` and ``--partition`` together.
+controller not answering: ``Timeout waiting for election results``, exit 1. Kafka 3.9's option checks, their
+message alone on stderr, exit 1: ``Missing required option(s): bootstrap-server, election-type``, ``One and only one
+of the following options is required: topic, all-topic-partitions, path-to-json-file``, ``Missing required
+option(s): partition``, ``Option partition is only allowed if topic is used``.
 """
 import json
 import sys
@@ -42,7 +44,7 @@ NOT_CONTROLLER_RETRIES = 5
 def parser():
     p = ArgParser(prog="kbroker-admin leader-election",
                   description="Elect the preferred or an unclean leader for partitions (kafka-leader-election.sh).")
-    p.add_argument("--bootstrap-server", required=True, help="REQUIRED: the server(s) to connect to")
+    p.add_argument("--bootstrap-server", help="REQUIRED: the server(s) to connect to")
     p.add_argument("--admin.config", dest="admin_config", help="admin client properties (security settings)")
     p.add_argument("--election-type", help="REQUIRED: type of election to attempt: PREFERRED or UNCLEAN")
     p.add_argument("--topic", help="name of the topic; requires --partition")
@@ -55,29 +57,38 @@ def parser():
 
 
 def check_options(opts):
-    """Kafka's option rules -> (election type code, [(topic, p)] or None = all). UsageError otherwise."""
-    if opts.election_type is None:
-        raise UsageError("Missing required option(s) [election-type]")
-    etype = ELECTION_TYPES.get(opts.election_type.upper())
-    if etype is None:
-        raise UsageError("Unknown election type: %s (PREFERRED or UNCLEAN)" % opts.election_type)
-    chosen = [o for o, on in (("all-topic-partitions", opts.all_topic_partitions), ("topic", opts.topic is not None),
+    """Kafka's LeaderElectionCommandOptions.validate -> (election type code, where the partitions come from);
+    CommandError with Kafka's message otherwise."""
+    missing = [name for name, value in (("bootstrap-server", opts.bootstrap_server),
+                                        ("election-type", opts.election_type)) if value is None]
+    if missing:
+        raise CommandError("Missing required option(s): " + ", ".join(missing))
+    chosen = [o for o, on in (("topic", opts.topic is not None), ("all-topic-partitions", opts.all_topic_partitions),
                               ("path-to-json-file", opts.path_to_json_file is not None)) if on]
     if len(chosen) != 1:
-        raise UsageError("One and only one of the following options is required: --all-topic-partitions, --topic, "
-                         "--path-to-json-file")
+        raise CommandError("One and only one of the following options is required: topic, all-topic-partitions, "
+                           "path-to-json-file")
     if opts.topic is not None and opts.partition is None:
-        raise UsageError("Missing required option(s) [partition]")
+        raise CommandError("Missing required option(s): partition")
     if opts.partition is not None and opts.topic is None:
-        raise UsageError("Missing required option(s) [topic]")
+        raise CommandError("Option partition is only allowed if topic is used")
+    etype = ELECTION_TYPES.get(opts.election_type.upper())
+    if etype is None:       # joptsimple's EnumConverter
+        raise CommandError("Value [%s] for option [election-type] should be one of [PREFERRED, UNCLEAN]"
+                           % opts.election_type)
     return etype, chosen[0]
 
 
 def parse_partitions(text):
-    doc = load_json(text, "replica election file")
-    entries = doc.get("partitions") if isinstance(doc, dict) else None
-    if not isinstance(entries, list) or not entries:
-        raise CommandError("Replica election data is empty")
+    try:
+        doc = load_json(text, "replica election file")
+    except CommandError:
+        raise CommandError("Replica election data is empty") from None
+    if not isinstance(doc, dict) or "partitions" not in doc:
+        raise CommandError('Replica election data is missing "partitions" field')
+    entries = doc["partitions"]
+    if not isinstance(entries, list):
+        raise CommandError('"partitions" must be a list, got %s' % json.dumps(entries))
     tps = []
     for e in entries:
         if (not isinstance(e, dict) or not isinstance(e.get("topic"), str)
@@ -87,8 +98,8 @@ def parse_partitions(text):
         tps.append((e["topic"], e["partition"]))
     dup = duplicates(tps)
     if dup:
-        raise CommandError("Replica election data contains duplicate partitions: %s"
-                           % ",".join("%s-%d" % tp for tp in dup))
+        raise CommandError("Replica election data contains duplicate partitions: [%s]"
+                           % ", ".join("%s-%d" % tp for tp in dup))
     return tps
 
 
@@ -150,13 +161,13 @@ def main(argv):
     p = parser()
     try:
         opts = p.parse_args(argv)
-        etype, source = check_options(opts)
     except UsageError as e:
         usage_error(p, e)
         return 1
     except SystemExit as e:            # --help
         return e.code or 0
     try:
+        etype, source = check_options(opts)
         return run(opts, etype, source, sys.stdout)
     except errors.RequestTimedOut:
         print("Timeout waiting for election results", file=sys.stdout)
