@@ -47,6 +47,7 @@ Exit status 0, or 1 when a file could not be read or an index failed its sanity 
 """
 import base64
 import json
+import mmap
 import os
 import struct
 import sys
@@ -75,12 +76,14 @@ TXN_STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteComm
 
 # ------------------------------------------------------------------------------------------------ file reading
 class LogFile:
-    """The v2 batches of a ``.log`` file, read header by header (one pread per batch; bounded by ``max_bytes``)."""
+    """The v2 batches of a ``.log`` file (its first ``max_bytes``), mapped read-only: a 1 GiB segment costs page
+    cache, not a 1 GiB copy in this process."""
 
     def __init__(self, path, max_bytes=INT_MAX):
         self.path = path
         with open(path, "rb") as f:
-            self.data = f.read() if max_bytes >= INT_MAX else f.read(max_bytes)
+            size = min(os.fstat(f.fileno()).st_size, max_bytes)
+            self.data = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) if size > 0 else b""
 
     def batches(self, position=0):
         """``(position, BatchHeader)`` of every whole batch from ``position`` (stops at a torn or malformed one)."""

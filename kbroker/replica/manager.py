@@ -40,6 +40,7 @@ from gevent.lock import RLock
 from kbroker import errors
 from kbroker.config.keys import CONFIG_KEYS
 from kbroker.log.checkpoint import OffsetCheckpoint
+from kbroker.log.manager import MAX_FILE_NAME, future_dir_name
 from kbroker.replica.fetcher import ReplicaFetcher
 from kbroker.replica.log_dir_move import LogDirMove
 from kbroker.replica.partition import IsrStats, Partition
@@ -412,12 +413,15 @@ class ReplicaManager:
     # ---------------------------------------------------------------------- log dirs (KIP-113, log_dir_move.py)
     def alter_log_dir(self, topic, p, log_dir):
         """Move the replica of ``topic``-``p`` to ``log_dir`` (AlterReplicaLogDirs; Kafka's
-        ReplicaManager.alterReplicaLogDirs). Returns the partition's error code: LOG_DIR_NOT_FOUND (57) for a
+        ReplicaManager.alterReplicaLogDirs). Returns the partition's error code: INVALID_TOPIC_EXCEPTION (17) when
+        the future directory's name would pass 255 bytes (Kafka's rule); LOG_DIR_NOT_FOUND (57) for a
         path that is not one of log.dirs (exactly, as Kafka compares them); REPLICA_NOT_AVAILABLE (9) for a replica
         not hosted here, whose log will then be created in ``log_dir`` (Kafka's preferred log dir);
         KAFKA_STORAGE_ERROR (56) when the future log cannot be made; else 0: already there (a move elsewhere is
         cancelled), already moving there, or a move started (another destination's move replaced). May yield."""
         lm = self.log_manager
+        if len(future_dir_name(topic, p).encode()) > MAX_FILE_NAME:
+            return errors.INVALID_TOPIC_EXCEPTION    # Kafka's "The topic name is too long" (KAFKA-4893)
         if log_dir not in lm.log_dirs:
             return errors.LOG_DIR_NOT_FOUND
         tp = (topic, p)

@@ -7,7 +7,8 @@ Shown:
 - every log dir answers, in log.dirs order; each partition's size equals the bytes of its segment files on disk,
   offset lag 0, not future; a topic filter limits the partitions; the file systems' total/usable bytes (v4);
 - AlterReplicaLogDirs: a path that is not a log dir -> LOG_DIR_NOT_FOUND (57), a replica this broker does not host
-  -> REPLICA_NOT_AVAILABLE (9), a move to where the replica already is -> NONE and nothing changes;
+  -> REPLICA_NOT_AVAILABLE (9), a move to where the replica already is -> NONE and nothing changes, a topic whose
+  future directory name would pass 255 bytes -> INVALID_TOPIC_EXCEPTION (17);
 - the move while a producer writes (acks=all, numbered records): DescribeLogDirs shows the future log in the target
   with a lag while it copies, then the partition only in the target; the old directory is gone from disk
   (log.segment.delete.delay.ms after the swap: Kafka keeps the old files that long for reads in flight); every
@@ -35,6 +36,7 @@ pytestmark = pytest.mark.timeout(180)
 
 LOG_DIR_NOT_FOUND = 57
 REPLICA_NOT_AVAILABLE = 9
+INVALID_TOPIC_EXCEPTION = 17
 
 
 @pytest.fixture(scope="module")
@@ -103,6 +105,8 @@ def test_alter_replica_log_dirs_error_codes(two_dirs):
     assert codes == {("other", 0): LOG_DIR_NOT_FOUND, ("nosuch", 3): REPLICA_NOT_AVAILABLE}
     res = admin.alter_replica_log_dirs({TopicPartitionReplica("other", 0, 0): here})
     assert [v.errno for v in res.values()] == [0]
+    res = admin.alter_replica_log_dirs({TopicPartitionReplica("x" * 249, 0, 0): dirs[0]})
+    assert [v.errno for v in res.values()] == [INVALID_TOPIC_EXCEPTION]   # its -future name would pass 255 bytes
     assert _where(dirs, "other-0") == [here] and not any("-future" in n for d in dirs for n in os.listdir(d))
 
 
