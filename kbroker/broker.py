@@ -57,6 +57,7 @@ from kbroker.security.tls import ListenerTls
 from kbroker.security.scram_store import ScramAdmin, ScramStore
 from kbroker.security.zk_client import ZK_TLS_KEYS, zk_sasl_credentials, zk_tls_context
 from kbroker.server.context import READY_WAIT_S, ControlPlane, Services
+from kbroker.server import stats as _stats
 from kbroker.server.stats import BrokerStats
 from kbroker.metrics.exporter import MetricsExporter
 from kbroker.metrics.requests import server_collectors
@@ -134,6 +135,7 @@ class Broker:
         self.stats = BrokerStats.from_config(config) if config["metrics.http.port"] >= 0 else None
         self.metadata_cache.deletion_listeners.append(self._forget_topic_stats)
         self.exporter = None
+        self.state = _stats.NOT_RUNNING     # Kafka's BrokerState (kafka_server_kafkaserver_brokerstate)
         self._lag_hws = None       # consumer-group lag's cache of remote high watermarks (kbroker/metrics/groups.py)
         self.shutting_down = False
 
@@ -141,8 +143,10 @@ class Broker:
     def start(self):
         from kbroker.handlers.cluster import local_dispatcher
         cfg = self.config
-        collectors = server_collectors(self.stats, lambda: self.server, time.monotonic) if self.stats else ()
+        collectors = server_collectors(self.stats, lambda: self.server, time.monotonic,
+                                       lambda: self.state) if self.stats else ()
         self.exporter = MetricsExporter(cfg, collectors, readiness=self.readiness).start()
+        self.state = _stats.STARTING
         if not cfg.embedded:
             # SASL to ZooKeeper from KAFKA_OPTS' JAAS Client section (kbroker/security/zk_client.py); resolved here,
             # inside start(), so a bad JAAS setup is a startup failure with its message, like any other.
@@ -234,6 +238,7 @@ class Broker:
         if cfg["log.cleaner.enable"]:
             self._tasks.append(gevent.spawn(self._every, cfg["log.cleaner.backoff.ms"], self._clean))
         self.started = True
+        self.state = _stats.RUNNING_AS_BROKER
         log.info("kbroker %d started (cluster %s, %s backend)", self.broker_id, self.cluster_id,
                  "embedded" if cfg.embedded else "ZooKeeper")
 
@@ -323,9 +328,11 @@ class Broker:
         log.info("shutting down broker %d", self.broker_id)
         self.shutting_down = True   # /readyz answers 503 from now on; /healthz until the exporter stops, last
         if self.started and not self.config.embedded and self.config["controlled.shutdown.enable"]:
+            self.state = _stats.PENDING_CONTROLLED_SHUTDOWN
             self._controlled_shutdown()
             if self.server:
                 self.server.drain()  # let clients hear NOT_LEADER_OR_FOLLOWER and move before we close
+        self.state = _stats.BROKER_SHUTTING_DOWN
         self._stop_group_coordinator()
         self._stop_transaction_coordinator()
         if self.server:
@@ -353,6 +360,7 @@ class Broker:
         except Exception:  # noqa: BLE001 - shutdown must finish
             log.exception("stopping the coordination backend")
         self.started = False
+        self.state = _stats.NOT_RUNNING
         if self._lag_hws is not None:
             self._lag_hws.stop()
         if self.exporter is not None:

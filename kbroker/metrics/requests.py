@@ -22,12 +22,13 @@ kafka.server:type=KafkaRequestHandlerPool,                             kafka_ser
   name=RequestHandlerAvgIdlePercent                                      requesthandleravgidlepercent
 kafka.server:type=socket-server-metrics,listener=L,networkProcessor=0  kafka_server_socket_server_metrics_
   connection-count                                                       connection_count{listener="L",networkprocessor="0"}
+kafka.server:type=KafkaServer,name=BrokerState                         kafka_server_kafkaserver_brokerstate
 =====================================================================  =============================================
 
 Beyond Kafka, real Prometheus histograms (aggregatable across brokers with ``histogram_quantile(sum by (le)
 (rate(...)))``, which Yammer's quantiles are not): ``kbroker_request_{total,queue,local,remote,throttle,
-response_send}_time_seconds{request}`` (cumulative since start, power-of-two buckets 15.6 us .. 65.5 s), and
-``kbroker_event_loop_busy_ratio``.
+response_send}_time_seconds{request}`` (cumulative since start, power-of-two buckets 15.6 us .. 65.5 s),
+``kbroker_event_loop_busy_ratio`` and ``kbroker_build_info{version,kernels}``.
 """
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, SummaryMetricFamily
 from prometheus_client.utils import floatToGoString
@@ -74,7 +75,8 @@ def metric_names():
     for summary, _, histogram in TIME_METRICS.values():
         names += [summary, summary + "_count", summary + "_sum", histogram + "_bucket", histogram + "_count",
                   histogram + "_sum"]
-    names += [n for n, _ in LoopCollector.GAUGES] + [ConnectionCollector.NAME]
+    names += [n for n, _ in LoopCollector.GAUGES] + [ConnectionCollector.NAME, BrokerStateCollector.STATE,
+                                                     BrokerStateCollector.INFO]
     return names
 
 
@@ -185,8 +187,45 @@ class ConnectionCollector:
         yield fam
 
 
-def server_collectors(stats, server, clock):
+class BrokerStateCollector:
+    """Kafka's BrokerState gauge (``state()``: 1 starting, 3 running, 6 pending controlled shutdown, 7 shutting
+    down; kbroker/server/stats.py) and ``kbroker_build_info{version,kernels}`` (1): which build and which byte
+    kernels (cython or python) this broker runs."""
+
+    STATE = "kafka_server_kafkaserver_brokerstate"
+    INFO = "kbroker_build_info"
+
+    def __init__(self, state):
+        self.state = state
+        self.labels = [_version(), _kernels()]
+
+    def collect(self):
+        yield GaugeMetricFamily(self.STATE, "kafka.server:type=KafkaServer,name=BrokerState (3 = running)",
+                                value=self.state())
+        info = GaugeMetricFamily(self.INFO, "kbroker version and byte kernels (always 1)",
+                                 labels=["version", "kernels"])
+        info.add_metric(self.labels, 1)
+        yield info
+
+
+def _version():
+    from importlib import metadata
+    try:
+        return metadata.version("kbroker")
+    except metadata.PackageNotFoundError:   # a source tree never installed
+        return "unknown"
+
+
+def _kernels():
+    import kbroker._native as native
+    return native.IMPL
+
+
+def server_collectors(stats, server, clock, state=None):
     """The collectors of this module for a broker's BrokerStats and KafkaServer (or a callable returning it);
-    ``clock``: monotonic seconds (the histograms' windows)."""
-    return [TopicCollector(stats.topics), RequestCollector(stats.requests, clock), LoopCollector(stats.loop),
-            ConnectionCollector(server)]
+    ``clock``: monotonic seconds (the histograms' windows); ``state()``: the broker's BrokerState value."""
+    out = [TopicCollector(stats.topics), RequestCollector(stats.requests, clock), LoopCollector(stats.loop),
+           ConnectionCollector(server)]
+    if state is not None:
+        out.append(BrokerStateCollector(state))
+    return out

@@ -325,6 +325,10 @@ class LoopLoad:
         return max(0.0, min(1.0, (cpu - c0) / wall))
 
 
+# Kafka's BrokerState values (kafka.server:type=KafkaServer,name=BrokerState), which alerts compare with 3.
+NOT_RUNNING, STARTING, RUNNING_AS_BROKER, PENDING_CONTROLLED_SHUTDOWN, BROKER_SHUTTING_DOWN = 0, 1, 3, 6, 7
+
+
 class BrokerStats:
     """``Services.stats``: the topic, request and event-loop counters of one broker. ``window_s`` x ``samples``
     (metrics.sample.window.ms x metrics.num.samples) is what the request-time quantiles and the loop's busy

@@ -101,6 +101,7 @@ def broker(tmp_path_factory):
         wait_until(lambda: http_get(port, "/healthz") == (200, "ok\n"), 30, 0.1, "/healthz while starting",
                    ignore=(OSError,))
         b.starting = http_get(port, "/readyz")
+        b.starting_state = val(scrape(port), "kafka_server_kafkaserver_brokerstate")
         zk.start()
         b.wait_ready(60)
         wait_until(lambda: http_get(port, "/readyz")[0] == 200, 30, 0.1, "/readyz 200 once started")
@@ -118,6 +119,9 @@ def test_readyz_is_503_while_starting_then_200(broker):
     assert http_get(broker.metrics_port, "/readyz") == (200, "ready\n")
     assert http_get(broker.metrics_port, "/healthz") == (200, "ok\n")
     assert http_get(broker.metrics_port, "/nothing")[0] == 404
+    # Kafka's BrokerState: 1 = Starting, 3 = RunningAsBroker
+    assert broker.starting_state == 1
+    assert val(scrape(broker.metrics_port), "kafka_server_kafkaserver_brokerstate") == 3
 
 
 def test_messages_and_bytes_exact_after_produce_and_consume(broker):
@@ -281,6 +285,8 @@ def test_shutting_down_readyz_503_while_healthz_200(broker):
         return ready == (503, "shutting down\n") and health == (200, "ok\n")
 
     wait_until(shutting_down, 10, 0.02, "/readyz 503 'shutting down' while /healthz 200", ignore=(OSError,))
+    # the controlled shutdown's one attempt and its 2 s back-off: Kafka's PendingControlledShutdown (6)
+    assert val(scrape(port), "kafka_server_kafkaserver_brokerstate") == 6
     assert broker.proc.wait(30) == 0
     with pytest.raises(OSError):          # the endpoint is gone with the process
         http_get(port, "/healthz")

@@ -145,6 +145,20 @@ def test_collectors_exact_names_labels_and_values():
     assert produced <= set(metric_names())
 
 
+def test_broker_state_and_build_info():
+    state = [1]
+    e = MetricsExporter({}, server_collectors(_stats(), lambda: None, lambda: 1.0, lambda: state[0]))
+    s = samples(e.scrape().decode())
+    assert s[("kafka_server_kafkaserver_brokerstate", ())] == 1
+    state[0] = 3
+    s = samples(e.scrape().decode())
+    assert s[("kafka_server_kafkaserver_brokerstate", ())] == 3
+    import kbroker._native as native
+    [(labels, value)] = [(dict(labels), v) for (n, labels), v in s.items() if n == "kbroker_build_info"]
+    assert value == 1 and labels["kernels"] == native.IMPL and labels["version"]
+    assert {"kafka_server_kafkaserver_brokerstate", "kbroker_build_info"} <= set(metric_names())
+
+
 def test_connection_collector_before_the_server_exists():
     assert list(ConnectionCollector(lambda: None).collect()) == []
 
