@@ -35,6 +35,7 @@ next start resumes it.
 import logging
 import os
 import shutil
+import time
 
 import gevent
 
@@ -172,6 +173,7 @@ class LogDirMove:
         old_dir = lm.log_dir_of(tp)
         new_dir = lm.future_log(tp)[1]
         # No yield from here to the end of step d.
+        started = time.monotonic()
         future.flush()                                                   # a
         future.maybe_increment_log_start_offset(current.log_start_offset)
         entries = part.epoch_cache.entries()
@@ -182,7 +184,8 @@ class LogDirMove:
         fsync_dir(new_dir)
         lm.replace_current_with_future(tp)                               # d
         part.replace_log(future, LeaderEpochCache(future.dir, entries))
-        log.info("%s-%d: moved from %s to %s (%d bytes copied)", tp[0], tp[1], old_dir, new_dir, self.copied_bytes)
+        log.info("%s-%d: moved from %s to %s (%d bytes copied; the swap held the loop %.1f ms)", tp[0], tp[1], old_dir,
+                 new_dir, self.copied_bytes, (time.monotonic() - started) * 1000.0)
         delay = current.config.file_delete_delay_ms or 0                # e
         if delay > 0:
             gevent.spawn_later(delay / 1000.0, self._remove_old, current, doomed)
