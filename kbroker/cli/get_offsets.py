@@ -1,21 +1,25 @@
 """``kbroker-admin get-offsets``: Kafka's kafka-get-offsets.sh (``GetOffsetShell``): ListOffsets (2) to each
 partition's leader.
 
-    kbroker-admin get-offsets --bootstrap-server H:P [--topic REGEX] [--partitions 0,1,3-5]
-        [--topic-partitions t1:0-2,t2,t3:4] [--time -1|-2|-3|<ms>|latest|earliest|max-timestamp]
+    kbroker-admin get-offsets --bootstrap-server H:P [--topic REGEX] [--partitions 0,1,3]
+        [--topic-partitions t1:0-2,t2,t3:4-,:-3] [--time -1|-2|-3|<ms>|latest|earliest|max-timestamp]
         [--exclude-internal-topics] [--command-config FILE]
 
-``--topic`` is a regular expression matching whole topic names (all topics without it), ``--partitions`` a comma
-list of ids and ranges; ``--topic-partitions`` a comma list of ``<topic regex>[:<partitions>]`` (not with
-``--topic``/``--partitions``). ``--time`` (default -1): -1/latest the log end (high watermark), -2/earliest the log
-start offset, -3/max-timestamp the record with the largest timestamp, or a timestamp in ms (the first record at or
-after it). ``--broker-list`` is accepted for ``--bootstrap-server``, as Kafka 3.x still does.
+Kafka 3.9's GetOffsetShell rules: ``--topic`` is a regular expression matching whole topic names (commas mean "or";
+all topics without it), ``--partitions`` a comma list of partition ids; ``--topic-partitions`` a comma list of
+``<topic regex>[:<partition pattern>]``, the pattern ``N``, ``N-M`` (M exclusive), ``N-`` or ``-M`` (not with
+``--topic``/``--partitions``). ``--time`` (default latest): -1/latest the log end (high watermark), -2/earliest the
+log start offset, -3/max-timestamp the record with the largest timestamp, or a timestamp in ms (the first record at or
+after it). ``--broker-list`` stands in for ``--bootstrap-server``.
 
-Output (stdout): one ``topic:partition:offset`` line per partition, sorted by topic then partition; -1 when there is no
-such record (a timestamp after the last record), as Kafka prints it. A partition that fails (no leader, an error code)
-is left out and ``Skip getting offsets for topic-partition t-0 due to error: <exception>`` goes to stderr. No topic
-partition matching: ``Error occurred: Could not match any topic-partitions with the specified filters`` on stderr,
-exit 1. Usage errors: the problem and the usage on stderr, exit 1.
+Output (stdout): one ``topic:partition:offset`` line per partition in the order of the ``topic-partition`` strings
+(Kafka's TreeMap over ``TopicPartition.toString``: ``t-10`` before ``t-2``); a partition without such a record (a
+timestamp after the last one: offset -1) prints no line. A partition that fails is left out and ``Skip getting offsets
+for topic-partition t-0 due to error: <exception>`` goes to stderr. Command errors print ``Error occurred: <message>``
+on stderr, exit 1: ``Could not match any topic-partitions with the specified filters``, ``--topic-partitions cannot be
+used with --topic or --partitions``, ``Malformed time argument X. Please use ...``, ``--partitions expects a comma
+separated list of numeric partition ids, but received: X``; a missing ``--bootstrap-server``: the problem and the
+usage.
 """
 import re
 import sys
@@ -39,60 +43,69 @@ def parser():
     p.add_argument("--partitions", help="comma separated list of partition ids or ranges (0,1,3-5); all if not "
                                         "given")
     p.add_argument("--topic-partitions", help="comma separated list of <topic regex>[:<partition ids or ranges>]")
-    p.add_argument("--time", default="-1", help="timestamp of the offsets: -1 or latest, -2 or earliest, -3 or "
-                                                "max-timestamp, or a timestamp in ms (default -1)")
+    p.add_argument("--time", default="latest", help="timestamp of the offsets: -1 or latest, -2 or earliest, -3 or "
+                                                    "max-timestamp, or a timestamp in ms (default latest)")
     p.add_argument("--exclude-internal-topics", action="store_true", help="leave out internal topics")
     return p
 
 
-def parse_partitions(text):
-    """``"0,1,3-5"`` -> a predicate over partition ids; UsageError naming the bad part."""
-    ranges = []
-    for part in text.split(","):
-        part = part.strip()
-        m = re.fullmatch(r"(\d+)(?:-(\d*))?", part)
-        if not m:
-            raise UsageError("Invalid partition or range: %r" % part)
-        lo = int(m.group(1))
-        hi = lo if m.group(2) is None else (int(m.group(2)) if m.group(2) else None)
-        if hi is not None and hi < lo:
-            raise UsageError("Invalid partition range: %r" % part)
-        ranges.append((lo, hi))
-    return lambda p: any(lo <= p and (hi is None or p <= hi) for lo, hi in ranges)
+_RULE = re.compile(r"([^:,]*)(?::(?:([0-9]*)|(?:([0-9]*)-([0-9]*))))?")
+
+
+def parse_partition_ids(text):
+    """``--partitions``: ``"0,1,3"`` -> a predicate (every partition when empty); CommandError otherwise."""
+    if not text:
+        return lambda p: True
+    try:
+        ids = {int(x) for x in text.split(",")}
+    except ValueError:
+        raise CommandError("--partitions expects a comma separated list of numeric partition ids, but received: %s"
+                           % text) from None
+    return ids.__contains__
+
+
+def parse_rule(spec):
+    """One ``--topic-partitions`` item -> (topic regex, partition predicate) (Kafka's parseRuleSpec)."""
+    m = _RULE.fullmatch(spec)
+    if m is None:
+        raise CommandError("Invalid rule specification: %s" % spec)
+    topic, single, lower, upper = m.groups()
+    rx = _regex(topic or ".*")
+    if single:
+        n = int(single)
+        return rx, lambda p: p == n
+    if lower or upper:
+        lo = int(lower) if lower else 0
+        hi = int(upper) if upper else None
+        return rx, lambda p: p >= lo and (hi is None or p < hi)
+    return rx, lambda p: True
 
 
 def parse_time(text):
+    """Kafka's parseOffsetSpec: latest / earliest / max-timestamp, or a long (-1, -2, -3 the same three)."""
     if text in TIME_NAMES:
         return TIME_NAMES[text]
     try:
-        value = int(text)
+        return int(text)
     except ValueError:
-        raise UsageError("Malformed time argument %s. Please use -1 or latest / -2 or earliest / -3 or "
-                         "max-timestamp, or a specified long format timestamp" % text) from None
-    if value < -3:
-        raise UsageError("Unsupported time argument %s" % text)
-    return value
+        raise CommandError("Malformed time argument %s. Please use -1 or latest / -2 or earliest / -3 or "
+                           "max-timestamp, or a specified long format timestamp" % text) from None
 
 
 def filters(opts):
     """[(compiled topic regex, partition predicate)] from the options."""
     if opts.topic_partitions is not None:
         if opts.topic is not None or opts.partitions is not None:
-            raise UsageError("--topic-partitions cannot be used with --topic or --partitions")
-        out = []
-        for item in opts.topic_partitions.split(","):
-            topic, sep, parts = item.partition(":")
-            out.append((_regex(topic or ".*"), parse_partitions(parts) if sep else (lambda p: True)))
-        return out
-    parts = parse_partitions(opts.partitions) if opts.partitions else (lambda p: True)
-    return [(_regex(opts.topic or ".*"), parts)]
+            raise CommandError("--topic-partitions cannot be used with --topic or --partitions")
+        return [parse_rule(item) for item in opts.topic_partitions.split(",")]
+    return [(_regex((opts.topic or ".*").replace(",", "|")), parse_partition_ids(opts.partitions))]
 
 
 def _regex(text):
     try:
         return re.compile(text)
     except re.error as e:
-        raise UsageError("Invalid topic regular expression %r: %s" % (text, e)) from None
+        raise CommandError("Invalid topic regular expression %r: %s" % (text, e)) from None
 
 
 def get_offsets(cluster, flts, timestamp, exclude_internal, err):
@@ -124,7 +137,7 @@ def get_offsets(cluster, flts, timestamp, exclude_internal, err):
                 if pr["error_code"]:
                     print("Skip getting offsets for topic-partition %s-%d due to error: %s"
                           % (t["name"], pr["partition_index"], exception_text(pr["error_code"])), file=err)
-                else:
+                elif pr["offset"] != -1:                       # UNKNOWN_OFFSET: no line (Kafka's)
                     out[(t["name"], pr["partition_index"])] = pr["offset"]
     return out
 
@@ -135,21 +148,21 @@ def main(argv):
         opts = p.parse_args(argv)
         bootstrap = opts.bootstrap_server or opts.broker_list
         if not bootstrap:
-            raise UsageError("Missing required option(s) [bootstrap-server]")
-        flts = filters(opts)
-        timestamp = parse_time(opts.time)
+            raise UsageError("Missing required argument \"[bootstrap-server]\"")
     except UsageError as e:
         usage_error(p, e)
         return 1
     except SystemExit as e:            # --help
         return e.code or 0
     try:
+        flts = filters(opts)
+        timestamp = parse_time(opts.time)
         with Cluster(bootstrap) as cluster:
             offsets = get_offsets(cluster, flts, timestamp, opts.exclude_internal_topics, sys.stderr)
     except (CommandError, errors.KafkaError, OSError) as e:
         print("Error occurred: %s" % (getattr(e, "message", None) or e), file=sys.stderr)
         return 1
-    for (t, part), offset in sorted(offsets.items()):
+    for (t, part), offset in sorted(offsets.items(), key=lambda item: "%s-%d" % item[0]):
         print("%s:%d:%d" % (t, part, offset))
     return 0
 

@@ -81,7 +81,16 @@ def test_delete_records_and_get_offsets(broker, tmp_path):
     assert admin(broker, "get-offsets", "--topic-partitions", "dt:1", "--time", "earliest") == (0, "dt:1:0\n", "")
     assert admin(broker, "get-offsets", "--topic", "dt", "--partitions", "0", "--time", "latest") == \
         (0, "dt:0:5\n", "")
-    assert admin(broker, "get-offsets", "--topic", "dt", "--time", "99999999999999") == (0, "dt:0:-1\ndt:1:-1\n", "")
+    # no record at or after that time: no line (Kafka leaves out UNKNOWN_OFFSET)
+    assert admin(broker, "get-offsets", "--topic", "dt", "--time", "99999999999999") == (0, "", "")
+    assert admin(broker, "get-offsets", "--topic-partitions", "dt:0-1,nothing", "--time", "-2") == (0, "dt:0:3\n", "")
+    # Kafka's order is the "topic-partition" strings': 10 and 11 before 2
+    create(broker, "ord", 12)
+    rc, out, _ = admin(broker, "get-offsets", "--topic", "ord")
+    assert (rc, out) == (0, "".join("ord:%d:0\n" % p for p in (0, 1, 10, 11, 2, 3, 4, 5, 6, 7, 8, 9)))
+    assert admin(broker, "get-offsets", "--topic", "dt", "--partitions", "0-1") == (
+        1, "", "Error occurred: --partitions expects a comma separated list of numeric partition ids, but "
+               "received: 0-1\n")
     assert admin(broker, "get-offsets", "--topic", "nothing.*") == \
         (1, "", "Error occurred: Could not match any topic-partitions with the specified filters\n")
 
