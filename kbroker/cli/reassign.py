@@ -1,4 +1,5 @@
-"""``kbroker-admin reassign-partitions``: Kafka 0.10.1's kafka-reassign-partitions.sh, talking to ZooKeeper.
+"""``kbroker-admin reassign-partitions``: Kafka 0.10.1's kafka-reassign-partitions.sh, talking to ZooKeeper
+(``--bootstrap-server`` instead: Kafka >= 2.5's Admin API mode with --list and --cancel, kbroker/cli/reassign_admin.py).
 
     kbroker-admin reassign-partitions --zookeeper H:P[,H:P][/chroot] --generate \\
         --topics-to-move-json-file F --broker-list "1,2,3" [--disable-rack-aware]
@@ -465,6 +466,9 @@ def main(argv=None, backend=None, out=None, err=None):
     """Exit status. ``backend``: an already started CoordinationBackend to use instead of ``--zookeeper``."""
     out, err = out or sys.stdout, err or sys.stderr
     argv = sys.argv[1:] if argv is None else list(argv)
+    if any(a == "--bootstrap-server" or a.startswith("--bootstrap-server=") for a in argv):
+        from kbroker.cli import reassign_admin   # Kafka >= 2.5's Admin API mode (KIP-455)
+        return reassign_admin.main(argv, out, err)
     try:
         args = parse_args(argv)
     except UsageError as e:

@@ -11,7 +11,8 @@ keys and put back what they change).
    per-broker alter; over --zookeeper: topics and brokers, taking effect on the brokers. Outputs exact.
 3. kafka-python's alter_partition_reassignments / list_partition_reassignments: a move completes (records
    readable from the new replica), one held back by a replication throttle is listed (replicas, adding,
-   removing) and cancelled (the added replica goes, the old set stays); Kafka's per-partition error codes.
+   removing) and cancelled (the added replica goes, the old set stays); Kafka's per-partition error codes; the
+   reassign-partitions tool's --bootstrap-server mode (--execute, --verify, --list, --cancel) over the same APIs.
 """
 from __future__ import annotations
 
@@ -237,7 +238,14 @@ def kp_admin(cluster):
     return KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=30000)
 
 
-def test_reassignment_apis_move_list_and_cancel(cluster):
+def reassign_cli(cluster, *args):
+    done = subprocess.run([sys.executable, "-m", "kbroker.cli.admin", "reassign-partitions", "--bootstrap-server",
+                           cluster.bootstrap, *args], capture_output=True, timeout=60, cwd=str(REPO_ROOT))
+    assert done.returncode == 0 and done.stderr == b"", (args, done.stdout, done.stderr)
+    return done.stdout.decode().splitlines()
+
+
+def test_reassignment_apis_move_list_and_cancel(cluster, tmp_path):
     from kafka import TopicPartition
     create_topic(cluster, "mv", [[0]])
     produce(cluster.bootstrap, "mv", {0: [b"r%d" % i for i in range(50)]})
@@ -249,6 +257,15 @@ def test_reassignment_apis_move_list_and_cancel(cluster):
         assert kp.list_partition_reassignments() == {}
         got = consume(cluster.bootstrap, "mv", [0], 50)
         assert got[0] == [b"r%d" % i for i in range(50)]
+        back = tmp_path / "mv.json"
+        back.write_text(json.dumps({"version": 1, "partitions": [{"topic": "mv", "partition": 0, "replicas": [2]}]}))
+        assert reassign_cli(cluster, "--execute", "--reassignment-json-file", str(back)) == [
+            "Current partition replica assignment", "",
+            '{"version":1,"partitions":[{"topic":"mv","partition":0,"replicas":[1]}]}', "",
+            "Save this to use as the --reassignment-json-file option during rollback",
+            "Successfully started partition reassignment for mv-0"]
+        wait_until(lambda: reassign_cli(cluster, "--verify", "--reassignment-json-file", str(back)) == [
+            "Status of partition reassignment:", "Reassignment of partition mv-0 is completed."], WAIT_S, 0.2)
         # per-partition errors (Kafka's codes)
         res = kp.alter_partition_reassignments({TopicPartition("mv", 7): [1], TopicPartition("mv", 0): [1, 1]})
         assert {tp.partition: e.errno for tp, e in res.items()} == {7: 3, 0: 39}
@@ -277,8 +294,21 @@ def test_reassignment_apis_move_list_and_cancel(cluster):
         assert kp.alter_partition_reassignments({tp: [2]})[tp].errno == 60   # REASSIGNMENT_IN_PROGRESS
         state = json.loads(cluster.zk.get("/admin/reassign_partitions")[0])
         assert state["partitions"] == [{"topic": "cx", "partition": 0, "replicas": [0, 2]}]
-        assert kp.alter_partition_reassignments({tp: None}) == {tp: None}          # cancel
+        # the tool over the same APIs (kafka-reassign-partitions.sh --bootstrap-server, Kafka 3.x's text)
+        plan = tmp_path / "cx.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "cx", "partition": 0, "replicas": [0, 2]}]}))
+        assert reassign_cli(cluster, "--list") == ["Current partition reassignments:",
+                                                   "cx-0: replicas: 0,2. adding: 2."]
+        assert reassign_cli(cluster, "--verify", "--reassignment-json-file", str(plan)) == [
+            "Status of partition reassignment:", "Reassignment of partition cx-0 is still in progress."]
+        assert reassign_cli(cluster, "--cancel", "--reassignment-json-file", str(plan)) == [
+            "Successfully cancelled partition reassignment for: cx-0"]                  # cancel
         assert kp.list_partition_reassignments() == {}
+        assert reassign_cli(cluster, "--verify", "--reassignment-json-file", str(plan)) == [
+            "Status of partition reassignment:",
+            "There is no active reassignment of partition cx-0, but replica set is 0 rather than 0,2."]
+        assert reassign_cli(cluster, "--list") == ["No partition reassignments found."]
+        assert kp.alter_partition_reassignments({tp: None})[tp].errno == 85     # nothing left to cancel
         wait_until(lambda: all(metadata(b, ["cx"])["topics"]["cx"]["partitions"][0]["replicas"] == [0]
                                for b in cluster.brokers), WAIT_S, 0.1)
         assert not cluster.zk.exists("/admin/reassign_partitions")
