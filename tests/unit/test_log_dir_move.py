@@ -148,3 +148,60 @@ def test_a_crash_at_any_step_of_the_swap_leaves_one_complete_log(tmp_path, monke
         assert names == [(dirs[1], "t-0")]
     assert _records(lm2.get_log(TP)) == before
     lm2.shutdown()
+
+
+# ------------------------------------------------------------------------------ through the ReplicaManager
+def _rm(dirs):
+    from kbroker.replica.manager import ReplicaManager
+    lm = LogManager(dirs, CFG)
+    return lm, ReplicaManager(0, lm, lambda topic: CFG, isr_writer=None, connect=lambda b: None)
+
+
+def _lead(rm, topic, p, epoch=1):
+    from kbroker.cluster_state import LeaderAndIsr, PartitionLeadership
+    st = PartitionLeadership(topic, p, LeaderAndIsr(0, epoch, (0,), 1, 0), (0,))
+    return rm.apply_leader_and_isr(0, 1, [st], [])
+
+
+def _wait(pred, timeout=10.0):
+    import gevent
+    import time
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline, "timed out"
+        gevent.sleep(0.01)
+
+
+def test_replica_manager_moves_prefers_cancels_and_resumes(tmp_path):
+    dirs = [str(tmp_path / "d0"), str(tmp_path / "d1")]
+    lm, rm = _rm(dirs)
+    assert _lead(rm, "t", 0) == {("t", 0): 0} and lm.log_dir_of(("t", 0)) == dirs[0]
+    for i in range(20):
+        append_batch(rm.get_partition("t", 0).log, [b"r%d" % i])
+    # a replica not hosted yet: REPLICA_NOT_AVAILABLE, and it is created in the asked dir
+    assert rm.alter_log_dir("t", 1, dirs[1]) == 9
+    assert _lead(rm, "t", 1) == {("t", 1): 0} and lm.log_dir_of(("t", 1)) == dirs[1]
+    assert rm.alter_log_dir("t", 0, dirs[0] + "x") == 57
+    assert rm.alter_log_dir("t", 0, dirs[0]) == 0 and lm.future_log(("t", 0)) is None      # already there
+    assert rm.alter_log_dir("t", 0, dirs[1]) == 0
+    assert [u[0] for u in rm.log_dir_usage()] == dirs
+    _wait(lambda: lm.log_dir_of(("t", 0)) == dirs[1])
+    assert _records(rm.get_partition("t", 0).log) == [(i, b"r%d" % i) for i in range(20)]
+    assert [(d, [(tp, fut) for tp, _s, _l, fut in parts]) for d, parts in rm.log_dir_usage()] == [
+        (dirs[0], []), (dirs[1], [(("t", 0), False), (("t", 1), False)])]
+    # StopReplica(delete) of a partition with a future log removes both directories
+    lm.add_future_log(("t", 1), lm.make_future_log(("t", 1), dirs[0]), dirs[0])
+    assert rm.stop_replicas(1, [("t", 1, True)]) == {("t", 1): 0}
+    assert not [n for d in dirs for n in os.listdir(d) if n.startswith("t-1")]
+    # a future log found at start resumes its move once the partition is hosted
+    lm.add_future_log(("t", 0), lm.make_future_log(("t", 0), dirs[0]), dirs[0])
+    rm.shutdown()
+    lm.shutdown()
+    lm, rm = _rm(dirs)
+    assert lm.future_log(("t", 0))[1] == dirs[0]
+    assert _lead(rm, "t", 0, epoch=2) == {("t", 0): 0}
+    _wait(lambda: lm.log_dir_of(("t", 0)) == dirs[0] and lm.future_log(("t", 0)) is None)
+    assert _records(rm.get_partition("t", 0).log) == [(i, b"r%d" % i) for i in range(20)]
+    assert _partition_dirs(dirs) == [(dirs[0], "t-0")]
+    rm.shutdown()
+    lm.shutdown()
