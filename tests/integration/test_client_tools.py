@@ -252,3 +252,22 @@ def test_producer_perf_payload_file_transactions_metrics(shared_broker, tmp_path
     from kbroker.client.admin import AdminClient as KAdmin
     with KAdmin(bs) as a:
         assert a.describe_transactions(["perf-tx-1"])["perf-tx-1"].state == "CompleteCommit"
+
+
+def test_verifiable_producer_send_errors(shared_broker):
+    from confluent_kafka.admin import AdminClient as CAdmin, NewTopic
+
+    bs = shared_broker.bootstrap
+    a = CAdmin({"bootstrap.servers": bs})
+    a.create_topics([NewTopic("verif-err", 1, 1, config={"max.message.bytes": "10"})])["verif-err"].result(30)
+    rc, out, err = admin("verifiable-producer", "--bootstrap-server", bs, "--topic", "verif-err", "--max-messages", 3)
+    assert rc == 0, err
+    events = [json.loads(line) for line in out.splitlines()]
+    assert [e["name"] for e in events] == ["startup_complete"] + ["producer_send_error"] * 3 + \
+        ["shutdown_complete", "tool_data"]
+    errors = events[1:4]
+    assert sorted(e["value"] for e in errors) == ["0", "1", "2"]
+    assert all(list(e) == ["timestamp", "name", "exception", "message", "topic", "key", "value"] for e in errors)
+    assert all(e["exception"] == "KafkaError.MSG_SIZE_TOO_LARGE" and e["topic"] == "verif-err" and e["key"] is None
+               for e in errors), errors
+    assert (events[-1]["sent"], events[-1]["acked"]) == (3, 0)
