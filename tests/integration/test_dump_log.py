@@ -49,6 +49,7 @@ def logs(tmp_path_factory):
         admin = AdminClient({"bootstrap.servers": b.bootstrap})
         for f in admin.create_topics([
                 NewTopic("mixed", 1, 1, config={"index.interval.bytes": "100"}),
+                NewTopic("appendtime", 1, 1, config={"message.timestamp.type": "LogAppendTime"}),
                 NewTopic("compacted", 1, 1, config={"cleanup.policy": "compact", "segment.bytes": "2000",
                                                     "min.cleanable.dirty.ratio": "0.01",
                                                     "min.compaction.lag.ms": "0"})]).values():
@@ -59,6 +60,10 @@ def logs(tmp_path_factory):
                 p.produce("mixed", key=b"k%d" % i if i % 2 else None, value=(b"%s-%d-" % (codec.encode(), i)) * 20,
                           headers=[("h1", b"a"), ("h2", None)] if i == 1 else None)
             assert p.flush(30) == 0
+        p = Producer({"bootstrap.servers": b.bootstrap, "compression.type": "gzip", "linger.ms": 100})
+        for i in range(3):
+            p.produce("appendtime", key=b"a%d" % i, value=b"stamped by the broker", timestamp=1000 + i)
+        assert p.flush(30) == 0
         tp = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": "dump-tx"})
         tp.init_transactions(30)
         tp.begin_transaction()
@@ -158,6 +163,17 @@ def test_compacted_log_gaps_and_crc(logs):
     assert all(v.startswith("  -1 is followed by ") for v in gaps.values())
 
 
+def test_log_append_time(logs):
+    (log,) = files(logs, "appendtime-0", (".log",))
+    code, out, err = run("--files", log, "--deep-iteration")
+    lines = out.splitlines()
+    (batch,) = [ln for ln in lines if ln.startswith("baseOffset:")]
+    stamp = int(batch.split(" LogAppendTime: ")[1].split()[0])
+    assert stamp > 1_000_000_000_000 and "compresscodec: gzip" in batch and "isvalid: true" in batch
+    assert [ln.split(" keySize")[0] for ln in lines if ln.startswith("| ")] == [
+        "| offset: %d LogAppendTime: %d" % (i, stamp) for i in range(3)]
+
+
 def test_decoders(logs):
     (log,) = files(logs, "__consumer_offsets-0", (".log",))
     code, out, err = run("--files", log, "--offsets-decoder")
@@ -229,7 +245,7 @@ OPTION_SETS = [(), ("--deep-iteration",), ("--print-data-log",), ("--verify-inde
 
 def test_same_output_as_kafkas_dump_log_segments(logs, tmp_path):
     cp = classpath()                                                # skips (fails under CI) without Kafka's jars
-    every = [f for part in ("mixed-0", "compacted-0", "__consumer_offsets-0", "__transaction_state-0")
+    every = [f for part in ("mixed-0", "compacted-0", "appendtime-0", "__consumer_offsets-0", "__transaction_state-0")
              for f in files(logs, part)]
     cases = [(every, opts) for opts in OPTION_SETS]
     cases.append((files(logs, "__consumer_offsets-0", (".log",)), ("--offsets-decoder",)))
