@@ -10,7 +10,11 @@ greenlets, which never run at the same time -- and is read at scrape time, in a 
   ``total_produce`` (Kafka marks totalProduceRequestRate once per partition in ReplicaManager.appendToLocalLog).
   Counted by handlers/produce.py and handlers/fetch.py through ``TopicStats``' methods; the rules (which errors
   are "failed", which bytes are "rejected") are the methods' docstrings. A deleted topic's entry is dropped
-  (Kafka removes its MBeans), the totals keep what it added.
+  (Kafka removes its MBeans), the totals keep what it added. Deviations: only clients' Produce requests count as
+  messages/bytes in (Kafka also counts its group and transaction coordinators' own appends to
+  ``__consumer_offsets`` / ``__transaction_state``, which go through ReplicaManager.appendRecords there); an unknown
+  topic counts in the totals only (Kafka makes MBeans for any name a client sends); there is no
+  ReplicationBytesInPerSec yet (the follower's fetcher does not count).
 * ``RequestStats`` -- Kafka's RequestMetrics per API name (``Produce``, ``Fetch``, and ``FetchConsumer`` /
   ``FetchFollower`` for a Fetch as well): requests per version, and six time distributions (``Histogram``):
   total, request queue, local, remote, throttle, response send. Recorded by the Connection when a response has
