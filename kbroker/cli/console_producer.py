@@ -1,13 +1,18 @@
 """kbroker-console-producer: stdin lines -> records, like Kafka's kafka-console-producer.sh.
 
     kbroker-console-producer --bootstrap-server HOST:PORT --topic T [--property parse.key=true]
-        [--property key.separator=:] [--property ignore.error=true] [--compression-codec [gzip|snappy|lz4|zstd|none]]
+        [--property key.separator=:] [--property ignore.error=true] [--property parse.headers=true]
+        [--property null.marker=NULL] [--compression-codec [gzip|snappy|lz4|zstd|none]]
         [--request-required-acks -1|0|1] [--batch-size BYTES] [--request-timeout-ms MS]
 
 One record per line (``\\n``; a trailing ``\\r`` is dropped and a last line without newline still counts, as Java's
-``BufferedReader.readLine`` does; an empty line is an empty value). With ``parse.key=true`` the line is split at the
-first ``key.separator`` (default TAB); a line without it is an error ("No key separator found on line number N:
-'...'", exit 1) unless ``ignore.error=true``, which sends the whole line as the value with a null key.
+``BufferedReader.readLine`` does; an empty line is an empty value). Kafka 3.x's LineMessageReader: with
+``parse.headers=true`` the line starts with the headers up to the first ``headers.delimiter`` (default TAB), split at
+``headers.separator`` (default ``,``) into ``key<headers.key.separator>value`` (default ``:``; no separator: a null
+value); then, with ``parse.key=true``, the key up to the first ``key.separator`` (default TAB); the rest is the value.
+A line without a delimiter it needs is an error ("No key separator found on line number N: '...'", "No headers
+delimiter found ...", exit 1) unless ``ignore.error=true``, which then takes no key (no headers) from it. A key, value
+or header value equal to ``null.marker`` (unset by default) is null; a header key equal to it is an error.
 
 Batching: whatever lines are *already readable* on stdin are gathered (``select`` with a zero timeout) up to
 ``MAX_PENDING`` lines, then sent; an interactive user gets each line sent as typed, a pipe gets big batches. Lines
@@ -62,7 +67,8 @@ def build_parser():
                    metavar="HOST:PORT")
     p.add_argument("--topic", required=True)
     p.add_argument("--property", action="append", default=[], metavar="KEY=VALUE",
-                   help="parse.key, key.separator, ignore.error")
+                   help="parse.key, key.separator, parse.headers, headers.delimiter, headers.separator, "
+                        "headers.key.separator, null.marker, ignore.error")
     p.add_argument("--compression-codec", nargs="?", const="gzip", default="none", choices=sorted(CODECS),
                    help="compression codec (gzip when given without a value)")
     p.add_argument("--request-required-acks", type=int, default=-1, choices=(-1, 0, 1))
@@ -73,29 +79,69 @@ def build_parser():
 
 
 class LineParser:
-    """Turns raw lines into (key, value) following parse.key / key.separator / ignore.error."""
+    """Turns raw lines into (key, value) -- (key, value, headers) with parse.headers -- following Kafka's
+    LineMessageReader properties (module docstring)."""
 
     def __init__(self, props):
-        self.parse_key = props.get("parse.key", "false").strip().lower() == "true"
-        self.separator = props.get("key.separator", "\t").encode("utf-8")
-        self.ignore_error = props.get("ignore.error", "false").strip().lower() == "true"
-        if self.parse_key and not self.separator:
-            raise ProducerError("key.separator must not be empty")
+        def flag(name):
+            return props.get(name, "false").strip().lower() == "true"
+
+        def text(name, default):
+            return props.get(name, default).encode("utf-8")
+        self.parse_key = flag("parse.key")
+        self.parse_headers = flag("parse.headers")
+        self.ignore_error = flag("ignore.error")
+        self.separator = text("key.separator", "\t")
+        self.headers_delimiter = text("headers.delimiter", "\t")
+        self.headers_separator = text("headers.separator", ",")
+        self.headers_key_separator = text("headers.key.separator", ":")
+        marker = props.get("null.marker")
+        self.null_marker = None if marker is None else marker.encode("utf-8")
+        for on, name, value in ((self.parse_key, "key.separator", self.separator),
+                                (self.parse_headers, "headers.delimiter", self.headers_delimiter),
+                                (self.parse_headers, "headers.separator", self.headers_separator),
+                                (self.parse_headers, "headers.key.separator", self.headers_key_separator)):
+            if on and not value:
+                raise ProducerError("%s must not be empty" % name)
         self.line_number = 0
+
+    def _part(self, enabled, line, start, demarcation, name):
+        """Kafka's LineMessageReader.parse: the text from ``start`` to ``demarcation``, or None."""
+        if not enabled:
+            return None
+        i = line.find(demarcation, start)
+        if i < 0:
+            if self.ignore_error:
+                return None
+            raise ProducerError("No %s found on line number %d: '%s'"
+                                % (name, self.line_number, line.decode("utf-8", "replace")))
+        return line[start:i]
+
+    def _null(self, value):
+        return None if value is not None and value == self.null_marker else value
+
+    def _headers(self, text):
+        out = []
+        for h in text.split(self.headers_separator):
+            k, sep, v = h.partition(self.headers_key_separator)
+            if self.null_marker is not None and k == self.null_marker:
+                raise ProducerError("Header keys should not be equal to the null marker '%s' as they can't be null"
+                                    % self.null_marker.decode("utf-8", "replace"))
+            out.append((k.decode("utf-8", "replace"), self._null(v) if sep else None))
+        return out
 
     def __call__(self, line):
         self.line_number += 1
         if line.endswith(b"\r"):
             line = line[:-1]
-        if not self.parse_key:
-            return None, line
-        i = line.find(self.separator)
-        if i < 0:
-            if self.ignore_error:
-                return None, line
-            raise ProducerError("No key separator found on line number %d: '%s'"
-                                % (self.line_number, line.decode("utf-8", "replace")))
-        return line[:i], line[i + len(self.separator):]
+        headers = self._part(self.parse_headers, line, 0, self.headers_delimiter, "headers delimiter")
+        start = 0 if headers is None else len(headers) + len(self.headers_delimiter)
+        key = self._part(self.parse_key, line, start, self.separator, "key separator")
+        start += 0 if key is None else len(key) + len(self.separator)
+        if not self.parse_headers:
+            return self._null(key), self._null(line[start:])
+        out_headers = self._headers(headers) if headers is not None and headers != self.null_marker else ()
+        return self._null(key), self._null(line[start:]), out_headers
 
 
 class Partitioner:
@@ -112,14 +158,18 @@ class Partitioner:
 
 
 def chunk_records(records, batch_size):
-    """Split [(key, value)] into lists whose estimated encoded size stays <= batch_size (at least one each)."""
+    """Split [(key, value[, headers])] into lists whose estimated encoded size stays <= batch_size (at least one
+    each)."""
     chunks, cur, size = [], [], 0
-    for key, value in records:
+    for rec in records:
+        key, value = rec[0], rec[1]
         n = RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
+        for hk, hv in (rec[2] if len(rec) > 2 else ()):
+            n += 10 + len(hk.encode("utf-8")) + (len(hv) if hv else 0)     # two varint lengths, 5 bytes each
         if cur and size + n > batch_size:
             chunks.append(cur)
             cur, size = [], 0
-        cur.append((key, value))
+        cur.append(rec)
         size += n
     if cur:
         chunks.append(cur)
@@ -155,10 +205,10 @@ class ConsoleProducer:
                 delay = min(delay * 2, 1.0)
 
     def send(self, records):
-        """Send [(key, value)]: partition, batch, one Produce per leader per round."""
+        """Send [(key, value[, headers])]: partition, batch, one Produce per leader per round."""
         by_partition = {}
-        for key, value in records:
-            by_partition.setdefault(self.partitioner(key), []).append((key, value))
+        for rec in records:
+            by_partition.setdefault(self.partitioner(rec[0]), []).append(rec)
         queues = {p: chunk_records(recs, self.batch_size) for p, recs in by_partition.items()}
         while queues:
             round_ = {p: q.pop(0) for p, q in queues.items()}
@@ -172,7 +222,8 @@ class ConsoleProducer:
                     continue
                 code = r.error_code if r is not None else -1
                 msg = (r.error_message if r is not None else None) or errors.error_name(code)
-                for key, value in recs:
+                for rec in recs:
+                    key, value = rec[0], rec[1]
                     self.failed += 1
                     print("ERROR Error when sending message to topic %s with key: %s, value: %s with error: %s: %s"
                           % (self.topic, "null" if key is None else "%d bytes" % len(key),
