@@ -2,8 +2,9 @@
 
 One broker (embedded backend, so it is its own controller) started by the harness with LOG_DIR=<dir>/server-logs
 and a logging.properties beside its server.properties (the file kbroker-server picks up there): the shipped
-config/logging.properties with the request log switched on (DEBUG) and its file rolled at 4 KiB with 2 backups; state.change.logger as
-shipped (INFO, Kafka >= 2's level: partition state changes and applied LeaderAndIsr, not the per-replica TRACE).
+config/logging.properties with the request log switched on (DEBUG) and its file rolled at 4 KiB with 2 backups;
+state.change.logger as shipped (INFO, Kafka >= 2's level: partition state changes and applied LeaderAndIsr, not
+the per-replica TRACE).
 Checked: the files exist in LOG_DIR (and nowhere else); the startup report (version, kernels, "KafkaConfig values"
 with every key) opens server.log; controller lines are in controller.log and not in server.log; a topic's creation
 is in state-change.log as Kafka writes it (the controller's partition state changes, the broker's completed

@@ -79,7 +79,8 @@ def test_shipped_server_properties():
     assert code == 0
 
 
-_THREADS = "no effect: kbroker serves every connection in a greenlet of one event loop; it has no %s thread pool to size"
+_THREADS = ("no effect: kbroker serves every connection in a greenlet of one event loop; it has no %s thread pool "
+            "to size")
 _PURGATORY = ("no effect: kbroker has no purgatory to purge: a parked Fetch or acks=all Produce waits on its partition "
               "and is woken by the append or high-watermark advance that completes it")
 _KRB = ("no effect: kbroker has no Java Kerberos login thread to tune: a GSSAPI listener accepts tickets with its "

@@ -13,7 +13,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _generator():
-    spec = importlib.util.spec_from_file_location("gen_configuration_doc", REPO / "scripts" / "gen_configuration_doc.py")
+    spec = importlib.util.spec_from_file_location("gen_configuration_doc",
+                                                  REPO / "scripts" / "gen_configuration_doc.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

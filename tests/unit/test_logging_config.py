@@ -250,7 +250,8 @@ def test_server_exits_1_on_a_logging_config_error_before_touching_the_data_dir(t
     import os
     import subprocess
     import sys
-    (tmp_path / "server.properties").write_text("log.dirs=%s\nlisteners=PLAINTEXT://127.0.0.1:0\n" % (tmp_path / "data"))
+    (tmp_path / "server.properties").write_text("log.dirs=%s\nlisteners=PLAINTEXT://127.0.0.1:0\n"
+                                                % (tmp_path / "data"))
     (tmp_path / "logging.properties").write_text("log4j.rootLogger=LOUD, nowhere\n")
     env = dict(os.environ, LOG_DIR=str(tmp_path / "server-logs"),
                PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p))
