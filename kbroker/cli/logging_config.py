@@ -502,7 +502,7 @@ def config_values_block(cfg, version, kernels):
 
 
 # The built-in configuration: config/logging.properties, word for word (tests/unit/test_logging_config.py checks).
-DEFAULT_PROPERTIES = r"""\
+DEFAULT_PROPERTIES = """\
 # kbroker logging -- the model is Kafka's config/log4j.properties: same syntax, same files, same appender names.
 # kbroker-server reads this file when it sits next to the server.properties it is started with, or the one
 # given with --log-config; without either it uses the same settings built in (kbroker/cli/logging_config.py).
