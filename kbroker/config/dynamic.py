@@ -249,8 +249,9 @@ class DynamicBrokerConfig:
                 return
 
     # ------------------------------------------------------------------------------------------- altering
-    def entity_of(self, resource_name):
-        """'' -> <default>; this broker's id -> itself; anything else InvalidRequest (Kafka's getBrokerId)."""
+    def entity_of(self, resource_name, describing=False):
+        """'' -> <default>; this broker's id -> itself; anything else InvalidRequest (Kafka's getBrokerId, and
+        ConfigHelper's "... or empty string" wording when ``describing``)."""
         if resource_name == "":
             return DEFAULT_ENTITY
         try:
@@ -258,8 +259,8 @@ class DynamicBrokerConfig:
         except ValueError:
             raise errors.InvalidRequest("Node id must be an integer, but it is: %s" % resource_name) from None
         if bid != self.broker_id:
-            raise errors.InvalidRequest("Unexpected broker id, expected %d, but received %s"
-                                        % (self.broker_id, resource_name))
+            raise errors.InvalidRequest("Unexpected broker id, expected %d%s, but received %s"
+                                        % (self.broker_id, " or empty string" if describing else "", resource_name))
         return str(bid)
 
     def current(self, resource_name):
@@ -311,7 +312,7 @@ class DynamicBrokerConfig:
     def describe(self, resource_name):
         """[Entry] of a broker resource: '' = the cluster default (only the keys it sets, Kafka's answer), this
         broker's id = every key with its effective value and source."""
-        entity = self.entity_of(resource_name)
+        entity = self.entity_of(resource_name, describing=True)
         if entity == DEFAULT_ENTITY:
             names = sorted(self.default)
         else:

@@ -67,6 +67,8 @@ def test_entity_names(tmp_path, backend):
         dyn.alter("2", {"log.retention.ms": "1"})
     with pytest.raises(errors.InvalidRequest, match="Node id must be an integer, but it is: x"):
         dyn.describe("x")
+    with pytest.raises(errors.InvalidRequest, match="Unexpected broker id, expected 1 or empty string, but received 0"):
+        dyn.describe("0")
     dyn.alter("1", {"log.retention.ms": "5"}, validate_only=True)
     assert dyn.read("1") == {}
 
@@ -140,3 +142,20 @@ def test_topic_log_configs_follow_a_dynamic_default(tmp_path, backend):
     dyn.alter("", {"message.max.bytes": "2000"})
     assert [p.config.max_message_bytes for p in parts.values()] == [2000, 2000, 100]   # b's override stays
     assert {t: c.max_message_bytes for t, c in logs.configs.items()} == {"a": 2000, "b": 100, "c": 2000}
+
+
+def test_the_doc_lists_exactly_the_dynamic_keys():
+    """docs/dynamic-broker-configs.md names every key kbroker changes live and every one it refuses as needing a
+    restart (so the doc cannot go stale when a key moves)."""
+    import re
+    from pathlib import Path
+
+    from kbroker.config.dynamic import APPLIED_KEYS, RESTART_KEYS
+    text = (Path(__file__).resolve().parents[2] / "docs" / "dynamic-broker-configs.md").read_text()
+    applied, refused = text.split("## Keys")[1].split("As in Kafka, only the milliseconds forms")
+    refused = refused.split("Dynamic in Kafka but refused by kbroker")[1].split("Every other key is read-only")[0]
+    named = set(re.findall(r"`([a-z.]+)`", applied))
+    assert named == set(APPLIED_KEYS), named ^ set(APPLIED_KEYS)
+    listed = set(re.findall(r"`([a-z.]+)`", refused))
+    ssl = {k for k in RESTART_KEYS if k.startswith("ssl.")}
+    assert listed == set(RESTART_KEYS) - ssl, listed ^ (set(RESTART_KEYS) - ssl)
