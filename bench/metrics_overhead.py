@@ -21,7 +21,7 @@ acks=all, linger.ms=5, no compression, delivery reports for failures only, a dee
                 broker process, /proc/<pid>/stat), produce requests per GB (librdkafka's tx count).
   produce-100   the same with 100-byte values: the per-request cost weighs more.
 In-process (``--micro-calls``, first, no broker): what the counting costs the broker's loop per Produce request:
-the Connection's part (three clock reads, the ``_Done`` behind the response, its ``record`` into the six histograms
+the Connection's part (four clock reads, the ``_Done`` behind the response, its ``record`` into the seven histograms
 and the version count, as the writer does it) plus one ``TopicStats.appended`` per partition entry
 (``--micro-entries``, default 1), timed over that many calls in CPU time of the thread (a loaded machine
 stretches wall time, not this).
@@ -70,7 +70,7 @@ def micro(calls, entries):
             for t in topics:
                 t.appended(16, 16384)
             done = _Done(_request_stats(stats.requests, 0, req), 9, began, began, monotonic(), 0.0, 0)
-            done.record(monotonic())
+            done.record(monotonic(), monotonic())
         per = (time.thread_time() - t0) / calls * 1e6
         best = per if best is None else min(best, per)
     return round(best, 3)

@@ -15,7 +15,7 @@ kafka.network:type=RequestMetrics,name=RequestsPerSec,request=R,       kafka_net
   version=V                                                              {request="R",version="V"}
 kafka.network:type=RequestMetrics,name=TotalTimeMs,request=R           kafka_network_requestmetrics_totaltimems
   (RequestQueueTimeMs, LocalTimeMs, RemoteTimeMs, ThrottleTimeMs,        {request="R",quantile="0.50"...} and _count
-  ResponseSendTimeMs: the same)                                          (and _sum, which jmx_exporter lacks)
+  ResponseQueueTimeMs, ResponseSendTimeMs: the same)                     (and _sum, which jmx_exporter lacks)
 kafka.network:type=SocketServer,name=NetworkProcessorAvgIdlePercent    kafka_network_socketserver_
                                                                          networkprocessoravgidlepercent
 kafka.server:type=KafkaRequestHandlerPool,                             kafka_server_kafkarequesthandlerpool_
@@ -27,7 +27,7 @@ kafka.server:type=KafkaServer,name=BrokerState                         kafka_ser
 
 Beyond Kafka, real Prometheus histograms (aggregatable across brokers with ``histogram_quantile(sum by (le)
 (rate(...)))``, which Yammer's quantiles are not): ``kbroker_request_{total,queue,local,remote,throttle,
-response_send}_time_seconds{request}`` (cumulative since start, power-of-two buckets 15.6 us .. 65.5 s),
+response_queue,response_send}_time_seconds{request}`` (cumulative since start, power-of-two buckets 15.6 us .. 65.5 s),
 ``kbroker_event_loop_busy_ratio`` and ``kbroker_build_info{version,kernels}``.
 """
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, SummaryMetricFamily
@@ -61,6 +61,8 @@ TIME_METRICS = {
     "remote": ("kafka_network_requestmetrics_remotetimems", "RemoteTimeMs", "kbroker_request_remote_time_seconds"),
     "throttle": ("kafka_network_requestmetrics_throttletimems", "ThrottleTimeMs",
                  "kbroker_request_throttle_time_seconds"),
+    "response_queue": ("kafka_network_requestmetrics_responsequeuetimems", "ResponseQueueTimeMs",
+                       "kbroker_request_response_queue_time_seconds"),
     "send": ("kafka_network_requestmetrics_responsesendtimems", "ResponseSendTimeMs",
              "kbroker_request_response_send_time_seconds"),
 }

@@ -16,8 +16,8 @@ greenlets, which never run at the same time -- and is read at scrape time, in a 
   topic counts in the totals only (Kafka makes MBeans for any name a client sends); there is no
   ReplicationBytesInPerSec yet (the follower's fetcher does not count).
 * ``RequestStats`` -- Kafka's RequestMetrics per API name (``Produce``, ``Fetch``, and ``FetchConsumer`` /
-  ``FetchFollower`` for a Fetch as well): requests per version, and six time distributions (``Histogram``):
-  total, request queue, local, remote, throttle, response send. Recorded by the Connection when a response has
+  ``FetchFollower`` for a Fetch as well): requests per version, and seven time distributions (``Histogram``):
+  total, request queue, local, remote, throttle, response queue, response send. Recorded by the Connection when a response has
   been written to the socket (``kbroker/server/connection.py`` says what each interval is here).
 * ``LoopLoad`` -- the event loop's busy fraction from the loop thread's CPU time (``time.thread_time``), sampled
   when read: no cost per request or per loop iteration. The quantiles and the busy fraction describe the last
@@ -242,14 +242,14 @@ def _quantile(window, n, q):
 
 # ----------------------------------------------------------------------------------------------- requests
 
-# The six intervals of a request (Kafka's RequestChannel.updateRequestMetrics), in RequestStats.TIMES order.
-TIMES = ("total", "queue", "local", "remote", "throttle", "send")
+# The seven intervals of a request (Kafka's RequestChannel.updateRequestMetrics), in ApiRequestStats.record's order.
+TIMES = ("total", "queue", "local", "remote", "throttle", "response_queue", "send")
 
 
 class ApiRequestStats:
     """One API name's RequestMetrics: ``versions[v]`` requests of version v, and a Histogram per interval."""
 
-    __slots__ = ("name", "versions", "total", "queue", "local", "remote", "throttle", "send")
+    __slots__ = ("name", "versions", "total", "queue", "local", "remote", "throttle", "response_queue", "send")
 
     def __init__(self, name, now=None, window_s=WINDOW_S, samples=SAMPLES):
         self.name = name
@@ -257,7 +257,7 @@ class ApiRequestStats:
         for t in TIMES:
             setattr(self, t, Histogram(now, window_s, samples))
 
-    def record(self, version, now, total_ms, queue_ms, local_ms, remote_ms, throttle_ms, send_ms):
+    def record(self, version, now, total_ms, queue_ms, local_ms, remote_ms, throttle_ms, response_queue_ms, send_ms):
         """One request done (its response written, or handled when it has none); times in ms, ``now``
         monotonic seconds."""
         versions = self.versions
@@ -269,6 +269,7 @@ class ApiRequestStats:
         self.local.record(local_ms, now)
         self.remote.record(remote_ms, now)
         self.throttle.record(throttle_ms, now)
+        self.response_queue.record(response_queue_ms, now)
         self.send.record(send_ms, now)
 
     @property

@@ -211,7 +211,7 @@ def test_rejected_failed_and_request_counts_exact(broker):
     # Every counted request has its times: the summaries' and histograms' counts follow the request count.
     produced = sum(v for (n, labels), v in after.items() if n == req and ("request", "Produce") in labels)
     for name in ("totaltimems", "requestqueuetimems", "localtimems", "remotetimems", "throttletimems",
-                 "responsesendtimems"):
+                 "responsequeuetimems", "responsesendtimems"):
         assert val(after, "kafka_network_requestmetrics_%s_count" % name, request="Produce") == produced
         quantiles = {dict(labels)["quantile"] for (n, labels), _ in after.items()
                      if n == "kafka_network_requestmetrics_" + name and ("request", "Produce") in labels}

@@ -100,9 +100,9 @@ def _stats():
     stats.topics.all.append_failed(3, 0)            # an unknown topic: totals only
     produce = stats.requests.api(0)
     for ms in (1.0, 2.0, 4.0):
-        produce.record(9, 0.0, ms, 0.1, ms / 2, 0.0, 0.0, 0.2)
-    produce.record(7, 0.0, 8.0, 0.1, 4.0, 0.0, 0.0, 0.2)
-    stats.requests.named("FetchConsumer").record(12, 0.0, 500.0, 0.1, 1.0, 498.0, 0.0, 0.5)
+        produce.record(9, 0.0, ms, 0.1, ms / 2, 0.0, 0.0, 0.05, 0.2)
+    produce.record(7, 0.0, 8.0, 0.1, 4.0, 0.0, 0.0, 0.05, 0.2)
+    stats.requests.named("FetchConsumer").record(12, 0.0, 500.0, 0.1, 1.0, 498.0, 0.0, 0.1, 0.5)
     return stats
 
 
@@ -129,6 +129,8 @@ def test_collectors_exact_names_labels_and_values():
     p50 = s[("kafka_network_requestmetrics_totaltimems", (("quantile", "0.50"), ("request", "Produce")))]
     assert 1.6 < p50 <= 2.0           # the 2nd of 4 samples, inside the bucket (1.68, 2.0]
     assert s[("kafka_network_requestmetrics_remotetimems_sum", (("request", "FetchConsumer"),))] == 498.0
+    assert s[("kafka_network_requestmetrics_responsequeuetimems_sum", (("request", "Produce"),))] == 0.2
+    assert s[("kafka_network_requestmetrics_responsesendtimems_count", (("request", "FetchConsumer"),))] == 1
     assert s[("kbroker_request_total_time_seconds_bucket", (("le", "0.001"), ("request", "Produce")))] == 1
     assert s[("kbroker_request_total_time_seconds_bucket", (("le", "0.004"), ("request", "Produce")))] == 3
     assert s[("kbroker_request_total_time_seconds_bucket", (("le", "+Inf"), ("request", "Produce")))] == 4

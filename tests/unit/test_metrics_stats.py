@@ -204,8 +204,9 @@ def test_connection_counts_requests_and_records_their_times():
     assert md.versions == [0, 1] and md.total.count == md.remote.count == md.local.count == md.send.count == 1
     assert md.remote.sum_ms == pytest.approx(200.0)
     assert md.local.sum_ms < 50 and md.total.sum_ms >= 200.0
-    assert md.total.sum_ms == pytest.approx(md.queue.sum_ms + md.local.sum_ms + md.remote.sum_ms + md.send.sum_ms,
-                                            abs=1.0)
+    assert md.total.sum_ms == pytest.approx(md.queue.sum_ms + md.local.sum_ms + md.remote.sum_ms
+                                            + md.response_queue.sum_ms + md.send.sum_ms, abs=1.0)
+    assert md.response_queue.count == 1
     av = requests.by_name["ApiVersions"]
     assert av.total.count == 3 and av.remote.sum_ms == 0.0 and av.throttle.sum_ms == 0.0
     assert av.total.sum_ms < 100.0
