@@ -21,7 +21,8 @@ R_DELETION_STARTED, R_DELETION_SUCCESSFUL, R_DELETION_INELIGIBLE = (
 
 
 R_NON_EXISTENT = "NonExistentReplica"
-TRACE = 5                                     # log4j's TRACE (kbroker/cli/logging_config.py registers the name)
+TRACE = 5                                     # log4j's TRACE (kbroker/cli/logging_config.py's too)
+logging.addLevelName(TRACE, "TRACE")
 state_change_log = logging.getLogger("state.change.logger")
 
 
