@@ -123,6 +123,13 @@ def test_console_group_resumes_and_key_properties(broker):
     from kbroker.client.admin import AdminClient
     with AdminClient(broker.bootstrap) as a:
         assert a.list_group_offsets("g1") == {("cg", 0): 5}
+    # headers and the null marker through the producer, printed back by the consumer
+    create(broker, "ch", 1)
+    produce(broker, "ch", ["h1:x,h2\tk7:v7", "h3:y\tNULL:NULL"], "parse.headers=true", "parse.key=true",
+            "key.separator=:", "null.marker=NULL")
+    rc, out, err = run("console_consumer", "--bootstrap-server", broker.bootstrap, "--topic", "ch", "--from-beginning",
+                       "--max-messages", 2, "--property", "print.headers=true", "--property", "print.key=true")
+    assert (rc, out) == (0, "h1:x,h2:null\tk7\tv7\nh3:y\tnull\tnull\n"), err
     # print.timestamp: CreateTime:<ms>
     rc, out, err = run("console_consumer", *base[:4], "--group", "g2", "--from-beginning", "--max-messages", 1,
                        "--property", "print.timestamp=true")
