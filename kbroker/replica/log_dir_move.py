@@ -123,11 +123,14 @@ class LogDirMove:
             return True
         start = current.log_start_offset
         if leo < start:
-            first = current.read(start, 1).first_offset
-            future.truncate_fully_and_start_at(first)
-            return True
+            first = current.read(start, 1).first_offset         # the base of the batch holding the start
+            if leo < first:
+                future.truncate_fully_and_start_at(first)
+                return True
         try:
-            sl = current.read(leo, CHUNK_BYTES)
+            # From the log start offset when it lies inside the batch the copy starts at (DeleteRecords moves it to
+            # any offset): the read then starts at that batch, whose base is ``leo``.
+            sl = current.read(max(leo, start), CHUNK_BYTES)
         except OffsetOutOfRange:
             return True                       # retention moved the start meanwhile: the next step restarts there
         if sl.size == 0:

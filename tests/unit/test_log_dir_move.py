@@ -107,6 +107,17 @@ def test_copy_restarts_after_a_truncation_of_the_source(tmp_path):
     lm.shutdown()
 
 
+def test_move_keeps_a_log_start_offset_inside_a_batch(tmp_path):
+    dirs, lm, part, rm = _setup(tmp_path)
+    assert part.log.maybe_increment_log_start_offset(40)     # DeleteRecords: offset 40 is inside batch 39..41
+    move = LogDirMove(rm, TP)
+    move._run()
+    assert move.done and lm.log_dir_of(TP) == dirs[1]
+    assert part.log.log_start_offset == 40
+    assert _records(part.log) == [(o, b"v%03d-%d" % (o // 3, o % 3)) for o in range(39, 90)]
+    lm.shutdown()
+
+
 @pytest.mark.parametrize("crash_at", ["rename-current", "rename-future", "fsync-destination"])
 def test_a_crash_at_any_step_of_the_swap_leaves_one_complete_log(tmp_path, monkeypatch, crash_at):
     dirs, lm, part, rm = _setup(tmp_path)
