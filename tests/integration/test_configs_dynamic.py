@@ -5,7 +5,8 @@ keys and put back what they change).
 1. confluent-kafka's AdminClient: IncrementalAlterConfigs on the cluster default (BROKER "") lowers
    message.max.bytes and a topic created before it refuses a 3,000-byte record at once (no restart), a 1,000-byte
    one still goes; DELETE restores it. DescribeConfigs of a broker: Kafka's sources and synonyms (static, dynamic
-   default, per-broker); read-only and no-restart keys refused with Kafka's INVALID_REQUEST message.
+   default, per-broker); read-only and no-restart keys refused with Kafka's INVALID_REQUEST message. Kafka's
+   Java Admin (tests/java's driver) does the same on the default and one broker.
 2. ``kbroker-admin configs`` over --bootstrap-server: --describe --entity-type brokers asks each broker for its
    own resource (the old tool sent them all to one, which answered "unexpected broker id"), --entity-default,
    per-broker alter; over --zookeeper: topics and brokers, taking effect on the brokers. Outputs exact.
@@ -23,6 +24,7 @@ import sys
 import pytest
 
 from tests.integration.harness import REPO_ROOT, wait_until
+from tests.integration.java_driver import java_driver, ok  # noqa: F401 - fixture
 from tests.integration.test_cluster_common import Cluster, consume, metadata, produce
 
 pytestmark = [pytest.mark.zk, pytest.mark.timeout(240)]
@@ -158,6 +160,43 @@ def test_describe_sources_and_synonyms_and_refusals(cluster):
     assert code == 42 and "Cannot update these configs dynamically in kbroker: Set(num.io.threads)" in msg
     code, msg = incremental(cluster, "1", [("log.retention.ms", "SET", "soon")])
     assert code == 42 and "Invalid value 'soon' for configuration log.retention.ms" in msg
+
+
+def test_kafka_java_admin_alters_and_describes_broker_configs(cluster, java_driver):  # noqa: F811 - fixture
+    """Kafka's own Java Admin (what kafka-configs.sh 4.x runs): incrementalAlterConfigs on the cluster default
+    (resource "") and on broker 2, describeConfigs with Kafka's source names, a read-only key refused."""
+    steps = [
+        {"op": "alter_configs", "resources": [
+            {"type": "broker", "name": "", "ops": [{"name": "log.retention.bytes", "value": "5000000"}]},
+            {"type": "broker", "name": "2", "ops": [{"name": "log.segment.bytes", "value": "2000000"},
+                                                    {"name": "log.cleanup.policy", "value": "compact",
+                                                     "op": "APPEND"}]}]},
+        {"op": "alter_configs", "resources": [
+            {"type": "broker", "name": "2", "ops": [{"name": "zookeeper.connect", "value": "elsewhere:2181"}]}]},
+    ]
+    altered, refused = java_driver(cluster.bootstrap, steps)
+    assert ok(altered)["results"] == {"": None, "2": None}
+    assert refused["results"]["2"]["error"]["type"] == "InvalidRequestException"
+    assert "Cannot update these configs dynamically: Set(zookeeper.connect)" in refused["results"]["2"]["error"][
+        "message"]
+
+    def described():
+        got = ok(java_driver(cluster.bootstrap, [{"op": "describe_configs", "resources": [
+            {"type": "broker", "name": "2"}, {"type": "broker", "name": ""}]}])[0])["results"]
+        return {k: (got["2"]["entries"][k]["value"], got["2"]["entries"][k]["source"], got["2"]["entries"][k][
+            "readOnly"]) for k in ("log.retention.bytes", "log.segment.bytes", "log.cleanup.policy",
+                                   "zookeeper.connect")}, sorted(got[""]["entries"])
+    wait_until(lambda: described()[0]["log.retention.bytes"][1] == "DYNAMIC_DEFAULT_BROKER_CONFIG", WAIT_S, 0.5)
+    broker2, default = described()
+    assert broker2 == {"log.retention.bytes": ("5000000", "DYNAMIC_DEFAULT_BROKER_CONFIG", False),
+                       "log.segment.bytes": ("2000000", "DYNAMIC_BROKER_CONFIG", False),
+                       "log.cleanup.policy": ("delete,compact", "DYNAMIC_BROKER_CONFIG", False),
+                       "zookeeper.connect": (cluster.connect, "STATIC_BROKER_CONFIG", True)}
+    assert default == ["log.retention.bytes"]
+    ok(java_driver(cluster.bootstrap, [{"op": "alter_configs", "resources": [
+        {"type": "broker", "name": "", "ops": [{"name": "log.retention.bytes", "op": "DELETE"}]},
+        {"type": "broker", "name": "2", "ops": [{"name": "log.segment.bytes", "op": "DELETE"},
+                                                {"name": "log.cleanup.policy", "op": "DELETE"}]}]}])[0])
 
 
 # ---------------------------------------------------------------------------------------------- 2. the tool
