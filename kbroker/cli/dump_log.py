@@ -540,7 +540,7 @@ def run(opts, out=None, err=None):
                 dump_snapshot(path, out)
             else:
                 print("Ignoring unknown file %s" % path, file=err)
-        except (OSError, producer_snapshot.CorruptSnapshotError) as e:
+        except Exception as e:  # noqa: BLE001 - a file that cannot be read or named is reported, the others go on
             print("Error dumping %s: %s" % (path, e), file=err)
             status = 1
     findings.print(err)

@@ -264,3 +264,15 @@ def test_same_output_as_kafkas_dump_log_segments(logs, tmp_path):
         code, out, err = run("--files", ",".join(paths), *opts)
         jerr = "".join(ln + "\n" for ln in java.stderr.splitlines() if "SLF4J" not in ln)
         assert (out, err) == (java.stdout, jerr), (paths, opts)
+
+
+def test_unreadable_files_are_reported_and_the_others_dumped(logs, tmp_path):
+    bad = tmp_path / "00000000000000000000.snapshot"
+    bad.write_bytes(b"garbage")
+    (txn,) = files(logs, "mixed-0", (".txnindex",))
+    code, out, err = run("--files", ",".join([str(tmp_path / "nosuch.log"), str(bad), txn]))
+    assert code == 1
+    assert out.splitlines()[-2:] == ["Dumping %s" % txn,
+                                     "version: 0 producerId: 0 firstOffset: 28 lastOffset: 29 lastStableOffset: 30"]
+    assert [ln.split(":")[0] for ln in err.splitlines()] == ["Error dumping %s" % (tmp_path / "nosuch.log"),
+                                                             "Error dumping %s" % bad]
