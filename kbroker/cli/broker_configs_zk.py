@@ -12,8 +12,8 @@ Set(k)``).
 
 Writes ``/config/brokers/<id>`` (or ``<default>``: every broker without its own value) as
 ``{"version":1,"config":{...}}`` keeping its other keys, then a ``/config/changes`` notification
-``{"version":2,"entity_path":"brokers/<id>"}``; every broker applies it within moments (kbroker/quota/
-replication.py BrokerThrottleWatcher). Output: ``Completed updating config for entity: brokers '1'.``;
+``{"version":2,"entity_path":"brokers/<id>"}``; every broker applies it within moments (kbroker/
+config/dynamic.py's watcher). Output: ``Completed updating config for entity: brokers '1'.``;
 ``--describe``: ``Configs for brokers '1' are k=v,...`` (``default brokers`` for the default entity), one line per
 entity under /config/brokers when no entity is named. Errors (``Error while executing config command ...``, exit
 1): an unknown key ``requirement failed: Unknown Dynamic Configuration 'k'.``; a value that is not a long >= 0

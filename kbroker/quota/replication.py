@@ -15,7 +15,8 @@ Two quotas per broker, each a ``ReplicationQuota``:
 The bound is the broker config ``leader.replication.throttled.rate`` / ``follower.replication.throttled.rate``
 (bytes/s; Long.MAX = unbounded, the default), dynamic: ``/config/brokers/<id>`` overrides ``/config/brokers/<default>``,
 which overrides the static server.properties value (Kafka's DynamicConfig.Broker precedence), re-read on every
-``/config/changes`` notification (``BrokerThrottleWatcher``).
+``/config/changes`` notification by the dynamic broker configs' watcher (kbroker/config/dynamic.py, which calls
+``ReplicationQuotas.apply_dynamic``).
 Which partitions are throttled is the topic config ``leader.replication.throttled.replicas`` /
 ``follower.replication.throttled.replicas``: ``*`` (every partition of the topic) or ``partition:broker,...``,
 of which this broker keeps the partitions listed with its own id (Kafka's parseThrottledPartitions).
@@ -31,8 +32,6 @@ Exceeded means rate > bound. A check and the record that follows it are not atom
 import logging
 import re
 import time
-
-from kbroker.coord.znodes import ConfigEntityChangeNotificationSequenceZNode, ConfigEntityZNode
 
 log = logging.getLogger(__name__)
 
@@ -195,56 +194,3 @@ class ReplicationQuotas:
                     log.warning("ignoring invalid dynamic broker config %s=%r", key, raw)
                     bound = self.static.get(key, LONG_MAX)
             quota.set_bound(bound)
-
-
-class BrokerThrottleWatcher:
-    """Keeps ``quotas``' bounds equal to the dynamic broker configs: reads ``/config/brokers/<id>`` and
-    ``/config/brokers/<default>`` at ``start()`` and again whenever a ``/config/changes`` notification naming
-    ``brokers/<id>`` or ``brokers/<default>`` appears (the writer -- kbroker-admin reassign-partitions, Kafka's
-    tools -- writes the entity znode first, then the notification: Kafka's changeBrokerConfig)."""
-
-    PATH = "/config/changes"
-
-    def __init__(self, backend, quotas, spawn):
-        self.backend = backend
-        self.quotas = quotas
-        self.spawn = spawn
-        self.seen = None
-        self.entities = {"brokers/%d" % quotas.broker_id, "brokers/" + DEFAULT_ENTITY}
-
-    def start(self):
-        self.reload()
-        self.backend.ensure_path(self.PATH)
-        self.backend.watch_children(self.PATH, self._changed)
-        return self
-
-    def reload(self):
-        per_broker = self._read(str(self.quotas.broker_id))
-        default = self._read(DEFAULT_ENTITY)
-        self.quotas.apply_dynamic(per_broker, default)
-
-    def _read(self, name):
-        data, _ = self.backend.get_or_none(ConfigEntityZNode.path("brokers", name))
-        try:
-            return ConfigEntityZNode.decode(data) if data else {}
-        except (ValueError, KeyError, TypeError):
-            log.warning("ignoring malformed /config/brokers/%s", name)
-            return {}
-
-    def _changed(self, children, *_):
-        names = set(children or ())
-        new = names - self.seen if self.seen is not None else set()
-        self.seen = names
-        if new:
-            self.spawn(self._notified, sorted(new))
-
-    def _notified(self, notifications):
-        for name in notifications:
-            data, _ = self.backend.get_or_none("%s/%s" % (self.PATH, name))
-            try:
-                entity = ConfigEntityChangeNotificationSequenceZNode.decode(data) if data else ""
-            except (ValueError, KeyError, TypeError):
-                continue
-            if entity in self.entities:
-                self.reload()
-                return

@@ -9,7 +9,7 @@ import pytest
 from kbroker.cli import reassign
 from kbroker.coord.embedded import EmbeddedBackend
 from kbroker.coord.znodes import ConfigEntityChangeNotificationSequenceZNode, ConfigEntityZNode
-from kbroker.quota.replication import (ALL_PARTITIONS, LONG_MAX, BrokerThrottleWatcher, ReplicationQuota,
+from kbroker.quota.replication import (ALL_PARTITIONS, LONG_MAX, ReplicationQuota,
                                        ReplicationQuotas, SimpleRate, parse_throttled_replicas,
                                        valid_throttled_replicas)
 
@@ -114,13 +114,23 @@ def test_bounds_precedence_broker_then_default_then_static():
     assert q.leader.bound == 500
 
 
+def _watch(backend, quotas):
+    """The broker's wiring (kbroker/broker.py): the dynamic broker configs' watcher applies the throttle bounds."""
+    import gevent
+    from kbroker.config import BrokerConfig
+    from kbroker.config.dynamic import DynamicBrokerConfig
+    cfg = BrokerConfig.from_dict({"log.dirs": "/nonexistent", "broker.id": str(quotas.broker_id)})
+    return DynamicBrokerConfig(cfg, quotas.broker_id, backend, gevent.spawn, listeners=[
+        lambda _changed, per_broker, default: quotas.apply_dynamic(per_broker, default)]).start()
+
+
 def test_watcher_applies_broker_config_notifications(tmp_path):
     import gevent
     backend = _backend(tmp_path)
     try:
         _set_broker_config(backend, "1", {"leader.replication.throttled.rate": "1000"})
         q = ReplicationQuotas(1)
-        BrokerThrottleWatcher(backend, q, gevent.spawn).start()
+        _watch(backend, q)
         assert q.leader.bound == 1000 and q.follower.bound == LONG_MAX
         _set_broker_config(backend, "<default>", {"follower.replication.throttled.rate": "2000"})
         _set_broker_config(backend, "1", {})
@@ -302,7 +312,7 @@ def test_configs_zookeeper_brokers_alter_describe_and_the_broker_follows(tmp_pat
     backend = _backend(tmp_path)
     try:
         q = ReplicationQuotas(1)
-        BrokerThrottleWatcher(backend, q, gevent.spawn).start()
+        _watch(backend, q)
         rc, out = _configs(backend, capsys, "--entity-name", "1", "--alter", "--add-config",
                            "leader.replication.throttled.rate=1000,follower.replication.throttled.rate=2000")
         assert rc == 0 and out == "Completed updating config for entity: brokers '1'.\n"
