@@ -14,6 +14,7 @@ import gc
 import http.client
 import os
 import signal
+import socket
 import time
 
 import pytest
@@ -22,6 +23,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
 from kbroker.client.connection import BrokerConnection
+from kbroker.protocol.apis import APIS
 from kbroker.record.batch import Record, build_batch
 
 from . import harness
@@ -90,8 +92,7 @@ def broker(tmp_path_factory):
         "metrics.http.port": port, "metrics.http.host": "127.0.0.1",
         "zookeeper.connection.timeout.ms": 60000, "offsets.topic.replication.factor": 1,
         "offsets.topic.num.partitions": 2, "group.initial.rebalance.delay.ms": 0,
-        # One attempt that cannot move anything (a single broker) and then waits: a shutdown lasting ~2 s, during
-        # which /readyz must already answer 503.
+        # One attempt, then the drain: a shutdown /readyz must answer 503 through from its first moment.
         "controlled.shutdown.max.retries": 1, "controlled.shutdown.retry.backoff.ms": 2000})
     b.metrics_port = port
     b.starting = None
@@ -275,18 +276,49 @@ def test_connections_per_listener_and_loop_idle(broker):
 
 
 def test_shutting_down_readyz_503_while_healthz_200(broker):
+    """SIGTERM with a client that asked for 12 MB and reads nothing: the broker's shutdown waits (up to its 10 s
+    grace) for that response to be written, a window in which /readyz must answer 503 "shutting down", /healthz 200
+    and BrokerState 7; once the client goes, the broker exits and the endpoint with it."""
     port = broker.metrics_port
-    broker.proc.send_signal(signal.SIGTERM)
-    seen = []
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("big", 1, 1)])["big"].result(30)
+    del admin
+    gc.collect()
+    ts = int(time.time() * 1000)
+    with BrokerConnection(broker.host, broker.port) as conn:
+        for _ in range(12):
+            resp = conn.request(0, {"transactional_id": None, "acks": 1, "timeout_ms": 5000, "topic_data": [
+                {"name": "big", "partition_data": [{"index": 0, "records": build_batch(
+                    [Record(0, ts, None, b"x" * 1000000)])}]}]}, version=9)
+            assert resp["responses"][0]["partition_responses"][0]["error_code"] == 0
+    # more than the broker's send buffer (net.ipv4.tcp_wmem max, 4 MiB) and this 4 KiB receive buffer hold
+    fetch = APIS[1].encode_request(11, {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 64 << 20,
+                                        "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                                        "forgotten_topics_data": [], "rack_id": "", "topics": [
+                                            {"topic": "big", "partitions": [
+                                                {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+                                                 "log_start_offset": -1, "partition_max_bytes": 64 << 20}]}]})
+    stuck = socket.socket()
+    stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    stuck.connect((broker.host, broker.port))
+    try:
+        stuck.sendall(harness.encode_request(1, 11, 1, fetch.getvalue()))
+        # the handler has counted it (before its answer is written, which never completes)
+        wait_until(lambda: topic(scrape(port), "totalfetchrequests", "big") == 1, 5, 0.05, "the 12 MB fetch read")
+        broker.proc.send_signal(signal.SIGTERM)
 
-    def shutting_down():
-        ready, health = http_get(port, "/readyz"), http_get(port, "/healthz")
-        seen.append((ready, health))
-        return ready == (503, "shutting down\n") and health == (200, "ok\n")
+        def shutting_down():
+            return (http_get(port, "/readyz") == (503, "shutting down\n")
+                    and http_get(port, "/healthz") == (200, "ok\n"))
 
-    wait_until(shutting_down, 10, 0.02, "/readyz 503 'shutting down' while /healthz 200", ignore=(OSError,))
-    # the controlled shutdown's one attempt and its 2 s back-off: Kafka's PendingControlledShutdown (6)
-    assert val(scrape(port), "kafka_server_kafkaserver_brokerstate") == 6
+        wait_until(shutting_down, 10, 0.02, "/readyz 503 'shutting down' while /healthz 200", ignore=(OSError,))
+        # Kafka's BrokerShuttingDown (7) once the controlled shutdown and the drain are over; still serving
+        wait_until(lambda: val(scrape(port), "kafka_server_kafkaserver_brokerstate") == 7, 8, 0.05,
+                   "BrokerState 7 while the shutdown waits for the stuck response")
+        assert http_get(port, "/healthz") == (200, "ok\n") and broker.running
+    finally:
+        stuck.close()
     assert broker.proc.wait(30) == 0
     with pytest.raises(OSError):          # the endpoint is gone with the process
         http_get(port, "/healthz")
+
