@@ -44,7 +44,7 @@ every version gets its response at once and is muted after it -- the client is h
 only learns the throttle earlier.
 
 Request metrics (``services.stats``, ``kbroker/server/stats.py`` RequestStats; None = not counted): each request
-is counted by API and version and its six intervals recorded (Kafka's RequestMetrics, in ms) when its response has
+is counted by API and version and its seven intervals recorded (Kafka's RequestMetrics, in ms) when its response has
 been written to the socket -- the writer greenlet records every response of a ``sendall`` batch after it -- or,
 without a response (acks=0), when its handler returns. ``arrived``: the recv that completed the frame, or, for a
 frame that was already buffered behind earlier requests (pipelined), the end of the request before it (the moment
@@ -53,8 +53,10 @@ this connection could take it; Kafka does not read a muted channel either). *que
 acks=all wait for followers, a long-poll Fetch, a JoinGroup: Kafka's purgatory); *throttle*: the quota throttle
 asked (the mute that follows the response); *response queue*: handler returned -> the writer took the response
 (it waits for the writer greenlet to run and for the responses ahead of it to be sent); *send*: taken -> written
-(its whole ``sendall`` batch); *total*: arrived -> written. A Fetch counts under ``Fetch`` and under ``FetchConsumer`` or ``FetchFollower``, as in Kafka. The cost:
-four clock reads and ~2.5 us of counting per request (bench/metrics_overhead.py).
+(its whole ``sendall`` batch); *total*: arrived -> written. A Fetch counts under ``Fetch`` and under
+``FetchConsumer`` or ``FetchFollower``, as in Kafka. The cost: four clock reads and ~2.5 us of CPU per request
+(bench/metrics_overhead.py). SASL frames before authentication and an ApiVersions answered UNSUPPORTED_VERSION are
+not counted.
 """
 import errno
 import fcntl
