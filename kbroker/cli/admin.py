@@ -498,6 +498,9 @@ def consumer_groups_main(argv):
 
 
 def reassign_partitions_main(argv):
+    if any(a == "--bootstrap-server" or a.startswith("--bootstrap-server=") for a in argv):
+        from kbroker.cli.reassign_admin import main as reassign_admin_main   # Kafka >= 2.5's mode (KIP-455)
+        return reassign_admin_main(argv)
     from kbroker.cli.reassign import main as reassign_main
     return reassign_main(argv)
 

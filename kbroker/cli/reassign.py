@@ -466,9 +466,6 @@ def main(argv=None, backend=None, out=None, err=None):
     """Exit status. ``backend``: an already started CoordinationBackend to use instead of ``--zookeeper``."""
     out, err = out or sys.stdout, err or sys.stderr
     argv = sys.argv[1:] if argv is None else list(argv)
-    if any(a == "--bootstrap-server" or a.startswith("--bootstrap-server=") for a in argv):
-        from kbroker.cli import reassign_admin   # Kafka >= 2.5's Admin API mode (KIP-455)
-        return reassign_admin.main(argv, out, err)
     try:
         args = parse_args(argv)
     except UsageError as e:

@@ -33,6 +33,7 @@ import sys
 from kbroker.client.admin import AdminClient
 
 from .common import ArgParser, CommandError, UsageError, duplicates, read_file, usage_error
+from .reassign import CURRENT_HEADING, ROLLBACK_NOTE, format_reassignment_json, parse_reassignment
 
 ACTIONS = ("execute", "verify", "list", "cancel")
 EXISTING = ("Cannot execute because there is an existing partition assignment.  Use --additional to override this "
@@ -74,7 +75,6 @@ def parse_args(argv):
 
 def load_targets(path):
     """The reassignment file -> {(topic, p): [replicas]} in file order, with Kafka's checks."""
-    from .reassign import parse_reassignment
     entries = parse_reassignment(read_file(path))
     if not entries:
         raise CommandError("Partition reassignment data file is empty")
@@ -105,7 +105,6 @@ def current_replicas(admin, tps):
 
 
 def execute(admin, args, out):
-    from .reassign import ROLLBACK_NOTE, CURRENT_HEADING, format_reassignment_json
     targets = load_targets(args.reassignment_json_file)
     if admin.list_partition_reassignments() and not args.additional:
         raise CommandError(EXISTING)
