@@ -392,6 +392,7 @@ class ReplicaManager:
                 if delete:
                     self._hw_checkpoint.pop(tp, None)
                     self._cancel_move(tp)        # its future directory goes first: never one without the other
+                    self.log_manager.preferred_dirs.pop(tp, None)
                     gone = self.log_manager.detach_log(tp)
                     if gone is not None:
                         detached.append(gone)
@@ -416,7 +417,8 @@ class ReplicaManager:
         ReplicaManager.alterReplicaLogDirs). Returns the partition's error code: INVALID_TOPIC_EXCEPTION (17) when
         the future directory's name would pass 255 bytes (Kafka's rule); LOG_DIR_NOT_FOUND (57) for a
         path that is not one of log.dirs (exactly, as Kafka compares them); REPLICA_NOT_AVAILABLE (9) for a replica
-        not hosted here, whose log will then be created in ``log_dir`` (Kafka's preferred log dir);
+        not hosted here, whose log will then be created in ``log_dir`` (Kafka's preferred log dir; remembered only
+        for a partition ``partition_exists`` knows);
         KAFKA_STORAGE_ERROR (56) when the future log cannot be made; else 0: already there (a move elsewhere is
         cancelled), already moving there, or a move started (another destination's move replaced). May yield."""
         lm = self.log_manager
@@ -427,7 +429,9 @@ class ReplicaManager:
         tp = (topic, p)
         with self._state_lock:
             if tp not in self._partitions:
-                lm.preferred_dirs[tp] = log_dir
+                # Only for partitions the cluster has: a client naming millions of made-up ones grows nothing.
+                if self.partition_exists is None or self.partition_exists(topic, p):
+                    lm.preferred_dirs[tp] = log_dir
                 return errors.REPLICA_NOT_AVAILABLE
             if lm.log_dir_of(tp) == log_dir:
                 self._cancel_move(tp)
