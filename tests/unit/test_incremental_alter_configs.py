@@ -232,8 +232,12 @@ def test_handler_broker_resources_go_to_the_dynamic_broker_configs(tmp_path):
         assert dyn.read("<default>") == {"log.cleanup.policy": "delete,compact"}
         assert cfg.retention_ms == 1000 and cfg["log.cleanup.policy"] == ["delete", "compact"]
         resp = incremental_alter_configs(ctx, {"validate_only": False, "resources": [
-            _res(4, "0", ("log.retention.ms", DELETE, None))]})
-        assert _codes(resp) == [("0", 0)] and dyn.read("0") == {} and cfg.retention_ms == 7 * 24 * 3600 * 1000
+            _res(4, "0", ("log.retention.ms", DELETE, None)), _res(4, "", ("log.cleanup.policy", SUBTRACT, "delete"))]})
+        assert _codes(resp) == [("0", 0), ("", 0)] and dyn.read("0") == {} and cfg.retention_ms == 7 * 24 * 3600 * 1000
+        assert dyn.read("<default>") == {"log.cleanup.policy": "compact"} and cfg["log.cleanup.policy"] == ["compact"]
+        resp = incremental_alter_configs(ctx, {"validate_only": True, "resources": [
+            _res(4, "", ("log.cleanup.policy", DELETE, None))]})
+        assert _codes(resp) == [("", 0)] and dyn.read("<default>") == {"log.cleanup.policy": "compact"}
     finally:
         backend.stop()
 
