@@ -72,6 +72,8 @@ class LogCleaner:
         self.horizons = {}  # tp -> smallest pending tombstone horizon (None: no tombstone retained)
         self.failed = set()
         self.in_progress = None  # tp being cleaned (LogManager.check_retention leaves it alone)
+        self.paused = set()      # tps not to clean now: a replica moving to another log dir (Kafka's
+                                 # abortAndPauseCleaning; kbroker/replica/log_dir_move.py)
         # tp -> the partition's last stable offset, or None (module docstring); None: no partitions known
         self.stable_offset_of = None
         for d in manager.log_dirs:
@@ -113,7 +115,7 @@ class LogCleaner:
         """``[LogToClean]`` due for cleaning, filthiest first (horizon-only ones last)."""
         by_ratio, by_horizon = [], []
         for tp, log in self.manager.all_logs().items():
-            if tp in exclude or tp in self.failed or not log.config.compacts:
+            if tp in exclude or tp in self.failed or tp in self.paused or not log.config.compacts:
                 continue
             ltc = self.to_clean(tp, log, now)
             if ltc.cleanable_bytes > 0 and ltc.dirty_ratio >= log.config.min_cleanable_dirty_ratio:

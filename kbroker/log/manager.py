@@ -474,7 +474,7 @@ class LogManager:
         self._dir_of[tp] = d
         self._dir_counts[old_dir] -= 1
         self._dir_counts[d] += 1
-        self.cleaner.forget(tp)
+        # The cleaner's progress (first dirty offset) stays: the new log holds the same offsets and bytes.
         return old, old_dir
 
     # -- periodic tasks ------------------------------------------------------------------------

@@ -27,7 +27,9 @@ One ``LogDirMove`` greenlet per moving partition, spawned by the ReplicaManager:
    which the load renames to the partition's name (``LogManager._load_futures``); after (c) the move is done.
    The leader-epoch checkpoint is not copied: the new directory gets the cache's entries at its next change, and a
    missing file is rebuilt from the batch headers at load (epoch_cache.py explains why that is exact).
-The cleaner is not raced: a swap waits while the cleaner works on the partition (``LogCleaner.in_progress``).
+The cleaner is not raced: it skips the partition while it moves (``LogCleaner.paused``, Kafka's
+abortAndPauseCleaning), and a swap waits for a clean that had already begun (``LogCleaner.in_progress``); its
+progress (first dirty offset) carries over to the new log, which holds the same offsets and bytes.
 A move ends (``ReplicaManager.alter_log_dir`` to another dir, StopReplica, shutdown) by killing the greenlet; the
 future log stays on disk until the ReplicaManager removes it (StopReplica with delete, a move elsewhere) or the
 next start resumes it.
@@ -81,6 +83,7 @@ class LogDirMove:
     def _run(self):
         rm, tp = self.rm, self.tp
         lm = rm.log_manager
+        lm.cleaner.paused.add(tp)
         try:
             while True:
                 part = rm.get_partition(*tp)
@@ -107,6 +110,7 @@ class LogDirMove:
         except Exception:  # noqa: BLE001 - the move stops; the replica keeps serving from its current log
             log.exception("%s-%d: moving the replica to another log dir failed", tp[0], tp[1])
         finally:
+            lm.cleaner.paused.discard(tp)
             rm.move_ended(self)
 
     def _copy_step(self, current, future):

@@ -91,6 +91,22 @@ def test_move_copies_every_batch_and_swaps(tmp_path):
     lm2.shutdown()
 
 
+def test_the_cleaner_skips_a_moving_partition_and_keeps_its_progress(tmp_path, monkeypatch):
+    dirs, lm, part, rm = _setup(tmp_path)
+    lm.cleaner.first_dirty[TP] = 30
+    seen = []
+    real = LogDirMove._copy_step
+
+    def copy_step(self, current, future):
+        seen.append(TP in lm.cleaner.paused)
+        return real(self, current, future)
+    monkeypatch.setattr(LogDirMove, "_copy_step", copy_step)
+    LogDirMove(rm, TP)._run()
+    assert seen and all(seen) and lm.cleaner.paused == set()
+    assert lm.log_dir_of(TP) == dirs[1] and lm.cleaner.first_dirty[TP] == 30
+    lm.shutdown()
+
+
 def test_copy_restarts_after_a_truncation_of_the_source(tmp_path):
     dirs, lm, part, rm = _setup(tmp_path)
     future = lm.future_log(TP)[0]
