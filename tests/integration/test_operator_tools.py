@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from tests.integration.harness import REPO_ROOT, BrokerProcess
+from tests.integration.harness import REPO_ROOT, BrokerProcess, wait_until
 
 TOOL_TIMEOUT = 60
 OOR = ("org.apache.kafka.common.errors.OffsetOutOfRangeException: The requested offset is not within the range of "
@@ -24,7 +24,10 @@ OOR = ("org.apache.kafka.common.errors.OffsetOutOfRangeException: The requested 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    b = BrokerProcess(tmp_path_factory.mktemp("tools_broker"), overrides={"group.initial.rebalance.delay.ms": 0})
+    b = BrokerProcess(tmp_path_factory.mktemp("tools_broker"), overrides={
+        "group.initial.rebalance.delay.ms": 0,
+        # the DeleteRecords test waits for both within a second
+        "log.flush.start.offset.checkpoint.interval.ms": 200, "log.retention.check.interval.ms": 200})
     try:
         b.start()
         yield b
@@ -189,3 +192,36 @@ def test_broker_api_versions(broker):
     assert sum(1 for line in body if line.endswith("UNSUPPORTED,") or line.endswith("UNSUPPORTED")) == \
         len(keys) - len(ranges)
     assert body[-1].endswith("]") or body[-1].endswith("UNSUPPORTED")
+
+
+def test_log_start_survives_kill9_and_retention_deletes_below_it(broker, tmp_path):
+    """(Last: it restarts the module's broker.) The start offset is in log-start-offset-checkpoint within the
+    checkpoint interval, a kill -9 restart keeps it, and retention removes the segments wholly below it while the
+    segment holding it stays."""
+    from kbroker.client.admin import AdminClient, NewTopic
+    with AdminClient(broker.bootstrap) as a:
+        a.create_topics([NewTopic("ks", 1, 1, configs={"segment.bytes": "200"})])
+    from kbroker.client.simple import SimpleClient, make_batch
+    with SimpleClient(broker.bootstrap) as c:            # one record per batch: segments of 2 batches (85 bytes)
+        for i in range(12):
+            assert c.produce_batches("ks", {0: make_batch([(None, b"value-%02d" % i)])}, -1, 10000)[0].error_code == 0
+    part_dir = os.path.join(broker.properties()["log.dirs"], "ks-0")
+    before = sorted(f for f in os.listdir(part_dir) if f.endswith(".log"))
+    assert len(before) >= 4, before
+    spec = tmp_path / "ks.json"
+    spec.write_text(json.dumps({"partitions": [{"topic": "ks", "partition": 0, "offset": 7}], "version": 1}))
+    rc, out, _ = admin(broker, "delete-records", "--offset-json-file", spec)
+    assert (rc, out.splitlines()[-1]) == (0, "partition: ks-0\tlow_watermark: 7")
+    checkpoint = os.path.join(broker.properties()["log.dirs"], "log-start-offset-checkpoint")
+    wait_until(lambda: "ks 0 7\n" in open(checkpoint).read(), 10, 0.05, "ks-0 checkpointed at 7")
+    # retention: every segment whose successor starts at or below 7 goes; the one holding 7 stays
+    bases = sorted(int(f[:-4]) for f in before)
+    keep = [b for i, b in enumerate(bases) if i + 1 == len(bases) or bases[i + 1] > 7]
+    wait_until(lambda: sorted(int(f[:-4]) for f in os.listdir(part_dir) if f.endswith(".log")) == keep, 10, 0.05,
+               "segments below offset 7 deleted")
+    assert keep[0] <= 7
+    broker.restart(kill=True)
+    assert admin(broker, "get-offsets", "--topic", "ks", "--time", "earliest") == (0, "ks:0:7\n", "")
+    rc, out, _ = run("console_consumer", "--bootstrap-server", broker.bootstrap, "--topic", "ks", "--from-beginning",
+                     "--max-messages", 5, "--timeout-ms", 5000)
+    assert (rc, out) == (0, "".join("value-%02d\n" % i for i in range(7, 12)))
