@@ -25,9 +25,9 @@ any new record (Kafka's meaning of the option), on SIGINT/SIGTERM, or when stdou
 
 Formatting follows Kafka's DefaultMessageFormatter: optional ``CreateTime:<ts>``/``LogAppendTime:<ts>``
 (``print.timestamp``), ``Partition:<p>`` (``print.partition``), ``Offset:<o>`` (``print.offset``), headers as
-``k:v`` joined by ``headers.separator`` or ``NO_HEADERS`` (``print.headers``), the key (``print.key``), each followed by
-``key.separator`` (default TAB); then the value (``print.value``, default true) and ``line.separator`` (default
-newline). Null keys/values print as ``null.literal`` (default ``null``). Bytes are written as they are.
+``k:v`` joined by ``headers.separator`` or ``NO_HEADERS`` (``print.headers``), the key
+(``print.key``), the value (``print.value``, default true), joined by ``key.separator`` (default TAB) and ended by
+``line.separator`` (default newline). Null keys/values print as ``null.literal`` (default ``null``). Bytes are written as they are.
 """
 import argparse
 import signal
@@ -84,17 +84,18 @@ class Formatter:
         """One record (a FetchedRecord or a 5/6-tuple) -> bytes, line separator included."""
         offset, ts, key, value, headers = rec[0], rec[1], rec[2], rec[3], rec[4]
         ts_type = rec[5] if len(rec) > 5 else 0
+        # Kafka's DefaultMessageFormatter: the printed fields joined by key.separator, the last one followed by
+        # line.separator (print.value=false leaves no trailing key.separator); nothing printed -> nothing written.
         out = []
         if self.print_timestamp:
             if ts < 0:
                 out.append(b"NO_TIMESTAMP")
             else:
                 out.append(b"%s:%d" % (b"LogAppendTime" if ts_type == 1 else b"CreateTime", ts))
-            out.append(self.key_separator)
         if self.print_partition:
-            out += [b"Partition:%d" % partition, self.key_separator]
+            out.append(b"Partition:%d" % partition)
         if self.print_offset:
-            out += [b"Offset:%d" % offset, self.key_separator]
+            out.append(b"Offset:%d" % offset)
         if self.print_headers:
             if headers:
                 out.append(self.headers_separator.join(
@@ -102,13 +103,13 @@ class Formatter:
                     (self.null_literal if v is None else bytes(v)) for k, v in headers))
             else:
                 out.append(b"NO_HEADERS")
-            out.append(self.key_separator)
         if self.print_key:
-            out += [self.null_literal if key is None else bytes(key), self.key_separator]
+            out.append(self.null_literal if key is None else bytes(key))
         if self.print_value:
             out.append(self.null_literal if value is None else bytes(value))
-        out.append(self.line_separator)
-        return b"".join(out)
+        if not out:
+            return b""
+        return self.key_separator.join(out) + self.line_separator
 
 
 def build_parser():

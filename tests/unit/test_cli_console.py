@@ -169,7 +169,9 @@ def test_formatter_layouts():
     assert _fmt([]) == b"v\n"
     assert _fmt(["print.key=true"]) == b"k\tv\n"
     assert _fmt(["print.key=true", "key.separator=:"]) == b"k:v\n"
-    assert _fmt(["print.key=true", "print.value=false", "key.separator=\\t"]) == b"k\t\n"
+    # Kafka's DefaultMessageFormatter: the key is the last field, so the line separator follows it directly
+    assert _fmt(["print.key=true", "print.value=false", "key.separator=\\t"]) == b"k\n"
+    assert _fmt(["print.value=false"]) == b""
     assert _fmt(["print.timestamp=true", "print.partition=true", "print.offset=true", "print.headers=true",
                  "print.key=true", "key.separator=|"]) == \
         b"CreateTime:1700000000000|Partition:2|Offset:5|h1:x,h2:null|k|v\n"
