@@ -26,6 +26,7 @@ from kbroker.security.acl import DELETE, TOPIC
 from kbroker.server.router import handler
 
 INVALID_LOW_WATERMARK = -1
+CLOSING_CHECK_S = 1.0
 
 
 def _result(index, code, low=INVALID_LOW_WATERMARK):
@@ -58,7 +59,7 @@ def delete_records(ctx, req):
         topics.append({"name": t["name"], "partitions": results})
     if pending:
         parked = time.monotonic()
-        _wait_for_low_watermarks(pending, req["timeout_ms"])
+        _wait_for_low_watermarks(pending, req["timeout_ms"], ctx.connection)
         ctx.parked_s += time.monotonic() - parked       # waiting on followers is not charged to the request quota
     return {"throttle_time_ms": 0, "topics": topics}
 
@@ -79,9 +80,10 @@ def _settle(pending):
     return left
 
 
-def _wait_for_low_watermarks(pending, timeout_ms):
-    """Park until every pending partition settled or ``timeout_ms`` passed. The partitions wake their ``waiters`` on
-    a follower's changed log start offset, a HW move and a role change (partition.py), so no polling."""
+def _wait_for_low_watermarks(pending, timeout_ms, connection=None):
+    """Park until every pending partition settled, ``timeout_ms`` passed or the client's connection is closing
+    (looked at every ``CLOSING_CHECK_S``: a client may ask for a timeout of days). The partitions wake their
+    ``waiters`` on a follower's changed log start offset, a HW move and a role change (partition.py)."""
     pending = _settle(pending)
     if not pending or timeout_ms <= 0:
         return
@@ -93,9 +95,9 @@ def _wait_for_low_watermarks(pending, timeout_ms):
     try:
         while pending:
             left = deadline - time.monotonic()
-            if left <= 0:
+            if left <= 0 or (connection is not None and connection.closing):
                 return
-            ev.wait(left)
+            ev.wait(min(left, CLOSING_CHECK_S))
             ev.clear()
             pending = _settle(pending)
     finally:

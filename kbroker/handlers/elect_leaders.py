@@ -66,19 +66,20 @@ def elect_leaders(ctx, req):
         err = (errors.REQUEST_TIMED_OUT, "the controller did not answer in time")
         return _response({tp: err for tp in named or ()})
     parked = time.monotonic()
-    results = _wait_for_leaders(ctx.services.metadata, got, req["timeout_ms"])
+    results = _wait_for_leaders(ctx.services.metadata, got, req["timeout_ms"], ctx.connection)
     ctx.parked_s += time.monotonic() - parked
     return _response(results)
 
 
-def _wait_for_leaders(cache, got, timeout_ms):
+def _wait_for_leaders(cache, got, timeout_ms, connection=None):
     """{tp: (code, message, leader)} -> {tp: (code, message)}, each elected partition answered 0 once the metadata
-    cache names its new leader, REQUEST_TIMED_OUT when it has not within ``timeout_ms``."""
+    cache names its new leader, REQUEST_TIMED_OUT when it has not within ``timeout_ms`` (or the client's connection
+    is closing)."""
     deadline = time.monotonic() + max(0, timeout_ms) / 1000.0
     waiting = {tp: leader for tp, (code, _m, leader) in got.items() if code == errors.NONE}
     while waiting:
         waiting = {tp: leader for tp, leader in waiting.items() if cache.leader(*tp) != leader}
-        if not waiting or time.monotonic() >= deadline:
+        if not waiting or time.monotonic() >= deadline or (connection is not None and connection.closing):
             break
         gevent.sleep(_POLL_S)
     out = {}

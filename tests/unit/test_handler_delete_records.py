@@ -70,3 +70,12 @@ def test_leadership_lost_while_waiting(part):
     resp = delete_records(ctx, request([("t", 0, 3)], 5000))
     later.join()
     assert results(resp) == {("t", 0): (errors.NOT_LEADER_OR_FOLLOWER, -1)}
+
+
+def test_a_closing_connection_ends_the_wait(part):
+    ctx = make_ctx(2, replicas=Replicas({("t", 0): part}))
+    gevent.spawn_later(0.05, setattr, ctx.connection, "closing", True)
+    started = gevent.get_hub().loop.now()
+    resp = delete_records(ctx, request([("t", 0, 4)], 600000))       # ten minutes asked
+    assert results(resp) == {("t", 0): (errors.REQUEST_TIMED_OUT, -1)}
+    assert gevent.get_hub().loop.now() - started < 3
