@@ -25,9 +25,9 @@ any new record (Kafka's meaning of the option), on SIGINT/SIGTERM, or when stdou
 
 Formatting follows Kafka's DefaultMessageFormatter: optional ``CreateTime:<ts>``/``LogAppendTime:<ts>``
 (``print.timestamp``), ``Partition:<p>`` (``print.partition``), ``Offset:<o>`` (``print.offset``), headers as
-``k:v`` joined by ``headers.separator`` or ``NO_HEADERS`` (``print.headers``), the key
-(``print.key``), the value (``print.value``, default true), joined by ``key.separator`` (default TAB) and ended by
-``line.separator`` (default newline). Null keys/values print as ``null.literal`` (default ``null``). Bytes are written as they are.
+``k:v`` joined by ``headers.separator`` or ``NO_HEADERS`` (``print.headers``), the key (``print.key``), the value
+(``print.value``, default true), joined by ``key.separator`` (default TAB) and ended by ``line.separator`` (default
+newline). Null keys/values print as ``null.literal`` (default ``null``). Bytes are written as they are.
 """
 import argparse
 import signal
