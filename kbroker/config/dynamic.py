@@ -104,12 +104,13 @@ _SYNONYMS = {}
 for _group in _SYNONYM_GROUPS:
     for _name in _group:
         _SYNONYMS[_name] = _group
-# Keys of the first group members Kafka lists with log.flush.interval.ms (the scheduler interval is its default,
-# not a synonym the other way round).
+# Kafka matches only log.flush.interval.ms to that group: the scheduler interval is its default, not the other way
+# round, so the scheduler interval alone is its own synonym.
 _SYNONYMS["log.flush.scheduler.interval.ms"] = ("log.flush.scheduler.interval.ms",)
 
 
 def broker_synonyms(name):
+    """The keys whose values ``name`` may take, ``name``'s own group first (``(name,)`` for most keys)."""
     return _SYNONYMS.get(name, (name,))
 
 
