@@ -458,9 +458,14 @@ class Broker:
         return [(r["topic_name"], r["partition_index"]) for r in resp["remaining_partitions"]]
 
     def _dynamic_defaults_changed(self, changed, _per_broker, _default):
-        """A dynamic broker config changed: topics without their own value run with the new default at once."""
+        """A dynamic broker config changed: topics without their own value run with the new default at once; an
+        unclean.leader.election.enable turned on lets the controller (if it is this broker) elect the offline
+        partitions now."""
         if changed:
             self.topic_configs.reapply_all({t for t, _ in self.log_manager.all_logs()})
+        if ("unclean.leader.election.enable" in changed and self.config["unclean.leader.election.enable"]
+                and self.controller is not None):
+            self.controller.unclean_election_enabled()
 
     @property
     def partitions(self):

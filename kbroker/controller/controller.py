@@ -107,6 +107,7 @@ class Controller:
             ev.Reassign: self.reassignments.on_request,
             ev.ReassignedIsrChange: self.reassignments.on_isr_change,
             ev.ReassignmentsRequest: self.reassignments.on_api_request,
+            ev.UncleanElectionEnabled: self._on_unclean_enabled,
             ev.PreferredElection: self.leader_balance.on_request,
             ev.AutoRebalance: self.leader_balance.on_timer,
         }
@@ -221,6 +222,17 @@ class Controller:
         """ListPartitionReassignments (KIP-455): {(topic, p): (replicas, adding, removing)} of the ongoing
         reassignments among ``partitions`` ([(topic, p)] or None = all). NotController as above."""
         return self._reassignments_request(None, None if partitions is None else tuple(partitions), timeout)
+
+    def unclean_election_enabled(self):
+        """unclean.leader.election.enable just became true here (dynamic broker config): elect leaders for the
+        offline partitions (no-op unless this broker is the active controller)."""
+        if self.active:
+            self.enqueue(ev.UncleanElectionEnabled())
+
+    def _on_unclean_enabled(self, _event):
+        batch = RequestBatch()
+        self.partitions.trigger_online(batch)
+        self.send(batch)
 
     def _reassignments_request(self, changes, partitions, timeout):
         if not self.active:

@@ -31,6 +31,7 @@ StopReplicaResponse        a deletion StopReplica's answer (channel)      TopicD
 Reassign                   ``/admin/reassign_partitions`` data            Reassignments (``reassignment.py``)
 ReassignedIsrChange        the state znode of a partition being moved     Reassignments
 ReassignmentsRequest       AlterPartitionReassignments / List... (KIP-455) Reassignments
+UncleanElectionEnabled     a dynamic unclean.leader.election.enable=true  Controller (PartitionStateMachine)
 PreferredElection          ``/admin/preferred_replica_election`` data     PreferredLeaders (``leader_balance.py``)
 ElectLeadersRequest        ``Controller.elect_leaders`` (ElectLeaders)    PreferredLeaders
 AutoRebalance              every ``leader.imbalance.check.interval.s``    PreferredLeaders
@@ -142,6 +143,13 @@ class ReassignmentsRequest(Event):
     result: AsyncResult = field(default=None, compare=False)
 
 
+@dataclass(frozen=True)
+class UncleanElectionEnabled(Event):
+    """unclean.leader.election.enable became true on this broker (a dynamic broker config, KIP-226): offline
+    partitions get a leader now, not at the next broker change (Kafka's controller does the same)."""
+    pass
+
+
 ALL = (Elect, Resign, Rewatch, ControlledShutdownRequest, BrokerChange, TopicChange, PartitionModification,
        IsrChange, DeleteTopics, StopReplicaResponse, Reassign, ReassignedIsrChange, PreferredElection, AutoRebalance,
-       ElectLeadersRequest, ReassignmentsRequest)
+       ElectLeadersRequest, ReassignmentsRequest, UncleanElectionEnabled)

@@ -285,6 +285,32 @@ def test_unclean_election(backend, unclean):
         c.stop()
 
 
+def test_unclean_election_enabled_dynamically_elects_offline_partitions(backend):
+    """A dynamic unclean.leader.election.enable=true (kbroker/config/dynamic.py -> Controller.
+    unclean_election_enabled) elects the offline partitions at once, without waiting for a broker change."""
+    c = make_cluster(backend, **{"unclean.leader.election.enable": False})
+    try:
+        c.store.create_topic("t", {0: [1, 2]})
+        c.settle()
+        unregister(backend, 2)
+        c.settle()
+        unregister(backend, 1)
+        c.settle()
+        register(backend, 2)
+        c.settle()
+        assert c.state("t", 0) == st(-1, 2, [1])           # offline: 2 is not in the ISR
+        act = c.active()
+        act.unclean_election_enabled()                      # nothing changes while the key is still false
+        c.settle()
+        assert c.state("t", 0) == st(-1, 2, [1])
+        act.config["unclean.leader.election.enable"] = True
+        act.unclean_election_enabled()
+        c.settle()
+        assert c.state("t", 0) == st(2, 3, [2])
+    finally:
+        c.stop()
+
+
 # -- deletion ---------------------------------------------------------------------------------------------------
 
 def test_topic_deletion(cluster, backend):
@@ -544,7 +570,7 @@ def test_every_event_class_has_exactly_one_handler(backend, monkeypatch):
     from .test_controller_support import FakeChannel
     classes = {c for _, c in inspect.getmembers(events, inspect.isclass)
                if issubclass(c, events.Event) and c is not events.Event}
-    assert classes == set(events.ALL) and len(events.ALL) == 16
+    assert classes == set(events.ALL) and len(events.ALL) == 17
     c = Controller(1, backend, FakeChannel())
     assert set(c._handlers) == classes
     # Only the events that change who is active, and the three whose callers wait, run unguarded.
