@@ -222,6 +222,8 @@ def test_replica_manager_moves_prefers_cancels_and_resumes(tmp_path):
     assert not [n for d in dirs for n in os.listdir(d) if n.startswith("t-1")]
     # a future log found at start resumes its move once the partition is hosted
     lm.add_future_log(("t", 0), lm.make_future_log(("t", 0), dirs[0]), dirs[0])
+    size = lm.get_log(("t", 0)).size_in_bytes
+    assert rm.log_dir_usage() == [(dirs[0], [(("t", 0), 0, 20, True)]), (dirs[1], [(("t", 0), size, 0, False)])]
     rm.shutdown()
     lm.shutdown()
     lm, rm = _rm(dirs)
