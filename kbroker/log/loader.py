@@ -11,6 +11,8 @@ Steps, in order (each is crash-safe to repeat):
 3. Delete orphan ``.index``/``.timeindex``/``.txnindex`` files (no ``.log``); open every segment; a segment with a
    missing index or one failing its sanity check is rebuilt (``LogSegment.recover``); a ``.txnindex`` failing
    its own is emptied (the partition's producer-state replay re-adds its entries, txn_index.py).
+   A segment whose first bytes are a message set v0/v1 (Kafka < 0.11's format) stops the load with
+   ``UnsupportedLogFormatError`` before anything touches it; so does one found later by a rescan (step 4).
 4. Unless the directory was shut down cleanly, re-scan every segment from the one holding the recovery
    point: CRC and size <= max.message.bytes per batch, rebuild both indexes, truncate at the first
    invalid or partial batch and delete every later segment.  After a clean shutdown nothing is scanned
@@ -23,8 +25,8 @@ import logging
 import os
 
 from .index import CorruptIndexError
-from .segment import (INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, filename_prefix,
-                      iter_file_batches)
+from .segment import (INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, UnsupportedLogFormatError,
+                      filename_prefix, iter_file_batches, old_format_at)
 from .txn_index import TXN_INDEX_SUFFIX
 
 log = logging.getLogger(__name__)
@@ -98,6 +100,21 @@ def _complete_swap(dir_path, name, max_message_size):
     log.info("completed interrupted swap %s in %s (offsets %d..%d)", name, dir_path, base, next_offset)
 
 
+def _refuse_old_format(log_path):
+    """Checked before the segment is opened for writing, rebuilt or cut, clean shutdown or not (segment.recover
+    checks later positions too: a v2 log whose later batches are v1)."""
+    fd = os.open(log_path, os.O_RDONLY)
+    try:
+        old = old_format_at(fd, 0, os.fstat(fd).st_size)
+    finally:
+        os.close(fd)
+    if old:
+        raise UnsupportedLogFormatError(
+            "%s holds message format v0/v1 (written by Kafka < 0.11 or with log.message.format.version <= "
+            "0.10.2): kbroker stores record batches v2 only and leaves this log untouched; copy the data with "
+            "kbroker-mirror-maker instead (docs/upgrading.md)" % log_path)
+
+
 def load_segments(dir_path, config, recovery_point=0, clean_shutdown=False):
     """Open (and if needed recover) every segment of a partition directory; returns a LoadResult."""
     max_message_size = config.max_message_bytes
@@ -118,6 +135,7 @@ def load_segments(dir_path, config, recovery_point=0, clean_shutdown=False):
     for base in log_bases:
         prefix = os.path.join(dir_path, filename_prefix(base))
         missing = not (os.path.exists(prefix + INDEX_SUFFIX) and os.path.exists(prefix + TIME_INDEX_SUFFIX))
+        _refuse_old_format(prefix + LOG_SUFFIX)
         segment = LogSegment(dir_path, base, config)
         needs_rebuild = missing
         if not missing:

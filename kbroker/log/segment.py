@@ -120,6 +120,27 @@ def iter_file_batches(fd, start, end, check_crc=False, max_batch_size=None, head
         pos += size
 
 
+class UnsupportedLogFormatError(Exception):
+    """A segment holds message sets v0/v1 (Kafka < 0.11's on-disk format, or a later Kafka writing
+    ``log.message.format.version`` <= 0.10.2): kbroker stores v2 batches only and must not mistake that data for a
+    torn tail and cut it. Startup stops naming the file; the data stays as it was."""
+
+
+# A message set entry v0/v1: offset int64 | size int32 | crc uint32 | magic int8 (byte 16) | ...; the smallest v0
+# message is 14 bytes (crc 4, magic 1, attributes 1, key length 4, value length 4). A zero-filled tail (magic 0 at
+# byte 16 too) has size 0, so it is still cut as a torn write.
+_OLD_FORMAT_MIN_SIZE = 14
+
+
+def old_format_at(fd, position, file_size):
+    """True when the bytes at ``position`` start a v0/v1 message-set entry rather than a v2 batch."""
+    if file_size - position < 17:
+        return False
+    head = os.pread(fd, 17, position)
+    size = int.from_bytes(head[8:12], "big", signed=True)
+    return head[16] in (0, 1) and _OLD_FORMAT_MIN_SIZE <= size <= file_size - position - 12
+
+
 class LogSegment:
     def __init__(self, dir_path, base_offset, config, suffix="", created_ms=None):
         self.dir = dir_path
@@ -335,6 +356,11 @@ class LogSegment:
             self._maybe_index(last, pos)
             valid = pos + size
         truncated = self._size - valid
+        if truncated and old_format_at(self._fd, valid, self._size):
+            raise UnsupportedLogFormatError(
+                "%s holds message format v0/v1 at byte %d (written by Kafka < 0.11 or with log.message.format."
+                "version <= 0.10.2): kbroker stores record batches v2 only and leaves this segment untouched; "
+                "copy the data with kbroker-mirror-maker instead (docs/upgrading.md)" % (self.log_path, valid))
         if truncated:
             os.ftruncate(self._fd, valid)
             self._size = valid

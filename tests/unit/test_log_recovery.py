@@ -1,9 +1,11 @@
 import gc
 import os
 
+import pytest
+
 from kbroker._native import scan_batches
 from kbroker.log import Log, LogConfig
-from kbroker.log.segment import filename_prefix
+from kbroker.log.segment import UnsupportedLogFormatError, filename_prefix
 
 from .test_log_helpers import append_batch, batch
 
@@ -180,4 +182,51 @@ def test_interrupted_swap_is_completed(tmp_path):
     assert log.read(7, 10 ** 6).first_offset == 6
     assert log.read(9, 10 ** 6).first_offset == 30
     assert log.log_end_offset == 60
+    log.close()
+
+
+# ------------------------------------------------------------------ Kafka < 0.11 data (message sets v0/v1)
+
+def _message_v1(offset, value, ts=1000):
+    """One message-set entry, magic 1: offset int64 | size int32 | crc uint32 | magic | attributes | timestamp
+    int64 | key int32 (-1: null) | value int32 + bytes (the CRC is not checked before the refusal)."""
+    import struct
+    import zlib
+    body = struct.pack(">bbqi", 1, 0, ts, -1) + struct.pack(">i", len(value)) + value
+    return struct.pack(">qiI", offset, 4 + len(body), zlib.crc32(body)) + body
+
+
+@pytest.mark.parametrize("clean_shutdown", [False, True])
+def test_kafka_0_10_segment_is_refused_and_left_untouched(tmp_path, clean_shutdown):
+    d = tmp_path / "old-0"
+    d.mkdir()
+    data = b"".join(_message_v1(i, b"value-%d" % i) for i in range(5))
+    (d / (filename_prefix(0) + ".log")).write_bytes(data)
+    with pytest.raises(UnsupportedLogFormatError, match="message format v0/v1"):
+        Log(str(d), CFG, recovery_point=0, clean_shutdown=clean_shutdown)
+    assert (d / (filename_prefix(0) + ".log")).read_bytes() == data      # not cut to 0 bytes (it was)
+    assert sorted(os.listdir(d)) == [filename_prefix(0) + ".log"]         # no index created beside it
+
+
+def test_v1_messages_after_v2_batches_are_refused_not_cut(tmp_path):
+    d = str(tmp_path / "t-0")
+    make_log(d, n=3)
+    path = seg_file(d, 0, ".log")
+    before = os.path.getsize(path)
+    with open(path, "ab") as f:
+        f.write(_message_v1(9, b"late v1"))
+    with pytest.raises(UnsupportedLogFormatError, match="at byte %d" % before):
+        Log(d, CFG, recovery_point=0, clean_shutdown=False)
+    assert os.path.getsize(path) == before + len(_message_v1(9, b"late v1"))
+
+
+def test_zero_filled_tail_is_still_cut(tmp_path):
+    d = str(tmp_path / "t-0")
+    make_log(d, n=3)
+    path = seg_file(d, 0, ".log")
+    before = os.path.getsize(path)
+    with open(path, "ab") as f:
+        f.write(bytes(64))                 # preallocated zeros after a crash: magic 0 at byte 16, size 0
+    log = Log(d, CFG, recovery_point=0, clean_shutdown=False)
+    assert log.truncated_on_load == 64 and os.path.getsize(path) == before
     log.close()
