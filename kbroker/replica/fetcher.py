@@ -316,11 +316,11 @@ class ReplicaFetcher:
                 if quota is not None and quota.is_throttled(tp):
                     quota.record(len(records))
             part.update_follower_hw(pd["high_watermark"])
+            part.apply_leader_log_start_offset(pd["log_start_offset"])     # DeleteRecords reaches every replica
             st.in_sync = part.log_end_offset >= pd["high_watermark"]
             st.lag = max(0, pd["high_watermark"] - part.log_end_offset)
         elif code == errors.OFFSET_OUT_OF_RANGE:
             leader_start = pd["log_start_offset"]
-            part.apply_leader_log_start_offset(pd["log_start_offset"])     # DeleteRecords reaches every replica
             if 0 <= part.log_end_offset < leader_start:
                 part.truncate_fully_and_start_at(leader_start)
             else:
