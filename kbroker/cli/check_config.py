@@ -24,7 +24,7 @@ import sys
 
 from kbroker.config import BrokerConfig, ConfigError, listener_sasl, listener_ssl
 from kbroker.config.files import load_file, parse_override
-from kbroker.config.keys import CONFIG_KEYS, NO_EFFECT, REFUSED_UNLESS_DEFAULT, _KEYS, effect_of, is_default
+from kbroker.config.keys import CONFIG_KEYS, KEYS, NO_EFFECT, REFUSED_UNLESS_DEFAULT, effect_of, is_default
 from kbroker.config.values import Password, format_default, format_value, parse_value
 
 ERROR, UNKNOWN, IGNORED, USED, DEFAULTED = "error", "unknown", "ignored", "used", "defaulted"
@@ -87,7 +87,7 @@ def classify(props, sources):
             rows[name] = (IGNORED, hidden or _shown(value), src, "no effect: %s" % reason)
         else:
             rows[name] = (USED, hidden or _shown(value), src, "")
-    for key in _KEYS:
+    for key in KEYS:
         if key.name not in rows:
             rows[key.name] = (DEFAULTED, _shown(key.default), None, "")
     return rows

@@ -472,6 +472,8 @@ _KEYS = [
        "Length of one of those windows"),
 ]
 
+# Every broker key in the table's order (the public name of _KEYS, for the CLI: --check-config reports in it).
+KEYS = tuple(_KEYS)
 CONFIG_KEYS = {k.name: k for k in _KEYS}
 
 

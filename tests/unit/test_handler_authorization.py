@@ -233,7 +233,7 @@ class Reads:
                 calls.append(("read", topic, p))
                 return SimpleNamespace(size=0, first_entry_incomplete=False)
 
-            def read_for_follower(self, replica_id, offset, limit, min_one, record):
+            def read_for_follower(self, replica_id, offset, limit, min_one, record, log_start_offset=-1):
                 calls.append(("follower", topic, p))
                 return SimpleNamespace(size=0, first_entry_incomplete=False)
 

@@ -275,6 +275,9 @@ class _FollowerPart:
     def update_follower_hw(self, hw):
         pass
 
+    def apply_leader_log_start_offset(self, offset):
+        pass
+
 
 def test_fetcher_leaves_out_throttled_partitions_not_caught_up_while_over_quota():
     from kbroker.replica.fetcher import FetchState, ReplicaFetcher
@@ -287,10 +290,12 @@ def test_fetcher_leaves_out_throttled_partitions_not_caught_up_while_over_quota(
     parts = {tp: _FollowerPart() for tp in (("t", 0), ("t", 1), ("u", 0))}
     states = {tp: FetchState(part, 0, truncating=False) for tp, part in parts.items()}
     assert f._unthrottled(states) == states
-    f._apply(("t", 0), states[("t", 0)], {"error_code": 0, "records": b"x" * 1500, "high_watermark": 5})
-    f._apply(("u", 0), states[("u", 0)], {"error_code": 0, "records": b"y" * 9000, "high_watermark": 5})
+    f._apply(("t", 0), states[("t", 0)],
+             {"error_code": 0, "records": b"x" * 1500, "high_watermark": 5, "log_start_offset": 0})
+    f._apply(("u", 0), states[("u", 0)],
+             {"error_code": 0, "records": b"y" * 9000, "high_watermark": 5, "log_start_offset": 0})
     assert quota.bytes_recorded == 1500                     # only the throttled partition's bytes count
-    f._apply(("t", 1), states[("t", 1)], {"error_code": 0, "records": b"", "high_watermark": 0})
+    f._apply(("t", 1), states[("t", 1)], {"error_code": 0, "records": b"", "high_watermark": 0, "log_start_offset": 0})
     assert states[("t", 1)].in_sync and not states[("t", 0)].in_sync
     assert set(f._unthrottled(states)) == {("t", 1), ("u", 0)}     # t-1 is caught up: never throttled
     now[0] += 12
