@@ -18,8 +18,8 @@ of __consumer_offsets and of __transaction_state so a failover moves few coordin
    gives its partitions to B, B processes everything; A wakes and tries to commit: refused (stale member id or
    generation), aborted; exactly once, A's output only in aborted data.
 4. `test_exactly_once_under_broker_nemesis` -- two app instances in one group (transactional ids eos-a, eos-b),
-   3,000 input records over 3 partitions, throttled so processing lasts >= 75 s; meanwhile a nemesis SIGKILLs a
-   broker every ~12 s and restarts it 3 s later, cycling through the roles: the transaction coordinator of eos-a
+   2,000 input records over 3 partitions, throttled so processing lasts >= 50 s; meanwhile a nemesis SIGKILLs a
+   broker every ~8 s and restarts it 3 s later, cycling through the roles: the transaction coordinator of eos-a
    (FindCoordinator key_type 1), the leader of an input partition, the leader of an output partition, the group
    coordinator (key_type 0). At the end: the output read read_committed holds every input id exactly once (0
    lost, 0 duplicated, values intact) and the group's committed offsets equal the input end offsets.
@@ -62,7 +62,7 @@ OVERRIDES = {
     # a restarted app must not wait 3 s more for its group (the dead member's session, 6 s, is wait enough)
     "group.initial.rebalance.delay.ms": 0,
 }
-KILL_EVERY_S = 12.0
+KILL_EVERY_S = 8.0
 DOWN_S = 3.0
 
 
@@ -328,10 +328,10 @@ def leader_of(cluster, topic: str, p: int) -> int | None:
 
 def test_exactly_once_under_broker_nemesis(cluster, tmp_path):
     cluster.ensure_all_running()
-    n = 3000
+    n = 2000
     inp, out, ends = setup_topics(cluster, "chaos", n)
     group = "chaos-group"
-    # two instances x 20 records/s: >= 75 s of processing, a margin over the ~65 s the five kills take (a stalled
+    # two instances x 20 records/s: >= 50 s of processing, a margin over the ~45 s the five kills take (a stalled
     # app catches up with its schedule afterwards, so stalls do not lengthen the run by much)
     apps = [AppProcess(tmp_path, f"app-{x}", app_args(cluster, inp, out, group, f"eos-{x}", batch=20, rate=20))
             for x in ("a", "b")]
