@@ -554,7 +554,7 @@ _COMMANDS = {"topics": topics_main, "configs": configs_main, "consumer-groups": 
              "transactions": transactions_main, "log-dirs": log_dirs_main, "dump-log": dump_log_main,
              **operator_tools.COMMANDS}
 
-USAGE = """usage: kbroker-admin {topics,configs} [options]
+USAGE = """usage: kbroker-admin <command> [options]
 
   topics   create, delete, describe, list or alter topics (like kafka-topics.sh)
   configs  describe or alter topic/broker configs (like kafka-configs.sh)
