@@ -15,7 +15,9 @@ whose changes (the leader adding a caught-up replica to the ISR) are ReassignedI
 AlterPartitionReassignments / ListPartitionReassignments (KIP-455) reach this duty as ReassignmentsRequest events
 (``alter_requested`` / ``list_requested``): a started reassignment is the same state as one read from the znode
 (and is written there too, so a new controller resumes it); cancelling one (``replicas`` null) cuts AR, ISR and
-leadership back to the original replicas and deletes the added ones (``_finish`` with OAR), as Kafka does.
+leadership back to the original replicas and deletes the added ones (``_finish`` with OAR), as Kafka does; a new
+target for a moving partition replaces the old one (``_replace``: the replicas only the old target added are cut
+and deleted, phase 1 runs again).
 
 A collaborator of the controller core (controller.py): runs in its event greenlet and uses the core's narrow
 surface.
@@ -189,8 +191,8 @@ class Reassignments:
         """{tp: target or None} -> {tp: (error code, message or None)}. Kafka's checks, per partition: unknown ->
         UNKNOWN_TOPIC_OR_PARTITION (3); cancel without a reassignment -> NO_REASSIGNMENT_IN_PROGRESS (85); an
         empty list, duplicates, or brokers not live -> INVALID_REPLICA_ASSIGNMENT (39). A new target for a
-        partition already moving -> REASSIGNMENT_IN_PROGRESS (60) (deviation: KIP-455 replaces the target; here
-        the caller cancels first). The target equal to the current replicas is a no-op. A started one is also
+        partition already moving replaces its target, as KIP-455 does (``_replace``; the original replicas as the
+        new target cancel it). The target equal to the current replicas is a no-op. A started one is also
         written to ``/admin/reassign_partitions`` so a new controller resumes it (the tool's --verify sees it)."""
         ctx = self.core.ctx
         out, started = {}, {}
@@ -218,9 +220,23 @@ class Reassignments:
                 out[tp] = (errors.INVALID_REPLICA_ASSIGNMENT, "Replica assignment has brokers that are not alive. "
                            "Replica list: %s, live broker list: %s" % (list(target), sorted(ctx.live_brokers)))
             elif tp in ctx.reassignments:
-                same = list(ctx.reassignments[tp].target) == list(target)
-                out[tp] = (0, None) if same else (errors.REASSIGNMENT_IN_PROGRESS, "%s-%d is being reassigned to "
-                                                  "%s; cancel that first" % (tp + (ctx.reassignments[tp].target,)))
+                ra = ctx.reassignments[tp]
+                if list(ra.target) == list(target):
+                    out[tp] = (0, None)
+                elif list(target) == list(ra.original):       # back to where it started: a cancellation
+                    ok = self._finish(tp, ra.original)
+                    out[tp] = (0, None) if ok else (errors.REASSIGNMENT_IN_PROGRESS, "no live in-sync original "
+                                                    "replica can lead %s-%d yet" % tp)
+                else:
+                    # the znode first: a completion inside _replace removes the entry again
+                    old_target = list(ra.target)
+                    self._add_to_znode({tp: list(target)})
+                    if self._replace(tp, list(target)):
+                        out[tp] = (0, None)
+                    else:
+                        self._add_to_znode({tp: old_target})
+                        out[tp] = (errors.REASSIGNMENT_IN_PROGRESS, "no live in-sync replica of %s can lead %s-%d "
+                                   "while its target changes" % ((list(target),) + tp))
             else:
                 out[tp] = (0, None)
                 if list(target) != list(replicas):
@@ -233,6 +249,40 @@ class Reassignments:
                                                          ev.ReassignedIsrChange(tp))
                 self.on_partition(tp)
         return out
+
+    def _replace(self, tp, target):
+        """KIP-455's new target for a partition already moving: the original replicas stay (OAR), the replicas only
+        the old target added leave the assignment, the ISR and (if one led) the leadership, and are stopped and
+        deleted; then phase 1 runs again for the new target (its new replicas start following). False, with
+        nothing changed, when no live in-sync replica of the new assignment could lead."""
+        core = self.core
+        ctx = core.ctx
+        ra = ctx.reassignments[tp]
+        merged = list(target) + [r for r in ra.original if r not in target]
+        dropped = [r for r in ctx.assignments[tp] if r not in merged]
+        if dropped:
+            allowed = core.brokers.leaders_allowed()
+
+            def choose(cur):
+                isr = [r for r in cur.isr if r in merged]
+                if cur.leader in merged:
+                    return cur.leader, isr
+                res = election.reassigned_partition_leader(merged, isr, allowed)
+                return (res[0], isr) if res is not None else None
+            if core.partitions.write(tp, choose) is None:
+                return False
+            self._write_assignment(tp, merged)
+        ctx.reassignments[tp] = ctx.new_reassignment(list(target), list(ra.original))
+        log.info("%s-%d reassignment target changed from %s to %s", tp[0], tp[1], ra.target, target)
+        self.on_partition(tp)       # phase 1 for the new target (or completion, when it is already in the ISR)
+        if dropped:
+            batch = RequestBatch()
+            for r in dropped:
+                ctx.replica_states.pop((tp, r), None)
+                if r in ctx.live_brokers:
+                    batch.add_stop_replica([r], tp, True)
+            core.send(batch)
+        return True
 
     def list_requested(self, partitions):
         """{tp: (replicas, adding, removing)} of the ongoing reassignments among ``partitions`` (None = all)."""

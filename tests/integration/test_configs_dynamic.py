@@ -12,7 +12,8 @@ keys and put back what they change).
    per-broker alter; over --zookeeper: topics and brokers, taking effect on the brokers. Outputs exact.
 3. kafka-python's alter_partition_reassignments / list_partition_reassignments: a move completes (records
    readable from the new replica), one held back by a replication throttle is listed (replicas, adding,
-   removing) and cancelled (the added replica goes, the old set stays); Kafka's per-partition error codes; the
+   removing), given a new target (KIP-455: the replica only the old target added is deleted, the new one starts)
+   and cancelled (the added replica goes, the old set stays); Kafka's per-partition error codes; the
    reassign-partitions tool's --bootstrap-server mode (--execute, --verify, --list, --cancel) over the same APIs.
 """
 from __future__ import annotations
@@ -321,7 +322,8 @@ def test_reassignment_apis_move_list_and_cancel(cluster, tmp_path):
         create_topic(cluster, "cx", [[0]])
         produce(cluster.bootstrap, "cx", {0: [b"y" * 100000 for _ in range(30)]})        # 3 MB > one fetch
         assert admin_cli(cluster, "--entity-name", "cx", "--entity-type", "topics", "--alter", "--add-config",
-                         "leader.replication.throttled.replicas=0:0,follower.replication.throttled.replicas=0:2")[0]
+                         "leader.replication.throttled.replicas=0:0,"
+                         "follower.replication.throttled.replicas=[0:2,0:1]")[0]
         assert incremental(cluster, "0", [("leader.replication.throttled.rate", "SET", "1")]) is None
         wait_until(lambda: describe_broker(cluster, "0")["leader.replication.throttled.rate"].value == "1", WAIT_S)
         tp = TopicPartition("cx", 0)
@@ -330,14 +332,20 @@ def test_reassignment_apis_move_list_and_cancel(cluster, tmp_path):
                                                           "removing_replicas": []}}
         assert kp.list_partition_reassignments([tp]) == kp.list_partition_reassignments()
         assert kp.list_partition_reassignments([TopicPartition("mv", 0)]) == {}
-        assert kp.alter_partition_reassignments({tp: [2]})[tp].errno == 60   # REASSIGNMENT_IN_PROGRESS
+        wait_until(lambda: (cluster.brokers[2].log_dir / "cx-0").exists(), WAIT_S, 0.1)   # broker 2 follows
+        # a new target replaces the old one (KIP-455): 2, which only the old target added, is cut and deleted
+        assert kp.alter_partition_reassignments({tp: [0, 1]}) == {tp: None}
+        assert kp.list_partition_reassignments() == {tp: {"replicas": [0, 1], "adding_replicas": [1],
+                                                          "removing_replicas": []}}
         state = json.loads(cluster.zk.get("/admin/reassign_partitions")[0])
-        assert state["partitions"] == [{"topic": "cx", "partition": 0, "replicas": [0, 2]}]
+        assert state["partitions"] == [{"topic": "cx", "partition": 0, "replicas": [0, 1]}]
+        wait_until(lambda: not (cluster.brokers[2].log_dir / "cx-0").exists(), WAIT_S, 0.1)
+        wait_until(lambda: (cluster.brokers[1].log_dir / "cx-0").exists(), WAIT_S, 0.1)
         # the tool over the same APIs (kafka-reassign-partitions.sh --bootstrap-server, Kafka 3.x's text)
         plan = tmp_path / "cx.json"
-        plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "cx", "partition": 0, "replicas": [0, 2]}]}))
+        plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "cx", "partition": 0, "replicas": [0, 1]}]}))
         assert reassign_cli(cluster, "--list") == ["Current partition reassignments:",
-                                                   "cx-0: replicas: 0,2. adding: 2."]
+                                                   "cx-0: replicas: 0,1. adding: 1."]
         assert reassign_cli(cluster, "--verify", "--reassignment-json-file", str(plan)) == [
             "Status of partition reassignment:", "Reassignment of partition cx-0 is still in progress."]
         assert reassign_cli(cluster, "--cancel", "--reassignment-json-file", str(plan)) == [
@@ -345,14 +353,14 @@ def test_reassignment_apis_move_list_and_cancel(cluster, tmp_path):
         assert kp.list_partition_reassignments() == {}
         assert reassign_cli(cluster, "--verify", "--reassignment-json-file", str(plan)) == [
             "Status of partition reassignment:",
-            "There is no active reassignment of partition cx-0, but replica set is 0 rather than 0,2."]
+            "There is no active reassignment of partition cx-0, but replica set is 0 rather than 0,1."]
         assert reassign_cli(cluster, "--list") == ["No partition reassignments found."]
         assert kp.alter_partition_reassignments({tp: None})[tp].errno == 85     # nothing left to cancel
         wait_until(lambda: all(metadata(b, ["cx"])["topics"]["cx"]["partitions"][0]["replicas"] == [0]
                                for b in cluster.brokers), WAIT_S, 0.1)
         assert not cluster.zk.exists("/admin/reassign_partitions")
-        # the added replica's log is deleted on broker 2
-        wait_until(lambda: not (cluster.brokers[2].log_dir / "cx-0").exists(), WAIT_S, 0.1)
+        # the added replica's log is deleted on broker 1
+        wait_until(lambda: not (cluster.brokers[1].log_dir / "cx-0").exists(), WAIT_S, 0.1)
         got = consume(cluster.bootstrap, "cx", [0], 30)
         assert len(got[0]) == 30
     finally:
