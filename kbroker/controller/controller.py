@@ -288,6 +288,25 @@ class Controller:
         if data is None or ControllerZNode.decode(data) != self.broker_id:
             raise ControllerMoved("/controller is %r" % (data,))
 
+    def answer(self, result, compute):
+        """Answer a request a handler waits on (an unguarded event, events.py: ControlledShutdown, ElectLeaders)
+        with ``compute()`` in ``result``: NOT_CONTROLLER when this broker is not (or no longer) the controller, so
+        the caller never waits for nothing; ControllerMoved and errors that are not Kafka's are raised on after
+        the caller has its answer (the loop resigns or logs them), a KafkaError only goes to the caller."""
+        if not self.active:
+            result.set_exception(errors.NotController("broker %d is not the controller" % self.broker_id))
+            return
+        try:
+            self.check_still_controller()
+            result.set(compute())
+        except ControllerMoved:
+            result.set_exception(errors.NotController("controller moved"))
+            raise
+        except Exception as e:  # noqa: BLE001 -- the caller gets the error, the loop goes on
+            result.set_exception(e)
+            if not isinstance(e, errors.KafkaError):
+                raise
+
     def send(self, batch):
         """Queue a RequestBatch on the channel (stamped with this term's epoch); the batch is empty afterwards."""
         batch.send(self)

@@ -31,7 +31,7 @@ from . import election
 from . import events as ev
 from .admin_znodes import PreferredReplicaElectionZNode
 from .batch import RequestBatch
-from .state import ONLINE, ControllerMoved
+from .state import ONLINE
 
 log = logging.getLogger("kbroker.controller")
 
@@ -123,20 +123,7 @@ class PreferredLeaders:
 
     def on_elect_request(self, event):
         """Not guarded (events.py): answers NOT_CONTROLLER itself, so the caller never waits for nothing."""
-        core, result = self.core, event.result
-        if not core.active:
-            result.set_exception(errors.NotController("broker %d is not the controller" % core.broker_id))
-            return
-        try:
-            core.check_still_controller()
-            result.set(self.elect_requested(event.election_type, event.partitions))
-        except ControllerMoved:
-            result.set_exception(errors.NotController("controller moved"))
-            raise
-        except Exception as e:  # noqa: BLE001 -- the caller gets the error, the loop goes on
-            result.set_exception(e)
-            if not isinstance(e, errors.KafkaError):
-                raise
+        self.core.answer(event.result, lambda: self.elect_requested(event.election_type, event.partitions))
 
     def elect_requested(self, election_type, tps):
         """The module docstring's ElectLeaders rules over ``tps`` (None: every partition) -> {tp: (code, message,

@@ -18,7 +18,6 @@ from kbroker import errors
 
 from . import election
 from .batch import RequestBatch
-from .state import ControllerMoved
 
 log = logging.getLogger("kbroker.controller")
 
@@ -29,20 +28,7 @@ class ControlledShutdown:
 
     def on_request(self, event):
         """Not guarded (events.py): answers NOT_CONTROLLER itself, so the caller never waits for nothing."""
-        core, result = self.core, event.result
-        if not core.active:
-            result.set_exception(errors.NotController("broker %d is not the controller" % core.broker_id))
-            return
-        try:
-            core.check_still_controller()
-            result.set(self._shut_down(event.broker_id, event.broker_epoch))
-        except ControllerMoved:
-            result.set_exception(errors.NotController("controller moved"))
-            raise
-        except Exception as e:  # noqa: BLE001 -- the caller gets the error, the loop goes on
-            result.set_exception(e)
-            if not isinstance(e, errors.KafkaError):
-                raise
+        self.core.answer(event.result, lambda: self._shut_down(event.broker_id, event.broker_epoch))
 
     def _shut_down(self, broker_id, broker_epoch):
         core = self.core
