@@ -26,7 +26,7 @@ import sys
 from kbroker import errors
 from kbroker.client.cluster import Cluster
 
-from .common import ArgParser, UsageError, usage_error
+from .common import ArgParser, parse_command_line
 
 # Kafka 3.9's ApiKeys with the zkBroker listener: key -> (name, newest version), from its message specs.
 CLIENT_LATEST = {
@@ -103,14 +103,9 @@ def run(bootstrap, out):
 
 
 def main(argv):
-    p = parser()
-    try:
-        opts = p.parse_args(argv)
-    except UsageError as e:
-        usage_error(p, e)
-        return 1
-    except SystemExit as e:            # --help
-        return e.code or 0
+    opts, code = parse_command_line(parser(), argv)
+    if opts is None:
+        return code
     try:
         return run(opts.bootstrap_server, sys.stdout)
     except (errors.KafkaError, OSError, ValueError) as e:

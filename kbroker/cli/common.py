@@ -52,6 +52,18 @@ def usage_error(parser, e, file=None):
     parser.print_usage(file)
 
 
+def parse_command_line(parser, argv):
+    """``(options, None)``, or ``(None, exit code)`` when the tool must stop: a usage error printed with the
+    usage line (1, as Kafka's tools), ``--help`` (0)."""
+    try:
+        return parser.parse_args(argv), None
+    except UsageError as e:
+        usage_error(parser, e)
+        return None, 1
+    except SystemExit as e:            # --help
+        return None, e.code or 0
+
+
 # ---------------------------------------------------------------------------------------------- output
 
 def emit(args, text_lines, doc):

@@ -25,7 +25,7 @@ import sys
 from kbroker import errors
 from kbroker.client.cluster import Cluster
 
-from .common import ArgParser, CommandError, UsageError, duplicates, load_json, read_file, usage_error
+from .common import ArgParser, CommandError, duplicates, load_json, parse_command_line, read_file
 from .java_errors import exception_text
 
 TIMEOUT_MS = 30000      # the Java admin client's default.api.timeout.ms / request timeout
@@ -105,14 +105,9 @@ def run(opts, out):
 
 
 def main(argv):
-    p = parser()
-    try:
-        opts = p.parse_args(argv)
-    except UsageError as e:
-        usage_error(p, e)
-        return 1
-    except SystemExit as e:            # --help
-        return e.code or 0
+    opts, code = parse_command_line(parser(), argv)
+    if opts is None:
+        return code
     try:
         return run(opts, sys.stdout)
     except (CommandError, errors.KafkaError, OSError) as e:

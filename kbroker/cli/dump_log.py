@@ -62,7 +62,7 @@ from kbroker.record.batch import (ATTR_DELETE_HORIZON, HEADER_SIZE, LOG_APPEND_T
 from kbroker.record.control import control_type
 from kbroker.transaction import txn_log
 
-from .common import ArgParser, UsageError, usage_error
+from .common import ArgParser, parse_command_line
 
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
 INT_MAX = 0x7FFFFFFF
@@ -548,15 +548,8 @@ def run(opts, out=None, err=None):
 
 
 def main(argv):
-    p = parser()
-    try:
-        opts = p.parse_args(argv)
-    except UsageError as e:
-        usage_error(p, e)
-        return 1
-    except SystemExit as e:            # --help
-        return e.code or 0
-    return run(opts)
+    opts, code = parse_command_line(parser(), argv)
+    return code if opts is None else run(opts)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ import sys
 from kbroker import errors
 from kbroker.client.cluster import Cluster
 
-from .common import ArgParser, CommandError, UsageError, usage_error
+from .common import ArgParser, CommandError, parse_command_line, usage_error
 from .java_errors import exception_text
 
 TIME_NAMES = {"latest": -1, "earliest": -2, "max-timestamp": -3}
@@ -144,16 +144,13 @@ def get_offsets(cluster, flts, timestamp, exclude_internal, err):
 
 def main(argv):
     p = parser()
-    try:
-        opts = p.parse_args(argv)
-        bootstrap = opts.bootstrap_server or opts.broker_list
-        if not bootstrap:
-            raise UsageError("Missing required argument \"[bootstrap-server]\"")
-    except UsageError as e:
-        usage_error(p, e)
+    opts, code = parse_command_line(p, argv)
+    if opts is None:
+        return code
+    bootstrap = opts.bootstrap_server or opts.broker_list
+    if not bootstrap:
+        usage_error(p, "Missing required argument \"[bootstrap-server]\"")
         return 1
-    except SystemExit as e:            # --help
-        return e.code or 0
     try:
         flts = filters(opts)
         timestamp = parse_time(opts.time)

@@ -31,7 +31,7 @@ from kbroker import errors
 from kbroker.client.cluster import Cluster
 
 from . import client_config
-from .common import ArgParser, CommandError, UsageError, duplicates, load_json, read_file, usage_error
+from .common import ArgParser, CommandError, duplicates, load_json, parse_command_line, read_file
 from .java_errors import exception_text
 
 ELECTION_TYPES = {"PREFERRED": 0, "UNCLEAN": 1}
@@ -158,14 +158,9 @@ def run(opts, etype, source, out):
 
 
 def main(argv):
-    p = parser()
-    try:
-        opts = p.parse_args(argv)
-    except UsageError as e:
-        usage_error(p, e)
-        return 1
-    except SystemExit as e:            # --help
-        return e.code or 0
+    opts, code = parse_command_line(parser(), argv)
+    if opts is None:
+        return code
     try:
         etype, source = check_options(opts)
         return run(opts, etype, source, sys.stdout)
