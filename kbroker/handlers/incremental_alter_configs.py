@@ -74,34 +74,42 @@ def _items(text):
     return [s.strip() for s in (text or "").split(",") if s.strip()]
 
 
-def apply_ops(overrides, effective, ops):
-    """The new override dict after ``ops`` ([(name, op, value)]) on ``overrides`` ({key: string}).
-
-    ``effective`` ({key: string or None}) is what each key currently runs with, the base of APPEND/SUBTRACT on a
-    key without an override. Raises InvalidConfig for APPEND/SUBTRACT on an unknown or non-list key. Values are
-    not validated here (the caller validates the whole result)."""
-    out = dict(overrides)
+def _apply(stored, base, ops, check_list_key):
+    """``stored`` ({key: string}) after ``ops`` ([(name, op, value)]): SET and DELETE as given; APPEND/SUBTRACT
+    edit the comma-separated items of the stored value, else of ``base(name)`` (the value the key runs with, a
+    string or None), once ``check_list_key(name, verb)`` has passed (it raises InvalidConfig)."""
+    out = dict(stored)
     for name, op, value in ops:
         if op == SET:
             out[name] = value
         elif op == DELETE:
             out.pop(name, None)
         else:
-            verb = "append" if op == APPEND else "subtract"
-            key = TOPIC_CONFIGS.get(name)
-            if key is None:
-                raise errors.InvalidConfig("Unknown topic config name: %s" % name)
-            if key.type != "list":
-                raise errors.InvalidConfig("Config value %s is not allowed for config key: %s" % (verb, name))
-            current = _items(out[name] if name in out else effective.get(name))
+            check_list_key(name, "append" if op == APPEND else "subtract")
+            items = _items(out[name] if name in out else base(name))
             if op == APPEND:
-                current += [v for v in _items(value) if v not in current]
+                items += [v for v in _items(value) if v not in items]
             else:
                 for v in _items(value):
-                    if v in current:
-                        current.remove(v)
-            out[name] = ",".join(current)
+                    if v in items:
+                        items.remove(v)
+            out[name] = ",".join(items)
     return out
+
+
+def apply_ops(overrides, effective, ops):
+    """The new override dict after ``ops`` ([(name, op, value)]) on ``overrides`` ({key: string}).
+
+    ``effective`` ({key: string or None}) is what each key currently runs with, the base of APPEND/SUBTRACT on a
+    key without an override. Raises InvalidConfig for APPEND/SUBTRACT on an unknown or non-list key. Values are
+    not validated here (the caller validates the whole result)."""
+    def check_list_key(name, verb):
+        key = TOPIC_CONFIGS.get(name)
+        if key is None:
+            raise errors.InvalidConfig("Unknown topic config name: %s" % name)
+        if key.type != "list":
+            raise errors.InvalidConfig("Config value %s is not allowed for config key: %s" % (verb, name))
+    return _apply(overrides, effective.get, ops, check_list_key)
 
 
 def _alter_topic(topics, name, ops, validate_only):
@@ -116,26 +124,11 @@ def apply_broker_ops(current, effective, ops):
     """The new dynamic config of a broker resource after ``ops`` on ``current`` ({key: string}, as stored).
     APPEND/SUBTRACT need a list-typed broker key (INVALID_CONFIG otherwise, Kafka's message); their base is the
     stored value, else the key's effective value here (``effective(key)`` -> string or None)."""
-    out = dict(current)
-    for name, op, value in ops:
-        if op == SET:
-            out[name] = value
-        elif op == DELETE:
-            out.pop(name, None)
-        else:
-            verb = "append" if op == APPEND else "subtract"
-            key = CONFIG_KEYS.get(name)
-            if key is None or key.type != "list":
-                raise errors.InvalidConfig("Config value %s is not allowed for config key: %s" % (verb, name))
-            items = _items(out[name] if name in out else effective(name))
-            if op == APPEND:
-                items += [v for v in _items(value) if v not in items]
-            else:
-                for v in _items(value):
-                    if v in items:
-                        items.remove(v)
-            out[name] = ",".join(items)
-    return out
+    def check_list_key(name, verb):
+        key = CONFIG_KEYS.get(name)
+        if key is None or key.type != "list":
+            raise errors.InvalidConfig("Config value %s is not allowed for config key: %s" % (verb, name))
+    return _apply(current, effective, ops, check_list_key)
 
 
 def _alter_broker(services, name, ops, validate_only):
