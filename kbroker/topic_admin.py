@@ -35,7 +35,7 @@ from kbroker import errors
 from kbroker.config import (CONFIG_SOURCE_CODES, effective_topic_config, format_value,
                             log_config_for, validate_topic_config)
 from kbroker.controller.assignment import assign_replicas_to_brokers, start_index_for_new_partitions
-from kbroker.controller.topics import create_topic as write_new_topic, live_brokers
+from kbroker.controller.topics import create_topic as write_new_topic, live_broker_hosts, live_brokers
 from kbroker.coord.errors import NoNodeError
 from kbroker.coord.metadata_store import validate_topic_name
 from kbroker.coord.znodes import ConfigEntityChangeNotificationSequenceZNode
@@ -274,7 +274,8 @@ class TopicAdmin:
                                                       % (rf, len(brokers)))
             new = assign_replicas_to_brokers(brokers, count - len(current), rf,
                                              start_index=start_index_for_new_partitions(current, brokers),
-                                             start_partition_id=len(current))
+                                             start_partition_id=len(current),
+                                             hosts=live_broker_hosts(self.store.backend))
         added = self._check_broker_partitions(name, new)
         if validate_only:
             return new

@@ -34,6 +34,23 @@ def live_brokers(backend):
     return sorted(out)
 
 
+def live_broker_hosts(backend):
+    """{broker id: host of its first registered endpoint} for host-aware placement (controller/assignment.py);
+    a registration without endpoints is left out (that broker then counts as a host of its own)."""
+    out = {}
+    try:
+        ids = backend.get_children("/brokers/ids")
+    except NoNodeError:
+        return out
+    for c in ids:
+        data, _ = backend.get_or_none(BrokerIdZNode.path(int(c)))
+        if data is not None:
+            eps = BrokerIdZNode.decode(data).endpoints
+            if eps and eps[0][1]:
+                out[int(c)] = eps[0][1]
+    return out
+
+
 def create_topic(topic_store, name, num_partitions=-1, replication_factor=-1, assignment=None, configs=None,
                  validate_only=False, default_partitions=1, default_replication_factor=1, validate_configs=None,
                  brokers=None):
@@ -78,7 +95,8 @@ def create_topic(topic_store, name, num_partitions=-1, replication_factor=-1, as
         if replication_factor > len(brokers):
             raise errors.InvalidReplicationFactor("Replication factor: %d larger than available brokers: %d."
                                                   % (replication_factor, len(brokers)))
-        assignment = assign_replicas_to_brokers(brokers, num_partitions, replication_factor, rack_aware_mode=SAFE)
+        assignment = assign_replicas_to_brokers(brokers, num_partitions, replication_factor, rack_aware_mode=SAFE,
+                                                hosts=live_broker_hosts(topic_store.backend))
     if not validate_only:
         topic_store.create_topic(name, assignment, configs)
     return assignment
