@@ -62,6 +62,7 @@ from kbroker.server.stats import BrokerStats
 from kbroker.metrics.exporter import MetricsExporter
 from kbroker.metrics.requests import server_collectors
 from kbroker.server.loopcall import make_owner_call
+from kbroker.server.fetch_sessions import FetchSessionCache
 from kbroker.server.metadata_cache import MetadataCache
 from kbroker.handlers import registry as handler_registry
 from kbroker.server.router import Router
@@ -208,7 +209,9 @@ class Broker:
             # Always built: quotas may be added at any time; without any, a record is one dict read.
             quotas=ClientQuotas(self.quota_limits, cfg["quota.window.num"], cfg["quota.window.size.seconds"]),
             transactions=self.transaction_coordinator, replication=self.replication_quotas.leader,
-            broker_configs=self.dynamic_config)
+            broker_configs=self.dynamic_config,
+            fetch_sessions=FetchSessionCache(cfg["max.incremental.fetch.session.cache.slots"],
+                                             follower_refresh_ms=cfg["replica.lag.time.max.ms"] // 4))
         self.channel.local_handler = local_dispatcher(self.services)
         self._add_state_metrics()
         self.server = KafkaServer(self.services, self.router, cfg.listeners, cfg["socket.request.max.bytes"],

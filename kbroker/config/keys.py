@@ -251,6 +251,8 @@ _KEYS = [
        "more closes the connection"),
     _k("request.timeout.ms", "int", 30000, Range(0), H, "Inter-broker request timeout"),
     _k("fetch.max.bytes", "int", 57671680, Range(1024), M, "Largest Fetch response (Kafka >= 2.5 broker key)"),
+    _k("max.incremental.fetch.session.cache.slots", "int", 1000, Range(0), M,
+       "Most incremental fetch sessions (KIP-227) the broker keeps; 0 = every Fetch is answered sessionless"),
     # -- coordination
     _k("zookeeper.connect", "string", "", None, H,
        "host:port[,host:port][/chroot]; empty = embedded single-node coordination (kbroker)"),

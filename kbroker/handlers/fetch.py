@@ -81,6 +81,7 @@ from kbroker.handlers import auth
 from kbroker.handlers.common import error_code
 from kbroker.handlers.down_conversion import FetchConversion
 from kbroker.security.acl import CLUSTER_ACTION, READ, TOPIC
+from kbroker.server import fetch_sessions
 from kbroker.server.connection import CloseConnection
 from kbroker.server.router import handler
 
@@ -136,40 +137,29 @@ def fetch(ctx, req):
             most = quotas.fetch.max_in_window(ctx.identity, ctx.client_id)
             if most is not None and most < budget:
                 budget = int(most)
-    min_bytes = min(req["min_bytes"], budget)
-    deadline = time.monotonic() + max_wait
+    poll = _Poll(ctx, version, replica_id, budget, min(req["min_bytes"], budget), time.monotonic() + max_wait,
+                 isolation, ctx.services.replication if follower else None)
     wanted = unique_partitions(req)
-    denied = _denied_topics(ctx, follower, wanted)
-    allowed = [(topic, p) for topic, p in wanted if topic not in denied] if denied else wanted
-    throttle = ctx.services.replication if follower else None
-    first = True
-    while True:
-        responses, total, had_error = _read_all(replicas, version, wanted, replica_id, first, budget, denied,
-                                                isolation, throttle)
-        first = False
-        remaining = deadline - time.monotonic()
-        if total >= min_bytes or had_error or remaining <= 0 or not allowed or ctx.connection.closing:
-            break
-        ev = Event()
-        parts = [replicas.get_partition(topic, p["partition"]) for topic, p in allowed]
-        parts = [p for p in parts if p is not None]
-        for p in parts:
-            p.add_waiter(ev, follower)
-        try:
-            # Re-check after registering: an append between the read and now would otherwise be missed.
-            if not ev.is_set():
-                parked = time.monotonic()
-                ev.wait(remaining)
-                ctx.parked_s += time.monotonic() - parked
-        finally:
-            for p in parts:
-                p.remove_waiter(ev, follower)
-        if not ev.is_set():
-            responses, total, had_error = _read_all(replicas, version, wanted, replica_id, False, budget, denied,
-                                                    isolation, throttle)
-            break
-    if throttle is not None:
-        _record_throttled(throttle, responses)
+    sessions = ctx.services.fetch_sessions if version >= 7 else None
+    context = fetch_sessions.SESSIONLESS
+    if sessions is not None:
+        context = sessions.new_context(req["session_id"], req["session_epoch"], follower, wanted,
+                                       _forgotten(req), replicas.get_partition)
+    session_id = 0
+    if context.kind == "error":
+        return {"throttle_time_ms": 0, "error_code": context.error, "session_id": 0, "responses": []}
+    if context.kind == "incremental":
+        session = context.session
+        flat, total = poll.run_session(session)
+        session_id = session.id
+    else:
+        read, total = poll.run(wanted)
+        flat = [(topic, r) for topic, _p, r, _pending in read]
+        if context.kind == "full":
+            session_id = sessions.create(follower, read, replicas.get_partition)
+    responses = _group(flat)
+    if poll.throttle is not None:
+        _record_throttled(poll.throttle, responses)
     if quotas is not None:
         # Over the quota, the answer still carries its records and the throttle that pays for them (Kafka
         # 0.10.1's delayed fetch response, with KIP-219's mute instead of the delay): the consumer is held at its
@@ -180,7 +170,103 @@ def fetch(ctx, req):
     stats = ctx.services.stats
     if stats is not None:
         _count(stats.topics, responses, follower)
-    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+    return {"throttle_time_ms": 0, "error_code": 0, "session_id": session_id, "responses": responses}
+
+
+def _forgotten(req):
+    """The request's forgotten_topics_data as [(topic, p)] (v7+)."""
+    return [(t["topic"], p) for t in req.get("forgotten_topics_data") or () for p in t["partitions"]]
+
+
+class _Poll:
+    """One request's long poll (module docstring): read passes until ``min_bytes``, an error, the deadline or a
+    closing connection. ``run`` over a fixed list of partitions (sessionless and full fetches: a fresh Event
+    registered on each partition per wait), ``run_session`` over an incremental session's dirty partitions (its
+    one persistent Event)."""
+
+    def __init__(self, ctx, version, replica_id, budget, min_bytes, deadline, isolation, throttle):
+        self.ctx = ctx
+        self.replicas = ctx.services.replicas
+        self.version = version
+        self.replica_id = replica_id
+        self.follower = replica_id >= 0
+        self.budget = budget
+        self.min_bytes = min_bytes
+        self.deadline = deadline
+        self.isolation = isolation
+        self.throttle = throttle
+
+    def _pass(self, wanted, first, denied):
+        return _read_all(self.replicas, self.version, wanted, self.replica_id, first, self.budget, denied,
+                         self.isolation, self.throttle)
+
+    def _done(self, total, had_error):
+        return (total >= self.min_bytes or had_error or self.deadline - time.monotonic() <= 0
+                or self.ctx.connection.closing)
+
+    def _park(self, ev):
+        remaining = self.deadline - time.monotonic()
+        if remaining > 0 and not ev.is_set():
+            parked = time.monotonic()
+            ev.wait(remaining)
+            self.ctx.parked_s += time.monotonic() - parked
+
+    def run(self, wanted):
+        """-> ([(topic, partition request, r, pending)] in request order, record bytes)."""
+        follower = self.follower
+        denied = _denied_topics(self.ctx, follower, wanted)
+        allowed = [(topic, p) for topic, p in wanted if topic not in denied] if denied else wanted
+        read, total, had_error = self._pass(wanted, True, denied)
+        while not (self._done(total, had_error) or not allowed):
+            ev = Event()
+            parts = [self.replicas.get_partition(topic, p["partition"]) for topic, p in allowed]
+            parts = [p for p in parts if p is not None]
+            for p in parts:
+                p.add_waiter(ev, follower)
+            try:
+                # Re-check after registering: an append between the read and now would otherwise be missed.
+                self._park(ev)
+            finally:
+                for p in parts:
+                    p.remove_waiter(ev, follower)
+            woken = ev.is_set()
+            read, total, had_error = self._pass(wanted, False, denied)
+            if not woken:
+                break
+        return read, total
+
+    def run_session(self, session):
+        """-> ([(topic, r)] of the partitions to answer, record bytes): passes over the dirty partitions only."""
+        ctx = self.ctx
+        first = True
+        sessions = ctx.services.fetch_sessions
+        while True:
+            dirty = session.take_dirty()
+            for cp in dirty:
+                part = self.replicas.get_partition(*cp.tp)
+                if cp.watched is not part:
+                    # Hosted since, or deleted and re-created: watch the Partition there is now.
+                    session.watch(cp, part, self.follower)
+            wanted = [(cp.tp[0], cp.req) for cp in dirty]
+            denied = _denied_topics(ctx, self.follower, wanted) if wanted else frozenset()
+            read, total, had_error = self._pass(wanted, first, denied)
+            if first and self.follower:
+                session.refresh_followers(self.replica_id, sessions.clock(), sessions.follower_refresh_ms)
+            first = False
+            final = self._done(total, had_error) or session.closed
+            answer = session.settle([(cp, r, pending) for cp, (_t, _p, r, pending) in zip(dirty, read)], final)
+            if final:
+                return answer, sum(len(r["records"]) for _t, r in answer if r["records"])
+            self._park(session.event)
+
+
+def _group(flat):
+    """[(topic, r)] -> the responses array: one entry per topic at its first mention, partitions in order."""
+    out = []
+    by_topic = {}
+    for topic, r in flat:
+        _add(out, by_topic, topic, r)
+    return out
 
 
 def _count(stats, responses, follower):
@@ -227,7 +313,8 @@ def _denied_topics(ctx, follower, wanted):
 
 
 def _read_all(replicas, version, wanted, replica_id, first, budget, denied=frozenset(), isolation=0, throttle=None):
-    """One pass over ``wanted`` in order -> (responses by topic, bytes in them, whether a partition failed);
+    """One pass over ``wanted`` in order -> ([(topic, partition request, r, pending)], bytes in them, whether a
+    partition failed); ``pending``: records are readable at the partition's fetch offset (sent or not);
     partitions of ``denied`` topics answer TOPIC_AUTHORIZATION_FAILED unread; ``throttle``: the leader replication
     quota for a follower's request."""
     conversion = FetchConversion(budget) if version < 4 else None
@@ -246,14 +333,14 @@ def _read_pass(replicas, version, wanted, replica_id, first, budget, conversion,
     total = 0
     had_error = False
     out = []
-    by_topic = {}
     for topic, p in wanted:
+        pending = False
         r = {"partition_index": p["partition"], "error_code": 0, "high_watermark": -1, "last_stable_offset": -1,
              "log_start_offset": -1, "aborted_transactions": None if version >= 4 else [],
              "preferred_read_replica": -1, "records": b""}
         if topic in denied:
             r["error_code"] = errors.TOPIC_AUTHORIZATION_FAILED
-            _add(out, by_topic, topic, r)
+            out.append((topic, p, r, False))
             continue
         try:
             part = replicas.leader_partition(topic, p["partition"])
@@ -272,12 +359,15 @@ def _read_pass(replicas, version, wanted, replica_id, first, budget, conversion,
                                             record=first, log_start_offset=p.get("log_start_offset", -1))
                 r["high_watermark"] = part.high_watermark
                 r["last_stable_offset"] = part.last_stable_offset
+                pending = part.log_end_offset > p["fetch_offset"]
             elif isolation == 1:
                 sl, r["last_stable_offset"], aborted = part.read_committed(p["fetch_offset"], limit, min_one=min_one)
                 r["aborted_transactions"] = [{"producer_id": pid, "first_offset": first_offset}
                                              for pid, first_offset in aborted]
+                pending = r["last_stable_offset"] > p["fetch_offset"]
             else:
                 sl = part.read(p["fetch_offset"], limit, min_one=min_one)
+                pending = r["high_watermark"] > p["fetch_offset"]
             records = _records(sl, version, limit, min_one, cut_first, conversion)
             size = len(records)
             if size:
@@ -287,7 +377,7 @@ def _read_pass(replicas, version, wanted, replica_id, first, budget, conversion,
         except Exception as e:  # noqa: BLE001
             r["error_code"] = error_code(e, version >= 4)
             had_error = True
-        _add(out, by_topic, topic, r)
+        out.append((topic, p, r, pending))
     return out, total, had_error
 
 

@@ -402,3 +402,4 @@ class Services:
     replication: Optional["ReplicationThrottle"] = None
     client_quotas: Optional["ClientQuotaAdministration"] = None
     broker_configs: Any = None    # kbroker/config/dynamic.py DynamicBrokerConfig (KIP-226)
+    fetch_sessions: Any = None    # kbroker/server/fetch_sessions.py FetchSessionCache (KIP-227); None = sessionless

@@ -39,7 +39,7 @@ def make_services(**given):
     ``authorizer`` to None (no authorizer: every request allowed, as in Kafka), ``quotas`` to None (no
     quotas), ``replication`` to None (no replication throttle) and ``stats`` to None (nothing counted)."""
     fields = dict(config={}, broker_id=1, cluster_id="test-cluster", ready=ready_event(), authorizer=None,
-                  quotas=None, replication=None, stats=None, broker_configs=None)
+                  quotas=None, replication=None, stats=None, broker_configs=None, fetch_sessions=None)
     for name in Services.__dataclass_fields__:
         fields.setdefault(name, Unused(name))
     fields.update(given)
