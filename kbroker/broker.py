@@ -332,6 +332,8 @@ class Broker:
         self.shutting_down = True   # /readyz answers 503 from now on; /healthz until the exporter stops, last
         if self.started and not self.config.embedded and self.config["controlled.shutdown.enable"]:
             self.state = _stats.PENDING_CONTROLLED_SHUTDOWN
+            if self.replica_manager is not None:
+                self.replica_manager.begin_controlled_shutdown()   # KIP-841: no ISR rejoin while stopping
             self._controlled_shutdown()
             if self.server:
                 self.server.drain()  # let clients hear NOT_LEADER_OR_FOLLOWER and move before we close

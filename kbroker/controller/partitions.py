@@ -337,10 +337,18 @@ class PartitionStateMachine:
             except NoNodeError:
                 pass
         tps = sorted(tp for tp in tps if tp in ctx.assignments)
+        batch = RequestBatch()
         for tp in tps:
-            self.reload(tp)
+            st = self.reload(tp)
+            # KIP-841: a broker in controlled shutdown is not eligible for an ISR. Its leader took it back (it was
+            # fetching when its leadership moved, or before its StopReplica landed): out again, as Kafka's
+            # controller refuses such an AlterPartition (INELIGIBLE_REPLICA). Never the leader itself.
+            back = [r for r in (st.isr if st is not None else ()) if r in ctx.shutting_down and r != st.leader]
+            if back:
+                log.info("%s-%d: broker(s) %s in controlled shutdown rejoined the ISR %s; removing them",
+                         tp[0], tp[1], back, list(st.isr))
+                self.remove_replicas_from_isr(batch, tp, back)
         if tps:
-            batch = RequestBatch()
             batch.add_update_metadata(sorted(ctx.live_brokers), tps)
             core.send(batch)
         for tp in tps:

@@ -112,8 +112,11 @@ class ReplicaManager:
         self._partitions = {}
         self._fetchers = {}
         self._moves = {}                 # {tp: LogDirMove} replicas moving to another log dir (log_dir_move.py)
+        self._offline = set()            # tps whose log dir failed (KIP-112): KAFKA_STORAGE_ERROR until a restart
         self.leadership_listeners = []   # fn(tp, was_leader, is_leader) after every applied change
         self.isr_stats = IsrStats()      # ISR shrinks/expands of every hosted partition (the metrics read it)
+        # Set once this broker asks for controlled shutdown (``begin_controlled_shutdown``): it follows no new leader.
+        self.in_controlled_shutdown = False
         self._tasks = []
         self._hw_checkpoint = {}
         for d in log_manager.log_dirs:
@@ -127,6 +130,13 @@ class ReplicaManager:
                        gevent.spawn(self._every, self.settings["replica.high.watermark.checkpoint.interval.ms"],
                                     self.checkpoint_high_watermarks)]
         return self
+
+    def begin_controlled_shutdown(self):
+        """This broker is stopping (KIP-841): a partition the controller moves away from it becomes a follower
+        that does not fetch. Fetching, it would catch up at once and its new leader would put it back in the ISR
+        (0.1 s later, issue 16), where acks=all writes wait for it again once it exits. Partitions it already
+        follows keep fetching until the controller's StopReplica (it is in their ISR until then anyway)."""
+        self.in_controlled_shutdown = True
 
     def shutdown(self):
         """Stop fetchers and periodic tasks, wake parked requests, checkpoint HWs (call before LogManager.shutdown)."""
@@ -240,7 +250,7 @@ class ReplicaManager:
                 log.info("%s-%d: leader, epoch %d, ISR %s", topic, p, epoch, part.isr)
             else:
                 part.make_follower(leader, epoch, la.isr, st.replicas, la.zk_version, la.controller_epoch)
-                if leader >= 0:
+                if leader >= 0 and not self.in_controlled_shutdown:
                     self._add_to_fetcher(tp, part, leader, epoch, endpoints.get(leader))
                 log.info("%s-%d: follower of %d, epoch %d", topic, p, leader, epoch)
         except Exception as e:  # noqa: BLE001 - one partition's failure is its own error code
