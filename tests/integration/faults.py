@@ -213,3 +213,30 @@ class PauseController(_Pause):
         # a 1-tuple: broker 0 is a valid controller id and would be falsy for wait_until
         return wait_until(lambda: controller_id(cluster) is not None and (controller_id(cluster),), 30, 0.2,
                           "a controller")[0]
+
+
+# --------------------------------------------------------------------------------------------- history checks
+
+def check_producers(producers, consumed: dict):
+    """The checker run once per NumberedProducer (each writes its own value range, starting at its `first`, and
+    the checker's order check holds per producer only) -> (combined Report, [per-producer Report]).
+
+    `consumed` is read_all()'s {partition: [(offset, value)]}; each producer sees the records whose value falls in
+    [first, next producer's first). The combined report sums the counts (examples from the per-producer ones)."""
+    from tests.integration.checker import Report, check
+
+    firsts = sorted(p.first for p in producers)
+    reports = []
+    for prod in producers:
+        above = [f for f in firsts if f > prod.first]
+        hi = above[0] if above else float("inf")
+        mine = {p: [(o, v) for o, v in recs if prod.first <= int(v) < hi] for p, recs in consumed.items()}
+        reports.append(check(prod.acked, mine))
+    total = Report()
+    for r in reports:
+        for f in ("acknowledged", "consumed", "lost", "misplaced", "duplicated", "out_of_order", "unacked_present",
+                  "offset_gaps"):
+            setattr(total, f, getattr(total, f) + getattr(r, f))
+        for k, v in r.examples.items():
+            total.examples.setdefault(k, []).extend(v[:5 - len(total.examples.get(k, []))])
+    return total, reports
