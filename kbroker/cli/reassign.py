@@ -88,6 +88,7 @@ import sys
 from kbroker import errors
 from kbroker.controller.admin_znodes import ReassignPartitionsZNode
 from kbroker.controller.assignment import assign_replicas_to_brokers
+from kbroker.controller.topics import live_broker_hosts
 from kbroker.coord.errors import CoordinationError, NodeExistsError
 from kbroker.coord.metadata_store import TopicStore
 from kbroker.coord.znodes import ConfigEntityChangeNotificationSequenceZNode, ConfigEntityZNode
@@ -246,12 +247,14 @@ def generate_assignment(store, broker_list, topics, disable_rack_aware=False, st
     elif with_rack and len(with_rack) < len(brokers):
         raise CommandError("Not all brokers have rack information. Add --disable-rack-aware in command line to make "
                            "replica assignment without rack information.")
+    hosts = live_broker_hosts(store.backend)  # several brokers per host: no two replicas on one host
     proposed = {}
     for topic in dict.fromkeys(tp[0] for tp in sorted(current)):
         parts = sorted(p for t, p in current if t == topic)
         rf = len(current[(topic, parts[0])])
         try:
-            layout = assign_replicas_to_brokers(brokers, len(parts), rf, start_index=start_index, rng=rng)
+            layout = assign_replicas_to_brokers(brokers, len(parts), rf, start_index=start_index, rng=rng,
+                                                hosts=hosts)
         except errors.KafkaError as e:
             raise CommandError(getattr(e, "message", None) or str(e)) from None
         for p, replicas in layout.items():

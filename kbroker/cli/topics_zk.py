@@ -28,6 +28,7 @@ Kafka's too; common.zookeeper) is such an error.
 from kbroker import errors
 from kbroker.config import ConfigError, validate_topic_config
 from kbroker.controller.assignment import assign_replicas_to_brokers, start_index_for_new_partitions
+from kbroker.controller.topics import live_broker_hosts
 from kbroker.coord.errors import CoordinationError, NodeExistsError
 from kbroker.coord.metadata_store import TopicStore
 from kbroker.coord.znodes import DeleteTopicsZNode
@@ -74,7 +75,7 @@ def zk_create(store, args):
         if not 1 <= args.replication_factor <= 32767:
             raise CommandError("The replication factor must be between 1 and 32767 inclusive")
         assignment = assign_replicas_to_brokers(live_brokers(store.backend), args.partitions,
-                                                args.replication_factor)
+                                                args.replication_factor, hosts=live_broker_hosts(store.backend))
     try:
         store.create_topic(args.topic, assignment, configs)
     except errors.TopicAlreadyExists:
@@ -157,7 +158,8 @@ def zk_alter(store, args):
             brokers = live_brokers(store.backend) if brokers is None else brokers
             new = assign_replicas_to_brokers(brokers, args.partitions - len(current), rf,
                                              start_index=start_index_for_new_partitions(current, brokers),
-                                             start_partition_id=len(current))
+                                             start_partition_id=len(current),
+                                             hosts=live_broker_hosts(store.backend))
         store.add_partitions(name, new)
     emit(args, [], [{"topic": n, "partition_count": args.partitions} for n in names])
     return 0

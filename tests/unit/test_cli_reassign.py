@@ -186,7 +186,8 @@ def test_generate_is_rack_aware_with_registered_racks(backend):
 def test_generate_output_exact(world, tmp_path, monkeypatch):
     real = assignment_mod.assign_replicas_to_brokers
     monkeypatch.setattr(ra, "assign_replicas_to_brokers",
-                        lambda brokers, n, rf, start_index=-1, rng=None: real(brokers, n, rf, start_index=0))
+                        lambda brokers, n, rf, start_index=-1, rng=None, hosts=None:
+                        real(brokers, n, rf, start_index=0, hosts=hosts))
     topics = write(tmp_path, "topics.json", '{"topics":[{"topic":"bar"},{"topic":"gone"}],"version":1}')
     rc, out, err = reassign(world, "--generate", "--topics-to-move-json-file", topics, "--broker-list", "3,2,9")
     assert rc == 0
