@@ -47,9 +47,51 @@ def _env_line(check, problems):
 _ENV_LINE = pytest.StashKey[str]()
 
 
+# Parallel runs (scripts/test.sh): the suite runs in two pytest-xdist workers, a whole module per worker at a time
+# (--dist loadfile, so module-scoped brokers and ensembles stay with their tests), then the `serial` tests alone.
+# A module belongs here when it asserts a wall-clock bound that another module's processes competing for the 2
+# cores could break: a loop-stall or latency ceiling, a throughput held within +-10 %, the longest gap between
+# acknowledgements. CPU-bound checks use time.process_time() instead and stay parallel. Tests in parallel modules
+# must name anything machine-wide they create (network namespaces, mounts) uniquely per process.
+SERIAL_MODULES = frozenset({
+    # unit tests timing a wait (wall clock) against a tight bound
+    "test_coord_zk", "test_harness", "test_replica", "test_handler_fetch", "test_handler_fetch_txn",
+    "test_handler_authorization",
+    # integration
+    "test_cluster_failover",          # failover within FAILOVER_WAIT_S, controlled shutdown < 30 s
+    "test_config_cli",                # a bad config fails within FAIL_FAST_SECONDS
+    "test_config_effects",            # same
+    "test_controller_stalls",         # longest acks=all stall <= session timeout + 1 s
+    "test_durability",                # SIGTERM exits within 5 s
+    "test_hostile_connections",       # loop answers others within 1 s while hostile connections hold it
+    "test_hostile_fetch",
+    "test_hostile_handlers",          # loop-stall ceilings
+    "test_hostile_interbroker",
+    "test_hostile_storage",           # corrupt-input handling within QUICK_S
+    "test_metrics_requests",          # measured request times between bounds
+    "test_quota_mute",                # throughput held within +-10 % of a quota
+    "test_quotas",                    # same, and an unthrottled client at >= 90 % of its rate
+    "test_quotas_cluster",
+    "test_replication_availability",  # longest acknowledgement gap < MAX_GAP_S
+    "test_replication_quota",         # copy rate within the throttle
+    "test_security_gssapi",           # longest gap < 0.4 s through re-login
+    "test_faults_partition",          # isolated-leader timings
+    "test_faults_pause",              # SIGSTOP beyond the session timeout
+    "test_faults_zookeeper",          # outage timings
+    "test_faults_disk",               # slow follower leaves the ISR within replica.lag.time.max.ms
+})
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if Path(str(item.fspath)).stem in SERIAL_MODULES:
+            item.add_marker(pytest.mark.serial)
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "integration: starts real broker processes")
     config.addinivalue_line("markers", "zk: needs a real ZooKeeper ensemble")
+    config.addinivalue_line("markers", "serial: asserts a wall-clock bound; run alone after the parallel part")
     check = _venv_check()
     problems = check.problems()
     if problems and os.environ.get(FOREIGN_ENV_VAR, "") in ("", "0"):

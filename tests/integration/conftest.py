@@ -8,7 +8,8 @@
 - `zk_ensemble`: a 3-node ZooKeeper ensemble per test module (skips if ZooKeeper is missing, fails under CI=true).
 - `kcat`, `kafkajs`: paths/runners for the external clients, skipping cleanly when absent (failing under CI=true).
 
-Every test collected under this directory is marked `integration`.
+Every test collected under this directory is marked `integration` (and `serial` when its module is in
+tests/conftest.py's ``SERIAL_MODULES``).
 """
 from pathlib import Path
 
@@ -18,6 +19,8 @@ from tests.integration import harness
 from tests.integration.harness import BrokerProcess, ZkEnsemble
 
 _HERE = Path(__file__).resolve().parent
+
+
 
 
 def pytest_collection_modifyitems(config, items):

@@ -87,14 +87,14 @@ def test_gzip_bomb_is_refused_quickly_with_bounded_memory():
     bomb = _gzip_bomb(1 << 30)  # 1 GiB of zeros
     assert len(bomb) < 1_200_000
     tracemalloc.start()
-    t0 = time.monotonic()
+    t0 = time.process_time()
     try:
         with pytest.raises(CorruptMessage):
             C.decompress(1, bomb, 4 << 20)
         _cur, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert time.monotonic() - t0 < 2.0
+    assert time.process_time() - t0 < 2.0
     # bound (4 MiB) + one 256 KiB step + the 1.1 MB input copy, with slack; nowhere near 1 GiB
     assert peak < 16 << 20
 
@@ -230,10 +230,10 @@ def test_one_mebibyte_of_empty_frames_is_refused_in_milliseconds(codec):
     buffer; gzip members and zstd frames had the same walk. Now the 65th frame ends it."""
     frame = _empty_frames(codec)
     payload = frame * ((1 << 20) // len(frame))
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     with pytest.raises(CorruptMessage, match="more than 64"):
         C.decompress(codec, payload, 64 << 20)
-    assert time.perf_counter() - t0 < 0.05
+    assert time.process_time() - t0 < 0.05
 
 
 def _lz4_frame_of_blocks(n_blocks, block=b"\x01\x00\x00\x80x"):
@@ -250,10 +250,10 @@ def test_lz4_blocks_are_walked_and_capped():
     assert C.decompress(3, _lz4_frame_of_blocks(allowance), 1 << 20) == b"x" * allowance
     with pytest.raises(CorruptMessage, match="more than 320 blocks"):
         C.decompress(3, _lz4_frame_of_blocks(allowance + 1), 1 << 20)
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     with pytest.raises(CorruptMessage, match="blocks"):  # 1 MB of 5-byte blocks: stops at the allowance
         C.decompress(3, _lz4_frame_of_blocks(200_000), 64 << 20)
-    assert time.perf_counter() - t0 < 0.05
+    assert time.process_time() - t0 < 0.05
 
 
 def test_lz4_truncated_or_trailing_frame_is_corrupt():

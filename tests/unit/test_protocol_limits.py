@@ -75,10 +75,10 @@ def test_two_million_topic_metadata_refused_before_decoding():
     """Issue 8: a 4 MB Metadata v1 naming 2 M empty topics held the event loop 10 s and 965 MB."""
     n = 2_000_000
     body = struct.pack(">i", n) + b"\x00\x00" * n
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     with pytest.raises(ElementLimitError, match="array topics"):
         APIS[3].decode_request(1, memoryview(body), 0, max_elements=100_000)
-    assert time.perf_counter() - t0 < 0.05  # refused at the count, not after decoding 100,000 of them
+    assert time.process_time() - t0 < 0.05  # refused at the count, not after decoding 100,000 of them
 
 
 def test_maximal_request_decodes_within_the_loop_budget():
@@ -102,9 +102,9 @@ def test_maximal_request_decodes_within_the_loop_budget():
 
 
 def _timed(fn):
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     fn()
-    return time.perf_counter() - t0
+    return time.process_time() - t0
 
 
 # ------------------------------------------------------------------------------------------------------ headers
