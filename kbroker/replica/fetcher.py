@@ -40,6 +40,7 @@ from gevent.event import Event
 from kbroker import errors
 from kbroker.protocol.apis import APIS
 from kbroker.protocol.headers import decode_response_header, encode_request_header
+from kbroker.replica.fetch_session_client import FetchSessionClient
 from kbroker.security.client_channel import secure
 
 log = logging.getLogger(__name__)
@@ -139,6 +140,7 @@ class ReplicaFetcher:
         self._stopped = False
         self.greenlet = None
         self.rounds = 0                           # completed Fetch round trips (tests, metrics)
+        self.session = FetchSessionClient()       # the leader's incremental fetch session (KIP-227)
 
     def start(self):
         self.greenlet = gevent.spawn(self._run)
@@ -161,6 +163,7 @@ class ReplicaFetcher:
         self._close()
 
     def _close(self):
+        self.session.reset()                      # the next Fetch is full and closes the old session
         if self.conn is not None:
             self.conn.close()
             self.conn = None
@@ -276,19 +279,34 @@ class ReplicaFetcher:
 
     def _fetch(self, states):
         s = self.settings
-        topics = {}
+        wanted = {}
         for tp, st in states.items():
             part = st.partition
-            topics.setdefault(tp[0], []).append({
-                "partition": tp[1], "current_leader_epoch": st.leader_epoch, "fetch_offset": part.log_end_offset,
-                "log_start_offset": part.log_start_offset, "partition_max_bytes": s["max_bytes"]})
+            wanted[tp] = {"partition": tp[1], "current_leader_epoch": st.leader_epoch,
+                          "fetch_offset": part.log_end_offset, "log_start_offset": part.log_start_offset,
+                          "partition_max_bytes": s["max_bytes"]}
+        # An incremental session (KIP-227) sends only the partitions whose fields changed; the leader answers only
+        # the partitions that changed (kbroker/replica/fetch_session_client.py).
+        session_id, epoch, send, forgotten = self.session.build(wanted)
+        topics, gone = {}, {}
+        for tp, req in send.items():
+            topics.setdefault(tp[0], []).append(req)
+        for topic, p in forgotten:
+            gone.setdefault(topic, []).append(p)
         body = {"replica_id": self.broker_id, "max_wait_ms": s["wait_ms"], "min_bytes": s["min_bytes"],
-                "max_bytes": s["response_max_bytes"], "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-                "forgotten_topics_data": [], "rack_id": ""}
+                "max_bytes": s["response_max_bytes"], "isolation_level": 0, "session_id": session_id,
+                "session_epoch": epoch, "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+                "forgotten_topics_data": [{"topic": t, "partitions": ps} for t, ps in gone.items()], "rack_id": ""}
         resp = self.conn.request(FETCH_KEY, FETCH_VERSION, body)
         self.rounds += 1
-        if resp.get("error_code"):
+        if not self.session.handle_response(resp):
+            code = resp["error_code"]
+            if code in (errors.FETCH_SESSION_ID_NOT_FOUND, errors.INVALID_FETCH_SESSION_EPOCH):
+                # The leader lost or moved past our session (evicted, restarted): the next round is a full fetch
+                # at once, as Kafka's fetcher does (no backoff).
+                log.info("fetch session %d with %d: %s; starting a new one", session_id, self.source_id,
+                         errors.error_name(code))
+                return
             log.warning("fetch from %d: %s", self.source_id, errors.error_name(resp["error_code"]))
             for st in states.values():
                 self._delay(st)

@@ -17,6 +17,7 @@ from kbroker.replica.delayed_produce import append_and_wait
 from kbroker.replica.manager import ReplicaManager
 from kbroker.server.router import Router
 from kbroker.server.server import KafkaServer
+from kbroker.server.fetch_sessions import FetchSessionCache
 from tests.unit.ctx import make_services
 
 CONFIG = {"replica.fetch.wait.max.ms": 100, "replica.fetch.backoff.ms": 30, "replica.lag.time.max.ms": 10000,
@@ -52,7 +53,10 @@ class Node:
         self.rm = ReplicaManager(broker_id, self.lm, lambda t: LogConfig(min_insync_replicas=cluster.min_isr),
                                  cluster.store.write, cluster.address, config=CONFIG)
         # The handlers (Fetch, OffsetForLeaderEpoch, Produce) get the replica manager and the broker defaults.
-        services = make_services(broker_id=broker_id, replicas=self.rm, config=BrokerConfig.from_dict({}))
+        # Followers fetch through incremental sessions (KIP-227), as between real brokers.
+        self.sessions = FetchSessionCache(1000)
+        services = make_services(broker_id=broker_id, replicas=self.rm, config=BrokerConfig.from_dict({}),
+                                 fetch_sessions=self.sessions)
         self.server = KafkaServer(services, Router(registry()), [("PLAINTEXT", "127.0.0.1", 0)], 100 << 20)
         self.server.start()
         self.port = self.server.bound_ports()["PLAINTEXT"]
