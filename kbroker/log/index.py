@@ -55,6 +55,7 @@ class _Index:
         self._mm = None
         self._mm_len = 0
         self._closed = False
+        self._building = None      # bytearray of the entries while ``begin_rebuild`` .. ``end_rebuild``
         # A new index is an empty file, mapped (at its preallocated size) by its first append; an existing
         # (normally trimmed) index is mapped at its size, and the first append regrows it.
         self._map(None)
@@ -75,11 +76,40 @@ class _Index:
             os.close(fd)
 
     def _unmap(self):
-        if self._mm is not None:
-            self._mm.flush()
+        """Drop the mapping without msync: a resize or close is not a durability point (Kafka's AbstractIndex.resize
+        does not force either). ``flush`` is: ``Log.flush`` msyncs the indexes of every segment below the recovery
+        point it advances, and msync(MS_SYNC) writes the file's dirty pages in the range whichever mapping dirtied
+        them. An msync here cost ~2.5 ms a call on this machine's disk: 4 per segment at a rebuild or a close, 40 s
+        for the 10,000 partitions of one broker."""
+        if self._building is not None:
+            self._building = None
+            self._mm = None
+        elif self._mm is not None:
             self._mm.close()
             self._mm = None
-            self._mm_len = 0
+        self._mm_len = 0
+
+    def begin_rebuild(self):
+        """Drop every entry and collect the next appends in memory (a recovery rescan); ``end_rebuild`` writes them
+        with one write. The old way (truncate, regrow the sparse file to segment.index.bytes, store each entry
+        through the mapping, trim, msync) cost ~10 ms a segment: 26 s to recover 1,000 partitions under load."""
+        self._unmap()
+        self._building = bytearray()
+        self._mm = self._building          # entry() / lookups read the entries collected so far
+        self._entries = 0
+
+    def end_rebuild(self):
+        """Write the collected entries as the whole file (its used size: trimmed) and map it."""
+        data, self._building, self._mm = self._building, None, None
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+        self._map(None)
+        self._entries = len(data) // self.ENTRY_SIZE
 
     def _used_entries(self, length):
         es = self.ENTRY_SIZE
@@ -119,6 +149,10 @@ class _Index:
         es = self.ENTRY_SIZE
         if self._entries >= self.max_entries:
             raise IndexFullError("%s is full (%d entries)" % (self.path, self._entries))
+        if self._building is not None:
+            self._building += self._ENTRY.pack(*fields)
+            self._entries += 1
+            return
         if (self._entries + 1) * es > self._mm_len:
             # A trimmed index of a segment that became active again (truncate / reopen): regrow.
             self.resize(self.max_size)

@@ -451,11 +451,17 @@ class Log:
         return True
 
     def snapshot_producer_state(self):
-        """Write a snapshot at the log end now (clean shutdown, after the final flush). Returns its path or None."""
+        """Write a snapshot at the log end now (clean shutdown, after the final flush). Returns its path or None.
+        None written when one at the log end exists already (Kafka's takeSnapshot: not a new offset): an idle
+        partition's restart + clean shutdown costs no write and no two fsyncs (10,000 partitions: ~80 s of fsyncs
+        at ~4 ms each on this machine's disk)."""
         source = self.producer_snapshot_source
         if source is None:
             return None
         self._pending_snapshots = []
+        existing = producer_snapshot.snapshot_path(self.dir, self._next_offset)
+        if os.path.exists(existing):
+            return existing
         path = producer_snapshot.write(self.dir, self._next_offset, source())
         producer_snapshot.retain(self.dir)
         return path

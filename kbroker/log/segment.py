@@ -338,9 +338,10 @@ class LogSegment:
     # -- recovery / truncation -----------------------------------------------------------------
     def recover(self, max_message_size):
         """Rescan with CRC checks, rebuild both indexes, cut a torn/corrupt tail; returns bytes cut. The
-        transaction index is emptied: the partition's producer-state replay re-adds its entries (txn_index.py)."""
-        self.offset_index.reset()
-        self.time_index.reset()
+        transaction index is emptied: the partition's producer-state replay re-adds its entries (txn_index.py).
+        The indexes are built in memory and written once each, trimmed (``_Index.begin_rebuild``)."""
+        self.offset_index.begin_rebuild()
+        self.time_index.begin_rebuild()
         self.txn_index.reset()
         self.txn_index.stale = True
         self.max_timestamp_so_far, self.offset_of_max_timestamp = -1, self.base_offset
@@ -366,7 +367,11 @@ class LogSegment:
             self._size = valid
         self._bytes_since_last_index_entry = valid - self.offset_index.last_entry()[1]
         self._rolling_ts = None
-        self.on_become_inactive()
+        # on_become_inactive's final time entry; end_rebuild writes both at their used size (= trimmed)
+        if self.max_timestamp_so_far >= 0:
+            self.time_index.append(self.max_timestamp_so_far, self.offset_of_max_timestamp, skip_full_check=True)
+        self.offset_index.end_rebuild()
+        self.time_index.end_rebuild()
         return truncated
 
     def truncate_to(self, offset):
