@@ -9,6 +9,8 @@ import os
 import struct
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -699,3 +701,133 @@ def test_record_kernels_refuse_an_int32_varint_longer_than_5_bytes(k):
         k.renumber_records(region, 1)
     ok = bytes([0, 0, 0, 1, 0, 0])
     assert k.record_facts(bytes([len(ok) << 1]) + ok, 1, NOW) == (0, NOW, NOW)
+
+
+# ---------------------------------------------------------------- the GIL (issue 15: kernels run beside other threads)
+
+def _ran_beside(call, attempts=5):
+    """Whether another Python thread ran while ``call()`` was inside the kernel (i.e. the kernel released the GIL).
+
+    A spinner thread counts its iterations while ``inside`` is set, giving the GIL back after each one
+    (``time.sleep(0)``). The switch interval is raised to 2 s for the test: a kernel that holds the GIL keeps it
+    for its whole call (the spinner, waiting for the GIL, asks for it only after 2 s -- far longer than the
+    ~20-100 ms calls below), so the count stays 0; one that releases it lets the spinner count at once. A few
+    attempts, because on a loaded machine the spinner may not be scheduled during one call."""
+    state = {"inside": False, "count": 0, "stop": False, "started": False}
+
+    def spin():
+        state["started"] = True
+        while not state["stop"]:
+            if state["inside"]:
+                state["count"] += 1
+            time.sleep(0)
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(2.0)
+    t = threading.Thread(target=spin, daemon=True)
+    t.start()
+    try:
+        while not state["started"]:
+            time.sleep(0.001)
+        for _ in range(attempts):
+            state["inside"] = True
+            call()
+            state["inside"] = False
+            if state["count"]:
+                return True
+        return False
+    finally:
+        state["stop"] = True
+        sys.setswitchinterval(old)
+        t.join(5)
+
+
+# 2,000,000 records of 8 bytes (16 MB): null key, 2-byte value, offset delta 0 in every record -- a walkable region
+# whose deltas are not 0..n-1, so the validators walk it all and then name OFFSET_DELTA_REASON.
+_GIL_RECORD = record(0, None, b"ab")
+_GIL_COUNT = 2_000_000
+
+
+@pytest.fixture(scope="module")
+def gil_region():
+    return _GIL_RECORD * _GIL_COUNT
+
+
+def test_gil_probe_sees_a_kernel_that_holds_the_gil():
+    """The probe itself: a C call that keeps the GIL (hashing 256 MB with sha256 under the GIL is not
+    guaranteed, so a pure busy C call is used: ``bytes.count`` over 64 MB never releases it) counts nothing."""
+    data = bytes(64 << 20)
+    assert not _ran_beside(lambda: data.count(b"\x01"), attempts=2)
+
+
+@needs_cy
+def test_compiled_crc32c_releases_the_gil():
+    import importlib
+    mod = importlib.import_module("kbroker._native.crc32c")
+    data = os.urandom(1 << 20) * 48            # 48 MB: ~30-60 ms on the table path
+    try:
+        mod._force_software(True)              # the slow path, so one call lasts long enough to be seen
+        want = PURE.crc32c(data[:1 << 20])
+        assert CY.crc32c(data[:1 << 20]) == want
+        assert _ran_beside(lambda: CY.crc32c(data))
+    finally:
+        mod._force_software(False)
+
+
+@needs_cy
+def test_compiled_scan_batches_releases_the_gil_for_large_batches():
+    import importlib
+    mod = importlib.import_module("kbroker._native.crc32c")
+    region = _GIL_RECORD * 3_000_000             # one 24 MB batch: its CRC runs without the GIL
+    b = _big_batch(region, 3_000_000)
+    try:
+        mod._force_software(True)
+        ents, end = CY.scan_batches(b)
+        assert end == len(b) and len(ents) == 1 and ents[0][5] == 3_000_000
+        assert _ran_beside(lambda: CY.scan_batches(b))
+    finally:
+        mod._force_software(False)
+
+
+@needs_cy
+def test_compiled_record_walks_release_the_gil(gil_region):
+    n = _GIL_COUNT
+    assert CY.validate_records_region(gil_region, n) == OFFSET_DELTA_REASON
+    assert _ran_beside(lambda: CY.validate_records_region(gil_region, n))
+    b = _big_batch(gil_region, n)
+    assert CY.validate_records_v2(b, 0, len(b)) == OFFSET_DELTA_REASON
+    assert _ran_beside(lambda: CY.validate_records_v2(b, 0, len(b)))
+    assert CY.record_facts(gil_region, n, NOW) == (0, NOW, NOW)
+    assert _ran_beside(lambda: CY.record_facts(gil_region, n, NOW))
+    out = CY.renumber_records(gil_region, n)
+    assert len(out) == len(gil_region) + _renumber_growth(n)
+    assert _ran_beside(lambda: CY.renumber_records(gil_region, n))
+
+
+def _big_batch(region, n):
+    """``batch`` with its CRC from the compiled kernel: the twin's would take seconds over megabytes."""
+    b = bytearray(batch(0, region, count=n, last_delta=n - 1, crc=0))
+    b[17:21] = struct.pack(">I", CY.crc32c(b[21:]))
+    return bytes(b)
+
+
+def _renumber_growth(n):
+    """Bytes renumbering the GIL region grows by: record i's offset delta 0 (1 byte) becomes zz(i), which is 1 byte
+    for i < 64, 2 below 8,192, 3 below 2**20, 4 below 2**27 (the 8-byte bodies keep a 1-byte length prefix)."""
+    edges = [(0, 64, 1), (64, 8192, 2), (8192, 1 << 20, 3), (1 << 20, 1 << 27, 4)]
+    return sum((size - 1) * max(0, min(n, hi) - lo) for lo, hi, size in edges)
+
+
+def test_gil_kernels_agree_on_both_twins():
+    """The same inputs as the GIL tests above, smaller, on both twins: the answers the threads rely on."""
+    n = 5000
+    region = _GIL_RECORD * n
+    b = batch(0, region, count=n, last_delta=n - 1)
+    for k in [PURE] + ([CY] if CY is not None else []):
+        assert k.validate_records_region(region, n) == OFFSET_DELTA_REASON
+        assert k.validate_records_v2(b, 0, len(b)) == OFFSET_DELTA_REASON
+        assert k.record_facts(region, n, NOW) == (0, NOW, NOW)
+        ents, end = k.scan_batches(b)
+        assert end == len(b) and [e[5] for e in ents] == [n]
+        assert k.crc32c(region) == PURE.crc32c(region)
+        assert k.renumber_records(region, n) == PURE.renumber_records(region, n)

@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""Broker CPU per GB and a profile of the produce and consume paths (issue 15, target 1).
+
+    python bench/profile_paths.py                                  # 100 B produce + consume, 1 KB consume, 3 rounds
+    python bench/profile_paths.py --profile /tmp/prof              # + py-spy of every phase (collapsed stacks)
+    python bench/profile_paths.py --repo /tmp/before-X             # the broker from another tree (before/after)
+
+Each round starts a fresh kbroker exactly as ``bench_clients.py`` does (one process, temp log dir, ``--partitions``
+partitions, RF 1), then runs, with the same librdkafka client code as bench_clients:
+  produce-100  ``--records-100`` values of 100 bytes, acks=all, linger.ms=5, no compression
+  consume-100  a fresh consumer assign()s every partition at offset 0 and reads them all back
+  produce-1k   ``--records-1k`` values of 1,024 bytes (only to have data for the next phase)
+  consume-1k   the same read for the 1 KB topic
+Broker CPU is utime+stime of the broker process (all threads) from /proc/<pid>/stat over the phase, divided by
+the payload GB (10**9 bytes of values); ``__consumer_offsets`` is created before the first phase (see
+``warm_group_coordinator``), so no phase pays for it; framing is not counted, so at 100 B ~30 % more bytes cross the wire than
+the figure's GB. The machine is shared and has no hardware counters (a VM), so CPU seconds per GB are the figure
+(load disturbs them far less than throughput) and every result records the 1-minute load average before and after.
+The median of ``--rounds`` rounds is printed per phase; ``--json`` keeps every round.
+
+``--profile DIR``: py-spy (``.venv/bin/pip install py-spy``, bench only) samples the broker during each phase
+(``--nonblocking``, 250 Hz; a few percent of a core) and the top frames by self and inclusive share of the samples
+are printed. ``--repo`` runs ``python -m kbroker.cli.server`` with PYTHONPATH at that tree (its compiled kernels
+must be built in place there), so before and after run in the same sitting with the same client.
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import bench_clients as bc  # noqa: E402
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
+
+
+def warm_group_coordinator(b, timeout=30.0):
+    """Have the broker create ``__consumer_offsets`` before anything is measured.
+
+    A consumer with a ``group.id`` looks up its coordinator even when it only assign()s, and the first lookup
+    makes the broker create the 50 partitions of ``__consumer_offsets`` (directories, segment files, indexes,
+    fsyncs): ~0.1 s of broker CPU. bench_clients.py pays it inside its first consume phase (consume-1k), which
+    at 1 KB adds ~0.1 s/GB to that phase's figure; here it is paid before the first phase."""
+    bc.produce_phase(b, "warm", 10, 1, 5.0, 0)
+    bc.consume_phase(b, "warm", 1, 1, 10, 10.0)
+    from confluent_kafka.admin import AdminClient
+    admin = AdminClient(b.conf())
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        md = admin.list_topics(timeout=5)
+        t = md.topics.get("__consumer_offsets")
+        if t is not None and t.error is None and t.partitions and all(p.leader >= 0 for p in t.partitions.values()):
+            return
+        time.sleep(0.2)
+    raise RuntimeError("__consumer_offsets not created within %.0f s" % timeout)
+
+
+def run_round(args, rnd):
+    b = bc.BrokerProc("kbroker")
+    out = {"phases": {}, "profiles": {}}
+    try:
+        b.start()
+        bc.create_topics(b, ["p100", "p1k"], args.partitions)
+        bc.create_topics(b, ["warm"], 1)
+        warm_group_coordinator(b)
+        steps = [
+            ("produce-100", lambda: bc.produce_phase(b, "p100", 100, args.records_100, args.seconds, 5)),
+            ("consume-100", lambda: bc.consume_phase(b, "p100", args.partitions,
+                                                     out["phases"]["produce-100"]["records_acked"] + 1, 100,
+                                                     args.seconds + 10)),
+            ("produce-1k", lambda: bc.produce_phase(b, "p1k", 1024, args.records_1k, args.seconds, 5)),
+            ("consume-1k", lambda: bc.consume_phase(b, "p1k", args.partitions,
+                                                    out["phases"]["produce-1k"]["records_acked"] + 1, 1024,
+                                                    args.seconds + 10)),
+        ]
+        for name, fn in steps:
+            l0 = loadavg()
+            if args.profile:
+                os.makedirs(args.profile, exist_ok=True)
+                path = os.path.join(args.profile, "r%d-%s.txt" % (rnd, name))
+                with bc.Profiler(b.proc.pid, path):
+                    res = fn()
+                out["profiles"][name] = dict(bc.summarize_profile(path, top=args.top) or {}, path=path)
+            else:
+                res = fn()
+            res["loadavg_before_after"] = [l0, loadavg()]
+            out["phases"][name] = res
+            print("  round %d %-12s %8.3f s/GB  %10.0f rec/s  load %.2f/%.2f" % (
+                rnd, name, res["broker_cpu_s_per_gb"] or -1, res["records_per_s"], l0, loadavg()),
+                file=sys.stderr, flush=True)
+    finally:
+        b.stop()
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--records-100", type=int, default=2000000)
+    ap.add_argument("--records-1k", type=int, default=500000)
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--partitions", type=int, default=6)
+    ap.add_argument("--profile", metavar="DIR", default=None)
+    ap.add_argument("--top", type=int, default=20)
+    ap.add_argument("--repo", default=None, help="run the broker from this tree (PYTHONPATH)")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    if args.repo:
+        # BrokerProc puts REPO on the broker's PYTHONPATH; it lives in bench_clients or in peers (P4's split)
+        for mod in (bc, sys.modules.get("peers")):
+            if mod is not None:
+                mod.REPO = os.path.abspath(args.repo)
+    rounds = [run_round(args, r) for r in range(args.rounds)]
+    print("broker tree: %s" % bc.REPO)
+    for name in ("produce-100", "consume-100", "produce-1k", "consume-1k"):
+        vals = [r["phases"][name]["broker_cpu_s_per_gb"] for r in rounds if name in r["phases"]]
+        usr = [r["phases"][name].get("broker_user_s_per_gb") for r in rounds if name in r["phases"]]
+        rate = [r["phases"][name]["records_per_s"] for r in rounds if name in r["phases"]]
+        print("%-12s broker CPU s/GB median %.3f (rounds %s)%s  records/s median %.0f" % (
+            name, statistics.median(vals), ", ".join("%.3f" % v for v in vals),
+            ("  user %.3f" % statistics.median(usr)) if all(u is not None for u in usr) else "",
+            statistics.median(rate)))
+    if args.profile:
+        for name, prof in rounds[-1]["profiles"].items():
+            print("\n%s (%d samples, last round) -- self %%:" % (name, prof.get("samples", 0)))
+            for fr, pct in prof.get("self_pct", []):
+                print("  %5.1f  %s" % (pct, fr))
+            print("%s -- inclusive %%:" % name)
+            for fr, pct in prof.get("inclusive_pct", []):
+                print("  %5.1f  %s" % (pct, fr))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"rounds": rounds, "repo": bc.REPO}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
