@@ -27,7 +27,7 @@ from kbroker.coord.errors import NoNodeError
 from kbroker.coord.znodes import BrokerIdZNode
 
 from .batch import ALL, RequestBatch
-from .state import R_DELETION_INELIGIBLE, R_DELETION_SUCCESSFUL, OFFLINE, R_ONLINE
+from .state import R_DELETION_INELIGIBLE, R_DELETION_SUCCESSFUL, OFFLINE, R_OFFLINE, R_ONLINE
 
 log = logging.getLogger("kbroker.controller")
 
@@ -184,12 +184,15 @@ class Brokers:
             st = ctx.leadership.get(tp)
             if st is not None and st.leader in dead_set:
                 ctx.partition_states[tp] = OFFLINE
-        core.partitions.trigger_online(batch)
-        for tp in affected:
-            if tp[0] in ctx.topics_to_delete:
-                continue
-            # One state write per partition however many of its replicas failed (one leader epoch + 1).
-            core.partitions.remove_replicas_from_isr(batch, tp, [r for r in ctx.assignments[tp] if r in dead_set])
+        # Elections, then the dead replicas out of the other ISRs: each one batched write (ZooKeeper multi
+        # transactions, partitions.write_many), one leader epoch + 1 per partition however many replicas failed.
+        elected = core.partitions.trigger_online(batch)
+        core.partitions.remove_many(batch, {tp: [r for r in ctx.assignments[tp] if r in dead_set] for tp in affected
+                                            if tp[0] not in ctx.topics_to_delete and tp not in elected})
+        for tp in elected:
+            for r in ctx.assignments[tp]:
+                if r in dead_set:
+                    ctx.replica_states[(tp, r)] = R_OFFLINE
         batch.add_update_metadata(sorted(ctx.live_brokers), affected)
         core.send(batch)
 

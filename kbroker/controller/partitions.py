@@ -31,7 +31,7 @@ import logging
 
 from kbroker.cluster_state import LeaderAndIsr, PartitionLeadership
 from kbroker.coord.errors import BadVersionError, NodeExistsError, NoNodeError
-from kbroker.coord.znodes import IsrChangeNotificationSequenceZNode, TopicPartitionStateZNode
+from kbroker.coord.znodes import ControllerEpochZNode, IsrChangeNotificationSequenceZNode, TopicPartitionStateZNode
 
 from . import election
 from .batch import ALL, RequestBatch
@@ -77,7 +77,7 @@ class PartitionStateMachine:
                 targets = [r for r in replicas if r in ctx.live_brokers]
                 if targets:
                     batch.add_leader_and_isr(targets, PartitionLeadership(tp[0], tp[1], st, replicas))
-        self.trigger_online(batch)
+        elected = self.trigger_online(batch)
         # Brokers that died while no controller was active -- typically the previous controller itself, whose
         # /brokers/ids node vanished with its /controller node, and any broker whose session expired meanwhile --
         # never reach the broker-change handler: this term read /brokers/ids without them. Every one still named in
@@ -87,12 +87,15 @@ class PartitionStateMachine:
         # dead leader with no live ISR member is recorded as gone (leader -1, last ISR member kept).
         # The states were read at this term's start (a dead broker cannot rejoin an ISR since), so a dead replica
         # that is neither leader nor in the ISR needs no write (nor a re-read): it is OfflineReplica already.
+        # Partitions just elected have a live leader and ISR already. All in one batched write.
+        gone = {}
         for tp, st in sorted(ctx.leadership.items()):
-            if tp[0] in ctx.topics_to_delete or tp not in ctx.assignments:
+            if tp[0] in ctx.topics_to_delete or tp not in ctx.assignments or tp in elected:
                 continue
             dead = {r for r in (st.leader, *st.isr) if r >= 0 and r not in ctx.live_brokers}
             if dead:
-                self.remove_replicas_from_isr(batch, tp, dead)
+                gone[tp] = dead
+        self.remove_many(batch, gone)
 
     # ------------------------------------------------------------------------------------------------ state znodes
 
@@ -161,6 +164,52 @@ class PartitionStateMachine:
         log.error("could not update the state of %s-%d after %d attempts", tp[0], tp[1], WRITE_RETRIES)
         return None
 
+    def write_many(self, choices):
+        """``write`` for many partitions at once: ``choices`` {tp: choose}. Each ``choose`` decides on the cached
+        state; the decisions go out in ONE ``backend.set_many`` (ZooKeeper multi transactions of up to 1,000 sets,
+        every one conditional on its znode's version and on ``/controller_epoch`` still being this term's -- a
+        controller that lost office writes nothing: ControllerMoved). A partition whose ``choose`` declines, or
+        whose write lost a race (a leader changed its ISR meanwhile), goes through ``write`` after a re-read, as a
+        single write would. Returns {tp: new LeaderAndIsr or None}."""
+        core = self.core
+        ctx = core.ctx
+        out = {}
+        plans = []
+        for tp, choose in choices.items():
+            cur = ctx.leadership.get(tp)
+            res = choose(cur) if cur is not None else None
+            if res is None:
+                out[tp] = self.write(tp, choose) if cur is not None else None
+            else:
+                plans.append((tp, cur, res[0], tuple(res[1])))
+        if not plans:
+            return out
+        try:
+            results = core.backend.set_many(
+                [(TopicPartitionStateZNode.path(*tp),
+                  TopicPartitionStateZNode.encode(leader, cur.leader_epoch + 1, isr, core.epoch), cur.zk_version)
+                 for tp, cur, leader, isr in plans],
+                check=(ControllerEpochZNode.path(), core.epoch_zk_version))
+        except BadVersionError as e:
+            raise ControllerMoved("/controller_epoch is not at this term's version: %s" % e) from None
+        for (tp, cur, leader, isr), result in zip(plans, results):
+            if isinstance(result, NoNodeError):
+                ctx.leadership.pop(tp, None)
+                out[tp] = None
+            elif isinstance(result, Exception):
+                log.info("%s-%d: batched state write failed (%s); re-reading", tp[0], tp[1], result)
+                if self.reload(tp) is None:
+                    out[tp] = None
+                else:
+                    out[tp] = self.write(tp, choices[tp])
+            else:
+                new = LeaderAndIsr(leader, cur.leader_epoch + 1, isr, core.epoch, result.version)
+                ctx.leadership[tp] = new
+                if leader >= 0 and leader != cur.leader:
+                    core.stats.leader_elections += 1      # the metrics' count (controller/stats.py)
+                out[tp] = new
+        return out
+
     def send_leadership(self, batch, tp, is_new=False, extra=()):
         """LeaderAndIsr to the partition's live replicas (+ ``extra``), UpdateMetadata to every live broker."""
         ctx = self.core.ctx
@@ -188,18 +237,19 @@ class PartitionStateMachine:
     # ------------------------------------------------------------------------------------------------ transitions
 
     def trigger_online(self, batch, tps=None):
-        """New and Offline partitions (not being deleted) -> Online, electing leaders where possible."""
+        """New and Offline partitions (not being deleted) -> Online, electing leaders where possible. Returns
+        {tp: new LeaderAndIsr} of the offline partitions it elected a leader for."""
         ctx = self.core.ctx
         if tps is None:
             tps = [tp for tp, s in ctx.partition_states.items() if s in (NEW, OFFLINE)]
         todo = [tp for tp in sorted(tps) if tp[0] not in ctx.topics_to_delete]
         created = self._create_states([tp for tp in todo if ctx.partition_states.get(tp, NON_EXISTENT) == NEW])
         for tp in todo:
-            state = ctx.partition_states.get(tp, NON_EXISTENT)
-            if state == NEW:
+            if ctx.partition_states.get(tp, NON_EXISTENT) == NEW:
                 self._init_leadership(batch, tp, created.get(tp))
-            elif state == OFFLINE:
-                self._elect_offline(batch, tp)
+        # Offline partitions' elections in one batched write (a failed broker's 10,000 partitions: a few ZooKeeper
+        # multi transactions, not 10,000 conditional sets one round trip each).
+        return self._elect_offline_many(batch, [tp for tp in todo if ctx.partition_states.get(tp) == OFFLINE])
 
     def _create_states(self, tps):
         """First leader and ISR of new partitions, their state znodes created in one pipelined go (Kafka 0.10 made
@@ -247,15 +297,37 @@ class PartitionStateMachine:
         self.send_leadership(batch, tp, is_new=True)
 
     def _elect_offline(self, batch, tp):
+        return tp in self._elect_offline_many(batch, [tp])
+
+    def _elect_offline_many(self, batch, tps):
+        """OfflinePartition -> Online for ``tps`` in one ``write_many``; returns {tp: new LeaderAndIsr} of those
+        that got a leader (the others stay offline: no live in-sync replica, unclean election not allowed)."""
+        ctx = self.core.ctx
+        unclean_chosen = set()
+        elected = {}
+        for tp, new in self.write_many({tp: self._offline_choice(tp, unclean_chosen) for tp in tps}).items():
+            if new is None:
+                log.warning("%s-%d: no live in-sync replica (replicas %s); stays offline",
+                            tp[0], tp[1], ctx.assignments[tp])
+                continue
+            if tp in unclean_chosen:
+                self.core.stats.unclean_elections += 1
+            ctx.partition_states[tp] = ONLINE
+            self.send_leadership(batch, tp)
+            elected[tp] = new
+        return elected
+
+    def _offline_choice(self, tp, unclean_chosen):
+        """The ``choose`` of an offline partition's election; it adds ``tp`` to ``unclean_chosen`` when the leader
+        it picks is not in the ISR (unclean.leader.election.enable)."""
         ctx = self.core.ctx
         replicas = ctx.assignments[tp]
         allowed = self.core.brokers.leaders_allowed()
         unclean = None
-        chose_unclean = False
 
         def choose(cur):
-            nonlocal unclean, chose_unclean
-            chose_unclean = False
+            nonlocal unclean
+            unclean_chosen.discard(tp)
             res = election.offline_partition_leader(replicas, cur.isr, allowed, False)
             if res is None:
                 if unclean is None:
@@ -263,19 +335,11 @@ class PartitionStateMachine:
                 if unclean:
                     res = election.offline_partition_leader(replicas, cur.isr, allowed, True)
                     if res is not None:
-                        chose_unclean = True
+                        unclean_chosen.add(tp)
                         log.warning("%s-%d: unclean leader election of broker %d (ISR was %s)",
                                     tp[0], tp[1], res[0], list(cur.isr))
             return res
-        new = self.write(tp, choose)
-        if new is None:
-            log.warning("%s-%d: no live in-sync replica (replicas %s); stays offline", tp[0], tp[1], replicas)
-            return False
-        if chose_unclean:
-            self.core.stats.unclean_elections += 1
-        ctx.partition_states[tp] = ONLINE
-        self.send_leadership(batch, tp)
-        return True
+        return choose
 
     def remove_replica_from_isr(self, batch, tp, broker):
         """Replica -> Offline: ``remove_replicas_from_isr`` of one broker."""
@@ -287,8 +351,24 @@ class PartitionStateMachine:
         -- the leader if it was in the ISR, else the first ISR member in assignment order -- so that replica can
         lead cleanly when it returns (Kafka >= 1.1; any ISR member holds every committed record). No write when
         none of ``brokers`` is the leader or in the ISR. Returns the new LeaderAndIsr or None."""
+        return self.remove_many(batch, {tp: brokers})[tp]
+
+    def remove_many(self, batch, gone_by_tp):
+        """``remove_replicas_from_isr`` for many partitions in one ``write_many``: ``gone_by_tp`` {tp: brokers}.
+        Returns {tp: new LeaderAndIsr or None}."""
         ctx = self.core.ctx
-        gone = set(brokers)
+        out = self.write_many({tp: self._removal_choice(tp, set(gone)) for tp, gone in gone_by_tp.items()})
+        for tp, new in out.items():
+            for broker in gone_by_tp[tp]:
+                ctx.replica_states[(tp, broker)] = R_OFFLINE
+            if new is not None:
+                if new.leader < 0:
+                    ctx.partition_states[tp] = OFFLINE
+                self.send_leadership(batch, tp)
+        return out
+
+    def _removal_choice(self, tp, gone):
+        ctx = self.core.ctx
 
         def choose(cur):
             if cur.leader not in gone and not gone.intersection(cur.isr):
@@ -302,14 +382,7 @@ class PartitionStateMachine:
                     order = {r: i for i, r in enumerate(ctx.assignments.get(tp, ()))}
                     isr = [min(cur.isr, key=lambda r: (order.get(r, len(order)), r))]
             return leader, isr
-        new = self.write(tp, choose)
-        for broker in gone:
-            ctx.replica_states[(tp, broker)] = R_OFFLINE
-        if new is not None:
-            if new.leader < 0:
-                ctx.partition_states[tp] = OFFLINE
-            self.send_leadership(batch, tp)
-        return new
+        return choose
 
     # ------------------------------------------------------------------------------------------------ ISR changes
 

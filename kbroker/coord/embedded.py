@@ -275,25 +275,54 @@ class EmbeddedBackend(CoordinationBackend):
 
     def set(self, path, data, version=-1):
         validate_path(path)
-        data = bytes(data)
         pending = []
         with self._lock:
             self._check_writable()
-            node = self._find(path)
-            if node is None:
-                raise NoNodeError(path=path)
-            if version != -1 and version != node.version:
-                raise BadVersionError("%s: expected version %d, node has %d" % (path, version, node.version), path)
-            node.data = data
-            node.version += 1
-            node.mtime = _now_ms()
-            stat = node.stat()
-            self._queue_data(path, node, pending)
-            if not node.owner:
-                self._record(None, node.entry(path), None, None)
+            stat = self._set_locked(path, bytes(data), version, pending)
             seq = self._last_seq
         self._commit(seq)
         self._fire(pending)
+        return stat
+
+    def set_many(self, items, check=None):
+        """The base class's contract; ``CHUNK`` sets per journal flush, the ``check`` tested under the same lock as
+        each chunk (so no other writer can slip in between). Unlike ZooKeeper's multi, a failing item does not hold
+        back the others of its chunk (each is its own conditional set; one result per item either way)."""
+        items = list(items)
+        for path, _data, _version in items:
+            validate_path(path)
+        out = []
+        for start in range(0, len(items), CHUNK):
+            pending = []
+            with self._lock:
+                self._check_writable()
+                if check is not None:
+                    node = self._find(check[0])
+                    if node is None or node.version != check[1]:
+                        raise BadVersionError("%s: not at version %d" % (check[0], check[1]), check[0])
+                for path, data, version in items[start:start + CHUNK]:
+                    try:
+                        out.append(self._set_locked(path, bytes(data), version, pending))
+                    except CoordinationError as e:
+                        out.append(e)
+                seq = self._last_seq
+            self._commit(seq)
+            self._fire(pending)
+        return out
+
+    def _set_locked(self, path, data, version, pending):
+        node = self._find(path)
+        if node is None:
+            raise NoNodeError(path=path)
+        if version != -1 and version != node.version:
+            raise BadVersionError("%s: expected version %d, node has %d" % (path, version, node.version), path)
+        node.data = data
+        node.version += 1
+        node.mtime = _now_ms()
+        stat = node.stat()
+        self._queue_data(path, node, pending)
+        if not node.owner:
+            self._record(None, node.entry(path), None, None)
         return stat
 
     def delete(self, path, version=-1, recursive=False):

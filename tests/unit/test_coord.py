@@ -495,6 +495,21 @@ def test_create_many_reports_per_item_in_order(be):
     assert be.create_many([]) == []
 
 
+def test_set_many_reports_per_item_and_is_fenced_by_check(be):
+    be.create("/controller_epoch", b"1")
+    for p in ("/a", "/b", "/c"):
+        be.create(p, b"0")
+    be.set("/b", b"moved")
+    out = be.set_many([("/a", b"1", 0), ("/b", b"1", 0), ("/nope", b"1", 0), ("/c", b"1", -1)],
+                      check=("/controller_epoch", 0))
+    assert out[0].version == 1 and out[1].__class__ is BadVersionError and out[2].__class__ is NoNodeError
+    assert out[3].version == 1 and be.get("/b")[0] == b"moved" and be.get("/c")[0] == b"1"
+    be.set("/controller_epoch", b"2")
+    with pytest.raises(BadVersionError) as ei:
+        be.set_many([("/a", b"zombie", 1)], check=("/controller_epoch", 0))
+    assert ei.value.path == "/controller_epoch" and be.get("/a")[0] == b"1"
+
+
 def test_czxid_unique_increasing_and_survives_restart(tmp_path):
     """czxid is the broker epoch's source (KIP-380): a node deleted and created again, even across a restart and
     even when ephemeral, must get a strictly larger one."""

@@ -438,6 +438,35 @@ def test_losing_one_node_of_three_keeps_the_session(ensemble, backends):
     pool.apply(ensemble.restart, (victim,))
 
 
+def test_set_many_is_multi_fenced_and_reports_per_item(backends, raw, chroot, monkeypatch):
+    """Controller elections in ZooKeeper multi transactions (issue 15 target 4): 2,500 conditional sets in 3
+    transactions with the /controller_epoch check; a transaction holding a stale version is re-sent item by item so
+    only that item fails; a failed check raises and writes nothing."""
+    from kbroker.coord import zk as zkmod
+
+    b = backends()
+    b.create("/controller_epoch", b"1")
+    b.create_many([("/s/%d" % i, b"v0", True) for i in range(2500)])
+    b.set("/s/7", b"moved")                                     # version 1: the controller's copy says 0
+    sent = []
+    real = zkmod.MULTI_SETS
+    client = b.client
+    orig = client.transaction
+    monkeypatch.setattr(client, "transaction", lambda: sent.append(1) or orig())
+    items = [("/s/%d" % i, b"v1", 0) for i in range(2500)] + [("/s/missing", b"x", 0)]
+    out = b.set_many(items, check=("/controller_epoch", 0))
+    # 3 transactions; then the other 999 of the 1st and 500 of the 3rd (holding /s/missing) one by one.
+    assert real == 1000 and len(sent) == 3 + 999 + 500
+    assert isinstance(out[7], BadVersionError) and isinstance(out[2500], NoNodeError)
+    assert [o.version for i, o in enumerate(out[:2500]) if i != 7] == [1] * 2499
+    assert raw.get(chroot + "/s/7")[0] == b"moved" and raw.get(chroot + "/s/2499")[0] == b"v1"
+    b.set("/controller_epoch", b"2")                            # another controller won: nothing may apply
+    with pytest.raises(BadVersionError) as ei:
+        b.set_many([("/s/1", b"zombie", 1)], check=("/controller_epoch", 0))
+    assert ei.value.path == "/controller_epoch" and raw.get(chroot + "/s/1")[0] == b"v1"
+    assert b.set_many([], check=("/controller_epoch", 1)) == []
+
+
 def test_create_many_is_pipelined_and_reports_per_item(backends, raw, chroot):
     b = backends()
     b.create("/x", b"1")
