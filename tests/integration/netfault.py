@@ -2,7 +2,7 @@
 
 Mechanism (we run as root; `ip netns` and veth work here, iptables does not exist):
 
-    root namespace                          bridge `kn<tag>br`, 10.<a>.<b>.0/24
+    root namespace                          bridge `kn<tag>br`, 10.<a>.<b>.0/24 (a = 64 + tag/256, b = tag%256)
       test process, kazoo, clients  ------- 10.<a>.<b>.1   ("host": source address of every root-side connection)
       ZooKeeper ensemble (3 JVMs)   ------- 10.<a>.<b>.2   ("zk": an alias on the bridge; the nodes listen on
                                                             0.0.0.0, the brokers connect to this address)
@@ -54,15 +54,19 @@ class NetFabric:
     add_node() created ("b0", "c1", ...). `tag` makes names unique per process (interface names <= 15 chars)."""
 
     def __init__(self):
-        self.tag = f"{os.getpid() % 10000:04d}"
-        # 10.77.<b>.0/24 with b from the pid: two fabrics on the machine at once do not share a subnet
-        self.prefix = f"10.77.{os.getpid() % 250}"
-        self.bridge = f"kn{self.tag}br"
+        # tag and subnet 10.<a>.<b>.0/24 from a counter: two fabrics on the machine at once (pytest-xdist workers,
+        # a soak beside a test) take different ones -- the bridge name is the lock (`ip link add` fails if taken)
+        for n in range(os.getpid() % 4096, os.getpid() % 4096 + 4096):
+            n %= 4096
+            self.tag, self.prefix, self.bridge = f"{n:04d}", f"10.{64 + n // 256}.{n % 256}", f"kn{n:04d}br"
+            if ip("link", "add", self.bridge, "type", "bridge", check=False).returncode == 0:
+                break
+        else:
+            raise RuntimeError("no free bridge name kn0000br..kn4095br")
         self.nodes: dict[str, tuple[str | None, str]] = {"host": (None, f"{self.prefix}.1"),
                                                           "zk": (None, f"{self.prefix}.2")}
         self.routes: set[tuple[str, str]] = set()   # (namespace, blackholed ip)
         self._lock = threading.Lock()
-        ip("link", "add", self.bridge, "type", "bridge")
         atexit.register(self.close)
         ip("addr", "add", f"{self.prefix}.1/24", "dev", self.bridge)
         ip("addr", "add", f"{self.prefix}.2/24", "dev", self.bridge)
@@ -75,7 +79,7 @@ class NetFabric:
         return self.nodes[node][0]
 
     def add_node(self, name: str, host_number: int) -> str:
-        """Create namespace `kn<tag>-<name>` joined to the bridge at 10.77.<b>.<host_number>; returns its ns."""
+        """Create namespace `kn<tag>-<name>` joined to the bridge at 10.<a>.<b>.<host_number>; returns its ns."""
         ns, veth = f"kn{self.tag}-{name}", f"kn{self.tag}{name}"
         addr = f"{self.prefix}.{host_number}"
         ip("netns", "add", ns)
