@@ -405,7 +405,8 @@ class Broker:
         self._lag_hws = RemoteHighWatermarks(
             self.metadata_cache.leader, self.replica_address,
             inter_broker_connect(self.channel_security(self.config.inter_broker_listener))).start()
-        for c in state_collectors(self.replica_manager, self.controller, self.services.quotas) + [
+        for c in state_collectors(self.replica_manager, self.controller, self.services.quotas,
+                                  self.services.fetch_sessions) + [
                 GroupLagCollector(self.group_coordinator, self.replica_manager, self._lag_hws)]:
             self.exporter.add_collector(c)
 

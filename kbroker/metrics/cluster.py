@@ -34,6 +34,11 @@ kafka_log_logflushstats_logflushrateandtimems           log/log.py FLUSH_STATS
 kafka_server_quota_throttle_time                        Services.quotas: throttle_averages() (ms, over the quota
 kbroker_quota_throttled_responses_total                 windows) and stats() (throttled responses, their total
 kbroker_quota_throttle_time_ms_total                    ms) per quota type (resource) and (user, clientId)
+kafka_server_fetchsessioncache_numincrementalfetchsessions  Services.fetch_sessions (server/fetch_sessions.py):
+kafka_server_fetchsessioncache_numincrementalfetchpartitionscached  sessions, their partitions, evictions
+kafka_server_fetchsessioncache_incrementalfetchsessionevictions_total  (KIP-227 cache)
+kbroker_fetch_session_incremental_fetches_total          ... incremental Fetch requests served
+kbroker_fetch_session_errors_total                       ... answered 70 or 71
 =====================================================  =========================================================
 
 Timers (Kafka's Yammer ``...RateAndTimeMs``) are exported as jmx_exporter exports them: a gauge per quantile
@@ -45,6 +50,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from kbroker.controller.state import OFFLINE
 from kbroker.log.log import FLUSH_STATS
 from kbroker.replica.delayed_produce import ProduceWaiter
+from kbroker.server.fetch_sessions import CachedPartition
 from kbroker.timeslice import TimeSlice
 
 # Yammer's snapshot percentiles, as jmx_exporter labels them ("50thPercentile" -> "0.50", "999thPercentile" -> "0.999").
@@ -153,11 +159,13 @@ class ReplicaManagerCollector:
                 if isinstance(ev, ProduceWaiter):
                     watched_produce += 1
                     produce_ops.add(id(ev))
-                else:
+                elif not isinstance(ev, CachedPartition):     # a fetch session's watch, not a parked request
                     watched_fetch += 1
                     fetch_ops.add(id(ev))
-            watched_fetch += len(part.replica_waiters)
-            fetch_ops.update(id(ev) for ev in part.replica_waiters)
+            for ev in part.replica_waiters:
+                if not isinstance(ev, CachedPartition):
+                    watched_fetch += 1
+                    fetch_ops.add(id(ev))
             slice_.tick()
         max_lag = 0
         for fetcher in rm.fetchers().values():
@@ -272,6 +280,48 @@ class QuotaCollector:
         return iter(self._families(q.stats(), q.throttle_averages()) if q is not None else self._families({}, {}))
 
 
+class FetchSessionCollector:
+    """The incremental fetch session cache (KIP-227, ``Services.fetch_sessions``): Kafka's FetchSessionCache gauges
+    and evictions, and kbroker's counts of incremental requests and session errors (what shows clients using
+    sessions)."""
+
+    def __init__(self, cache):
+        self.cache = cache
+
+    @staticmethod
+    def _families(values):
+        sessions, partitions, evictions, incremental, errors_ = values
+        out = []
+        for name, doc, v in (
+                ("kafka_server_fetchsessioncache_numincrementalfetchsessions", "Incremental fetch sessions cached",
+                 sessions),
+                ("kafka_server_fetchsessioncache_numincrementalfetchpartitionscached",
+                 "Partitions in the cached incremental fetch sessions", partitions)):
+            g = GaugeMetricFamily(name, doc)
+            g.add_metric([], v)
+            out.append(g)
+        for name, doc, v in (
+                ("kafka_server_fetchsessioncache_incrementalfetchsessionevictions",
+                 "Fetch sessions evicted to make room for a new one", evictions),
+                ("kbroker_fetch_session_incremental_fetches", "Incremental Fetch requests served (epoch > 0)",
+                 incremental),
+                ("kbroker_fetch_session_errors",
+                 "Fetch requests answered FETCH_SESSION_ID_NOT_FOUND or INVALID_FETCH_SESSION_EPOCH", errors_)):
+            c = CounterMetricFamily(name, doc)
+            c.add_metric([], v)
+            out.append(c)
+        return out
+
+    def describe(self):
+        return _describe(self._families((0, 0, 0, 0, 0)))
+
+    def collect(self):
+        c = self.cache
+        if c is None:
+            return iter(self._families((0, 0, 0, 0, 0)))
+        return iter(self._families((len(c), c.partitions_cached, c.evictions, c.incremental_fetches, c.errors)))
+
+
 def declared_names(collectors):
     """Every sample name the collectors can export (a counter's ``_total``, a timer's ``_count``): what the docs test
     checks the dashboard and the alert rules against."""
@@ -287,7 +337,8 @@ def declared_names(collectors):
     return names
 
 
-def state_collectors(replica_manager, controller, quotas):
-    """The collectors of this module for one broker (its ReplicaManager, Controller or None, Services.quotas)."""
+def state_collectors(replica_manager, controller, quotas, fetch_sessions=None):
+    """The collectors of this module for one broker (its ReplicaManager, Controller or None, Services.quotas,
+    Services.fetch_sessions)."""
     return [ReplicaManagerCollector(replica_manager), ControllerCollector(controller), LogFlushCollector(),
-            QuotaCollector(quotas)]
+            QuotaCollector(quotas), FetchSessionCollector(fetch_sessions)]
