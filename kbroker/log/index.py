@@ -16,21 +16,63 @@ all-zero entry is never a real offset-index entry (the first entry is written on
 index.interval.bytes > 0 bytes, so position > 0); for the time index a lone ``(0, 0)`` entry would be
 dropped, which only costs a longer scan.
 
-File descriptors: an index keeps none of its own (the file is opened for each resize and closed at once);
-the mmap holds one (Python's mmap keeps a dup of the descriptor) while the index is mapped, and an empty
-index is not mapped. So an empty partition costs one descriptor (its ``.log``) instead of five: at five a
-broker with ``ulimit -n`` 20,000 could not host the 10,000 partitions one CreateTopics may create (Kafka
-holds one per segment: the JVM keeps no descriptor for a mapping).
+File descriptors: an index keeps none (the file is opened for each resize and closed at once), mapping included:
+the mapping is made with libc's mmap through ctypes (``_FileMapping``), which, as the JVM's, needs no descriptor
+once made -- Python's ``mmap.mmap`` keeps a dup of the descriptor for as long as the map lives, which made a
+partition holding data cost three (its ``.log`` and one per mapped index): 10,000 partitions with data needed
+30,000 descriptors and a broker under ``ulimit -n`` 20,000 failed with EMFILE. Now a partition costs one (its
+``.log``), as in Kafka. The mapping is read and written through a memoryview of it; after ``_unmap`` nothing may
+touch that view (the pages are gone): every access goes through ``self._mm`` on the owner's thread, and
+``flush`` (any thread) only calls msync on the range it read with the view, which fails harmlessly (ENOMEM) on a
+range unmapped meanwhile.
 
 ``TimeIndex.is_full`` reports full one entry early so the final ``(max timestamp, offset)`` entry can
 always be written on roll/close (``append(..., skip_full_check=True)``).
 """
 
+import ctypes
 import mmap
 import os
 import struct
 
 from kbroker._native import bisect_index
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
+_libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+_libc.msync.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+_MAP_FAILED = ctypes.c_void_p(-1).value
+_MS_SYNC = 4                       # <sys/mman.h> on Linux
+
+
+class _FileMapping:
+    """A shared read-write mapping of a whole file that holds no descriptor (module docstring). ``view``: a
+    memoryview (format 'B') over it, which struct's pack_into/unpack_from and bisect_index take as they took an
+    mmap."""
+    __slots__ = ("addr", "length", "view")
+
+    def __init__(self, fd, length):
+        addr = _libc.mmap(None, length, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, fd, 0)
+        if addr is None or addr == _MAP_FAILED:
+            err = ctypes.get_errno()
+            raise OSError(err, "mmap of %d bytes: %s" % (length, os.strerror(err)))
+        self.addr, self.length = addr, length
+        self.view = memoryview((ctypes.c_char * length).from_address(addr)).cast("B")
+
+    def msync(self):
+        addr, length = self.addr, self.length
+        if addr is not None and _libc.msync(addr, length, _MS_SYNC) != 0:
+            err = ctypes.get_errno()
+            if err != 12:                       # ENOMEM: unmapped by a resize meanwhile (that one is not durable)
+                raise OSError(err, "msync: %s" % os.strerror(err))
+
+    def close(self):
+        addr, self.addr = self.addr, None
+        if addr is not None:
+            self.view.release()
+            _libc.munmap(addr, self.length)
 
 
 class CorruptIndexError(Exception):
@@ -53,6 +95,7 @@ class _Index:
         self.max_size = max(es, max_index_size // es * es)
         self.max_entries = self.max_size // es
         self._mm = None
+        self._mapping = None       # the _FileMapping behind ``_mm`` (None when nothing is mapped or while building)
         self._mm_len = 0
         self._closed = False
         self._building = None      # bytearray of the entries while ``begin_rebuild`` .. ``end_rebuild``
@@ -70,7 +113,8 @@ class _Index:
                 length = os.fstat(fd).st_size
             else:
                 os.ftruncate(fd, length)
-            self._mm = mmap.mmap(fd, length) if length > 0 else None
+            self._mapping = _FileMapping(fd, length) if length > 0 else None
+            self._mm = self._mapping.view if length > 0 else None
             self._mm_len = length
         finally:
             os.close(fd)
@@ -84,9 +128,9 @@ class _Index:
         if self._building is not None:
             self._building = None
             self._mm = None
-        elif self._mm is not None:
-            self._mm.close()
-            self._mm = None
+        elif self._mapping is not None:
+            mapping, self._mapping, self._mm = self._mapping, None, None
+            mapping.close()
         self._mm_len = 0
 
     def begin_rebuild(self):
@@ -117,7 +161,7 @@ class _Index:
         if n == 0 or any(self._mm[(n - 1) * es:n * es]):
             return n
         # Untrimmed preallocated file: used part ends at the last non-zero byte, rounded up to an entry.
-        used = len(self._mm[:n * es].rstrip(b"\0"))
+        used = len(bytes(self._mm[:n * es]).rstrip(b"\0"))
         return (used + es - 1) // es
 
     def resize(self, new_size):
@@ -178,12 +222,9 @@ class _Index:
         self.resize(self._entries * self.ENTRY_SIZE)
 
     def flush(self):
-        mm = self._mm
-        if mm is not None:
-            try:
-                mm.flush()
-            except ValueError:  # remapped concurrently by a resize, which flushes itself
-                pass
+        mapping = self._mapping
+        if mapping is not None:
+            mapping.msync()
 
     def close(self):
         if self._closed:
