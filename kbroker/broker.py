@@ -38,6 +38,8 @@ from kbroker.coord.registration import BrokerRegistrar, cluster_id as read_clust
 from kbroker.coord.errors import BadVersionError
 from kbroker.coord.znodes import ensure_persistent_paths
 from kbroker.internal_topics import GROUP_METADATA_TOPIC
+from kbroker.controller.log_dirs import propagate_log_dir_event
+from kbroker.log import dir_failure
 from kbroker.log.log import Log
 from kbroker.log.manager import LogManager, read_properties
 from kbroker.producer_ids import ProducerIdManager
@@ -190,6 +192,9 @@ class Broker:
             offload=lambda fn, *args: self._replica_pool.apply(fn, args),
             security=self.channel_security(cfg.inter_broker_listener),
             replication_quotas=self.replication_quotas).start()
+        hub = gevent.get_hub()       # a failed log dir (KIP-112): reported from any thread, handled on the loop
+        self.log_manager.failures.on_failure = lambda d: hub.loop.run_callback_threadsafe(
+            gevent.spawn, self._log_dir_failed, d)
         self._start_group_coordinator()
         self._build_controller()
         self._start_transaction_coordinator()
@@ -228,6 +233,8 @@ class Broker:
         self.scram_store.load_all()   # again, now that changes are watched: none written meanwhile is missed
         self.quota_limits.load_all()
         self.controller.start()  # joins the election
+        if self.log_manager.offline_dirs:  # a dir that failed to load: the controller learns which replicas are out
+            self._log_dir_event()
         self._wait_for_metadata()
         self.ready.set()
         self._tasks += [
@@ -238,6 +245,8 @@ class Broker:
             gevent.spawn(self._every, cfg["log.flush.offset.checkpoint.interval.ms"], self._checkpoint),
             gevent.spawn(self._every, cfg["log.flush.start.offset.checkpoint.interval.ms"], self._checkpoint_starts),
         ]
+        if os.environ.get(dir_failure.INJECT_ENV) == "1":    # tests only: dir_failure.py's module docstring
+            self._tasks.append(gevent.spawn(self._every, 100, self._poll_io_injection))
         if cfg["log.cleaner.enable"]:
             self._tasks.append(gevent.spawn(self._every, cfg["log.cleaner.backoff.ms"], self._clean))
         self.started = True
@@ -501,6 +510,30 @@ class Broker:
 
     def _flush_log(self, lg):
         self._pool.apply(lg.flush)
+
+    def _log_dir_failed(self, log_dir):
+        """A log dir went offline (kbroker/log/dir_failure.py, KIP-112): its partitions stop here, the controller
+        is told; with no log dir left the broker halts, as Kafka's does (Exit.halt(1): nothing can be written)."""
+        self.replica_manager.handle_log_dir_failure(log_dir)
+        if not self.log_manager.online_dirs:
+            log.critical("Shutdown broker because all log dirs in %s have failed", ", ".join(self.log_manager.log_dirs))
+            logging.shutdown()
+            os._exit(1)
+        self._log_dir_event()
+
+    def _log_dir_event(self):
+        for attempt in range(30):        # ZooKeeper may be away: retried for ~30 s, then logged
+            try:
+                propagate_log_dir_event(self.backend, self.broker_id)
+                return
+            except Exception as exc:  # noqa: BLE001 - a coordination error; retried
+                log.warning("cannot write the log dir event notification (attempt %d): %s", attempt + 1, exc)
+                gevent.sleep(1.0)
+        log.error("gave up writing the log dir event notification: the controller keeps this broker's replicas "
+                  "of the offline log dirs %s until it restarts", self.log_manager.offline_dirs)
+
+    def _poll_io_injection(self):
+        dir_failure.poll_injection(self.log_manager.log_dirs)
 
     def _checkpoint(self):
         self._pool.apply(self.log_manager.checkpoint_recovery_points)

@@ -43,6 +43,7 @@ class RequestBatch:
         self.stop_replica = {}
         self.update_metadata = {}
         self.stop_callbacks = {}
+        self.leader_and_isr_callbacks = {}   # broker -> fn(response) (log_dirs.py reads the 56s; default: logged)
 
     def add_leader_and_isr(self, brokers, state):
         """``state``: a ``kbroker.cluster_state.PartitionLeadership`` (encoded with ``to_wire`` at send time)."""
@@ -82,7 +83,8 @@ class RequestBatch:
             body = {"controller_id": cid, "controller_epoch": epoch, "broker_epoch": brokers.broker_epoch(b),
                     "topic_states": _group({tp: s.to_wire() for tp, s in states.items()}),
                     "live_leaders": live_leaders}
-            controller.channel.send(b, LEADER_AND_ISR, body, _log_errors(LEADER_AND_ISR, b))
+            controller.channel.send(b, LEADER_AND_ISR, body,
+                                    self.leader_and_isr_callbacks.get(b) or _log_errors(LEADER_AND_ISR, b))
         if self.update_metadata:
             live = brokers.update_metadata_brokers()
             for b, tps in sorted(self.update_metadata.items()):

@@ -170,6 +170,7 @@ class Brokers:
             ctx.shutting_down.discard(bid)
             core.channel.remove_broker(bid)
         batch = RequestBatch()
+            core.log_dirs.forget_broker(bid)
         dead_set = set(dead)
         affected = []
         for tp, replicas in sorted(ctx.assignments.items()):

@@ -53,6 +53,7 @@ from .batch import RequestBatch
 from .brokers import Brokers
 from .deletion import TopicDeletion
 from .leader_balance import PreferredLeaders
+from .log_dirs import LogDirEventZNode, LogDirs
 from .partitions import PartitionStateMachine
 from .reassignment import Reassignments
 from .shutdown import ControlledShutdown
@@ -91,6 +92,7 @@ class Controller:
         self.reassignments = Reassignments(self)
         self.leader_balance = PreferredLeaders(self)
         self.shutdowns = ControlledShutdown(self)
+        self.log_dirs = LogDirs(self)
         self._term_scoped = (self.topics, self.reassignments, self.leader_balance)
         self._handlers = {
             ev.Elect: self._on_elect,
@@ -110,6 +112,8 @@ class Controller:
             ev.UncleanElectionEnabled: self._on_unclean_enabled,
             ev.PreferredElection: self.leader_balance.on_request,
             ev.AutoRebalance: self.leader_balance.on_timer,
+            ev.LogDirEvent: self.log_dirs.on_notification,
+            ev.OfflineReplicas: self.log_dirs.on_offline,
         }
         missing = [cls.__name__ for cls in ev.ALL if cls not in self._handlers]
         if missing:
@@ -340,6 +344,7 @@ class Controller:
             self.watch_children(IsrChangeNotificationSequenceZNode.path_prefix().rsplit("/", 1)[0], ev.IsrChange()),
         ]
         self.topics.watch_all()
+            self.watch_children(LogDirEventZNode.PARENT, ev.LogDirEvent()),
 
     # ------------------------------------------------------------------------------------------------ election
 

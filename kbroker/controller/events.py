@@ -32,6 +32,8 @@ Reassign                   ``/admin/reassign_partitions`` data            Reassi
 ReassignedIsrChange        the state znode of a partition being moved     Reassignments
 ReassignmentsRequest       AlterPartitionReassignments / List... (KIP-455) Reassignments
 UncleanElectionEnabled     a dynamic unclean.leader.election.enable=true  Controller (PartitionStateMachine)
+LogDirEvent                ``/log_dir_event_notification`` children      LogDirs (``log_dirs.py``, KIP-112)
+OfflineReplicas            a LeaderAndIsr answer with error 56 (channel)  LogDirs
 PreferredElection          ``/admin/preferred_replica_election`` data     PreferredLeaders (``leader_balance.py``)
 ElectLeadersRequest        ``Controller.elect_leaders`` (ElectLeaders)    PreferredLeaders
 AutoRebalance              every ``leader.imbalance.check.interval.s``    PreferredLeaders
@@ -150,6 +152,18 @@ class UncleanElectionEnabled(Event):
     pass
 
 
+@dataclass(frozen=True)
+class LogDirEvent(Event):
+    pass
+
+
+@dataclass(frozen=True)
+class OfflineReplicas(Event):
+    """Broker ``broker_id`` answered KAFKA_STORAGE_ERROR for ``partitions`` ((topic, p), ...): a failed log dir."""
+    broker_id: int
+    partitions: tuple = ()
+
+
 ALL = (Elect, Resign, Rewatch, ControlledShutdownRequest, BrokerChange, TopicChange, PartitionModification,
        IsrChange, DeleteTopics, StopReplicaResponse, Reassign, ReassignedIsrChange, PreferredElection, AutoRebalance,
-       ElectLeadersRequest, ReassignmentsRequest, UncleanElectionEnabled)
+       ElectLeadersRequest, ReassignmentsRequest, UncleanElectionEnabled, LogDirEvent, OfflineReplicas)

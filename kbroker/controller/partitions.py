@@ -323,6 +323,8 @@ class PartitionStateMachine:
         ctx = self.core.ctx
         replicas = ctx.assignments[tp]
         allowed = self.core.brokers.leaders_allowed()
+        if tp in ctx.offline_replicas:   # replicas in a failed log dir never lead (log_dirs.py, KIP-112)
+            allowed = set(allowed) - ctx.offline_replicas[tp]
         unclean = None
 
         def choose(cur):
@@ -449,4 +451,5 @@ class PartitionStateMachine:
             st = LeaderAndIsr(-1, -1, (), core.epoch, -1)
         return {"partition_index": tp[1], "controller_epoch": st.controller_epoch, "leader": st.leader,
                 "leader_epoch": st.leader_epoch, "isr": list(st.isr), "zk_version": st.zk_version,
-                "replicas": list(replicas), "offline_replicas": [r for r in replicas if r not in ctx.live_brokers]}
+                "replicas": list(replicas), "offline_replicas": [r for r in replicas if r not in ctx.live_brokers
+                                                                 or r in ctx.offline_replicas.get(tp, ())]}

@@ -82,6 +82,7 @@ class ControllerContext:
         self.replica_states = StateTable(owner, True)
         self.topics_to_delete = set()  # topics marked and queued                                  (TopicDeletion)
         self.reassignments = {}      # (topic, p) -> Reassignment                                 (Reassignments)
+        self.offline_replicas = {}   # (topic, p) -> {broker ids}: replicas in a failed log dir  (LogDirs, KIP-112)
 
     def topics(self):
         return {tp[0] for tp in self.assignments}

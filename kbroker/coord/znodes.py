@@ -361,6 +361,7 @@ PERSISTENT_PATHS = (
     "/config/brokers",
     "/admin/delete_topics",
     "/isr_change_notification",
+    "/log_dir_event_notification",     # KIP-112 (kbroker/controller/log_dirs.py)
 )
 
 

@@ -5,8 +5,8 @@ file system total and usable bytes.
 Behaviour (Kafka's KafkaApis.handleDescribeLogDirsRequest + ReplicaManager.describeLogDirs): no Describe on the
 Cluster -> no results and, from v3, CLUSTER_AUTHORIZATION_FAILED (31) as the top-level error. ``topics`` null asks
 for every partition, else only the listed ones (unknown ones are simply absent). Every directory of log.dirs
-answers, in log.dirs order, by its absolute path, error 0 (kbroker takes no log dir offline: a failing disk fails
-the writes to it instead). Partition entries: size = the log's bytes on disk (segments), offset lag = max(HW - LEO,
+answers, in log.dirs order, by its absolute path, error 0, or KAFKA_STORAGE_ERROR (56) and no topics when the dir is
+offline (KIP-112: its disk failed a write, kbroker/log/dir_failure.py). Partition entries: size = the log's bytes on disk (segments), offset lag = max(HW - LEO,
 0) for a current log, the current log's LEO minus its own for a future log (``ReplicaManager.log_dir_usage``);
 topics and partitions sorted. total/usable bytes come from statvfs (usable = what an unprivileged writer may use,
 Java's getUsableSpace); -1 when statvfs fails.
@@ -45,6 +45,10 @@ def describe_log_dirs(ctx, req):
     wanted = None if asked is None else {(t["topic"], p) for t in asked for p in t["partitions"]}
     results = []
     for log_dir, entries in ctx.services.replicas.log_dir_usage():
+        if entries is None:
+            results.append({"error_code": errors.KAFKA_STORAGE_ERROR, "log_dir": log_dir, "topics": [],
+                            "total_bytes": -1, "usable_bytes": -1})
+            continue
         total, usable = _space(log_dir)
         results.append({"error_code": 0, "log_dir": log_dir, "topics": _topics(entries, wanted),
                         "total_bytes": total, "usable_bytes": usable})

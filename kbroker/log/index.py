@@ -38,6 +38,9 @@ import struct
 from kbroker._native import bisect_index
 
 
+_PAGE = mmap.PAGESIZE
+
+
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mmap.restype = ctypes.c_void_p
 _libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
@@ -116,6 +119,7 @@ class _Index:
             self._mapping = _FileMapping(fd, length) if length > 0 else None
             self._mm = self._mapping.view if length > 0 else None
             self._mm_len = length
+            self._backed = 0     # bytes from 0 known to have blocks (``_back``); 0 = check again
         finally:
             os.close(fd)
 
@@ -156,13 +160,31 @@ class _Index:
         self._entries = len(data) // self.ENTRY_SIZE
 
     def _used_entries(self, length):
+        """Entries in use in a file of ``length`` bytes: all of them when the last one is not zero (a trimmed
+        index), else the slots before the first all-zero one (an untrimmed preallocated file after a crash; entries
+        are written contiguously from slot 0 and zeroed when dropped, so a binary search finds it). Read with pread,
+        never through the mapping: on tmpfs a read fault on a hole allocates a page, and a full file system answers
+        that with SIGBUS (a 10 MiB sparse index on a disk that filled up, KIP-112's case)."""
         es = self.ENTRY_SIZE
         n = length // es
-        if n == 0 or any(self._mm[(n - 1) * es:n * es]):
-            return n
-        # Untrimmed preallocated file: used part ends at the last non-zero byte, rounded up to an entry.
-        used = len(bytes(self._mm[:n * es]).rstrip(b"\0"))
-        return (used + es - 1) // es
+        if n == 0:
+            return 0
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            def zero(slot):
+                return not any(os.pread(fd, es, slot * es))
+            if not zero(n - 1):
+                return n
+            lo, hi = 0, n - 1
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if zero(mid):
+                    hi = mid
+                else:
+                    lo = mid + 1
+            return lo
+        finally:
+            os.close(fd)
 
     def resize(self, new_size):
         """Remap to ``new_size`` bytes (rounded down to whole entries, never below the used part)."""
@@ -200,8 +222,26 @@ class _Index:
         if (self._entries + 1) * es > self._mm_len:
             # A trimmed index of a segment that became active again (truncate / reopen): regrow.
             self.resize(self.max_size)
-        self._ENTRY.pack_into(self._mm, self._entries * es, *fields)
+        pos = self._entries * es
+        if pos + es > self._backed:
+            self._back(pos, es)
+        self._ENTRY.pack_into(self._mm, pos, *fields)
         self._entries += 1
+
+    def _back(self, pos, n):
+        """Give the pages of ``[pos, pos + n)`` their blocks before the mapping writes there: the file is sparse,
+        and a store into a page a full file system cannot back is a SIGBUS that kills the broker. posix_fallocate
+        turns it into an ENOSPC OSError here (the log dir then goes offline, dir_failure.py). One call per 4 KiB of
+        index (512 offset entries, ~2 MB of log at index.interval.bytes 4096)."""
+        start = pos // _PAGE * _PAGE
+        end = -(-(pos + n) // _PAGE) * _PAGE
+        end = min(max(end, start + _PAGE), self._mm_len)
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            os.posix_fallocate(fd, start, end - start)
+        finally:
+            os.close(fd)
+        self._backed = end
 
     def _truncate_to_entries(self, n):
         es = self.ENTRY_SIZE

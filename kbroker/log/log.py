@@ -37,7 +37,7 @@ from collections import deque
 
 from kbroker.errors import OffsetOutOfRange, RecordListTooLarge
 
-from . import producer_snapshot
+from . import dir_failure, producer_snapshot
 from .checkpoint import fsync_dir
 from .file_region import FileRegion
 from .loader import DELETED_SUFFIX, load_segments
@@ -235,8 +235,14 @@ class Log:
             return
         if size > self.config.segment_bytes:
             raise RecordListTooLarge("batch of %d bytes exceeds segment.bytes %d" % (size, self.config.segment_bytes))
-        segment = self._maybe_roll(size, info.max_timestamp, info.last_offset, now_ms() if now is None else now)
-        segment.append(info.buffer, info.batches)
+        try:
+            if dir_failure.INJECTED:
+                dir_failure.check_injected(self.dir)
+            segment = self._maybe_roll(size, info.max_timestamp, info.last_offset, now_ms() if now is None else now)
+            segment.append(info.buffer, info.batches)   # a failed write is cut back (LogSegment.append)
+        except OSError as exc:
+            # ENOSPC, EIO...: the whole log dir goes offline (KIP-112, dir_failure.py); callers see error 56
+            raise dir_failure.storage_error(self.dir, exc) from exc
         self._next_offset = info.last_offset + 1
 
     def _maybe_roll(self, size, max_timestamp, last_offset, now):
@@ -400,11 +406,17 @@ class Log:
             segments = list(self._segments)
             bases = [s.base_offset for s in segments]
             first = max(0, bisect.bisect_right(bases, self.recovery_point) - 1)
-            for segment in segments[first:]:
-                if segment.base_offset >= up_to:
-                    break
-                if not segment.file.closed:
-                    segment.flush()
+            try:
+                if dir_failure.INJECTED:
+                    dir_failure.check_injected(self.dir)
+                for segment in segments[first:]:
+                    if segment.base_offset >= up_to:
+                        break
+                    if not segment.file.closed:
+                        segment.flush()
+            except OSError as exc:
+                # the recovery point stays: nothing above it is known durable (KIP-112, dir_failure.py)
+                raise dir_failure.storage_error(self.dir, exc) from exc
             self.recovery_point = up_to
             FLUSH_STATS.record((time.monotonic() - started) * 1000.0)
         self.last_flush_ms = now_ms() if now is None else now

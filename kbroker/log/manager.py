@@ -44,12 +44,16 @@ log dir) -> ``add_logs`` (owner: registered). Deleting: ``detach_log`` (owner: f
 ``delete_log`` are both steps in a row.
 """
 
+import errno
 import fcntl
 import logging
 import os
 import shutil
 import uuid
 
+from kbroker import errors
+
+from . import dir_failure
 from .checkpoint import OffsetCheckpoint, fsync_dir
 from .cleaner import LogCleaner
 from .log import Log, parse_topic_partition
@@ -154,14 +158,27 @@ class LogManager:
         self._dir_counts = {d: 0 for d in self.log_dirs}  # partitions per dir, for placing new logs
         self._futures = {}             # {tp: (future Log, its log dir)} (module docstring)
         self.preferred_dirs = {}       # {tp: log dir} asked by AlterReplicaLogDirs before the replica existed
+        # Offline log dirs (KIP-112, dir_failure.py): a dir that fails at load starts offline; one that fails later
+        # is detached by ``handle_dir_failure``. Their logs are not here, nothing is written in them again.
+        self.failures = dir_failure.LogDirFailureChannel(self.log_dirs)
         found_futures = []
         try:
             for d in self.log_dirs:
-                os.makedirs(d, exist_ok=True)
+                try:
+                    os.makedirs(d, exist_ok=True)
+                except OSError as exc:
+                    self._fail_at_load(d, exc)
+                    continue
                 self._lock(d)
             self._check_meta()
             for d in self.log_dirs:
-                self._load_dir(d, found_futures)
+                if d not in self.failures.offline:
+                    try:
+                        self._load_dir(d, found_futures)
+                    except OSError as exc:
+                        self._fail_at_load(d, exc)
+            if len(self.failures.offline) == len(self.log_dirs):
+                raise errors.KafkaStorageError("every log dir failed to load: %s" % ", ".join(self.log_dirs))
             self._load_futures(found_futures)
             self.cleaner = LogCleaner(self)
         except BaseException:
@@ -170,6 +187,25 @@ class LogManager:
             self._logs.clear()
             self._unlock_all()
             raise
+        dir_failure.register(self.failures)
+
+    def _fail_at_load(self, d, exc):
+        """A log dir the broker cannot use at startup starts offline (Kafka's LogManager: the broker starts with the
+        others; the controller learns it from the broker's log-dir event)."""
+        logger.error("log dir %s failed at startup and stays offline: %s", d, exc)
+        self.failures.offline.add(d)
+        for tp in [tp for tp, dd in self._dir_of.items() if dd == d]:
+            self._logs.pop(tp).close()
+            del self._dir_of[tp]
+            self._dir_counts[d] -= 1
+
+    @property
+    def offline_dirs(self):
+        return [d for d in self.log_dirs if d in self.failures.offline]
+
+    @property
+    def online_dirs(self):
+        return [d for d in self.log_dirs if d not in self.failures.offline]
 
     # -- startup -------------------------------------------------------------------------------
     def _lock(self, d):
@@ -194,6 +230,8 @@ class LogManager:
     def _check_meta(self):
         missing = []
         for d in self.log_dirs:
+            if d in self.failures.offline:
+                continue
             path = os.path.join(d, META_FILE)
             if not os.path.exists(path):
                 missing.append(path)
@@ -216,7 +254,10 @@ class LogManager:
                     "all data in log dir %s." % (self.broker_id, stored, path, d))
         if self.broker_id is not None:
             for path in missing:
-                write_properties(path, {"version": "0", "broker.id": str(self.broker_id)})
+                try:
+                    write_properties(path, {"version": "0", "broker.id": str(self.broker_id)})
+                except OSError as exc:
+                    self._fail_at_load(os.path.dirname(path), exc)
 
     def _load_dir(self, d, found_futures):
         marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
@@ -327,11 +368,13 @@ class LogManager:
         """{tp: log dir} for logs about to be created: each in the dir holding the fewest partitions, counting the
         ones placed before it (first dir on ties). Reads only; call it on the thread that owns the manager."""
         counts = dict(self._dir_counts)
-        dirs = self.log_dirs
+        dirs = self.online_dirs if self.failures.offline else self.log_dirs
+        if not dirs:
+            raise errors.KafkaStorageError("every log dir is offline: %s" % ", ".join(self.log_dirs))
         placements = {}
         for tp in tps:
             d = self.preferred_dirs.pop(tuple(tp), None)
-            if d is None:
+            if d is None or d in self.failures.offline:
                 d = dirs[0] if len(dirs) == 1 else min(dirs, key=counts.__getitem__)
             counts[d] += 1
             placements[tuple(tp)] = d
@@ -361,10 +404,13 @@ class LogManager:
                     new.fresh.add(tp)
             except OSError as exc:           # ENOSPC, EMFILE, EACCES: this partition fails, the others go on
                 new.failed[tp] = exc
+                if exc.errno not in (errno.EMFILE, errno.ENFILE):   # a full or failing disk: the dir goes offline
+                    self.failures.report(path, exc)
         for d in sorted({placements[tp] for tp in new.logs}):
             try:
                 fsync_dir(d)
             except OSError as exc:
+                self.failures.report(d, exc)
                 for tp in [tp for tp in new.logs if placements[tp] == d]:
                     new.logs.pop(tp).close()
                     new.fresh.discard(tp)
@@ -477,6 +523,37 @@ class LogManager:
         # The cleaner's progress (first dirty offset) stays: the new log holds the same offsets and bytes.
         return old, old_dir
 
+    # -- failed log dirs (KIP-112, dir_failure.py) -----------------------------------------------------------------
+    def handle_dir_failure(self, log_dir):
+        """Stop using every log of the offline ``log_dir`` (owner thread): its logs and future logs are forgotten and
+        closed without a flush (nothing more is written there), the cleaner forgets them. Returns their tps."""
+        gone = [tp for tp, d in self._dir_of.items() if d == log_dir]
+        for tp in gone:
+            log = self._logs.pop(tp)
+            del self._dir_of[tp]
+            self._dir_counts[log_dir] -= 1
+            self.cleaner.forget(tp)
+            self._close_quietly(log)
+        for tp, (log, d) in list(self._futures.items()):
+            if d == log_dir or tp in gone:
+                del self._futures[tp]
+                self._close_quietly(log)
+                if d != log_dir:
+                    # A half-copied future whose current log is in the failed dir: a load without that dir would
+                    # complete it as the partition's log (``_load_futures``), so it goes now.
+                    shutil.rmtree(log.dir, ignore_errors=True)
+        for tp, d in list(self.preferred_dirs.items()):
+            if d == log_dir:
+                del self.preferred_dirs[tp]
+        return gone
+
+    @staticmethod
+    def _close_quietly(log):
+        try:
+            log.close()
+        except OSError as exc:          # the disk that failed may fail the close (a trim) too
+            logger.warning("closing %s in an offline log dir: %s", log.dir, exc)
+
     # -- periodic tasks ------------------------------------------------------------------------
     def check_retention(self, now=None):
         """Apply time/size retention to logs whose cleanup.policy includes delete; returns segments deleted."""
@@ -512,7 +589,10 @@ class LogManager:
         """Blocking fsync of every due log (see ``due_flushes``); returns how many logs were flushed."""
         due = self.due_flushes(now)
         for log, up_to in due:
-            log.flush(up_to, now=now)
+            try:
+                log.flush(up_to, now=now)
+            except errors.KafkaStorageError:
+                pass                     # its dir went offline (reported by Log.flush); the other logs go on
         return len(due)
 
     def clean_once(self, now=None, dedupe_buffer_size=None):
@@ -523,17 +603,27 @@ class LogManager:
         # Runs in a worker thread while the owner adds and removes logs: iterate over copies (made in one C call
         # each, which no other thread can interleave with).
         logs, dir_of = list(self._logs.items()), dict(self._dir_of)
-        for d in self.log_dirs:
+        for d in self.online_dirs:
             points = {tp: log.recovery_point for tp, log in logs if dir_of.get(tp) == d}
-            OffsetCheckpoint(os.path.join(d, RECOVERY_POINT_CHECKPOINT)).write(points)
+            self._write_checkpoint(d, RECOVERY_POINT_CHECKPOINT, points)
         self.checkpoint_log_start_offsets(logs, dir_of)
+
+    def _write_checkpoint(self, d, name, offsets):
+        """Write one checkpoint file of log dir ``d``; a failure takes the dir offline (dir_failure.py)."""
+        path = os.path.join(d, name)
+        try:
+            if dir_failure.INJECTED:
+                dir_failure.check_injected(path)
+            OffsetCheckpoint(path).write(offsets)
+        except OSError as exc:
+            self.failures.report(path, exc)
 
     def checkpoint_log_start_offsets(self, logs=None, dir_of=None):
         """Write ``log-start-offset-checkpoint`` in every log dir: the logs whose start offset is above their first
         segment's base (Kafka's rule; the others' start is their first base, which the load finds anyway)."""
         if logs is None:
             logs, dir_of = list(self._logs.items()), dict(self._dir_of)
-        for d in self.log_dirs:
+        for d in self.online_dirs:
             starts = {}
             for tp, log in logs:
                 if dir_of.get(tp) == d:
@@ -541,37 +631,51 @@ class LogManager:
                     start = log.log_start_offset
                     if segments and start > segments[0].base_offset:
                         starts[tp] = start
-            OffsetCheckpoint(os.path.join(d, LOG_START_OFFSET_CHECKPOINT)).write(starts)
+            self._write_checkpoint(d, LOG_START_OFFSET_CHECKPOINT, starts)
 
     # -- shutdown ------------------------------------------------------------------------------
     def shutdown(self):
         """Flush and close every log, checkpoint recovery points, write the clean-shutdown markers, unlock."""
         try:
             for log, _d in self._futures.values():
-                log.flush()
+                self._flush_at_shutdown(log)
                 log.close()
             self._futures.clear()
             for log in self._logs.values():
-                log.flush()
-                try:
-                    log.snapshot_producer_state()   # everything is durable now: the restart replays nothing
-                except OSError as exc:
-                    logger.warning("%s: no producer-state snapshot at shutdown: %s", log.dir, exc)
+                if self._flush_at_shutdown(log):
+                    try:
+                        log.snapshot_producer_state()   # everything is durable now: the restart replays nothing
+                    except OSError as exc:
+                        logger.warning("%s: no producer-state snapshot at shutdown: %s", log.dir, exc)
             self.checkpoint_recovery_points()
             for log in self._logs.values():
                 log.close()
-            for d in self.log_dirs:
-                with open(os.path.join(d, CLEAN_SHUTDOWN_FILE), "w"):
-                    pass
-                fsync_dir(d)
+            # No marker in an offline dir (nor one that failed during this shutdown): its next load re-scans
+            # every log above its recovery point and cuts what a failed write left (KIP-112).
+            for d in self.online_dirs:
+                try:
+                    with open(os.path.join(d, CLEAN_SHUTDOWN_FILE), "w"):
+                        pass
+                    fsync_dir(d)
+                except OSError as exc:
+                    logger.error("no clean-shutdown marker in %s: %s", d, exc)
         finally:
+            dir_failure.unregister(self.failures)
             self._logs.clear()
             self._dir_of.clear()
             self._dir_counts = dict.fromkeys(self.log_dirs, 0)
             self._unlock_all()
 
+    def _flush_at_shutdown(self, log):
+        try:
+            log.flush()
+            return True
+        except errors.KafkaStorageError:
+            return False                 # its dir went offline now: reported, no marker there
+
     def close_without_marker(self):
         """Close files and release the locks without flushing or marking a clean shutdown (tests; fatal errors)."""
+        dir_failure.unregister(self.failures)
         for log in self._logs.values():
             log.close()
         for log, _d in self._futures.values():

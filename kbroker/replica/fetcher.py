@@ -38,6 +38,7 @@ from gevent import socket as gsocket
 from gevent.event import Event
 
 from kbroker import errors
+from kbroker.log import dir_failure
 from kbroker.protocol.apis import APIS
 from kbroker.protocol.headers import decode_response_header, encode_request_header
 from kbroker.replica.fetch_session_client import FetchSessionClient
@@ -329,6 +330,10 @@ class ReplicaFetcher:
         if code == 0:
             records = pd["records"]
             if records:
+                if dir_failure.SLOW:               # tests only: a slow follower disk (kbroker/log/dir_failure.py)
+                    gevent.sleep(dir_failure.slow_delay(part.log.dir))
+                    if not self._current(tp, st):
+                        return
                 part.append_as_follower(records)
                 quota = self.settings.get("quota")
                 if quota is not None and quota.is_throttled(tp):

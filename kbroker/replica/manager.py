@@ -39,6 +39,7 @@ from gevent.lock import RLock
 
 from kbroker import errors
 from kbroker.config.keys import CONFIG_KEYS
+from kbroker.log import dir_failure
 from kbroker.log.checkpoint import OffsetCheckpoint
 from kbroker.log.manager import MAX_FILE_NAME, future_dir_name
 from kbroker.replica.fetcher import ReplicaFetcher
@@ -69,10 +70,19 @@ def _in_place(fn, *args):
     return fn(*args)
 
 
-def _write_checkpoints(name, by_dir):
-    """``{log dir: {tp: offset}}`` written as ``<log dir>/<name>`` (blocking: format, write, fsync)."""
+def _write_checkpoints(name, by_dir, failures=None):
+    """``{log dir: {tp: offset}}`` written as ``<log dir>/<name>`` (blocking: format, write, fsync). A dir whose
+    write fails is reported to ``failures`` (its LogDirFailureChannel: the dir goes offline) and the others go on."""
     for d, offsets in by_dir.items():
-        OffsetCheckpoint(os.path.join(d, name)).write(offsets)
+        path = os.path.join(d, name)
+        try:
+            if dir_failure.INJECTED:
+                dir_failure.check_injected(path)
+            OffsetCheckpoint(path).write(offsets)
+        except OSError as exc:
+            if failures is None:
+                raise
+            failures.report(path, exc)
 
 
 def _error_code(exc):
@@ -175,6 +185,9 @@ class ReplicaManager:
     def leader_partition(self, topic, p):
         part = self._partitions.get((topic, p))
         if part is None:
+            if (topic, p) in self._offline:
+                raise errors.KafkaStorageError("%s-%d is in an offline log dir of broker %d"
+                                               % (topic, p, self.broker_id))
             if self.partition_exists is not None and self.partition_exists(topic, p):
                 raise errors.NotLeaderOrFollower("%s-%d is not led by broker %d" % (topic, p, self.broker_id))
             raise errors.UnknownTopicOrPartition("%s-%d" % (topic, p))
@@ -204,6 +217,9 @@ class ReplicaManager:
                 topic, p = tp = st.tp
                 if self.broker_id not in st.replicas:
                     result[tp] = errors.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                if tp in self._offline:
+                    result[tp] = errors.KAFKA_STORAGE_ERROR      # Kafka's HostedPartition.Offline (KIP-112)
                     continue
                 part = self._partitions.get(tp)
                 epoch = st.leader_and_isr.leader_epoch
@@ -287,8 +303,20 @@ class ReplicaManager:
             except Exception as e:  # noqa: BLE001 - the topic's partitions fail, the others go on
                 log.exception("LogConfig of topic %s", topic)
                 failed.update((tp, _error_code(e)) for tp in tps if tp[0] == topic)
+        if lm.offline_dirs:
+            # A replica whose log is not found may be in an offline dir: Kafka creates it elsewhere only for a new
+            # partition (is_new), never an empty copy of a replica the failed disk holds (KIP-112).
+            for tp in tps:
+                if tp not in failed and not states[tp].is_new and lm.get_log(tp) is None:
+                    log.error("%s-%d: no log in the online log dirs and log dirs %s are offline: not created",
+                              tp[0], tp[1], lm.offline_dirs)
+                    failed[tp] = errors.KAFKA_STORAGE_ERROR
         tps = [tp for tp in tps if tp not in failed]
-        placements = lm.place_new_logs([tp for tp in tps if lm.get_log(tp) is None])
+        try:
+            placements = lm.place_new_logs([tp for tp in tps if lm.get_log(tp) is None])
+        except errors.KafkaStorageError:
+            failed.update((tp, errors.KAFKA_STORAGE_ERROR) for tp in tps)
+            return failed
         existing = {tp: lm.get_log(tp) for tp in tps if tp not in placements}
         started = time.monotonic()
         try:
@@ -392,6 +420,9 @@ class ReplicaManager:
             if traced:
                 state_change_log.log(TRACE, "Broker %d handling StopReplica (delete=%s) for partition [%s,%d]",
                                      self.broker_id, "true" if delete else "false", topic, p)
+            if tp in self._offline:
+                result[tp] = errors.KAFKA_STORAGE_ERROR          # Kafka's HostedPartition.Offline (KIP-112)
+                continue
             try:
                 self._remove_from_fetchers(tp)
                 part = self._partitions.pop(tp, None) if delete else self._partitions.get(tp)
@@ -482,7 +513,8 @@ class ReplicaManager:
     def log_dir_usage(self):
         """``[(log dir, [(tp, size bytes, offset lag, is_future)])]`` for every log dir, in log.dirs order
         (DescribeLogDirs): the lag of a current log is max(HW - LEO, 0), of a future log the current log's LEO
-        minus its own (Kafka's getLogEndOffsetLag; -1 when the partition is not hosted any more)."""
+        minus its own (Kafka's getLogEndOffsetLag; -1 when the partition is not hosted any more). An offline log dir
+        (KIP-112) has None instead of its list."""
         lm = self.log_manager
         by_dir = {d: [] for d in lm.log_dirs}
         slice_ = TimeSlice()             # 10,000 partitions: one size sum over the segments of each
@@ -499,7 +531,38 @@ class ReplicaManager:
             if future is not None:
                 lag = current.log_end_offset - lg.log_end_offset if current is not None else -1
                 by_dir[future[1]].append((tp, lg.size_in_bytes, lag, True))
-        return [(d, sorted(by_dir[d])) for d in lm.log_dirs]
+        offline = lm.failures.offline
+        return [(d, None if d in offline else sorted(by_dir[d])) for d in lm.log_dirs]
+
+    # ------------------------------------------------------------------------- failed log dirs (KIP-112)
+    def handle_log_dir_failure(self, log_dir):
+        """``log_dir`` went offline (kbroker/log/dir_failure.py): every partition whose log is there stops fetching
+        and leading here and answers KAFKA_STORAGE_ERROR (56) until a restart, moves into or out of it stop, the
+        LogManager forgets its logs (Kafka's ReplicaManager.handleLogDirFailure). The broker then tells the controller
+        (``/log_dir_event_notification``), which elects other leaders and takes this replica out of the ISRs.
+        Returns the partitions taken offline."""
+        lm = self.log_manager
+        with self._state_lock:
+            tps = sorted(tp for tp in self._partitions if lm.log_dir_of(tp) == log_dir)
+            for tp in list(self._moves):
+                future = lm.future_log(tp)
+                if tp in tps or (future is not None and future[1] == log_dir):
+                    self._moves.pop(tp).stop()
+            for tp in tps:
+                self._remove_from_fetchers(tp)
+                part = self._partitions.pop(tp)
+                was_leader = part.is_leader
+                part.make_offline()          # parked produce/fetch requests wake and answer
+                self._offline.add(tp)
+                self._notify(tp, was_leader, False)
+            lm.handle_dir_failure(log_dir)
+            self._drop_idle_fetchers()
+        log.error("log dir %s is offline: partitions %s stopped on broker %d", log_dir,
+                  ", ".join("%s-%d" % tp for tp in tps) or "(none)", self.broker_id)
+        return tps
+
+    def offline_partitions(self):
+        return set(self._offline)
 
     # -------------------------------------------------------------------------------------- periodic work
     def maybe_shrink_isr(self, now=None):
@@ -516,10 +579,10 @@ class ReplicaManager:
         tens of ms, every replica.high.watermark.checkpoint.interval.ms (5 s)."""
         hws = dict(self._hw_checkpoint)
         hws.update(self.high_watermarks())
-        by_dir = {d: {} for d in self.log_manager.log_dirs}
+        by_dir = {d: {} for d in self.log_manager.online_dirs}
         for tp, hw in hws.items():
             d = self.log_manager.log_dir_of(tp)
-            if d is not None:
+            if d in by_dir:
                 by_dir[d][tp] = hw
         self._hw_checkpoint = hws
-        self.offload(_write_checkpoints, HW_CHECKPOINT, by_dir)
+        self.offload(_write_checkpoints, HW_CHECKPOINT, by_dir, self.log_manager.failures)

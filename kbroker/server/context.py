@@ -155,7 +155,8 @@ class ReplicaAccess(Protocol):
         """StopReplica [(topic, p, delete)] -> {(topic, p): error code}."""
 
     def log_dir_usage(self):
-        """DescribeLogDirs: [(log dir, [((topic, p), size, offset lag, is_future)])] in log.dirs order."""
+        """DescribeLogDirs: [(log dir, [((topic, p), size, offset lag, is_future)] | None = offline)] in log.dirs
+        order."""
 
     def alter_log_dir(self, topic, p, log_dir):
         """AlterReplicaLogDirs: move the replica to ``log_dir`` (KIP-113) -> error code. May yield."""

@@ -570,7 +570,7 @@ def test_every_event_class_has_exactly_one_handler(backend, monkeypatch):
     from .test_controller_support import FakeChannel
     classes = {c for _, c in inspect.getmembers(events, inspect.isclass)
                if issubclass(c, events.Event) and c is not events.Event}
-    assert classes == set(events.ALL) and len(events.ALL) == 17
+    assert classes == set(events.ALL) and len(events.ALL) == 19
     c = Controller(1, backend, FakeChannel())
     assert set(c._handlers) == classes
     # Only the events that change who is active, and the three whose callers wait, run unguarded.
