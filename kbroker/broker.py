@@ -582,6 +582,18 @@ class Broker:
             version = self.topic_store.set_partition_state(topic, p, leader, new_isr, leader_epoch,
                                                            controller_epoch, expected_version=zk_version)
         except BadVersionError:
+            # Kafka's ReplicationUtils.checkLeaderAndIsrZkData: the write may have been applied while its answer was
+            # lost with the ZooKeeper connection, and the retry on the new connection then fails against our own
+            # write. If the znode holds exactly what we wrote, it is ours: take its version. (Without this the
+            # leader kept its old ISR and a stale version for good -- found by scripts/fault_soak.py after a
+            # whole-ensemble outage: ISR [1, 0] in ZooKeeper, [1, 0, 2] in memory, never expanded again.)
+            now = self.topic_store.partition_state(topic, p)
+            if now is not None and (now.leader, now.leader_epoch, list(now.isr), now.controller_epoch) == \
+                    (leader, leader_epoch, list(new_isr), controller_epoch):
+                log.info("ISR update of %s-%d: our own write was applied (zk version %d)", topic, p,
+                         now.zk_version)
+                self.topic_store.notify_isr_change(topic, p)
+                return now.zk_version
             log.info("ISR update of %s-%d lost a race (zk version %d); waiting for the controller",
                      topic, p, zk_version)
             return None
