@@ -40,7 +40,9 @@ from tests.integration.test_replication_common import NumberedProducer, RCluster
 
 TOPIC = "soak"
 PARTITIONS = 6
-OVERRIDES = {"zookeeper.session.timeout.ms": 4000, "replica.lag.time.max.ms": 2000}
+# a follower whose fetch went into a cut notices in 3 s (replica.socket.timeout.ms, default 30 s as in Kafka)
+OVERRIDES = {"zookeeper.session.timeout.ms": 4000, "replica.lag.time.max.ms": 2000,
+             "replica.socket.timeout.ms": 3000}
 PRODUCER = {"enable.idempotence": True, "acks": "all", "message.timeout.ms": 300000, "request.timeout.ms": 5000,
             "metadata.max.age.ms": 5000}
 TMPFS_SIZE = "64m"
@@ -131,6 +133,10 @@ def main(argv=None) -> int:
     ap.add_argument("--no-netns", action="store_true", help="plain cluster: no network/disk faults")
     ap.add_argument("--list", action="store_true", help="list the registered faults and exit")
     args = ap.parse_args(argv)
+    import logging
+
+    # the test's own kazoo client logs every dropped connection at WARNING: dozens a fault, noise here
+    logging.getLogger("kazoo").setLevel(logging.ERROR)
 
     registry = faults.load_all()
     if args.list:
@@ -177,6 +183,7 @@ def main(argv=None) -> int:
             fault = registry[order.pop(0)](random.Random(rng.randrange(1 << 30)))
             t0 = time.monotonic()
             entry = {"fault": fault.name}
+            print(f"  {time.strftime('%H:%M:%S')} {fault.name} ...", flush=True)
             try:
                 fault.inject(cluster)
                 entry["victim"] = fault.victim

@@ -38,7 +38,9 @@ from tests.integration.test_replication_common import NumberedProducer, committe
 pytestmark = [pytest.mark.zk, pytest.mark.timeout(300)]
 
 SESSION_MS = 4000
-OVERRIDES = {"zookeeper.session.timeout.ms": SESSION_MS, "replica.lag.time.max.ms": 2000}
+OVERRIDES = {"zookeeper.session.timeout.ms": SESSION_MS, "replica.lag.time.max.ms": 2000,
+             # a follower whose fetch went into a cut notices in 3 s (default 30 s, as Kafka) and fetches again
+             "replica.socket.timeout.ms": 3000}
 # session expiry (4 s + a 500 ms tick) + election + LeaderAndIsr, with margin for two busy cores
 ELECTION_S = SESSION_MS / 1000 + 16
 PRODUCER = {"enable.idempotence": True, "acks": "all", "message.timeout.ms": 300000,

@@ -39,7 +39,9 @@ from tests.integration.test_replication_common import (
 pytestmark = [pytest.mark.zk, pytest.mark.timeout(300)]
 
 SESSION_MS = 4000
-OVERRIDES = {"zookeeper.session.timeout.ms": SESSION_MS, "replica.lag.time.max.ms": 2000}
+OVERRIDES = {"zookeeper.session.timeout.ms": SESSION_MS, "replica.lag.time.max.ms": 2000,
+             # a follower whose fetch went into a cut notices in 3 s (default 30 s, as Kafka) and fetches again
+             "replica.socket.timeout.ms": 3000}
 ELECTION_S = SESSION_MS / 1000 + 16
 TOPIC = "paused"
 PARTITIONS = 3
