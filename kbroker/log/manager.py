@@ -527,6 +527,7 @@ class LogManager:
     def handle_dir_failure(self, log_dir):
         """Stop using every log of the offline ``log_dir`` (owner thread): its logs and future logs are forgotten and
         closed without a flush (nothing more is written there), the cleaner forgets them. Returns their tps."""
+        self.failures.offline.add(log_dir)        # (already there when it was reported)
         gone = [tp for tp, d in self._dir_of.items() if d == log_dir]
         for tp in gone:
             log = self._logs.pop(tp)

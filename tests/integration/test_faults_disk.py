@@ -1,7 +1,7 @@
 """Disk faults (issue 16 items 4-6): failing log dirs (KIP-112), a slow follower, power loss -- each with the history
 checker (tests/integration/checker.py) and the fault classes of tests/integration/faults_disk.py.
 
-One 3-node ensemble and one 3-broker cluster for the module (zookeeper.session.timeout.ms 6000,
+One 3-node ensemble and one 3-broker cluster for the module (zookeeper.session.timeout.ms 4000,
 replica.lag.time.max.ms 2000), every broker started with kbroker's test-only I/O switch (KBROKER_TEST_IO_FAULTS=1).
 Log dirs: broker 0 `<tmpfs 8 MiB>,<logs>`, broker 1 `<extra>,<logs>`, broker 2 `<logs>`; a new partition goes to the
 dir holding the fewest partitions, the first on ties. Tests run in file order:
@@ -13,7 +13,7 @@ dir holding the fewest partitions, the first on ties. Tests run in file order:
    with 56 and the other with its partition; the other partition stays led by broker 0 and keeps acknowledging. The
    checker reports 0 lost / duplicated / out of order. Repair (ballast removed) + restart: broker 0 is back in the
    ISR and its copy is byte-identical to broker 1's below the high watermark (nothing left corrupt).
-2. `test_failing_io_log_dir_goes_offline` -- the same with injected EIO in broker 1's first dir.
+2. `test_failing_io_log_dir_goes_offline` (soak: `-m soak`) -- the same with injected EIO in broker 1's first dir.
 3. `test_slow_follower_leaves_isr_and_rejoins` -- broker 2's replicated appends wait 5 s each: it leaves the ISR
    of `slow` within replica.lag.time.max.ms + the expiry check's period (+ slack), the longest gap between two
    acknowledgements of a steady acks=all producer stays within that bound, and once fast again it rejoins; the
@@ -52,7 +52,7 @@ class DiskCluster(RCluster):
     capabilities = frozenset({"tmpfs", "io-injection"})
 
     def __init__(self, base: Path):
-        super().__init__(base, overrides={"replica.lag.time.max.ms": LAG_MS})
+        super().__init__(base, overrides={"replica.lag.time.max.ms": LAG_MS, "zookeeper.session.timeout.ms": 4000})
         self.tmpfs_dirs = {0: self.base / "tmpfs0"}
         self.extra_dirs = {1: self.base / "extra1"}
         faults_disk.mount_tmpfs(self.tmpfs_dirs[0], "8m")
@@ -65,6 +65,9 @@ class DiskCluster(RCluster):
 
     def close(self) -> None:
         try:
+            for b in self.brokers:          # nothing to keep: no controlled shutdowns (8 s of the module)
+                if b.running:
+                    b.kill9()
             super().close()
         finally:
             faults_disk.umount(self.tmpfs_dirs[0])
@@ -185,7 +188,10 @@ def test_full_log_dir_goes_offline(cluster):
                          faults_disk.DiskFull())
 
 
+@pytest.mark.soak
 def test_failing_io_log_dir_goes_offline(cluster):
+    """.venv/bin/python -m pytest -m soak tests/integration/test_faults_disk.py (its in-suite twin: the same
+    assertions on ENOSPC, test_full_log_dir_goes_offline; the EIO path's unit test: test_log_dir_failure.py)"""
     dir_failure_scenario(cluster, 1, cluster.extra_dirs[1], cluster.brokers[1].log_dir, "eio",
                          faults_disk.DiskIoErrors())
 
