@@ -21,6 +21,7 @@ brokers then accept them only there), else to its inter-broker endpoint.
 Runs in the controller's event greenlet; uses the core's narrow surface (controller.py docstring).
 """
 import logging
+import time
 
 from kbroker.cluster_state import PartitionLeadership
 from kbroker.coord.errors import NoNodeError
@@ -164,6 +165,7 @@ class Brokers:
         core = self.core
         ctx = core.ctx
         log.info("controller: brokers %s failed", dead)
+        started = time.monotonic()
         for bid in dead:
             ctx.live_brokers.pop(bid, None)
             ctx.broker_epochs.pop(bid, None)
@@ -194,6 +196,8 @@ class Brokers:
             for r in ctx.assignments[tp]:
                 if r in dead_set:
                     ctx.replica_states[(tp, r)] = R_OFFLINE
+        log.info("controller: brokers %s failed: %d leaders elected, %d partitions affected, state written in %.0f ms",
+                 dead, len(elected), len(affected), (time.monotonic() - started) * 1000.0)
         batch.add_update_metadata(sorted(ctx.live_brokers), affected)
         core.send(batch)
 

@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""Controller at scale (issue 15 target 4): many partitions on 3 brokers, a controlled shutdown and a kill -9.
+
+    python bench/controller_scale.py [--partitions 30000] [--topics 30] [--rf 2] [--session-ms 6000]
+
+Starts a local 3-node ZooKeeper ensemble and 3 kbroker processes (tests/integration harness; chroot /kb;
+zookeeper.session.timeout.ms = --session-ms), creates --topics topics of --partitions / --topics partitions each
+(RF --rf, Kafka's default round-robin placement: each broker leads a third), then measures:
+
+  create        CreateTopics until every broker's Metadata lists every partition with a live leader.
+  shutdown      SIGTERM of the non-controller broker leading the most partitions: from its "shutting down broker"
+                log line to its "controlled shutdown complete" line (target <= 10 s for 10,000 led partitions);
+                also the controller's own time for the state writes (its "controlled shutdown of broker" line) and
+                the ZooKeeper transactions it cost (zxids consumed, read from a probe node's mzxid before and
+                after). The broker is then restarted.
+  kill -9       kill -9 of the non-controller broker leading the most partitions, with one acks=1 record in
+                flight to each of SAMPLE partitions it led: "serving" = until the last of them is acknowledged by a
+                new leader, from the kill (target <= session timeout + 2 s); the controller's time for the state
+                writes; the ZooKeeper transactions from the kill until the elections are written (one per multi
+                transaction of up to 1,000 partition states, plus the session's close: a per-partition write would
+                cost one per partition).
+
+Prints a markdown table and writes JSON to bench/results/controller-scale-<UTC time>.json with the load average.
+``run(...)`` is what tests/integration/test_controller_scale.py calls with smaller numbers.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.integration.harness import ZkEnsemble, wait_until  # noqa: E402
+from tests.integration.test_cluster_common import Cluster, metadata  # noqa: E402
+
+SAMPLE = 30
+_STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]")
+
+
+def log_time(line: str) -> float:
+    """The time (s) of a broker log line ``[YYYY-mm-dd HH:MM:SS,mmm] ...`` (differences only: one clock)."""
+    return datetime.strptime(_STAMP.match(line).group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+
+
+def last_line(broker, pattern: str, since: int = 0) -> str | None:
+    lines = [ln for ln in broker.log_text()[since:].splitlines() if re.search(pattern, ln)]
+    return lines[-1] if lines else None
+
+
+def zxid(cluster: Cluster) -> int:
+    """The ensemble's latest zxid, by writing a probe node (its mzxid)."""
+    path = "/bench_probe"
+    if cluster.zk.exists(path) is None:
+        cluster.zk.create(path, b"")
+    return cluster.zk.set(path, b"x").mzxid
+
+
+def progress(*args) -> None:
+    print(time.strftime("%H:%M:%S"), *args, file=sys.stderr, flush=True)
+
+
+def wait_full_isr(cluster: Cluster, topics: list[str], rf: int, timeout: float = 900) -> None:
+    """Every partition's ISR has all ``rf`` replicas in the controller's Metadata: a kill before that could leave
+    a partition with no other in-sync replica (offline, as in Kafka)."""
+    def full():
+        md = metadata(cluster.broker(cluster.controller_id()), topics, timeout=60)
+        return all(len(part["isr"]) == rf for t in topics for part in md["topics"][t]["partitions"].values())
+    wait_until(full, timeout, 1.0, "every ISR full", ignore=(OSError, ConnectionError, KeyError))
+
+
+def leaders_of(broker, topics: list[str]) -> dict[tuple[str, int], int]:
+    md = metadata(broker, topics, timeout=60)
+    out = {}
+    for t in topics:
+        for p, part in md["topics"][t]["partitions"].items():
+            out[(t, p)] = part["leader"]
+    return out
+
+
+def create(cluster: Cluster, topics: list[str], per_topic: int, rf: int) -> float:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    t0 = time.monotonic()
+    for i in range(0, len(topics), 10):           # 10 topics per CreateTopics: each answer within its timeout
+        futures = admin.create_topics([NewTopic(t, per_topic, rf) for t in topics[i:i + 10]],
+                                      operation_timeout=300, request_timeout=330)
+        for f in futures.values():
+            f.result(400)
+    alive = {b.broker_id for b in cluster.running()}
+
+    def led_everywhere():
+        for b in cluster.running():
+            lead = leaders_of(b, topics)
+            if len(lead) != len(topics) * per_topic or not set(lead.values()) <= alive:
+                return False
+        return True
+    wait_until(led_everywhere, 900, 1.0, "every partition led in every broker's Metadata",
+               ignore=(OSError, ConnectionError))
+    return time.monotonic() - t0
+
+
+def busiest_other(cluster: Cluster, topics: list[str]) -> tuple[int, list[tuple[str, int]]]:
+    """(the non-controller broker leading the most partitions, the partitions it leads)."""
+    ctl = cluster.controller_id()
+    lead = leaders_of(cluster.running()[0], topics)
+    by = {}
+    for tp, b in lead.items():
+        by.setdefault(b, []).append(tp)
+    victim = max((b for b in by if b != ctl), key=lambda b: len(by[b]))
+    return victim, by[victim]
+
+
+def controlled_shutdown(cluster: Cluster, topics: list[str]) -> dict:
+    victim, led = busiest_other(cluster, topics)
+    broker = cluster.broker(victim)
+    ctl = cluster.broker(cluster.controller_id())
+    marks = (len(broker.log_text()), len(ctl.log_text()))
+    z0 = zxid(cluster)
+    t0 = time.monotonic()
+    broker.stop(timeout=300)
+    stopped = time.monotonic() - t0
+    z1 = zxid(cluster)
+    begin = last_line(broker, r"shutting down broker %d" % victim, marks[0])
+    done = last_line(broker, r"controlled shutdown complete", marks[0])
+    written = last_line(ctl, r"controlled shutdown of broker %d:" % victim, marks[1])
+    out = {"broker": victim, "led": len(led), "stop_s": round(stopped, 2),
+           "controlled_shutdown_s": round(log_time(done) - log_time(begin), 2) if begin and done else None,
+           "controller_write_ms": float(re.search(r"written in (\d+) ms", written).group(1)) if written else None,
+           "zk_transactions": z1 - z0 - 1}
+    progress("controlled shutdown:", out)
+    broker.start(wait=True, timeout=300)
+    cluster.wait_converged(timeout=300)
+    return out
+
+
+def kill9(cluster: Cluster, topics: list[str], session_ms: int) -> dict:
+    from confluent_kafka import Producer
+
+    victim, led = busiest_other(cluster, topics)
+    sample = led[:: max(1, len(led) // SAMPLE)][:SAMPLE]
+    ctl = cluster.broker(cluster.controller_id())
+    mark = len(ctl.log_text())
+    producer = Producer({"bootstrap.servers": ",".join(b.bootstrap for b in cluster.running() if b.broker_id != victim),
+                         "acks": 1, "linger.ms": 0, "message.timeout.ms": 300000,
+                         "topic.metadata.refresh.fast.interval.ms": 100})
+    for t in sorted({t for t, _ in sample}):
+        producer.list_topics(t, timeout=30)
+    acked: dict[tuple[str, int], float] = {}
+    errors: list = []
+
+    def delivered(err, msg):
+        if err is not None:
+            errors.append(err)
+        else:
+            acked[(msg.topic(), msg.partition())] = time.monotonic()
+    z0 = zxid(cluster)
+    cluster.broker(victim).kill9()
+    t0, wall0 = time.monotonic(), time.time()
+    for t, p in sample:
+        producer.produce(t, value=b"after-kill", partition=p, on_delivery=delivered)
+    deadline = t0 + 300
+    while len(acked) + len(errors) < len(sample) and time.monotonic() < deadline:
+        producer.poll(0.05)
+    assert not errors and len(acked) == len(sample), (errors[:3], len(acked))
+    serving = max(acked.values()) - t0
+    written = wait_until(lambda: last_line(ctl, r"controller: brokers \[%d\] failed:" % victim, mark), 300, 0.2,
+                         "the controller's failure line")
+    z1 = zxid(cluster)
+    noticed = last_line(ctl, r"controller: brokers \[%d\] failed$" % victim, mark)
+    return {"broker": victim, "led": len(led), "serving_s": round(serving, 2),
+            "bound_s": session_ms / 1000 + 2,
+            # From the kill to the controller's "brokers [n] failed" line: ZooKeeper's session expiry + the watch.
+            "noticed_s": round(log_time(noticed) - wall0, 2) if noticed else None,
+            "controller_write_ms": float(re.search(r"written in (\d+) ms", written).group(1)),
+            "zk_transactions": z1 - z0 - 1}
+
+
+def run(base: Path, ensemble: ZkEnsemble, partitions: int, n_topics: int, rf: int, session_ms: int) -> dict:
+    overrides = {"zookeeper.session.timeout.ms": session_ms, "auto.leader.rebalance.enable": False,
+                 "controlled.shutdown.max.retries": 3}
+    cluster = Cluster(base, ensemble, overrides=overrides)
+    try:
+        cluster.start()
+        per_topic = partitions // n_topics
+        topics = [f"scale-{i:03d}" for i in range(n_topics)]
+        result = {"partitions": per_topic * n_topics, "topics": n_topics, "rf": rf, "session_ms": session_ms}
+        progress("cluster up; creating", per_topic * n_topics, "partitions")
+        result["create_s"] = round(create(cluster, topics, per_topic, rf), 1)
+        progress("created in", result["create_s"], "s")
+        wait_full_isr(cluster, topics, rf)
+        result["shutdown"] = controlled_shutdown(cluster, topics)
+        wait_full_isr(cluster, topics, rf)
+        progress("restarted broker back in every ISR")
+        result["kill9"] = kill9(cluster, topics, session_ms)
+        progress("kill -9:", result["kill9"])
+        return result
+    finally:
+        cluster.close()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--partitions", type=int, default=30000)
+    ap.add_argument("--topics", type=int, default=30)
+    ap.add_argument("--rf", type=int, default=2)
+    ap.add_argument("--session-ms", type=int, default=6000)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="kb-controller-scale-") as tmp:
+        ensemble = ZkEnsemble(Path(tmp) / "zk", n=3).start()
+        try:
+            result = run(Path(tmp) / "cluster", ensemble, args.partitions, args.topics, args.rf, args.session_ms)
+        finally:
+            ensemble.close()
+    result["load_average"] = os.getloadavg()
+    sd, kd = result["shutdown"], result["kill9"]
+    print(f"| partitions | create s | controlled shutdown s (leading) | controller write ms | ZK txns | "
+          f"kill -9 serving s (bound) | controller write ms | ZK txns |")
+    print("|---|---|---|---|---|---|---|---|")
+    print(f"| {result['partitions']} x RF {args.rf} | {result['create_s']} | {sd['controlled_shutdown_s']} "
+          f"({sd['led']}) | {sd['controller_write_ms']} | {sd['zk_transactions']} | {kd['serving_s']} "
+          f"({kd['bound_s']}) | {kd['controller_write_ms']} | {kd['zk_transactions']} |")
+    print("load average", " ".join(f"{x:.2f}" for x in result["load_average"]))
+    out = REPO / "bench" / "results" / f"controller-scale-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
