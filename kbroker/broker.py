@@ -433,6 +433,13 @@ class Broker:
         partition is left led here. The rest of shutdown proceeds either way (an unclean-but-safe exit)."""
         cfg = self.config
         for attempt in range(1, cfg["controlled.shutdown.max.retries"] + 1):
+            if not getattr(self.backend, "connected", True):
+                # No controller can move leadership without ZooKeeper as far as we can tell, and a controller stuck
+                # on it would hold the request for request.timeout.ms (3 x 30 s: a SIGTERM with the ensemble down
+                # hung): the attempt is skipped, so the whole phase lasts max.retries x retry.backoff.ms.
+                log.warning("controlled shutdown attempt %d skipped: not connected to ZooKeeper", attempt)
+                gevent.sleep(cfg["controlled.shutdown.retry.backoff.ms"] / 1000.0)
+                continue
             try:
                 remaining = self._request_controlled_shutdown()
             except Exception as e:  # noqa: BLE001 - controller moving or unreachable: retry

@@ -159,7 +159,9 @@ class Controller:
             self._loop.kill()
         self._pending = 0
         self._idle.set()
-        if was_active:
+        # Not connected (the ensemble down): the read would only wait out the operation timeout; our /controller
+        # goes with the session.
+        if was_active and getattr(self.backend, "connected", True):
             try:
                 data, stat = self.backend.get(ControllerZNode.path())
                 if ControllerZNode.decode(data) == self.broker_id:

@@ -149,11 +149,17 @@ class BrokerRegistrar:
             log.exception("re-registering broker %d after a new ZooKeeper session failed", self.broker_id)
 
     def deregister(self):
-        """Stop re-registering and delete our node (if it is still ours)."""
+        """Stop re-registering and delete our node (if it is still ours; not tried while the backend has no
+        connection, see ``connected`` in zk.py: then the node goes with the session)."""
         self.active = False
         self.backend.remove_session_hook(self._reregister)
         self.backend.remove_session_hook(self._expired)
         self._settled.set()
+        if not getattr(self.backend, "connected", True):
+            # Cut off from ZooKeeper (the whole ensemble down): asking would only wait out the operation timeout.
+            # The node is ephemeral: it goes with our session, which ends when the backend stops (or expires).
+            log.warning("not connected to ZooKeeper: %s is left to vanish with our session", self.path)
+            return
         try:
             stat = self.backend.exists(self.path)
             if stat is not None and stat.ephemeral_owner == self.backend.session_id:

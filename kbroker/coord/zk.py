@@ -10,7 +10,9 @@ string.
 
 Operations are retried on connection loss (and across a session expiry) with exponential backoff (0.1 s doubling
 to 1 s) until ``operation_timeout_ms`` (default: the session timeout) has passed, then ConnectionLossError: a
-broker cut off from the quorum gets an error instead of hanging forever. A retried ``create`` whose first attempt
+broker cut off from the quorum gets an error instead of hanging forever -- also for a request made while no server
+is reachable at all, which kazoo queues until a connection exists (each attempt waits at most the time left).
+``connected`` says whether a server answers now; ``stop()`` returns within STOP_TIMEOUT_S even then. A retried ``create`` whose first attempt
 was applied reports NodeExistsError, as with any ZooKeeper client; callers creating ephemerals compare
 ``ephemeral_owner`` with ``session_id`` (registration.py does). kazoo's exceptions become kbroker.coord.errors.
 ``create_many`` pipelines many creates (the controller's new partition states) instead of one round trip each.
@@ -50,6 +52,7 @@ blocking ZooKeeper calls. A reconnect within the same session (SUSPENDED -> CONN
 
 import contextlib
 import logging
+import time
 
 import gevent
 import gevent.socket
@@ -74,6 +77,9 @@ log = logging.getLogger("kbroker.coord.zk")
 # Wait between a login ZooKeeper refused after start() and the next session's attempt.
 RELOGIN_BACKOFF_S = 1.0
 
+# Longest wait for kazoo's stop() (its Close request, its greenlets). Connected, it takes milliseconds; with no server
+# reachable it may never end (see stop()).
+STOP_TIMEOUT_S = 3.0
 
 # Sets per ZooKeeper multi transaction (set_many): ~150 bytes each (path + partition state JSON), so 1,000 stay far
 # below jute.maxbuffer (1 MiB), and one transaction is one log record on the ensemble.
@@ -211,7 +217,7 @@ class ZooKeeperBackend(CoordinationBackend):
         AuthFailedError here, not on the broker's first real operation. A connection lost meanwhile is retried like
         any operation (until operation_timeout_ms); a refusal is not retried."""
         try:
-            client.retry(client.exists, "/")
+            self._retry(client, "exists", "/")
             return
         except kz.AuthFailedError:
             problem = ("ZooKeeper refused the SASL %s login of user %r (%s): wrong username or password, or no such "
@@ -263,9 +269,19 @@ class ZooKeeperBackend(CoordinationBackend):
         for cw in self._child_watchers:
             cw.watch.cancel()
         self._child_watchers = []
-        with contextlib.suppress(Exception):
+        # Bounded: kazoo's stop() first joins its callback greenlet, and with no server reachable that greenlet may
+        # wait forever for an answer (a DataWatch re-reading its node after the connection dropped) -- a broker
+        # stopped while the whole ensemble was down never exited. Past the bound the session is simply abandoned:
+        # the ensemble expires it after zookeeper.session.timeout.ms, as it would a crashed broker's.
+        stopped = False
+        bound = STOP_TIMEOUT_S if client.connected else STOP_TIMEOUT_S / 3   # no Close can reach a server anyway
+        with contextlib.suppress(Exception), gevent.Timeout(bound, False):
             client.stop()
-        with contextlib.suppress(Exception):
+            stopped = True
+        if not stopped:
+            log.warning("ZooKeeper client for %s did not stop within %.0f s (no server reachable); session 0x%x "
+                        "abandoned", self.connect_string, bound, self._session_id)
+        with contextlib.suppress(Exception), gevent.Timeout(STOP_TIMEOUT_S, False):
             client.close()
         self._session_id = 0
 
@@ -376,7 +392,37 @@ class ZooKeeperBackend(CoordinationBackend):
     def _call(self, path, fn, *args, **kwargs):
         client = self._check_started()
         with self._translate(path):
-            return client.retry(getattr(client, fn), *args, **kwargs)
+            return self._retry(client, fn, *args, **kwargs)
+
+    def _retry(self, client, fn, *args, **kwargs):
+        """kazoo's ``client.<fn>(*args, **kwargs)`` retried on connection loss, every attempt bounded by what is left
+        of ``operation_timeout_ms``. The attempts are the ``<fn>_async`` twins awaited with a timeout: kazoo queues
+        a request made while it has no connection and its synchronous form waits for a connection forever -- with
+        the whole ensemble down, a broker's shutdown waited in ``deregister()``'s ``exists`` until it was killed.
+        A late answer is OperationTimeoutError (retried while time is left, then RetryFailedError, i.e.
+        ConnectionLossError); the request may still be sent once a connection is back, as after any connection
+        loss (the caller cannot know whether it applied)."""
+        deadline = time.monotonic() + self.operation_timeout_ms / 1000.0
+        method = getattr(client, fn + "_async")
+
+        def attempt(*a, **kw):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise kz.OperationTimeoutError("no answer within %d ms" % self.operation_timeout_ms)
+            try:
+                return method(*a, **kw).get(timeout=left)
+            except gevent.Timeout:   # what AsyncResult.get raises (kazoo's timeout_exception is a subclass)
+                raise kz.OperationTimeoutError("no answer within %d ms" % self.operation_timeout_ms) from None
+
+        return client.retry(attempt, *args, **kwargs)
+
+    @property
+    def connected(self):
+        """True while the client has a live connection to a server of the ensemble (kazoo CONNECTED): operations
+        are answered now. False while it is reconnecting (SUSPENDED, or after an expiry) or stopped -- callers that
+        would only wait out ``operation_timeout_ms`` (a broker shutting down) can skip the call."""
+        client = self._client
+        return client is not None and client.connected
 
     def _acl(self, path):
         """The kazoo ACL list a node at ``path`` is created with (zk_security.default_acls)."""
@@ -386,13 +432,13 @@ class ZooKeeperBackend(CoordinationBackend):
         """Create ``path`` and its missing ancestors, each with its own path's ACL (kazoo's ensure_path would give
         every ancestor the leaf's). An existing node is left as it is."""
         with self._translate(path):
-            if client.retry(client.exists, path) is not None:
+            if self._retry(client, "exists", path) is not None:
                 return
         parent = path.rsplit("/", 1)[0]
         if parent:
             self._ensure(client, parent)
         with contextlib.suppress(NodeExistsError), self._translate(path):
-            client.retry(client.create, path, b"", acl=self._acl(path))
+            self._retry(client, "create", path, b"", acl=self._acl(path))
 
     def _check_started(self):
         client = self._client

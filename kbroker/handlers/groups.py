@@ -130,6 +130,9 @@ class _CoordinatorFinder:
             except errors.KafkaError as e:
                 self._failure = e
                 raise
+            except Exception as e:  # noqa: BLE001 - ZooKeeper unreachable while creating the topic (issue 16)
+                self._failure = errors.CoordinatorNotAvailable("cannot create the coordinator's topic: %s" % e)
+                raise self._failure from None
             self._brokers = {b.id: b for b in services.metadata.alive_brokers(self.ctx.listener)}
         return self._brokers
 
