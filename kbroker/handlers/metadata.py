@@ -21,6 +21,9 @@ bit field of the Cluster operations the principal may perform (0 without Describ
 ``include_topic_authorized_operations`` each answered topic's (not the 29 ones); without an authorizer every
 supported operation, as Kafka. Otherwise they stay INT32_MIN ("not provided").
 
+A topic's answer is built once per change of its partition states or of the live brokers and reused (the cache's
+``memo``): a full Metadata of 10,000 partitions costs the encoding only (bench/scale_partitions.py).
+
 A Metadata request that arrives while the broker is still starting (listening, but without the controller's first
 UpdateMetadata: ``services.ready``) waits for it, at most ``READY_WAIT_S`` (30 s): answered earlier it would name no
 controller and no leaders, which librdkafka's AdminClient answers by waiting ~35 s before it asks again. Kafka does
@@ -64,12 +67,19 @@ def metadata(ctx, req):
     may_create = _CreateCheck(ctx)
     with_ops = version >= 8 and req["include_topic_authorized_operations"]
     topics = []
+    live = cache.alive_broker_ids()
+    v0 = version == 0     # v0 alone answers differently (drops offline replicas): the memo key
     for name in sliced(names):
         if describable is not None and name not in describable:
             topics.append(_topic_error(name, errors.TOPIC_AUTHORIZATION_FAILED))
             continue
-        meta = cache.topic(name)
-        if meta is None and explicit:
+        # the live set read at build time: the slices above may yield to an UpdateMetadata changing it
+        answer = cache.memo(name, v0, lambda meta: _topic(cache.alive_broker_ids(), name, meta, version))
+        if answer is not None:
+            topics.append(dict(answer) if with_ops else answer)   # with_ops adds a field: not into the memo
+            continue
+        meta = None
+        if explicit:
             if auto and not may_create(name):
                 topics.append(_topic_error(name, errors.TOPIC_AUTHORIZATION_FAILED, is_internal(name)))
                 continue
@@ -83,14 +93,13 @@ def metadata(ctx, req):
                 if meta is None:  # created, leaders not elected yet: the client retries
                     topics.append(_topic_error(name, errors.LEADER_NOT_AVAILABLE))
                     continue
+                topics.append(_topic(live, name, meta, version))
+                continue
             else:
                 code = errors.INVALID_TOPIC_EXCEPTION if not _valid_topic_name(name) \
                     else errors.UNKNOWN_TOPIC_OR_PARTITION
                 topics.append(_topic_error(name, code))
                 continue
-        if meta is None:
-            continue
-        topics.append(_topic(cache.alive_broker_ids(), name, meta, version))
     if with_ops:
         # Every answered topic but the refused ones (Kafka's), ~8 questions a topic.
         for t in sliced(topics):
@@ -153,6 +162,8 @@ def _topic(live, name, meta, version):
             replicas = [r for r in replicas if r in live]
             isr = [r for r in isr if r in live]
             err = err or errors.REPLICA_NOT_AVAILABLE
+        if st.offline_replicas:     # + replicas on live brokers whose log dir failed (the controller's, KIP-112)
+            offline += [r for r in st.offline_replicas if r not in offline]
         parts.append({"error_code": err, "partition_index": p, "leader_id": leader,
                       "leader_epoch": st.leader_epoch, "replica_nodes": replicas, "isr_nodes": isr,
                       "offline_replicas": offline})

@@ -37,20 +37,44 @@ def fsync_dir(path):
         posix.close(fd)
 
 
-def write_atomically(path, data):
+def write_atomically(path, data, durable=True):
     """Replace ``path`` with ``data`` crash-safely: write ``path.tmp``, fsync it, rename over ``path``, fsync the
-    directory. A crash leaves either the old file or the new one, never a torn mix."""
+    directory. A crash leaves either the old file or the new one, never a torn mix. ``durable=False``: no fsync (the
+    caller makes many files durable with one ``sync_filesystem`` afterwards; until then a crash may leave the old
+    file, the new one or none -- only for files whose loss the reader survives)."""
     tmp = path + ".tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    fsync_dir(os.path.dirname(os.path.abspath(path)))
+    if durable:
+        fsync_dir(os.path.dirname(os.path.abspath(path)))
+
+
+_libc = None
+
+
+def sync_filesystem(path):
+    """syncfs(2) of the file system holding ``path``: every dirty page and inode of it on disk in one call. A clean
+    shutdown of 10,000 partitions with fresh data fsync'd each log, each index and each producer snapshot and its
+    directory (~5 syncs a partition, ~4 ms each on this machine's shared disk: minutes); after one syncfs those
+    fsyncs find nothing dirty. Falls back to sync(2) where syncfs is missing."""
+    global _libc
+    if _libc is None:
+        import ctypes
+        _libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        if getattr(_libc, "syncfs", None) is None or _libc.syncfs(fd) != 0:
+            os.sync()
+    finally:
+        posix.close(fd)
 
 
 def write_new_file(path, data):

@@ -8,6 +8,10 @@ Contents (all replaced or patched only by ``update``):
   zk_version, controller_epoch)}}``; an UpdateMetadata lists only the partitions that changed, so states are
   merged in; a state whose leader is -2 (Kafka's ``LeaderDuringDelete``) removes the partition, and a topic left
   without partitions disappears;
+* answers memoized per topic for the Metadata handler (``memo``): a full Metadata of 10,000 partitions built every
+  topic's answer from its states each time (~25 ms of the loop for v1, ~55 ms for v9 on this 2-core machine), so the
+  built answer is kept until that topic's states change (``_apply`` drops it) or the set of live brokers changes
+  (``update`` drops all); the handler must not mutate a memoized answer;
 * ``controller_id`` (-1 until the first update) and ``controller_epoch`` = the highest controller epoch of any
   *applied* controller request (UpdateMetadata, LeaderAndIsr, StopReplica). Requests from a lower epoch are stale and
   must be refused with STALE_CONTROLLER_EPOCH (11) -- ``accept_controller(id, epoch)`` is that check, and it records
@@ -44,6 +48,7 @@ class MetadataCache:
         self.states = {}
         self.controller_id = -1
         self.controller_epoch = -1
+        self._memo = {}       # {topic: {key: answer}} (module docstring)
         # fn([(topic, p) deleted]) after each update that removed partitions (the broker forgets their topics'
         # configs); a listener's exception fails the update's answer, not the cache.
         self.deletion_listeners = []
@@ -80,6 +85,8 @@ class MetadataCache:
             if version is not None and version < 2:
                 rack = None
             brokers[b["id"]] = CachedBroker(b["id"], eps, rack)
+        if brokers.keys() != self.brokers.keys():
+            self._memo.clear()      # leaders and offline replicas are answered against the live set
         self.brokers = brokers
         deleted = []
         for ps in req.get("ungrouped_partition_states") or ():
@@ -94,6 +101,7 @@ class MetadataCache:
 
     def _apply(self, topic, ps, deleted):
         p = ps["partition_index"]
+        self._memo.pop(topic, None)
         if ps["leader"] == LEADER_DURING_DELETE:
             parts = self.states.get(topic)
             if parts is not None and parts.pop(p, None) is not None:
@@ -135,6 +143,18 @@ class MetadataCache:
     def partitions(self, topic):
         """{partition: CachedPartition} (a copy; empty for an unknown topic)."""
         return dict(self.states.get(topic, {}))
+
+    def memo(self, topic, key, build):
+        """``build(states)`` for a known ``topic`` (its ``{partition: CachedPartition}``, not to be kept), memoized per
+        ``key`` until the topic's states or the live brokers change; None for an unknown topic."""
+        parts = self.states.get(topic)
+        if parts is None:
+            return None
+        memo = self._memo.setdefault(topic, {})
+        answer = memo.get(key)
+        if answer is None:
+            answer = memo[key] = build(parts)
+        return answer
 
     def topic(self, topic):
         """{partition: CachedPartition} (a copy), or None for a topic the cache does not know."""
