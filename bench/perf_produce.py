@@ -37,7 +37,7 @@ def main(argv=None):
     try:
         bc.create_topics(b, ["perf"], args.partitions)
         if not args.no_perf:
-            perf = subprocess.Popen(["perf", "record", "-F", "999", "-g", "-o", args.output, "-p", str(b.proc.pid)],
+            perf = subprocess.Popen(["perf", "record", "-F", "999", *(["-e", os.environ["P3_EVENT"]] if os.environ.get("P3_EVENT") else ["-g"]), "-o", args.output, "-p", str(b.proc.pid)],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1.0)  # perf attaches asynchronously; the phase must not start before it samples
         res = bc.produce_phase(b, "perf", args.size, args.records, args.seconds, args.linger_ms)

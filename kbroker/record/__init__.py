@@ -75,7 +75,7 @@ import struct
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from kbroker._native import (OFFSET_DELTA_REASON, record_facts, renumber_records, scan_batches,
+from kbroker._native import (OFFSET_DELTA_REASON, crc32c, record_facts, renumber_records, scan_batches,
                              validate_records_region, validate_records_v2)
 from kbroker.errors import (CorruptMessage, InvalidRecord, InvalidTimestamp, MessageTooLarge, RecordListTooLarge,
                             UnsupportedCompressionType)
@@ -302,37 +302,47 @@ def _frame_v2(buf, produce_version):
         header = batch_header(buf, pos)
         if header.batch_length < HEADER_SIZE - LOG_OVERHEAD:
             raise CorruptMessage("batchLength %d below the 49-byte minimum" % header.batch_length)
-        if pos + header.size > n:
+        size = header.batch_length + LOG_OVERHEAD
+        if pos + size > n:
             err = InvalidRecord if _v3(produce_version) else CorruptMessage
-            raise err("record batch at %d truncated: needs %d bytes, %d left" % (pos, header.size, n - pos))
+            raise err("record batch at %d truncated: needs %d bytes, %d left" % (pos, size, n - pos))
         if header.magic != 2:
             raise CorruptMessage("magic %d entry after a magic 2 batch" % header.magic)
         out.append((pos, header))
-        pos += header.size
+        pos += size
     if _v3(produce_version) and len(out) != 1:
         raise InvalidRecord("Produce v%d must carry exactly one record batch, got %d" % (produce_version, len(out)))
     return out
 
 
 def _check_batch(buf, pos, h, now_ms, cfg, produce_version, inflation):
-    """Validate one v2 batch; returns the rebuilt batch bytes (offset deltas renumbered) or None."""
-    _check_codec(h.codec, produce_version)
-    if h.size > cfg.max_message_bytes:
-        raise MessageTooLarge("record batch of %d bytes exceeds max.message.bytes %d" % (h.size,
+    """Validate one v2 batch; returns the rebuilt batch bytes (offset deltas renumbered) or None.
+
+    The checks run in Kafka's order (codec, size, CRC, control, count, producer id, records); the header's flags
+    are read from ``attributes`` once here rather than through BatchHeader's properties (this runs once per
+    partition entry of every Produce request: ~1 us of the ~17 us an entry costs in Python)."""
+    attributes = h.attributes
+    codec = attributes & _batch.ATTR_CODEC_MASK
+    if codec:  # NONE (0) always passes _check_codec
+        _check_codec(codec, produce_version)
+    size = h.batch_length + LOG_OVERHEAD
+    if size > cfg.max_message_bytes:
+        raise MessageTooLarge("record batch of %d bytes exceeds max.message.bytes %d" % (size,
                                                                                        cfg.max_message_bytes))
-    if _batch.compute_crc(buf, pos, h.size) != h.crc:
+    if crc32c(memoryview(buf)[pos + _batch.CRC_FROM:pos + size]) != h.crc:
         raise CorruptMessage("CRC-32C mismatch in the batch at %d" % pos)
-    if h.is_control and produce_version is not None:
+    if attributes & _batch.ATTR_CONTROL and produce_version is not None:
         raise InvalidRecord("clients may not write control batches")
-    if h.records_count < 1:
+    count = h.records_count
+    if count < 1:
         raise InvalidRecord("record batch without records")
-    if h.records_count != h.last_offset_delta + 1:
-        raise InvalidRecord("recordsCount %d != lastOffsetDelta %d + 1" % (h.records_count, h.last_offset_delta))
-    if h.is_transactional and h.producer_id < 0:
+    if count != h.last_offset_delta + 1:
+        raise InvalidRecord("recordsCount %d != lastOffsetDelta %d + 1" % (count, h.last_offset_delta))
+    if attributes & _batch.ATTR_TRANSACTIONAL and h.producer_id < 0:
         raise InvalidRecord("transactional batch without a producer id")
-    if h.codec == compression.NONE:
-        region = memoryview(buf)[pos + HEADER_SIZE:pos + h.size]
-        reason = validate_records_v2(buf, pos, h.size)
+    if codec == compression.NONE:
+        region = None   # the records of buf[pos:pos+size], sliced only when a check below needs them
+        reason = validate_records_v2(buf, pos, size)
     else:
         allowed = inflation.allowed()
         try:
@@ -340,12 +350,14 @@ def _check_batch(buf, pos, h, now_ms, cfg, produce_version, inflation):
         except OutputLimitExceeded as e:
             raise inflation.failed(e, allowed) from None
         inflation.used(len(region))
-        reason = validate_records_region(region, h.records_count)
+        reason = validate_records_region(region, count)
     if reason is not None and reason != OFFSET_DELTA_REASON:
         raise InvalidRecord("malformed records in the batch at %d: %s" % (pos, reason))
-    check_ts = not cfg.log_append_time and cfg.timestamp_difference_max_ms < MAX_LONG
+    check_ts = cfg.timestamp_difference_max_ms < MAX_LONG and not cfg.log_append_time
     if cfg.compacted or check_ts:
-        null_key, min_ts, max_ts = record_facts(region, h.records_count, h.base_timestamp)
+        if region is None:
+            region = memoryview(buf)[pos + HEADER_SIZE:pos + size]
+        null_key, min_ts, max_ts = record_facts(region, count, h.base_timestamp)
         if cfg.compacted and null_key >= 0:
             raise InvalidRecord("compacted topic cannot accept a record without a key (record %d of the batch "
                                 "at %d)" % (null_key, pos))
@@ -353,6 +365,8 @@ def _check_batch(buf, pos, h, now_ms, cfg, produce_version, inflation):
             _check_timestamps((min_ts, max_ts), now_ms, cfg)
     if reason is None:
         return None
+    if region is None:
+        region = memoryview(buf)[pos + HEADER_SIZE:pos + size]
     return _rebuild(h, region, cfg)
 
 
@@ -389,8 +403,8 @@ def _append_v2(data, base_offset, now_ms, cfg, produce_version, inflation):
         if rebuilt is not None:
             rebuilt_any = True
             pieces.append(rebuilt)
-        else:
-            pieces.append(memoryview(data)[pos:pos + h.size])
+        elif len(batches) > 1:  # one batch (every Produce v3+ entry) needs no pieces: nothing was rebuilt
+            pieces.append(memoryview(data)[pos:pos + h.batch_length + LOG_OVERHEAD])
     if rebuilt_any:
         buf = bytearray(b"".join(pieces))
         batches = _frame_v2(buf, None)
@@ -416,16 +430,17 @@ def _assign(buf, batches, base_offset, now_ms, cfg):
         _I32.pack_into(buf, pos + _batch.LEADER_EPOCH_AT, epoch)
         last = next_offset + h.last_offset_delta
         batch_max = h.max_timestamp
+        size = h.batch_length + LOG_OVERHEAD
         if lat:
             _I16.pack_into(buf, pos + _batch.ATTRIBUTES_AT, h.attributes | _batch.ATTR_LOG_APPEND_TIME)
             _I64.pack_into(buf, pos + _batch.MAX_TIMESTAMP_AT, now_ms)
-            _batch.write_crc(buf, pos, h.size)
+            _batch.write_crc(buf, pos, size)
             batch_max = now_ms
         if batch_max > max_ts:
             max_ts = batch_max
             offset_of_max = last
         total += h.records_count
-        entries.append((pos, h.size, next_offset, last, batch_max, h.records_count))
+        entries.append((pos, size, next_offset, last, batch_max, h.records_count))
         next_offset = last + 1
     first = batches[0][1]
     last_h = batches[-1][1]
