@@ -9,7 +9,8 @@ dir holding the fewest partitions, the first on ties. Tests run in file order:
 1. `test_full_log_dir_goes_offline` -- topics `full-a` and `full-b` (1 partition each, replicas [0, 1, 2], min ISR 2)
    are led by broker 0, one in each of its dirs; idempotent acks=all producers write both. The tmpfs is filled
    (ENOSPC). The partition in it must go offline on broker 0 only: its leadership moves to broker 1 and broker 0
-   leaves its ISR, a Produce to broker 0 for it answers KAFKA_STORAGE_ERROR (56), DescribeLogDirs reports the dir
+   leaves its ISR, every broker's Metadata (v5) lists broker 0 in its offline_replicas, a Produce to broker 0 for
+   it answers KAFKA_STORAGE_ERROR (56), DescribeLogDirs reports the dir
    with 56 and the other with its partition; the other partition stays led by broker 0 and keeps acknowledging. The
    checker reports 0 lost / duplicated / out of order. Repair (ballast removed) + restart: broker 0 is back in the
    ISR and its copy is byte-identical to broker 1's below the high watermark (nothing left corrupt).
@@ -116,6 +117,14 @@ def describe_log_dirs(broker) -> dict:
     return {r["log_dir"]: (r["error_code"], {t["name"] for t in r["topics"]}) for r in resp["results"]}
 
 
+def offline_replicas(broker, topic: str) -> list:
+    """Metadata v5's offline_replicas of topic-0 as `broker` answers it."""
+    with BrokerConnection(broker.host, broker.port, timeout=10) as conn:
+        resp = conn.request("Metadata", {"topics": [{"name": topic}], "allow_auto_topic_creation": False}, version=5)
+    (t,) = resp["topics"]
+    return sorted(t["partitions"][0]["offline_replicas"])
+
+
 def dir_holding(broker_dirs, topic: str, p: int = 0) -> Path:
     (d,) = [Path(d) for d in broker_dirs if (Path(d) / f"{topic}-{p}").is_dir()]
     return d
@@ -163,6 +172,9 @@ def dir_failure_scenario(cluster, victim: int, failing: Path, other: Path, prefi
     wait_until(lambda: len(producers[b].acked) >= acked_b + 100, 30, 0.1, f"{b} keeps acknowledging on {victim}")
     vb = cluster.brokers[victim]
     assert produce_raw(vb, a, 0) == errors.KAFKA_STORAGE_ERROR      # appends nothing
+    for br in cluster.brokers:                      # every broker's metadata names the offline replica
+        wait_until(lambda: offline_replicas(br, a) == [victim], 10, 0.1, f"offline replicas of {a} on {br}")
+        assert offline_replicas(br, b) == []
     logdirs = describe_log_dirs(vb)
     assert logdirs[str(failing)] == (errors.KAFKA_STORAGE_ERROR, set()), logdirs
     assert logdirs[str(other)][0] == 0 and b in logdirs[str(other)][1], logdirs
@@ -175,6 +187,7 @@ def dir_failure_scenario(cluster, victim: int, failing: Path, other: Path, prefi
     cluster.wait_registered()
     cluster.wait_full_isr(a, 1)
     assert describe_log_dirs(vb)[str(failing)][0] == 0
+    assert offline_replicas(vb, a) == []
     hw = len(read_all(cluster.bootstrap, a, 1)[0])
     mine = committed_bytes(failing / f"{a}-0", hw)
     theirs = committed_bytes(partition_dir(cluster, others[0], a), hw)
