@@ -71,6 +71,8 @@ def wait_full_isr(cluster: Cluster, topics: list[str], rf: int, timeout: float =
     """Every partition's ISR has all ``rf`` replicas in the controller's Metadata: a kill before that could leave
     a partition with no other in-sync replica (offline, as in Kafka)."""
     def full():
+        if cluster.zk.get_children("/isr_change_notification"):
+            return False                      # the controller has not taken in every ISR change yet
         md = metadata(cluster.broker(cluster.controller_id()), topics, timeout=60)
         return all(len(part["isr"]) == rf for t in topics for part in md["topics"][t]["partitions"].values())
     wait_until(full, timeout, 1.0, "every ISR full", ignore=(OSError, ConnectionError, KeyError))

@@ -524,6 +524,43 @@ class ZooKeeperBackend(CoordinationBackend):
                 out.append(e)
         return out
 
+    def get_many(self, paths):
+        """The base class's contract, pipelined: every read is sent before the first answer is awaited. A read whose
+        answer is lost to the connection (or late) is retried on its own through get()."""
+        client = self._check_started()
+        paths = list(paths)
+        for path in paths:
+            validate_path(path)
+        out = []
+        for path, res in [(p, client.get_async(p)) for p in paths]:
+            try:
+                with self._translate(path):
+                    data, st = self._wait(res)
+                out.append((data, _stat(st)))
+            except NoNodeError:
+                out.append((None, None))
+            except (ConnectionLossError, SessionExpiredError):
+                out.append(self.get_or_none(path))
+        return out
+
+    def delete_many(self, paths):
+        """The base class's contract, pipelined; a delete whose answer is lost is retried on its own."""
+        client = self._check_started()
+        paths = list(paths)
+        for path in paths:
+            validate_path(path)
+        for path, res in [(p, client.delete_async(p)) for p in paths]:
+            try:
+                with self._translate(path):
+                    self._wait(res)
+            except NoNodeError:
+                pass
+            except (ConnectionLossError, SessionExpiredError):
+                try:
+                    self.delete(path)
+                except NoNodeError:
+                    pass
+
     def set_many(self, items, check=None):
         """The base class's contract (one result per item, ``check`` fencing every write) with ZooKeeper multi
         transactions: ``check`` and up to ``MULTI_SETS`` sets per transaction, every transaction sent before the

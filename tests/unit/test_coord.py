@@ -508,6 +508,10 @@ def test_set_many_reports_per_item_and_is_fenced_by_check(be):
     with pytest.raises(BadVersionError) as ei:
         be.set_many([("/a", b"zombie", 1)], check=("/controller_epoch", 0))
     assert ei.value.path == "/controller_epoch" and be.get("/a")[0] == b"1"
+    got = be.get_many(["/a", "/nope"])
+    assert got[0][0] == b"1" and got[0][1].version == 1 and got[1] == (None, None)
+    be.delete_many(["/a", "/nope", "/b"])
+    assert be.exists("/a") is None and be.exists("/b") is None and be.get("/c")[0] == b"1"
 
 
 def test_czxid_unique_increasing_and_survives_restart(tmp_path):

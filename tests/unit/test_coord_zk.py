@@ -465,6 +465,11 @@ def test_set_many_is_multi_fenced_and_reports_per_item(backends, raw, chroot, mo
         b.set_many([("/s/1", b"zombie", 1)], check=("/controller_epoch", 0))
     assert ei.value.path == "/controller_epoch" and raw.get(chroot + "/s/1")[0] == b"v1"
     assert b.set_many([], check=("/controller_epoch", 1)) == []
+    # Pipelined reads and deletes (the controller's ISR change notifications).
+    got = b.get_many(["/s/0", "/s/missing", "/s/7"])
+    assert [g[0] for g in got] == [b"v1", None, b"moved"] and got[0][1].version == 1 and got[1][1] is None
+    b.delete_many(["/s/%d" % i for i in range(2500)] + ["/s/missing"])
+    assert raw.get_children(chroot + "/s") == []
 
 
 def test_create_many_is_pipelined_and_reports_per_item(backends, raw, chroot):
