@@ -462,7 +462,7 @@ class Log:
         os.rename(tmp, path)
         return True
 
-    def snapshot_producer_state(self):
+    def snapshot_producer_state(self, durable=True):
         """Write a snapshot at the log end now (clean shutdown, after the final flush). Returns its path or None.
         None written when one at the log end exists already (Kafka's takeSnapshot: not a new offset): an idle
         partition's restart + clean shutdown costs no write and no two fsyncs (10,000 partitions: ~80 s of fsyncs
@@ -474,7 +474,7 @@ class Log:
         existing = producer_snapshot.snapshot_path(self.dir, self._next_offset)
         if os.path.exists(existing):
             return existing
-        path = producer_snapshot.write(self.dir, self._next_offset, source())
+        path = producer_snapshot.write(self.dir, self._next_offset, source(), durable)
         producer_snapshot.retain(self.dir)
         return path
 

@@ -54,7 +54,7 @@ import uuid
 from kbroker import errors
 
 from . import dir_failure
-from .checkpoint import OffsetCheckpoint, fsync_dir
+from .checkpoint import OffsetCheckpoint, fsync_dir, sync_filesystem
 from .cleaner import LogCleaner
 from .log import Log, parse_topic_partition
 from .segment import now_ms
@@ -636,8 +636,13 @@ class LogManager:
 
     # -- shutdown ------------------------------------------------------------------------------
     def shutdown(self):
-        """Flush and close every log, checkpoint recovery points, write the clean-shutdown markers, unlock."""
+        """Flush and close every log, checkpoint recovery points, write the clean-shutdown markers, unlock.
+
+        Durability in bulk: one syncfs per log dir first (the per-log fsyncs that follow find nothing dirty), the
+        producer snapshots written without fsync, one more syncfs, then the checkpoints and markers (fsync'd as
+        ever) -- 2 syncs per dir instead of ~5 per partition (checkpoint.sync_filesystem)."""
         try:
+            self._sync_dirs()
             for log, _d in self._futures.values():
                 self._flush_at_shutdown(log)
                 log.close()
@@ -645,9 +650,10 @@ class LogManager:
             for log in self._logs.values():
                 if self._flush_at_shutdown(log):
                     try:
-                        log.snapshot_producer_state()   # everything is durable now: the restart replays nothing
+                        log.snapshot_producer_state(durable=False)   # made durable by _sync_dirs below
                     except OSError as exc:
                         logger.warning("%s: no producer-state snapshot at shutdown: %s", log.dir, exc)
+            self._sync_dirs()
             self.checkpoint_recovery_points()
             for log in self._logs.values():
                 log.close()
@@ -673,6 +679,13 @@ class LogManager:
             return True
         except errors.KafkaStorageError:
             return False                 # its dir went offline now: reported, no marker there
+
+    def _sync_dirs(self):
+        for d in self.log_dirs:
+            try:
+                sync_filesystem(d)
+            except OSError as exc:     # the per-file fsyncs still run and report a failing dir
+                logger.warning("syncfs of %s failed: %s", d, exc)
 
     def close_without_marker(self):
         """Close files and release the locks without flushing or marking a clean shutdown (tests; fatal errors)."""
