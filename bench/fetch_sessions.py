@@ -17,6 +17,9 @@ idle), then two phases:
             cannot show the difference) assigned every partition at its end, polling for ``--seconds`` with its
             defaults (fetch_max_wait_ms 500): broker CPU per second and per Fetch request (the broker's
             kafka_network_requestmetrics_requests_total{request="FetchConsumer"}).
+In-process first (``--micro-polls``, no broker, no socket): the Fetch handler alone over real Logs and Partitions
+(tests/unit/test_fetch_sessions.py's fixtures), process CPU per idle incremental fetch and per sessionless fetch at
+100 and ``--partitions`` partitions: the handler's share, free of the request codec and the connection.
 A mode's figures are medians over the rounds; the table shows sessionless / sessions. ``perf stat`` instruction
 counts are not available on this machine (perf reports instructions <not supported>), hence CPU seconds; the load
 average is printed next to the figures. JSON with every round in ``bench/results/fetch_sessions-<UTC>.json``.
@@ -175,13 +178,39 @@ def consumer_phase(b, partitions, seconds):
             "fetches": fetches, "broker_cpu_us_per_fetch": (cpu1 - cpu0) / max(1, fetches) * 1e6}
 
 
+def micro(partitions, polls):
+    """{n: (us per idle incremental fetch, us per sessionless fetch)} through the handler in process."""
+    import pathlib
+    from tests.unit.test_fetch_sessions import Broker, request
+    out = {}
+    for n in (100, partitions):
+        names = [("t", p) for p in range(n)]
+        b = Broker(pathlib.Path(tempfile.mkdtemp(prefix="bench-fs-micro-")), names)
+        full = [(t, p, 0) for t, p in names]
+        sid = b.fetch(request(0, 0, full))["session_id"]
+        t0 = time.process_time()
+        for epoch in range(1, polls + 1):
+            assert b.fetch(request(sid, epoch))["responses"] == []
+        inc = (time.process_time() - t0) / polls * 1e6
+        k = max(5, polls // n)
+        t0 = time.process_time()
+        for _ in range(k):
+            b.fetch(request(0, -1, full))
+        out[n] = (inc, (time.process_time() - t0) / k * 1e6)
+        print("handler, %d partitions: %.1f us per idle incremental fetch, %.1f us per sessionless fetch"
+              % (n, out[n][0], out[n][1]), flush=True)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--partitions", type=int, default=1000)
     ap.add_argument("--polls", type=int, default=2000)
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--micro-polls", type=int, default=5000)
     args = ap.parse_args()
+    handler = micro(args.partitions, args.micro_polls) if args.micro_polls > 0 else {}
     runs = {m: [] for m in MODES}
     loads = []
     for rnd in range(args.rounds):
@@ -212,6 +241,7 @@ def main():
             ("raw: response bytes per poll", "raw", "response_bytes_per_poll"),
             ("consumer: broker CPU ms per second", "consumer", "broker_cpu_ms_per_s"),
             ("consumer: broker CPU us per Fetch", "consumer", "broker_cpu_us_per_fetch")]
+    loads = loads or [os.getloadavg()[0]]
     print("\n%d idle partitions, %d rounds, load average %.1f-%.1f" % (args.partitions, args.rounds, min(loads),
                                                                       max(loads)))
     print("| figure | sessions | sessionless | sessionless / sessions |\n|---|---|---|---|")
@@ -222,7 +252,7 @@ def main():
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     path = os.path.join(HERE, "results", "fetch_sessions-%s.json" % stamp)
     with open(path, "w") as f:
-        json.dump({"args": vars(args), "runs": runs, "load1": loads}, f, indent=1)
+        json.dump({"args": vars(args), "handler": handler, "runs": runs, "load1": loads}, f, indent=1)
     print("results:", path)
 
 

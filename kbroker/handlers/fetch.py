@@ -62,7 +62,14 @@ quota.window.size.seconds); the record bytes of the answer are recorded once it 
 client over its quota the answer (records included: Kafka 0.10.1's rule, not Kafka >= 2.0's empty answer, which
 holds consumers well below their quota) carries the throttle time and the connection then mutes it (KIP-219). Follower fetches are exempt from the client quotas (the replication
 throttles govern them), and the long-poll wait is not charged to the request quota.
-Fetch sessions (v7+) are answered sessionless (session_id 0): clients then send full requests every time.
+Fetch sessions (v7+, KIP-227; the rules in kbroker/server/fetch_sessions.py, ``ctx.services.fetch_sessions``, None
+or 0 slots = every request sessionless): session_epoch -1 is sessionless (closing a given session id), 0 a full fetch
+that opens a session once answered (its id in the answer, 0 when the cache has no room), > 0 an incremental fetch:
+the request's partitions are added to or updated in the session, its forgotten_topics_data removed, and only the
+session's dirty partitions (woken by an append, HW / role / log-start change since they were last answered, or with
+data or an error pending) are read, in session order; the answer names only those with records, an error or a HW /
+log start / LSO change, and its long poll waits on the session's one Event. A session error answers at once with
+error_code 70 or 71, no partitions and session id 0.
 Metrics (``ctx.services.stats.topics``, kbroker/server/stats.py; None = not counted): once the answer is final,
 each partition of an authorized topic counts one total fetch request, and its record bytes as bytes out (a
 consumer) or replication bytes out (a follower), or a failed fetch for an error outside
