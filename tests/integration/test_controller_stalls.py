@@ -169,6 +169,10 @@ def run_case(cluster: Cluster, role: str, kill: bool) -> None:
     with IsrWatch(cluster, topic, 3, victim) as watch:
         if kill:
             broker.kill9()
+            # Restarted before its old session expired, the broker would re-register the moment it expires -- and a
+            # controller elected at that same moment (the controller's case) would take it for alive and leave it
+            # the leader it was, with the client's reconnect backoff (librdkafka's grows to 10 s) added to the stall.
+            wait_until(lambda: victim not in cluster.registered(), 30, 0.05, f"broker {victim}'s session to expire")
         else:
             broker.stop()
     stopped = time.monotonic() - t0
