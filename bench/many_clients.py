@@ -29,6 +29,9 @@ to delivery report, acks=all) over all producers, and what limited the broker:
                          of the machine is idle (the thing target 2 says must not happen); "CPU-bound (shared)" when
                          the machine has < 0.5 core idle (clients and broker compete for the 2 cores: the loop is
                          not the only bottleneck); otherwise "not saturated".
+``--client-nice 19`` runs the clients at the lowest priority: on a machine with fewer cores than clients, Linux's
+fair scheduler otherwise gives the one broker process about 1/(clients + 1) of the CPU (seen: 0.13 core with 100
+clients and 0 idle), so the figures are the clients' and the scheduler's, not the broker's.
 Results: a markdown table on stdout, JSON in bench/results/many-clients-<UTC time>.json (gitignored).
 """
 import argparse
@@ -56,9 +59,10 @@ def _r(x, nd=2):
 
 # ----------------------------------------------------------------------------------------------- client processes
 
-def producer_main(conf, topic, size, rate, warmup, seconds, ready, start, out):
+def producer_main(conf, topic, size, rate, warmup, seconds, nice, ready, start, out):
     """One producer process: connect, wait for the common start, send for ``warmup`` seconds (not counted: the
     JVM's JIT and every client's batching settle), then for ``seconds`` counted, flush, report."""
+    os.nice(nice)
     p = ck.Producer(dict(conf, **{"acks": "all", "linger.ms": 5, "compression.type": "none",
                                   "enable.idempotence": False, "queue.buffering.max.messages": 1000000,
                                   "queue.buffering.max.kbytes": 1048576, "message.timeout.ms": 60000}))
@@ -102,9 +106,10 @@ def producer_main(conf, topic, size, rate, warmup, seconds, ready, start, out):
              "t0": t0, "t_end": t_end, "lat": lat})
 
 
-def consumer_main(conf, topic, partitions, ready, stop, out):
+def consumer_main(conf, topic, partitions, nice, ready, stop, out):
     """One consumer process: read its partitions from offset 0 until ``stop`` is set and 2 s pass without a
     record (or 120 s after stop); report records, bytes and when the last one came."""
+    os.nice(nice)
     c = ck.Consumer(dict(conf, **{"group.id": "many-clients", "enable.auto.commit": False,
                                   "enable.partition.eof": False, "auto.offset.reset": "earliest"}))
     c.assign([ck.TopicPartition(topic, p, 0) for p in partitions])
@@ -182,11 +187,11 @@ def run_broker(kind, args):
             parts = [p for p in range(j * per, (j + 1) * per) if p < args.partitions]
             if j == args.consumers - 1:
                 parts += list(range((j + 1) * per, args.partitions))  # the remainder to the last one
-            procs.append(ctx.Process(target=consumer_main, args=(b.conf(), topic, parts, ready, stop, cout),
+            procs.append(ctx.Process(target=consumer_main, args=(b.conf(), topic, parts, args.client_nice, ready, stop, cout),
                                      daemon=True))
         for _ in range(args.producers):
             procs.append(ctx.Process(target=producer_main, args=(b.conf(), topic, args.size, args.rate, args.warmup,
-                                                                  args.seconds, ready, start, pout), daemon=True))
+                                                                  args.seconds, args.client_nice, ready, start, pout), daemon=True))
         print("  [%s] %d client processes ..." % (kind, len(procs)), file=sys.stderr, flush=True)
         for p in procs:
             p.start()
@@ -310,6 +315,10 @@ def main(argv=None):
     ap.add_argument("--seconds", type=float, default=20.0, help="measured seconds")
     ap.add_argument("--warmup", type=float, default=5.0, help="seconds of producing before the measured window")
     ap.add_argument("--startup-timeout", type=float, default=300.0, help="for all clients to connect and warm up")
+    ap.add_argument("--client-nice", type=int, default=0,
+                    help="nice increment of every client process: with 100 clients on a few cores the scheduler's "
+                         "fair share leaves the broker ~1/100 of the CPU (clients of a real broker run elsewhere); "
+                         "19 gives the broker priority")
     ap.add_argument("--tansu-bin", default=None)
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
     args = ap.parse_args(argv)
