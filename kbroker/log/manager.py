@@ -69,6 +69,9 @@ LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 DELETE_DIR_SUFFIX = "-delete"
 FUTURE_DIR_SUFFIX = "-future"
 MAX_FILE_NAME = 255  # NAME_MAX of ext4/xfs/btrfs/tmpfs, in bytes (topic names are ASCII)
+# A log that cannot be created takes its dir offline only for these (the disk's problem); EMFILE, EEXIST, ENOTDIR,
+# EACCES, ENAMETOOLONG... are that one partition's (Kafka takes the dir offline on any IOException here).
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EIO, errno.EROFS, errno.EDQUOT, errno.ENODEV, errno.ENXIO, errno.EUCLEAN})
 
 
 def delete_dir_name(topic, partition, unique_id=None):
@@ -404,7 +407,7 @@ class LogManager:
                     new.fresh.add(tp)
             except OSError as exc:           # ENOSPC, EMFILE, EACCES: this partition fails, the others go on
                 new.failed[tp] = exc
-                if exc.errno not in (errno.EMFILE, errno.ENFILE):   # a full or failing disk: the dir goes offline
+                if exc.errno in DISK_ERRNOS:     # a full or failing disk: the dir goes offline (KIP-112)
                     self.failures.report(path, exc)
         for d in sorted({placements[tp] for tp in new.logs}):
             try:
