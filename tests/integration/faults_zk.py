@@ -109,6 +109,21 @@ class ZkEnsembleDown(faults.Fault):
         for i in down:
             ens.start_node(i, wait=False)
         ens.wait_serving(down, timeout=60)
+        revive_client(cluster.zk)
+
+
+def revive_client(zk, timeout: float = 10.0) -> None:
+    """Make the test's own kazoo client usable after an outage: its session (20 s) may have expired while the
+    ensemble was down longer, and a client that only reports SessionExpiredError is started again."""
+    from tests.integration.harness import HarnessError
+
+    try:
+        wait_until(lambda: zk.exists("/") is not None, timeout, 0.2, "the test's ZooKeeper client",
+                   ignore=(Exception,))
+    except HarnessError:
+        zk.restart()
+        wait_until(lambda: zk.exists("/") is not None, 30, 0.2, "the test's ZooKeeper client (new session)",
+                   ignore=(Exception,))
 
 
 @faults.register

@@ -106,6 +106,11 @@ class TimedProducer(NumberedProducer):
     def acks_between(self, t0: float, t1: float) -> int:
         return sum(1 for t in list(self.ack_times) if t0 <= t < t1)
 
+    def longest_gap(self, t0: float, t1: float) -> float:
+        """The longest time in [t0, t1] without a successful delivery report (a stall)."""
+        times = [t0] + [t for t in list(self.ack_times) if t0 <= t < t1] + [t1]
+        return max(b - a for a, b in zip(times, times[1:]))
+
 
 class Tail:
     """A consumer thread tailing every partition of `topic` from its end; keeps the monotonic receive times."""
@@ -222,13 +227,15 @@ def test_one_zookeeper_node_down_changes_nothing(healthy):
             outage = SESSION_MS / 1000 + 1.5   # longer than a session: the sessions on the dead node must move
             hold(outage)
             acks, got = producer.acks_between(t0, t0 + outage), tail.received_between(t0, t0 + outage)
+            gap = producer.longest_gap(t0, t0 + outage)
         finally:
             fault.heal(cluster)
         wait_acks(producer, 100)
     print(f"ZooKeeper node {fault.victim} (the quorum leader) down {outage:.1f} s: {acks} acks, {got} records "
-          "consumed meanwhile")
-    # 200 records/s: a second without acknowledgements would already cost 200
-    assert acks >= RATE * (outage - 1) and got >= RATE * (outage - 1), (acks, got)
+          f"consumed meanwhile, longest time without an acknowledgement {gap:.2f} s")
+    # 200 records/s, linger 5 ms: acknowledgements come every few ms; 2 s without one would be a stall (an
+    # election, an ISR change), and half the rate leaves room for two busy cores
+    assert gap <= 2.0 and acks >= RATE * outage / 2 and got >= RATE * outage / 2, (gap, acks, got)
     assert snapshot(cluster) == before
 
 
@@ -244,7 +251,7 @@ def test_ensemble_down_keeps_serving_and_blocks_what_needs_zookeeper(healthy, ou
         y_leads = {p for p in range(PARTITIONS)
                    if faults.partition_state(cluster, TOPIC, p)["leader"] == y.broker_id}
     fault = faults.FAULTS["zk-ensemble-down"](random.Random(2))
-    with workload(cluster, first=1_000_000) as (producer, tail):
+    with workload(cluster, first=1_000_000 if outage_s < 30 else 1_500_000) as (producer, tail):
         fault.inject(cluster)
         t0 = time.monotonic()
         try:
@@ -252,7 +259,7 @@ def test_ensemble_down_keeps_serving_and_blocks_what_needs_zookeeper(healthy, ou
             from kbroker.client.admin import AdminClient
             from kbroker.errors import KafkaError
             with AdminClient(z.bootstrap, timeout=30) as admin, pytest.raises(KafkaError) as refused:
-                admin.create_topic("during-outage", 1, 1, timeout_ms=20000)
+                admin.create_topic(f"during-outage-{outage_s:.0f}s", 1, 1, timeout_ms=20000)
             create_s = time.monotonic() - t0
             assert create_s <= OP_TIMEOUT_S + 3, create_s
 
@@ -294,7 +301,7 @@ def test_ensemble_down_keeps_serving_and_blocks_what_needs_zookeeper(healthy, ou
         cluster.wait_full_isr(TOPIC, PARTITIONS, timeout=RECOVER_S * 2)
         wait_acks(producer, 200, timeout=RECOVER_S * 2)
         resumed = next(t for t in producer.ack_times if t >= healed)
-        cluster.create_topic("after-outage", 1, 3)
+        cluster.create_topic(f"after-outage-{outage_s:.0f}s", 1, 3)
     print(f"ensemble down {down_s:.1f} s: {acks} acks and {got} records consumed in the first {t1 - t0:.1f} s; "
           f"CreateTopics refused in {create_s:.1f} s ({type(refused.value).__name__}); 0 acks in the "
           f"{blocked - stalled_from:.1f} s after Y died; controller SIGTERM exit in {stop_s:.1f} s (bound "
@@ -347,7 +354,7 @@ def test_controller_session_expiry_while_running(healthy):
         assert [e for _, _, e in seen] == sorted(e for _, _, e in seen), (b.broker_id, seen)
         for _, cid, epoch in seen:
             assert owners.setdefault(epoch, cid) == cid, (epoch, owners[epoch], cid)
-    assert set(owners) <= set(epochs), (owners, epochs)   # only epochs an election wrote were obeyed
+    assert max(owners) <= epochs[-1], (owners, epochs)   # no epoch beyond what the elections wrote was obeyed
 
     # While its session was gone, the old controller (a leader too) changed no ISR on its own: a write that kept
     # it leader at the same leader epoch with another ISR would be its own shrink/expand.
