@@ -18,6 +18,14 @@ the figure's GB. The machine is shared and has no hardware counters (a VM), so C
 (load disturbs them far less than throughput) and every result records the 1-minute load average before and after.
 The median of ``--rounds`` rounds is printed per phase; ``--json`` keeps every round.
 
+``--inprocess``: no client, no sockets -- the Produce path a request takes inside the broker (header and request
+decode with the real codecs, the Produce handler with acks=all over real leader Partitions on a fresh Log in
+/dev/shm, response encode), timed with ``time.process_time`` (best of 7 runs), for librdkafka's request shapes at
+100 B: 6 partitions x 4,000 records (what one fast client sends, ~660k records/s with linger.ms=5), x 145 records
+(a client at ~170k records/s) and x 1 record (the fixed cost per request and per partition entry). Prints microseconds
+per request and broker CPU seconds per payload GB. The machine's load barely moves these (no other process is in the
+measured path), so before/after comparisons of code run here: ``--inprocess --repo <tree>``.
+
 ``--profile DIR``: py-spy (``.venv/bin/pip install py-spy``, bench only) samples the broker during each phase
 (``--nonblocking``, 250 Hz; a few percent of a core) and the top frames by self and inclusive share of the samples
 are printed. ``--repo`` runs ``python -m kbroker.cli.server`` with PYTHONPATH at that tree (its compiled kernels
@@ -99,6 +107,85 @@ def run_round(args, rnd):
     return out
 
 
+def inprocess(args):
+    """The ``--inprocess`` measurement (module docstring); imports kbroker from ``--repo`` (or this tree)."""
+    import shutil
+    import tempfile
+    tree = os.path.abspath(args.repo) if args.repo else os.path.dirname(HERE)
+    sys.path.insert(0, tree)
+    from kbroker.handlers import produce as produce_handler
+    from kbroker.log.config import LogConfig
+    from kbroker.log.log import Log
+    from kbroker.protocol.apis import APIS
+    from kbroker.protocol.framing import frame
+    from kbroker.protocol.headers import decode_request_header, encode_request_header, encode_response_header, \
+        peek_request_header
+    from kbroker.protocol.schema import Writer
+    from kbroker.record import Record, build_batch
+    from kbroker.replica.partition import Partition
+    from kbroker.server.context import RequestContext
+    from kbroker.timeslice import TimeSlice
+    from tests.unit.ctx import FakeConn, identity, make_services
+    import kbroker
+    api = APIS[0]
+    version = 9
+    root = tempfile.mkdtemp(prefix="kb-paths-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    print("kbroker from %s" % os.path.dirname(kbroker.__file__))
+    try:
+        for nrec, nparts, reqs in ((4000, 6, 150), (145, 6, 2000), (1, 6, 4000), (1, 1, 10000)):
+            lc = LogConfig(segment_bytes=1 << 30)
+            parts = []
+            for i in range(nparts):
+                p = Partition("t", i, Log(os.path.join(root, "t%d-%d-%d" % (nrec, nparts, i)), lc), lc, 1)
+                p.make_leader(1, [1], [1], 0)
+                parts.append(p)
+
+            class Replicas:
+                def leader_partition(self, topic, i):
+                    return parts[i]
+
+            value = os.urandom(100)
+            batch = bytes(build_batch([Record(j, 1_700_000_000_000 + j, None, value, ()) for j in range(nrec)]))
+            req = {"transactional_id": None, "acks": -1, "timeout_ms": 30000, "topic_data": [
+                {"name": "t", "partition_data": [{"index": i, "records": batch} for i in range(nparts)]}]}
+            w = Writer()
+            w.buf += encode_request_header(api.request_header_version(version), 0, version, 1, "rdkafka")
+            api.encode_request(version, req, w)
+            wire = b"".join(bytes(c) for c in w.chunks())
+            services = make_services(replicas=Replicas(), config={})
+            ident, conn = identity(), FakeConn()
+
+            def one(buf):
+                payload = memoryview(buf)
+                api_key, ver, corr = peek_request_header(payload)
+                pause = TimeSlice().tick
+                header, pos = decode_request_header(payload, api.request_header_version(ver), 1 << 20)
+                r = api.decode_request(ver, payload, pos, 1 << 20, pause)
+                ctx = RequestContext(ident, services, api_key, ver, corr, header.client_id, conn)
+                resp = produce_handler.produce(ctx, r)
+                out = Writer()
+                out.buf += encode_response_header(api.response_header_version(ver), corr)
+                api.encode_response(ver, resp, out, pause)
+                return [frame(out.size())] + list(out.chunks())
+
+            one(bytearray(wire))
+            best = None
+            for _ in range(7):
+                bufs = [bytearray(wire) for _ in range(reqs)]   # the connection's receive buffers are writable
+                t0 = time.process_time()
+                for b in bufs:
+                    one(b)
+                spent = (time.process_time() - t0) / reqs
+                best = spent if best is None else min(best, spent)
+            gb = nrec * nparts * 100 / 1e9
+            print("produce request %d partitions x %5d records of 100 B: %8.1f us per request, %6.3f s per payload GB"
+                  % (nparts, nrec, best * 1e6, best / gb))
+            for p in parts:
+                p.log.close()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3)
@@ -110,7 +197,11 @@ def main(argv=None):
     ap.add_argument("--top", type=int, default=20)
     ap.add_argument("--repo", default=None, help="run the broker from this tree (PYTHONPATH)")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--inprocess", action="store_true", help="the in-process Produce path only (no client)")
     args = ap.parse_args(argv)
+    if args.inprocess:
+        inprocess(args)
+        return
     if args.repo:
         # BrokerProc puts REPO on the broker's PYTHONPATH; it lives in bench_clients or in peers (P4's split)
         for mod in (bc, sys.modules.get("peers")):
