@@ -25,6 +25,7 @@ dir holding the fewest partitions, the first on ties. Tests run in file order:
    other replicas had every acknowledged record; broker 2 re-fetches them) while `pl1` lost exactly the acknowledged
    records above the checkpointed recovery point -- the loss Kafka's documentation accepts for an unreplicated
    topic without `flush.messages`; the test asserts lost > 0 there.
+5. `test_broker_halts_when_its_last_log_dir_fails` (its own embedded broker) -- every log dir offline: exit code 1.
 """
 from __future__ import annotations
 
@@ -276,3 +277,38 @@ def test_fault_classes_registered():
     for name in ("disk-full", "disk-eio", "slow-follower", "power-loss"):
         assert faults.FAULTS[name].name == name
 
+
+
+def test_broker_halts_when_its_last_log_dir_fails(tmp_path):
+    """One embedded broker, one log dir: when it fails (injected EIO) nothing can be written anywhere, so the broker
+    exits with code 1 (Kafka's Exit.halt(1)) after answering the failed Produce with 56; after the repair it starts,
+    recovers the log and serves every record acknowledged before the failure."""
+    from kbroker.client.admin import AdminClient
+    from tests.integration.harness import BrokerProcess
+
+    b = BrokerProcess(tmp_path / "solo", env=faults_disk.INJECT_ENV)
+    try:
+        b.start(wait=True, timeout=60)
+        with AdminClient(b.bootstrap) as admin:
+            admin.create_topic("solo", 1, 1)
+        wait_until(lambda: produce_raw(b, "solo", 0) == 0, 20, 0.1, "first produce")
+        for _ in range(9):
+            assert produce_raw(b, "solo", 0) == 0
+        (b.log_dir / faults_disk.INJECT_EIO).touch()
+        acked = 10
+
+        def refused():                               # (the switch is polled every 100 ms: a write may pass first)
+            nonlocal acked
+            code = produce_raw(b, "solo", 0)
+            acked += code == 0
+            assert code in (0, errors.KAFKA_STORAGE_ERROR), code
+            return code == errors.KAFKA_STORAGE_ERROR
+        wait_until(refused, 10, 0.02, "a Produce answered KAFKA_STORAGE_ERROR")
+        wait_until(lambda: b.proc.poll() is not None, 10, 0.1, "the broker to halt")
+        assert b.proc.returncode == 1
+        assert "all log dirs" in b.log_text()
+        (b.log_dir / faults_disk.INJECT_EIO).unlink()
+        b.start(wait=True, timeout=60)
+        wait_until(lambda: len(read_all(b.bootstrap, "solo", 1)[0]) == acked, 30, 0.5, "the acknowledged records back")
+    finally:
+        b.close()
