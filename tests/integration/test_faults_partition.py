@@ -32,7 +32,7 @@ import time
 import pytest
 
 from tests.integration import faults
-from tests.integration.harness import wait_until
+from tests.integration.harness import skip_or_fail, wait_until
 from tests.integration.test_replication_common import NumberedProducer, committed_bytes, read_all, require_zookeeper
 
 pytestmark = [pytest.mark.zk, pytest.mark.timeout(300)]
@@ -54,7 +54,7 @@ def cluster(tmp_path_factory):
     from tests.integration import netfault
 
     if not netfault.netns_available():
-        pytest.skip("needs root and `ip netns` (network namespaces)")
+        skip_or_fail("needs root and `ip netns` (network namespaces)")   # CI=true: a failure, not a skip
     c = netfault.NetCluster(tmp_path_factory.mktemp("faults-partition"), overrides=OVERRIDES, clients=2)
     try:
         c.start()
