@@ -23,6 +23,8 @@ is the cost of one GB in and one GB out), produce latency p50/p99/max (librdkafk
 to delivery report, acks=all) over all producers, and what limited the broker:
   busiest broker thread  CPU seconds of the broker's busiest thread / window (/proc/<pid>/task/*/stat): ~1.00 means
                          that one thread -- kbroker's event loop -- had a whole core;
+  run-queue wait         the share of the window the busiest broker thread was runnable but waiting for a CPU
+                         (/proc/<pid>/task/<tid>/schedstat): high = the scheduler, not the loop, held it back;
   machine idle cores     idle+iowait share of all cores from /proc/stat over the window x nproc;
   loop busy (kbroker)    kbroker_event_loop_busy_ratio scraped from the broker's /metrics each second (mean / max);
   verdict                "loop-bound with idle CPU" when the busiest thread is >= 0.95 of a core while >= 0.5 core
@@ -146,6 +148,20 @@ def proc_stat_cpu():
     return v[3] + v[4], sum(v[:8])
 
 
+def run_delay(pid):
+    """{thread id: seconds spent runnable but waiting for a CPU} of every thread of ``pid``
+    (/proc/<pid>/task/<tid>/schedstat: on-CPU ns, run-queue wait ns, timeslices)."""
+    out = {}
+    base = "/proc/%d/task" % pid
+    for tid in os.listdir(base):
+        try:
+            with open("%s/%s/schedstat" % (base, tid)) as f:
+                out[int(tid)] = int(f.read().split()[1]) / 1e9
+        except (OSError, IndexError, ValueError):
+            pass
+    return out
+
+
 class Sampler(threading.Thread):
     """Scrapes kbroker_event_loop_busy_ratio from the broker's /metrics once a second (kbroker only)."""
 
@@ -208,10 +224,12 @@ def run_broker(kind, args):
         start.set()
         time.sleep(args.warmup)  # the producers' uncounted warm-up
         threads0, (u0, s0), idle0 = b.threads_cpu(), b.cpu_split(), proc_stat_cpu()
+        wait0 = run_delay(b.proc.pid)
         t0 = time.perf_counter()
         prods = [pout.get(timeout=args.seconds + args.warmup + 180) for _ in range(args.producers)]
         t1 = time.perf_counter()
         threads1, (u1, s1), idle1 = b.threads_cpu(), b.cpu_split(), proc_stat_cpu()
+        wait1 = run_delay(b.proc.pid)
         if sampler:
             sampler.halt.set()
         stop.set()
@@ -223,8 +241,9 @@ def run_broker(kind, args):
         consumed = sum(c["records"] for c in cons)
         consumed_bytes = sum(c["bytes"] for c in cons)
         t_cons = max(c["t_last"] for c in cons) - t_start  # consumers read the warm-up records too
-        busiest = max(((threads1[t][1] - threads0.get(t, ("", 0.0))[1], threads1[t][0]) for t in threads1),
-                      default=(0.0, "?"))
+        busiest = max(((threads1[t][1] - threads0.get(t, ("", 0.0))[1], threads1[t][0], t) for t in threads1),
+                      default=(0.0, "?", None))
+        busiest_wait = wait1.get(busiest[2], 0.0) - wait0.get(busiest[2], 0.0)
         idle_cores = (idle1[0] - idle0[0]) / max(1, idle1[1] - idle0[1]) * os.cpu_count()
         busy_thread = busiest[0] / window
         verdict = ("loop-bound with idle CPU" if busy_thread >= 0.95 and idle_cores >= 0.5 else
@@ -243,6 +262,8 @@ def run_broker(kind, args):
             "produce_latency_p50_ms": _r(pct(lat, 50)), "produce_latency_p99_ms": _r(pct(lat, 99)),
             "produce_latency_max_ms": _r(lat[-1] if lat else None),
             "busiest_thread": busiest[1], "busiest_thread_cores": _r(busy_thread),
+            # runnable but not running: the share of the window the busiest thread waited in a run queue
+            "busiest_thread_runqueue_wait": _r(busiest_wait / window),
             "broker_threads_over_5pct": sum(1 for t in threads1
                                             if threads1[t][1] - threads0.get(t, ("", 0.0))[1] > 0.05 * window),
             "machine_idle_cores": _r(idle_cores),
@@ -269,7 +290,8 @@ ROWS = [
     ("broker CPU s per GB (in + out once)", "broker_cpu_s_per_gb"), ("broker cores used", "broker_cores"),
     ("produce latency p50 / p99 / max ms", ("produce_latency_p50_ms", "produce_latency_p99_ms",
                                              "produce_latency_max_ms")),
-    ("busiest broker thread: cores", "busiest_thread_cores"), ("broker threads > 5 % of a core", "broker_threads_over_5pct"),
+    ("busiest broker thread: cores", "busiest_thread_cores"),
+    ("busiest broker thread: share of the window waiting for a CPU", "busiest_thread_runqueue_wait"), ("broker threads > 5 % of a core", "broker_threads_over_5pct"),
     ("kbroker loop busy ratio mean / max", "loop_busy_mean_max"), ("machine idle cores", "machine_idle_cores"),
     ("verdict", "verdict"), ("produce errors", "produce_errors"), ("broker peak RSS MB", "broker_peak_rss_mb"),
     ("1-min load average before / after", ("loadavg_before", "loadavg_after")),
