@@ -37,6 +37,21 @@ def _log_errors(api_key, bid):
     return cb
 
 
+def _leader_and_isr_answer(controller, bid):
+    """A LeaderAndIsr's callback: errors logged, and the partitions answered KAFKA_STORAGE_ERROR (a failed log dir,
+    KIP-112) handed to the controller's LogDirs, as Kafka's controller reads every LeaderAndIsr response."""
+    logged = _log_errors(LEADER_AND_ISR, bid)
+    dirs = getattr(controller, "log_dirs", None)
+    if dirs is None:
+        return logged
+    offline = dirs.answer_callback(bid)
+
+    def cb(resp):
+        logged(resp)
+        offline(resp)
+    return cb
+
+
 class RequestBatch:
     def __init__(self):
         self.leader_and_isr = {}
@@ -84,7 +99,7 @@ class RequestBatch:
                     "topic_states": _group({tp: s.to_wire() for tp, s in states.items()}),
                     "live_leaders": live_leaders}
             controller.channel.send(b, LEADER_AND_ISR, body,
-                                    self.leader_and_isr_callbacks.get(b) or _log_errors(LEADER_AND_ISR, b))
+                                    self.leader_and_isr_callbacks.get(b) or _leader_and_isr_answer(controller, b))
         if self.update_metadata:
             live = brokers.update_metadata_brokers()
             for b, tps in sorted(self.update_metadata.items()):

@@ -6,7 +6,8 @@ sequential ``/log_dir_event_notification/log_dir_event_<n>`` znode holding ``{"v
 dir failed to load. The controller (``on_notification``, event ``LogDirEvent``) deletes the notifications and sends
 each named live broker a LeaderAndIsr of every partition it holds, at the partitions' current leader epochs, as
 Kafka's onBrokerLogDirFailure does: the broker answers KAFKA_STORAGE_ERROR (56) for the partitions of its offline
-dirs (and STALE_CONTROLLER_EPOCH for the others, which changes nothing). The answer comes back as event
+dirs (and STALE_CONTROLLER_EPOCH for the others, which changes nothing). The answer -- that of every
+LeaderAndIsr the controller sends (batch.py), so a new controller learns them too -- comes back as event
 ``OfflineReplicas`` (``on_offline``): those replicas are recorded in ``ctx.offline_replicas`` {tp: {broker}}, go
 OfflineReplica -- out of the ISR in one state write, the leader elected among the other live ISR members (never an
 offline replica: ``PartitionStateMachine._elect_offline`` leaves them out) -- and every broker's metadata lists them
@@ -95,10 +96,13 @@ class LogDirs:
                 st = ctx.leadership.get(tp)
                 if bid in replicas and st is not None and tp[0] not in ctx.topics_to_delete:
                     batch.add_leader_and_isr([bid], PartitionLeadership(tp[0], tp[1], st, replicas))
-            batch.leader_and_isr_callbacks[bid] = self._answer_callback(bid)
+            batch.leader_and_isr_callbacks[bid] = self.answer_callback(bid)
             core.send(batch)
 
-    def _answer_callback(self, bid):
+    def answer_callback(self, bid):
+        """fn(LeaderAndIsr answer of broker ``bid``): its KAFKA_STORAGE_ERROR partitions -> OfflineReplicas (every
+        LeaderAndIsr's answer goes through it, batch.py: a new controller learns the offline replicas from the
+        LeaderAndIsr it sends every replica, a restarted broker whose dir still fails from its first one)."""
         core = self.core
 
         def cb(resp):
@@ -116,7 +120,10 @@ class LogDirs:
         bid = event.broker_id
         if bid not in ctx.live_brokers:
             return
-        tps = [tp for tp in event.partitions if tp in ctx.assignments and tp[0] not in ctx.topics_to_delete]
+        tps = [tp for tp in event.partitions if tp in ctx.assignments and tp[0] not in ctx.topics_to_delete
+               and bid not in ctx.offline_replicas.get(tp, ())]      # known already: nothing to do (no loop)
+        if not tps:
+            return
         log.warning("controller: replicas of broker %d offline (failed log dir): %s", bid,
                     ", ".join("%s-%d" % tp for tp in tps))
         batch = RequestBatch()
