@@ -31,6 +31,7 @@ idle partitions of a follower session report the follower's cached fetch offset 
 at most every ``follower_refresh_ms`` (a quarter of replica.lag.time.max.ms), which keeps an idle in-sync follower in
 the ISR at O(partitions) per that interval instead of per fetch.
 
+Bound (kbroker): at most ``MAX_CACHED_PARTITIONS`` partitions over all sessions (the constant's comment).
 Eviction (Kafka's FetchSessionCache.tryEvict; ``EVICTION_MS`` is Kafka's fixed MIN_INCREMENTAL_FETCH_SESSION_
 EVICTION_MS, 120 s): with every slot of ``max.incremental.fetch.session.cache.slots`` taken, a new session first
 evicts the least recently used session if it was last used more than EVICTION_MS ago; otherwise the smallest of the
@@ -49,6 +50,12 @@ INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
 INT32_MAX = 0x7FFFFFFF
 EVICTION_MS = 120000              # Kafka's KafkaServer.MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS
+# kbroker: most partitions all sessions together may hold (0.67 KB each with the request fields they keep, measured
+# with tracemalloc: ~340 MB).
+# Kafka bounds only the session count, so 1,000 sessions naming request.max.elements partitions each (or one session
+# growing by incremental adds) could hold gigabytes. A full fetch that would pass it gets no session, an incremental
+# one closes its session and is answered sessionless (the client's next fetch is full, as after any closed session).
+MAX_CACHED_PARTITIONS = 500000
 FETCH_SESSION_ID_NOT_FOUND = 70
 INVALID_FETCH_SESSION_EPOCH = 71
 
@@ -260,8 +267,10 @@ class FetchSessionCache:
     tests): ``created``, ``evictions``, ``incremental_fetches`` (incremental requests served), ``errors``
     (requests answered 70 or 71), and ``partitions_cached`` (Kafka's NumIncrementalFetchPartitionsCached)."""
 
-    def __init__(self, slots, follower_refresh_ms=2500, eviction_ms=EVICTION_MS, clock=_wall_ms, rng=None):
+    def __init__(self, slots, follower_refresh_ms=2500, eviction_ms=EVICTION_MS, clock=_wall_ms, rng=None,
+                 max_partitions=MAX_CACHED_PARTITIONS):
         self.slots = slots
+        self.max_partitions = max_partitions
         self.follower_refresh_ms = follower_refresh_ms
         self.eviction_ms = eviction_ms
         self.clock = clock
@@ -299,6 +308,9 @@ class FetchSessionCache:
             self.remove(session_id)
             return SESSIONLESS
         self.touch(session, self.clock())
+        if self.partitions_cached > self.max_partitions:
+            self.remove(session_id)
+            return SESSIONLESS
         session.epoch = next_epoch(session.epoch)
         self.incremental_fetches += 1
         return SessionContext("incremental", session=session)
@@ -308,6 +320,8 @@ class FetchSessionCache:
         a slot is free or one is evicted -> its id, else 0. Partitions answered with data or an error, or with
         data pending, start dirty."""
         now = self.clock()
+        if self.partitions_cached + len(answered) > self.max_partitions:
+            return INVALID_SESSION_ID
         if not (len(self.sessions) < self.slots or self._try_evict(privileged, len(answered), now)):
             return INVALID_SESSION_ID
         session = FetchSession(self._new_id(), privileged, now)

@@ -65,10 +65,11 @@ class LeaderReplicas(Replicas):
 class Broker:
     """The handler over ``LeaderReplicas`` with one FetchSessionCache."""
 
-    def __init__(self, tmp_path, names, slots=1000, isr=(1,), clock=None):
+    def __init__(self, tmp_path, names, slots=1000, isr=(1,), clock=None, max_partitions=fs.MAX_CACHED_PARTITIONS):
         self.replicas = LeaderReplicas(tmp_path, names, isr=isr)
         self.clock = clock or Clock()
-        self.cache = FetchSessionCache(slots, follower_refresh_ms=1000, clock=self.clock)
+        self.cache = FetchSessionCache(slots, follower_refresh_ms=1000, clock=self.clock,
+                                       max_partitions=max_partitions)
 
     def fetch(self, body, version=12):
         ctx = make_ctx(version, replicas=self.replicas, config=self.replicas.config, fetch_sessions=self.cache)
@@ -162,6 +163,19 @@ def test_forgetting_every_partition_closes_the_session(b):
 def test_no_slots_means_sessionless(tmp_path):
     b = Broker(tmp_path, NAMES, slots=0)
     assert b.fetch(request(0, 0, ALL))["session_id"] == 0 and len(b.cache) == 0
+
+
+def test_cached_partitions_are_bounded_across_sessions(tmp_path):
+    b = Broker(tmp_path, NAMES + [("c", p) for p in range(4)], max_partitions=5)
+    one = b.fetch(request(0, 0, ALL))["session_id"]
+    assert one and b.cache.partitions_cached == 3
+    assert b.fetch(request(0, 0, [("c", 0, 0), ("c", 1, 0), ("c", 2, 0)]))["session_id"] == 0   # 6 > 5
+    two = b.fetch(request(0, 0, [("c", 0, 0), ("c", 1, 0)]))["session_id"]
+    assert two and b.cache.partitions_cached == 5
+    # growing a session past the bound closes it: answered sessionless, the request's partitions only
+    r = b.fetch(request(one, 1, [("c", 3, 0)]))
+    assert r["session_id"] == 0 and set(answered(r)) == {("c", 3)} and b.cache.get(one) is None
+    assert b.cache.partitions_cached == 2 and not b.replicas.parts[("a", 0)].waiters
 
 
 def test_v6_and_older_never_get_a_session(b):
