@@ -171,8 +171,8 @@ class Brokers:
             ctx.broker_epochs.pop(bid, None)
             ctx.shutting_down.discard(bid)
             core.channel.remove_broker(bid)
-        batch = RequestBatch()
             core.log_dirs.forget_broker(bid)
+        batch = RequestBatch()
         dead_set = set(dead)
         affected = []
         for tp, replicas in sorted(ctx.assignments.items()):

@@ -344,9 +344,9 @@ class Controller:
             self.watch_data(ReassignPartitionsZNode.path(), ev.Reassign()),
             self.watch_data(PreferredReplicaElectionZNode.path(), ev.PreferredElection()),
             self.watch_children(IsrChangeNotificationSequenceZNode.path_prefix().rsplit("/", 1)[0], ev.IsrChange()),
+            self.watch_children(LogDirEventZNode.PARENT, ev.LogDirEvent()),
         ]
         self.topics.watch_all()
-            self.watch_children(LogDirEventZNode.PARENT, ev.LogDirEvent()),
 
     # ------------------------------------------------------------------------------------------------ election
 
