@@ -6,6 +6,7 @@ ZooKeeper cluster whose followers replicate through sessions (byte-identical log
 The rules are in kbroker/server/fetch_sessions.py; the cache's unit tests in tests/unit/test_fetch_sessions.py."""
 from __future__ import annotations
 
+import time
 import urllib.request
 
 import pytest
@@ -27,6 +28,7 @@ RAW = "fs-raw"
 CLIENTS = "fs-clients"
 N_CLIENT_PARTITIONS = 200
 PER_PARTITION = 2
+LAG_MS = 3000
 
 
 @pytest.fixture(scope="module")
@@ -211,7 +213,8 @@ def test_zookeeper_cluster_followers_replicate_through_sessions(tmp_path_factory
     from tests.integration.test_cluster_common import Cluster, create_topics, produce
 
     c = Cluster(tmp_path_factory.mktemp("fs_cluster"), zk_ensemble,
-                overrides={"offsets.topic.num.partitions": 1, "auto.leader.rebalance.enable": "false"})
+                overrides={"offsets.topic.num.partitions": 1, "auto.leader.rebalance.enable": "false",
+                           "replica.lag.time.max.ms": LAG_MS})
     for b in c.brokers:
         b.overrides["metrics.http.port"] = harness.free_port()
         b.overrides["metrics.http.host"] = "127.0.0.1"
@@ -235,5 +238,10 @@ def test_zookeeper_cluster_followers_replicate_through_sessions(tmp_path_factory
         # every broker leads some partitions and serves both others through incremental sessions
         wait_until(lambda: all(metric(b, SESSIONS) == 2 for b in c.brokers), 20, message="2 follower sessions each")
         wait_until(lambda: all(metric(b, INCREMENTAL) > 0 for b in c.brokers), 20, message="incremental fetches")
+        # Idle partitions are never resent by the followers, yet stay in the ISR: the leader refreshes their caught-up
+        # time from the session every LAG_MS / 4. An idle window of 2.5 x LAG_MS is the observation (no sync).
+        time.sleep(2.5 * LAG_MS / 1000)
+        assert [metric(b, "kafka_server_replicamanager_isrshrinks_total") for b in c.brokers] == [0, 0, 0]
+        assert [metric(b, "kafka_server_replicamanager_underreplicatedpartitions") for b in c.brokers] == [0, 0, 0]
     finally:
         c.close()
