@@ -13,7 +13,8 @@ replication factor 1 (so the partitions and their leaders spread over the N brok
 ``--producers`` (4) producer processes (spawned; each its own librdkafka) sending ``--size``-byte (1 KB) values flat
 out, acks=all, linger.ms=5, to the whole topic for ``--seconds``; then ``--producers`` consumer processes read it
 all back (each assigned its share of the partitions from offset 0). Reported per N: aggregate produce and consume
-MB/s, the brokers' summed CPU seconds per GB and cores used, each broker's cores, and the machine's idle cores
+MB/s, the brokers' summed CPU seconds per GB and cores used, each broker's cores, how long its threads were runnable
+but waiting for a CPU (/proc/<pid>/task/*/schedstat, seconds per second) and the machine's idle cores
 (/proc/stat) -- on a 2-core machine the clients need CPU too, so the gain of a second broker is bounded by what the
 clients leave.
 
@@ -40,7 +41,7 @@ sys.path.insert(0, REPO)
 import confluent_kafka as ck  # noqa: E402
 
 from bench_clients import machine  # noqa: E402
-from many_clients import proc_stat_cpu  # noqa: E402
+from many_clients import proc_stat_cpu, run_delay  # noqa: E402
 from peers import CLK_TCK, create_topics  # noqa: E402
 
 
@@ -157,11 +158,13 @@ def run_count(n, args, base):
         procs, start, out = _run_clients(ctx, producer_main, [(cluster.bootstrap, topic, args.size, args.seconds)
                                                               for _ in range(args.producers)])
         cpu0, idle0 = [proc_cpu(p) for p in pids], proc_stat_cpu()
+        wait0 = [sum(run_delay(p).values()) for p in pids]
         t0 = time.perf_counter()
         start.set()
         prods = [out.get(timeout=args.seconds + 120) for _ in procs]
         t1 = max(p["t_end"] for p in prods)  # perf_counter is CLOCK_MONOTONIC: comparable across processes
         cpu1, idle1 = [proc_cpu(p) for p in pids], proc_stat_cpu()
+        wait1 = [sum(run_delay(p).values()) for p in pids]
         for p in procs:
             p.join(10)
         window = t1 - t0
@@ -172,6 +175,8 @@ def run_count(n, args, base):
             "window_s": _r(window, 3), "records_acked": acked, "produce_mb_per_s": _r(nbytes / window / 1e6),
             "produce_cpu_s_per_gb": _r(sum(cpu) / (nbytes / 1e9), 3) if nbytes else None,
             "produce_broker_cores": [_r(c / window) for c in cpu],
+            # seconds its threads were runnable but waiting for a CPU, per second: > 0.5 = starved by the machine
+            "produce_broker_runqueue_wait": [_r((b - a) / window) for a, b in zip(wait0, wait1)],
             "produce_idle_cores": _r((idle1[0] - idle0[0]) / max(1, idle1[1] - idle0[1]) * os.cpu_count()),
         })
         # read it all back: expected end offsets from the cluster (the warm-up records included)
@@ -211,7 +216,8 @@ def run_count(n, args, base):
 
 ROWS = [("produce 1 KB acks=all: MB/s (all brokers)", "produce_mb_per_s"),
         ("produce: brokers' CPU s per GB", "produce_cpu_s_per_gb"),
-        ("produce: cores used per broker", "produce_broker_cores"), ("produce: machine idle cores", "produce_idle_cores"),
+        ("produce: cores used per broker", "produce_broker_cores"),
+        ("produce: per broker, threads waiting for a CPU (s per s)", "produce_broker_runqueue_wait"), ("produce: machine idle cores", "produce_idle_cores"),
         ("consume: MB/s (all brokers)", "consume_mb_per_s"), ("consume: brokers' CPU s per GB", "consume_cpu_s_per_gb"),
         ("consume: cores used per broker", "consume_broker_cores"), ("consume: machine idle cores", "consume_idle_cores"),
         ("records consumed / expected", ("records_consumed", "expected")),
