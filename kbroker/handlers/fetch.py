@@ -382,7 +382,7 @@ def _read_pass(replicas, version, wanted, replica_id, first, budget, conversion,
                 total += size
                 min_one = False
         except Exception as e:  # noqa: BLE001
-            r["error_code"] = error_code(e, version >= 4)
+            r["error_code"] = error_code(e, version >= 6, errors.NOT_LEADER_OR_FOLLOWER)
             had_error = True
         out.append((topic, p, r, pending))
     return out, total, had_error

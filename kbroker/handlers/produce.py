@@ -186,7 +186,7 @@ def _append_one(replicas, version, acks, topic, pd, delayed, waiting, stats=None
         if stats is not None:
             stats.topic(topic).appended(res.last_offset - res.base_offset + 1, len(records))
     except Exception as e:  # noqa: BLE001 - every failure becomes this partition's error code
-        code = resp["error_code"] = error_code(e, version >= 4)
+        code = resp["error_code"] = error_code(e, version >= 4, errors.NOT_LEADER_OR_FOLLOWER)
         if isinstance(e, errors.KafkaError) and e.message:
             resp["error_message"] = e.message
         if stats is not None:
