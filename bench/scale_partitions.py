@@ -207,6 +207,7 @@ def produce(broker, targets, total_bytes, value_size=1024, stop_at=None, linger_
     value = os.urandom(value_size)
     n = total_bytes // value_size
     rnd = random.Random(7)
+    check_every = max(1, min(10000, (8 << 20) // value_size))    # poll / stop check every <= 8 MB
     cpu0, t0 = broker.cpu_seconds(), time.monotonic()
     for i in range(n):
         topic, part = targets[rnd.randrange(len(targets))] if len(targets) > 1 else targets[0]
@@ -216,7 +217,7 @@ def produce(broker, targets, total_bytes, value_size=1024, stop_at=None, linger_
                 break
             except BufferError:
                 p.poll(0.01)
-        if i % 10000 == 0:
+        if i % check_every == 0:
             p.poll(0)
             if stop_at is not None and stop_at(i * value_size):
                 return p
