@@ -56,7 +56,8 @@ _ENV_LINE = pytest.StashKey[str]()
 SERIAL_MODULES = frozenset({
     # unit tests timing a wait (wall clock) against a tight bound
     "test_coord_zk", "test_harness", "test_replica", "test_handler_fetch", "test_handler_fetch_txn",
-    "test_handler_authorization",
+    "test_handler_authorization", "test_replica_hosting", "test_quota_enforcement", "test_metrics_stats",
+    "test_coord",
     # integration
     "test_cluster_failover",          # failover within FAILOVER_WAIT_S, controlled shutdown < 30 s
     "test_config_cli",                # a bad config fails within FAIL_FAST_SECONDS

@@ -154,7 +154,7 @@ def test_stop_replica_deleting_thousands_of_partitions_keeps_the_loop_free(tmp_p
     assert result == {**{("big", p): 0 for p in range(N)}, ("unknown", 0): 0}
     assert watch.worst < LOOP_GAP_S, "the loop waited %.3f s" % watch.worst
     assert len(fsyncs) == 1                          # the renames to -delete, one log dir
-    assert fds_before - open_fds(tmp_path) == N + 2          # + the mapped indexes of the partition that had data
+    assert fds_before - open_fds(tmp_path) == N              # one .log each; a mapped index holds none (index.py)
     assert [name for name in os.listdir(tmp_path / "d0") if name.startswith("big")] == []
     assert lm.all_logs() == {} and rm.partitions() == {}
     lm.shutdown()
@@ -249,12 +249,12 @@ def test_an_empty_rebuild_writes_no_file(tmp_path):
 
 # ------------------------------------------------------------------------------------ descriptors, time slices
 
-def test_an_index_holds_a_descriptor_only_while_mapped(tmp_path):
+def test_an_index_holds_no_descriptor_even_while_mapped(tmp_path):
     before = open_fds()
     idx = OffsetIndex(str(tmp_path / "00000000000000000000.index"), 0, 8000)
     assert open_fds() == before and os.path.getsize(idx.path) == 0
     idx.append(3, 4100)
-    assert open_fds() == before + 1 and os.path.getsize(idx.path) == 8000      # the mapping's own descriptor
+    assert open_fds() == before and os.path.getsize(idx.path) == 8000      # mapped through libc: no descriptor kept
     idx.close()
     assert open_fds() == before and os.path.getsize(idx.path) == 8
 
