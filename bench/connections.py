@@ -23,7 +23,6 @@ import json
 import os
 import resource
 import socket
-import statistics
 import struct
 import sys
 import threading
