@@ -79,6 +79,7 @@ SERIAL_MODULES = frozenset({
     "test_faults_partition",          # isolated-leader timings
     "test_faults_pause",              # SIGSTOP beyond the session timeout
     "test_faults_zookeeper",          # outage timings
+    "test_faults_zk_partition",       # a broker cut from ZooKeeper: expiry and election timings
     "test_faults_disk",               # slow follower leaves the ISR within replica.lag.time.max.ms
 })
 
