@@ -26,6 +26,7 @@ from contextlib import redirect_stdout
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.errors import NodeNotReadyError
 from kafka.structs import TopicPartitionReplica
 
 from kbroker.cli import log_dirs
@@ -61,8 +62,11 @@ def two_dirs(tmp_path_factory):
 
 
 def _describe(admin):
-    """{log dir: {(topic, p): (size, lag, is_future)}} from kafka-python's describe_log_dirs (one broker)."""
-    (broker,) = admin.describe_log_dirs()
+    """{log dir: {(topic, p): (size, lag, is_future)}} from kafka-python's describe_log_dirs (one broker).
+    kafka-python's admin raises NodeNotReadyError when it has no connected node at that moment (its one connection
+    in reconnect backoff, seen under load): asked again within a bounded wait, as the client's own retry would."""
+    (broker,) = wait_until(admin.describe_log_dirs, timeout=30, ignore=(NodeNotReadyError,),
+                           message="kafka-python's describe_log_dirs")
     assert broker["broker"] == 0
     out = {}
     for d in broker["log_dirs"]:
