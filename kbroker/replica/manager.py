@@ -223,6 +223,20 @@ class ReplicaManager:
                     continue
                 part = self._partitions.get(tp)
                 epoch = st.leader_and_isr.leader_epoch
+                if part is not None and part.refresh_state(st.leader_and_isr):
+                    # same leader and leader epoch, a newer znode version (partition epoch): only the ISR and
+                    # the version are taken, as Kafka >= 2.8 accepts an equal leader epoch with a newer
+                    # partition epoch. Without it a leader whose ISR write landed while its answer was lost
+                    # (ZooKeeper outage) kept the stale version: every later ISR write "lost a race" and its
+                    # ISR never changed again, even after a new controller re-sent the state (CI, ensemble down).
+                    result[tp] = errors.NONE
+                    la = st.leader_and_isr
+                    state_change_log.info(
+                        "Broker %d completed LeaderAndIsr request from controller %d epoch %d for the isr-update "
+                        "transition for partition [%s,%d] (Leader:%d,ISR:%s,LeaderEpoch:%d): error 0",
+                        self.broker_id, controller_id, controller_epoch, topic, p, la.leader,
+                        ",".join(map(str, la.isr)), la.leader_epoch)
+                    continue
                 if part is not None and epoch <= part.leader_epoch:
                     log.info("%s-%d: ignoring LeaderAndIsr from controller %d with leader epoch %d (have %d)",
                              topic, p, controller_id, epoch, part.leader_epoch)

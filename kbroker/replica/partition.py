@@ -441,6 +441,23 @@ class Partition:
         log.info("%s-%d: shrinking ISR %s by %s", self.topic, self.index, self.isr, sorted(out))
         return self._change_isr([r for r in self.isr if r not in out])
 
+    def refresh_state(self, la):
+        """A LeaderAndIsr state ``la`` with our leader and leader epoch but a newer ``zk_version``: take its ISR and
+        version (the controller's or a lost-answer write of ours changed the znode since we last knew it) and
+        return True; False (nothing changed) for any other state, which the normal LeaderAndIsr rules handle."""
+        if la.leader_epoch != self.leader_epoch or la.leader != self.leader or la.zk_version <= self.zk_version:
+            return False
+        log.info("%s-%d: ISR %s at znode version %d from the controller (had %s at %d), leader epoch %d",
+                 self.topic, self.index, list(la.isr), la.zk_version, self.isr, self.zk_version, self.leader_epoch)
+        self.zk_version = la.zk_version
+        if self.is_leader:
+            self.isr = list(la.isr) if self.broker_id in la.isr else self.isr
+            self.maybe_advance_hw()
+            self._wake()
+        else:
+            self.isr = list(la.isr)
+        return True
+
     def _change_isr(self, new_isr):
         if self._isr_write_pending:
             return False
