@@ -85,7 +85,7 @@ from gevent.event import Event
 
 from kbroker import errors
 from kbroker.handlers import auth
-from kbroker.handlers.common import error_code
+from kbroker.handlers.common import error_code, sliced
 from kbroker.handlers.down_conversion import FetchConversion
 from kbroker.security.acl import CLUSTER_ACTION, READ, TOPIC
 from kbroker.server import fetch_sessions
@@ -340,7 +340,9 @@ def _read_pass(replicas, version, wanted, replica_id, first, budget, conversion,
     total = 0
     had_error = False
     out = []
-    for topic, p in wanted:
+    # sliced: a request naming tens of thousands of partitions (each ~10 us here, more for the unknown ones, which
+    # raise) hands the loop back every 20 ms instead of holding it ~0.3 s; each partition's read is self-contained
+    for topic, p in sliced(wanted):
         pending = False
         r = {"partition_index": p["partition"], "error_code": 0, "high_watermark": -1, "last_stable_offset": -1,
              "log_start_offset": -1, "aborted_transactions": None if version >= 4 else [],
