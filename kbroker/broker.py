@@ -37,6 +37,7 @@ from kbroker.coord.controller_view import ControllerView
 from kbroker.coord.registration import BrokerRegistrar, cluster_id as read_cluster_id, generate_broker_id
 from kbroker.coord.errors import BadVersionError
 from kbroker.coord.znodes import ensure_persistent_paths
+from kbroker.gcpolicy import GcPolicy
 from kbroker.internal_topics import GROUP_METADATA_TOPIC
 from kbroker.controller.log_dirs import propagate_log_dir_event
 from kbroker.log import dir_failure
@@ -138,6 +139,7 @@ class Broker:
         self.stats = BrokerStats.from_config(config) if config["metrics.http.port"] >= 0 else None
         self.metadata_cache.deletion_listeners.append(self._forget_topic_stats)
         self.exporter = None
+        self.gc_policy = None      # kbroker/gcpolicy.py, from start()
         self.state = _stats.NOT_RUNNING     # Kafka's BrokerState (kafka_server_kafkaserver_brokerstate)
         self._lag_hws = None       # consumer-group lag's cache of remote high watermarks (kbroker/metrics/groups.py)
         self.shutting_down = False
@@ -249,6 +251,10 @@ class Broker:
             self._tasks.append(gevent.spawn(self._every, 100, self._poll_io_injection))
         if cfg["log.cleaner.enable"]:
             self._tasks.append(gevent.spawn(self._every, cfg["log.cleaner.backoff.ms"], self._clean))
+        # Full collections would otherwise stall the loop in proportion to the heap (kbroker/gcpolicy.py)
+        self.gc_policy = GcPolicy()
+        self.gc_policy.settle()
+        self._tasks.append(gevent.spawn(self.gc_policy.run, gevent.sleep))
         self.started = True
         self.state = _stats.RUNNING_AS_BROKER
         log.info("kbroker %d started (cluster %s, %s backend)", self.broker_id, self.cluster_id,

@@ -210,7 +210,9 @@ def test_produce_of_30000_entries(broker):
         parts = resp["responses"][0]["partition_responses"]
         assert [p["base_offset"] for p in parts] == list(range(before, before + 30_000))
         assert c.latest_offset("target") == before + 30_000
-    assert watch.worst < 0.2, watch.worst                   # ~0.3 s before (its yield never polled sockets)
+    # ~0.3 s before (its yield never polled sockets); 0.206 s in CI when a full GC of the 10,000-partition
+    # broker landed in it (kbroker/gcpolicy.py: 0.04-0.05 s since)
+    assert watch.worst < 0.2, watch.worst
     assert_healthy(broker, watch, what="Produce of 30,000 entries")
 
 

@@ -257,10 +257,16 @@ def test_declared_names_cover_every_scraped_sample(tmp_path):
     part.log.close()
 
 
-def test_a_scrape_of_many_partitions_yields_to_the_loop():
+def test_a_scrape_of_many_partitions_yields_to_the_loop(monkeypatch):
     """100,000 partitions (and 50,000 committed offsets): both collectors tick a TimeSlice, so other greenlets run
-    during the scrape (without the slices a greenlet waiting for 1 ms would not run at all until it ends)."""
+    during the scrape (without the slices a greenlet waiting for 1 ms would not run at all until it ends).
+
+    The slice is 0.5 ms here, not 20 ms: with 20 ms slices the count of yields depends on how fast the machine
+    scrapes (CI once saw one yield in a scrape that took 20-40 ms), with 0.5 ms any scrape of 100,000 partitions
+    yields dozens of times, and one that never ticks still yields none."""
     from kbroker.metrics.groups import GroupLagCollector
+    from kbroker.timeslice import TimeSlice
+    monkeypatch.setattr(TimeSlice.__init__, "__defaults__", (0.0005,))
     cfg = types.SimpleNamespace(min_insync_replicas=2)
     parts = [types.SimpleNamespace(topic="t", index=i, is_leader=i % 2 == 0, isr=[0], replicas=[0, 1],
                                    log_config=cfg, waiters=set(), replica_waiters=set(), high_watermark=10)
