@@ -42,7 +42,7 @@ ip = _picture()
 # The layers, bottom up (issue 9's order; docs/architecture.md says what each package owns). A unit may import units
 # of its own layer or lower ones; docs/imports.md shows them (scripts/import_picture.py reads this table).
 #   0  leaves usable by everyone: the byte kernels, the error types, frozen partition-state values, the internal
-#      topics' names, the event loop's time slices (timeslice.py), the package root
+#      topics' names, the event loop's time slices (timeslice.py), the GC policy (gcpolicy.py), the package root
 #   1  wire schemas and codec; record formats; the coordination backend (znode tree)
 #   2  the on-disk log; the network server (connections, router, metadata cache); security; client quotas
 #   3  API handlers; replication; configuration (BrokerConfig, topic configs, built on log.LogConfig)
@@ -51,7 +51,8 @@ ip = _picture()
 #      blocking client (used by the CLI, the tests, and broker.py's controlled shutdown)
 #   6  the command-line entry points (the only place that monkey-patches)
 LAYERS = {
-    "_native": 0, "errors.py": 0, "cluster_state.py": 0, "internal_topics.py": 0, "timeslice.py": 0, "__init__.py": 0,
+    "_native": 0, "errors.py": 0, "cluster_state.py": 0, "internal_topics.py": 0, "timeslice.py": 0, "gcpolicy.py": 0,
+    "__init__.py": 0,
     "protocol": 1, "record": 1, "coord": 1,
     "log": 2, "server": 2, "security": 2, "quota": 2,
     "handlers": 3, "replica": 3, "config": 3,
