@@ -49,7 +49,8 @@ ip = _picture()
 #   4  the group coordinator; the transaction coordinator; the controller
 #   5  the composition root (broker.py) and the top-level services it wires (topic admin, producer-id blocks); the
 #      blocking client (used by the CLI, the tests, and broker.py's controlled shutdown)
-#   6  the command-line entry points (the only place that monkey-patches)
+#   6  the command-line entry points (the only place that monkey-patches); Kafka Connect (kbroker/connect, issue 17: a
+#      client of any Kafka cluster, threads and confluent-kafka, no monkey-patching)
 LAYERS = {
     "_native": 0, "errors.py": 0, "cluster_state.py": 0, "internal_topics.py": 0, "timeslice.py": 0, "gcpolicy.py": 0,
     "__init__.py": 0,
@@ -58,7 +59,7 @@ LAYERS = {
     "handlers": 3, "replica": 3, "config": 3,
     "coordinator": 4, "controller": 4, "transaction": 4,
     "broker.py": 5, "topic_admin.py": 5, "producer_ids.py": 5, "client": 5, "metrics": 5,
-    "cli": 6,
+    "cli": 6, "connect": 6,
 }
 
 # Imports from a lower layer to a higher one found on 2026-12-01, "importer -> imported" modules (issue 9 is fixing

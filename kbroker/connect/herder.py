@@ -1,0 +1,100 @@
+"""The herder: what the REST API drives (Kafka's Herder interface). ``standalone.StandaloneHerder`` and
+``distributed.herder.DistributedHerder`` implement it; ``rest.RestServer`` only translates HTTP to these calls.
+
+Contract (every implementation):
+
+- Methods are called from REST threads, concurrently; an implementation serialises what must be serialised.
+- Answers are JSON-able values in Kafka Connect's REST shapes (documented per method), so the REST layer renders
+  them as they are.
+- Failures are ``kbroker.connect.exceptions`` errors: NotFoundError (404) for an unknown connector or task,
+  AlreadyExistsError (409), BadRequestError / ConfigError (400), RebalanceNeededError (409) while the worker's view
+  is stale or a rebalance runs, NotLeaderError(leader_url) for a request only the leader may serve (the REST layer
+  forwards it there, as Kafka's does), ServiceUnavailableError (503) while starting or stopping.
+- Config writes are durable when the call returns (standalone: in memory, as Kafka's; distributed: written to the
+  config topic and read back).
+"""
+
+
+class Herder:
+    """Abstract; see the module docstring."""
+
+    def start(self):
+        raise NotImplementedError
+
+    def stop(self):
+        raise NotImplementedError
+
+    def kafka_cluster_id(self) -> str:
+        """The cluster id of the Kafka cluster the worker uses (``GET /``'s ``kafka_cluster_id``)."""
+        raise NotImplementedError
+
+    def worker_id(self) -> str:
+        """``host:port`` of this worker's REST listener (what statuses name as ``worker_id``)."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------------------------------------ connectors
+    def connectors(self) -> list:
+        """Connector names, sorted."""
+        raise NotImplementedError
+
+    def connector_info(self, name) -> dict:
+        """``{"name": name, "config": {...}, "tasks": [{"connector": name, "task": 0}, ...], "type": "source"|"sink"}``
+        (type "unknown" when the plugin cannot be loaded)."""
+        raise NotImplementedError
+
+    def connector_config(self, name) -> dict:
+        raise NotImplementedError
+
+    def put_connector_config(self, name, config, allow_replace) -> tuple:
+        """Create or (``allow_replace``) update; ``(created, connector_info)``. The config is validated first
+        (ConfigError / BadRequestError naming the errors when it is invalid: Kafka's message is "Connector
+        configuration is invalid and contains the following N error(s): ..."). AlreadyExistsError when it exists
+        and not ``allow_replace``."""
+        raise NotImplementedError
+
+    def delete_connector(self, name) -> None:
+        raise NotImplementedError
+
+    def task_configs(self, name) -> list:
+        """``[{"id": {"connector": name, "task": 0}, "config": {...}}, ...]``."""
+        raise NotImplementedError
+
+    def connector_status(self, name) -> dict:
+        """``{"name": name, "connector": {"state": "RUNNING", "worker_id": "host:8083"[, "trace": "..."]},
+        "tasks": [{"id": 0, "state": "RUNNING", "worker_id": "host:8083"[, "trace": "..."]}, ...],
+        "type": "source"|"sink"}``; states UNASSIGNED, RUNNING, PAUSED, FAILED, RESTARTING (and STOPPED)."""
+        raise NotImplementedError
+
+    def task_status(self, name, task) -> dict:
+        """``{"id": task, "state": ..., "worker_id": ...[, "trace": ...]}``."""
+        raise NotImplementedError
+
+    def pause_connector(self, name) -> None:
+        raise NotImplementedError
+
+    def resume_connector(self, name) -> None:
+        raise NotImplementedError
+
+    def restart_connector(self, name) -> None:
+        raise NotImplementedError
+
+    def restart_task(self, name, task) -> None:
+        raise NotImplementedError
+
+    def connector_active_topics(self, name) -> list:
+        """KIP-558: the topics the connector's tasks produced to or consumed from since the last reset, sorted."""
+        raise NotImplementedError
+
+    def reset_connector_active_topics(self, name) -> None:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------------------------------------ plugins
+    def connector_plugins(self) -> list:
+        """``[{"class": "org.apache.kafka.connect.file.FileStreamSinkConnector", "type": "sink", "version": "..."},
+        ...]`` (connectors only, as Kafka's ``GET /connector-plugins`` without ``connectorsOnly=false``)."""
+        raise NotImplementedError
+
+    def validate_connector_config(self, plugin, config) -> dict:
+        """Kafka's ConfigInfos: ``{"name": class, "error_count": n, "groups": [...], "configs": [{"definition":
+        {...}, "value": {"name", "value", "recommended_values", "errors", "visible"}}, ...]}``."""
+        raise NotImplementedError
