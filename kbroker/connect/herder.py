@@ -45,11 +45,12 @@ class Herder:
     def connector_config(self, name) -> dict:
         raise NotImplementedError
 
-    def put_connector_config(self, name, config, allow_replace) -> tuple:
+    def put_connector_config(self, name, config, allow_replace, target_state=None) -> tuple:
         """Create or (``allow_replace``) update; ``(created, connector_info)``. The config is validated first
         (ConfigError / BadRequestError naming the errors when it is invalid: Kafka's message is "Connector
         configuration is invalid and contains the following N error(s): ..."). AlreadyExistsError when it exists
-        and not ``allow_replace``."""
+        and not ``allow_replace``. ``target_state`` (KIP-980 ``initial_state``: "STARTED", "PAUSED", "STOPPED") applies
+        to a new connector; None keeps an existing connector's state (STARTED for a new one)."""
         raise NotImplementedError
 
     def delete_connector(self, name) -> None:
@@ -79,6 +80,36 @@ class Herder:
         raise NotImplementedError
 
     def restart_task(self, name, task) -> None:
+        raise NotImplementedError
+
+    def stop_connector(self, name) -> None:
+        """KIP-875 ``PUT /connectors/{name}/stop``: tasks stopped and their configs dropped, state STOPPED."""
+        raise NotImplementedError
+
+    def restart_connector_and_tasks(self, name, include_tasks, only_failed) -> dict:
+        """KIP-745 ``POST /connectors/{name}/restart?includeTasks=&onlyFailed=``: restart the connector (unless
+        ``only_failed`` and it is not FAILED) and, with ``include_tasks``, its tasks (only the FAILED ones with
+        ``only_failed``); the answer is the status before the restarts with RESTARTING for each one restarted.
+        This default drives restart_connector / restart_task; an implementation may do better."""
+        self.connector_config(name)          # NotFoundError first, as Kafka's
+        status = self.connector_status(name)
+        restart_connector = not only_failed or status["connector"]["state"] == "FAILED"
+        tasks = [t for t in status["tasks"]
+                 if include_tasks and (not only_failed or t["state"] == "FAILED")]
+        if restart_connector:
+            self.restart_connector(name)
+            status["connector"] = dict(status["connector"], state="RESTARTING")
+            status["connector"].pop("trace", None)
+        for t in tasks:
+            self.restart_task(name, t["id"])
+        restarted = {t["id"] for t in tasks}
+        status["tasks"] = [{k: v for k, v in dict(t, state="RESTARTING").items() if k != "trace"}
+                           if t["id"] in restarted else t for t in status["tasks"]]
+        return status
+
+    def connector_plugin_config(self, plugin) -> list:
+        """KIP-769 ``GET /connector-plugins/{plugin}/config``: the plugin's ConfigKeyInfo list; NotFoundError
+        "Unknown plugin <name>." when no plugin has that name."""
         raise NotImplementedError
 
     def connector_active_topics(self, name) -> list:
