@@ -242,6 +242,9 @@ class FileStreamSinkTask(SinkTask):
         if data:
             with self._lock:
                 self._out.write(data)
+                # Kafka's PrintStream hands each line to the file at once (readers see it now); fsync waits
+                # for flush() (every offset.flush.interval.ms, 10 s in the quickstart).
+                self._out.flush()
 
     def flush(self, offsets):
         with self._lock:

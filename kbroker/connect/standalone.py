@@ -60,6 +60,7 @@ class StandaloneHerder(Herder):
             if self._running:
                 return
             log.info("Herder starting")
+            self._status.start()          # the herder owns the status store; the worker its offset store
             self._worker.start()
             self._executor = ThreadPoolExecutor(1, thread_name_prefix="connect-herder")
             self._running = True
@@ -81,6 +82,7 @@ class StandaloneHerder(Herder):
                 except Exception:   # keep stopping the others; each stop is bounded by the worker
                     log.exception("Failed to stop connector %s", name)
             self._worker.stop()
+            self._status.stop()
             log.info("Herder stopped")
 
     def kafka_cluster_id(self):
@@ -272,7 +274,7 @@ class StandaloneHerder(Herder):
 
     def _update_tasks(self, name):
         """Regenerate ``name``'s task configs; restart its tasks when they changed. Lock held."""
-        if self._targets.get(name) != STARTED or name not in self._worker.connector_names():
+        if self._targets.get(name) != STARTED or not self._connector_running(name):
             return
         try:
             new = self._worker.connector_task_configs(name, self._configs[name])
@@ -288,6 +290,10 @@ class StandaloneHerder(Herder):
         self._tasks[name] = [dict(c) for c in new]
         for i, task_config in enumerate(self._tasks[name]):
             self._worker.start_task(ConnectorTaskId(name, i), self._configs[name], task_config, STARTED)
+
+    def _connector_running(self, name):
+        is_running = getattr(self._worker, "is_running", None)
+        return is_running(name) if is_running is not None else name in self._worker.connector_names()
 
     def _remove_tasks(self, name, forget_status=True):
         """Stop every task of ``name`` (offsets committed first, bounded by the worker) and drop their configs."""
