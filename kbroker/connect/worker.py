@@ -643,10 +643,20 @@ class Worker:
         self.offset_store = offset_store
         self.status_store = status_store
         self.worker_id = worker_id
-        self.generation = 0          # the distributed herder sets the group generation statuses carry
+        self._generation = 0
         self._lock = threading.RLock()
         self._connectors = {}
         self._tasks = {}
+
+    @property
+    def generation(self):
+        """The group generation statuses carry: the status store's (the distributed herder sets it there), else
+        the one set here (standalone: 0)."""
+        return getattr(self.status_store, "generation", self._generation)
+
+    @generation.setter
+    def generation(self, value):
+        self._generation = value
 
     def start(self):
         """Starts the offset store (the herder owns the status store, as Kafka's)."""
