@@ -290,6 +290,16 @@ def task_configs(req):
     return Answer(200, req.herder.task_configs(req.args[0]))
 
 
+def put_task_configs(req):
+    """Kafka's internal ``POST /connectors/{name}/tasks``: a worker running the connector hands the task configs
+    it generated to the leader (distributed mode; 204)."""
+    put = getattr(req.herder, "put_task_configs", None)
+    if put is None:
+        raise NotFoundError("Task configs can only be written in distributed mode")
+    put(req.args[0], req.json())
+    return Answer(204)
+
+
 def tasks_config(req):
     """Deprecated ``GET /connectors/{name}/tasks-config``: ``{"<name>-<n>": {config}}``."""
     name = req.args[0]
@@ -384,7 +394,7 @@ ROUTES = [
     (("connectors", NAME, "config"), {"GET": (get_config, False), "PUT": (put_config, True),
                                       "PATCH": (patch_config, True)}),
     (("connectors", NAME, "status"), {"GET": (connector_status, False)}),
-    (("connectors", NAME, "tasks"), {"GET": (task_configs, False)}),
+    (("connectors", NAME, "tasks"), {"GET": (task_configs, False), "POST": (put_task_configs, True)}),
     (("connectors", NAME, "tasks-config"), {"GET": (tasks_config, False)}),
     (("connectors", NAME, "tasks", TASK, "status"), {"GET": (task_status, False)}),
     (("connectors", NAME, "tasks", TASK, "restart"), {"POST": (restart_task, True)}),

@@ -258,6 +258,12 @@ class GroupMember:
                     conn.close()
                 conn = None
                 code = COORDINATOR_NOT_AVAILABLE
+            with self._lock:
+                # An answer about a generation we have left since (a rejoin started while the heartbeat was in
+                # flight) says nothing about the new one: acting on it would restart a finished join.
+                stale = self.generation != generation or self.state != STABLE
+            if stale:
+                continue
             if code == 0:
                 self._last_heartbeat_ok = time.monotonic()
             elif code == REBALANCE_IN_PROGRESS:
