@@ -1,0 +1,286 @@
+"""kbroker.connect.transforms: Kafka's SMTs (config keys, errors, schemaless and schema'd records) and predicates."""
+import datetime as dt
+import decimal
+
+import pytest
+
+from kbroker.connect.data import Schema, SchemaBuilder, Struct, Timestamp
+from kbroker.connect.exceptions import ConfigError, DataError
+from kbroker.connect.records import SinkRecord, SourceRecord
+from kbroker.connect.transforms import (
+    BUILTIN_PREDICATES, BUILTIN_TRANSFORMS, DropHeaders, ExtractField, Filter, HasHeaderKey, HoistField, InsertField,
+    InsertHeader, MaskField, Predicated, RecordIsTombstone, RegexRouter, ReplaceField, SetSchemaMetadata,
+    TimestampRouter, TopicNameMatches, ValueToKey, java_replacement, simple_date_format)
+
+TS = 1483425001864          # 2017-01-03T06:30:01.864Z
+
+
+def _xf(cls, **conf):
+    t = cls()
+    t.configure({k.replace("_", "."): v for k, v in conf.items()})
+    return t
+
+
+def _sink(value=None, value_schema=None, key=None, key_schema=None, topic="test", partition=0, offset=42,
+          timestamp=TS, headers=()):
+    return SinkRecord(topic, partition, key_schema, key, value_schema, value, timestamp, tuple(headers),
+                      kafka_offset=offset)
+
+
+def _source(value=None, value_schema=None, topic="test", partition=0, timestamp=TS):
+    return SourceRecord(topic, partition, None, None, value_schema, value, timestamp)
+
+
+SIMPLE = (SchemaBuilder.struct().name("name").version(1).doc("doc")
+          .field("magic", Schema.OPTIONAL_INT64_SCHEMA).build())
+
+
+# ------------------------------------------------------------------------------------------------- InsertField
+def test_insert_field_with_schema_required_and_optional():
+    xf = _xf(InsertField.Value, topic_field="topic_field!", partition_field="partition_field",
+             offset_field="offset_field!", timestamp_field="timestamp_field?", static_field="instance_id",
+             static_value="my-instance-id")
+    out = xf.apply(_sink(Struct(SIMPLE).put("magic", 42), SIMPLE))
+    s = out.value_schema
+    assert (s.name, s.version, s.doc) == ("name", 1, "doc")
+    assert [(f.name, f.schema) for f in s.fields] == [
+        ("magic", Schema.OPTIONAL_INT64_SCHEMA), ("topic_field", Schema.STRING_SCHEMA),
+        ("partition_field", Schema.OPTIONAL_INT32_SCHEMA), ("offset_field", Schema.INT64_SCHEMA),
+        ("timestamp_field", Timestamp.builder().optional().build()),
+        ("instance_id", Schema.OPTIONAL_STRING_SCHEMA)]
+    v = out.value
+    assert (v.get("magic"), v.get("topic_field"), v.get("partition_field"), v.get("offset_field"),
+            v.get("instance_id")) == (42, "test", 0, 42, "my-instance-id")
+    assert v.get("timestamp_field") == dt.datetime(2017, 1, 3, 6, 30, 1, 864000, tzinfo=dt.timezone.utc)
+    assert out.key is None and out.topic == "test" and out.kafka_offset == 42
+    # the updated schema is cached: a second record gets the identical object
+    assert xf.apply(_sink(Struct(SIMPLE).put("magic", 1), SIMPLE)).value_schema is s
+
+
+def test_insert_field_schemaless_and_nulls():
+    xf = _xf(InsertField.Value, topic_field="topic_field!", partition_field="partition_field",
+             offset_field="offset_field!", timestamp_field="timestamp_field?", static_field="instance_id",
+             static_value="my-instance-id")
+    out = xf.apply(_sink({"magic": 42}))
+    assert out.value_schema is None
+    assert out.value == {"magic": 42, "topic_field": "test", "partition_field": 0, "offset_field": 42,
+                         "timestamp_field": TS, "instance_id": "my-instance-id"}
+    tomb = _sink(None)
+    assert xf.apply(tomb) is tomb                                   # null values pass through
+    no_ts = _xf(InsertField.Value, timestamp_field="ts").apply(_sink({"a": 1}, timestamp=None))
+    assert no_ts.value == {"a": 1}
+    key = _xf(InsertField.Key, topic_field="t").apply(_sink({"v": 1}, key={"k": 1}))
+    assert key.key == {"k": 1, "t": "test"} and key.value == {"v": 1}
+
+
+def test_insert_field_errors():
+    with pytest.raises(ConfigError, match="^No field insertion configured$"):
+        _xf(InsertField.Value)
+    with pytest.raises(ConfigError, match="^Invalid value null for configuration static.value: No value specified "
+                                          "for static field: f$"):
+        _xf(InsertField.Value, static_field="f")
+    with pytest.raises(DataError, match=r"^Only SinkRecord supported for \[field insertion\], found: SourceRecord$"):
+        _xf(InsertField.Value, offset_field="o").apply(_source({"a": 1}))
+    with pytest.raises(DataError, match=r"^Only Map objects supported in absence of schema for \[field insertion\], "
+                                        r"found: str$"):
+        _xf(InsertField.Value, topic_field="t").apply(_sink("text"))
+    with pytest.raises(DataError, match=r"^Only Struct objects supported for \[field insertion\], found: dict$"):
+        _xf(InsertField.Value, topic_field="t").apply(_sink({"a": 1}, SIMPLE))
+
+
+# ------------------------------------------------------------------------------------------------ ReplaceField
+def test_replace_field_schemaless():
+    xf = _xf(ReplaceField.Value, exclude="dont", renames="abc:xyz,foo:bar")
+    out = xf.apply(_sink({"dont": "whatever", "abc": 42, "foo": True, "etc": "etc"}))
+    assert out.value == {"xyz": 42, "bar": True, "etc": "etc"}
+    inc = _xf(ReplaceField.Value, include="abc,foo", exclude="foo")
+    assert inc.apply(_sink({"abc": 1, "foo": 2, "x": 3})).value == {"abc": 1}
+
+
+def test_replace_field_with_schema_and_deprecated_aliases():
+    schema = (SchemaBuilder.struct().name("s").field("dont", Schema.STRING_SCHEMA).field("abc", Schema.INT32_SCHEMA)
+              .field("foo", Schema.BOOLEAN_SCHEMA).field("etc", Schema.STRING_SCHEMA).build())
+    value = Struct(schema).put("dont", "whatever").put("abc", 42).put("foo", True).put("etc", "etc")
+    for conf in ({"exclude": "dont", "renames": "abc:xyz,foo:bar"},
+                 {"blacklist": "dont", "renames": "abc:xyz,foo:bar"}):
+        out = _xf(ReplaceField.Value, **{k: v for k, v in conf.items()}).apply(_sink(value, schema))
+        assert [f.name for f in out.value_schema.fields] == ["xyz", "bar", "etc"]
+        assert out.value_schema.name == "s"
+        assert (out.value.get("xyz"), out.value.get("bar"), out.value.get("etc")) == (42, True, "etc")
+    wl = _xf(ReplaceField.Value, whitelist="abc").apply(_sink(value, schema))
+    assert [f.name for f in wl.value_schema.fields] == ["abc"]
+
+
+@pytest.mark.parametrize("renames", ["foo", "a:b:c", "a:"])
+def test_replace_field_bad_renames(renames):
+    with pytest.raises(ConfigError, match="^Invalid value .* for configuration renames: Invalid rename mapping: "):
+        _xf(ReplaceField.Value, renames=renames)
+
+
+# --------------------------------------------------------------------------------------------------- MaskField
+def _mask_schema():
+    return (SchemaBuilder.struct().field("magic", Schema.INT32_SCHEMA).field("bool", Schema.BOOLEAN_SCHEMA)
+            .field("int64", Schema.INT64_SCHEMA).field("float64", Schema.FLOAT64_SCHEMA)
+            .field("string", Schema.STRING_SCHEMA).field("array", SchemaBuilder.array(Schema.STRING_SCHEMA).build())
+            .field("map", SchemaBuilder.map(Schema.STRING_SCHEMA, Schema.STRING_SCHEMA).build())
+            .field("ts", Timestamp.SCHEMA).build())
+
+
+def _mask_value(schema):
+    return (Struct(schema).put("magic", 42).put("bool", True).put("int64", 64).put("float64", 6.4)
+            .put("string", "secret").put("array", ["x"]).put("map", {"k": "v"})
+            .put("ts", dt.datetime(2020, 1, 1, tzinfo=dt.timezone.utc)))
+
+
+def test_mask_field_with_schema_null_values():
+    schema = _mask_schema()
+    xf = _xf(MaskField.Value, fields="bool,int64,float64,string,array,map,ts")
+    v = xf.apply(_sink(_mask_value(schema), schema)).value
+    assert v.get("magic") == 42
+    assert (v.get("bool"), v.get("int64"), v.get("float64"), v.get("string"), v.get("array"), v.get("map")) == (
+        False, 0, 0.0, "", [], {})
+    assert v.get("ts") == dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def test_mask_field_replacement_and_schemaless():
+    schema = _mask_schema()
+    v = _xf(MaskField.Value, fields="int64,string", replacement="123").apply(
+        _sink(_mask_value(schema), schema)).value
+    assert (v.get("int64"), v.get("string")) == (123, "123")
+    out = _xf(MaskField.Value, fields="magic,price,missing", replacement="-1").apply(
+        _sink({"magic": 42, "price": decimal.Decimal("9.99"), "keep": "x"}))
+    assert out.value == {"magic": -1, "price": decimal.Decimal("-1"), "keep": "x", "missing": None}
+    with pytest.raises(DataError, match="^Cannot mask value of type .*bool.* with custom replacement.$"):
+        _xf(MaskField.Value, fields="b", replacement="1").apply(_sink({"b": True}))
+    with pytest.raises(DataError, match="^Unable to convert abc .* to number$"):
+        _xf(MaskField.Value, fields="n", replacement="abc").apply(_sink({"n": 5}))
+    with pytest.raises(ConfigError, match='^Missing required configuration "fields" which has no default value.$'):
+        _xf(MaskField.Value)
+    with pytest.raises(ConfigError, match="^Invalid value \\[\\] for configuration fields: Empty list$"):
+        _xf(MaskField.Value, fields="")
+    with pytest.raises(ConfigError, match="^Invalid value  for configuration replacement: String must be non-empty$"):
+        _xf(MaskField.Value, fields="a", replacement="")
+
+
+# -------------------------------------------------------------------------------------------------- ValueToKey
+def test_value_to_key_both_shapes():
+    xf = _xf(ValueToKey, fields="a,b")
+    out = xf.apply(_sink({"a": 1, "b": 2, "c": 3}))
+    assert out.key_schema is None and out.key == {"a": 1, "b": 2} and out.value == {"a": 1, "b": 2, "c": 3}
+    schema = (SchemaBuilder.struct().field("a", Schema.INT32_SCHEMA).field("b", Schema.INT32_SCHEMA)
+              .field("c", Schema.INT32_SCHEMA).build())
+    out = xf.apply(_sink(Struct(schema).put("a", 1).put("b", 2).put("c", 3), schema))
+    assert [(f.name, f.schema) for f in out.key_schema.fields] == [("a", Schema.INT32_SCHEMA),
+                                                                    ("b", Schema.INT32_SCHEMA)]
+    assert out.key == Struct(out.key_schema).put("a", 1).put("b", 2)
+    with pytest.raises(DataError, match="^Field does not exist: nope$"):
+        _xf(ValueToKey, fields="nope").apply(_sink(Struct(schema).put("a", 1).put("b", 2).put("c", 3), schema))
+
+
+# ------------------------------------------------------------------------------------------------ ExtractField
+def test_extract_field():
+    assert _xf(ExtractField.Key, field="magic").apply(_sink(key={"magic": 42})).key == 42
+    schema = SchemaBuilder.struct().field("magic", Schema.INT32_SCHEMA).build()
+    out = _xf(ExtractField.Key, field="magic").apply(_sink(key=Struct(schema).put("magic", 42), key_schema=schema))
+    assert (out.key_schema, out.key) == (Schema.INT32_SCHEMA, 42)
+    assert _xf(ExtractField.Value, field="x").apply(_sink(None)).value is None           # nulls pass
+    null_with_schema = _xf(ExtractField.Value, field="magic").apply(_sink(None, schema))
+    assert (null_with_schema.value_schema, null_with_schema.value) == (Schema.INT32_SCHEMA, None)
+    with pytest.raises(DataError, match="^Unknown field: nope$"):
+        _xf(ExtractField.Value, field="nope").apply(_sink(Struct(schema).put("magic", 1), schema))
+    # V1 takes the dotted name literally; V2 walks nested fields
+    assert _xf(ExtractField.Value, field="a.b").apply(_sink({"a.b": 1, "a": {"b": 2}})).value == 1
+    assert _xf(ExtractField.Value, field="a.b", field_syntax_version="v2").apply(
+        _sink({"a.b": 1, "a": {"b": 2}})).value == 2
+    assert _xf(ExtractField.Value, field="`a.b`", field_syntax_version="V2").apply(
+        _sink({"a.b": 1, "a": {"b": 2}})).value == 1
+    inner = SchemaBuilder.struct().field("b", Schema.STRING_SCHEMA).build()
+    outer = SchemaBuilder.struct().field("a", inner).build()
+    nested = _xf(ExtractField.Value, field="a.b", field_syntax_version="V2").apply(
+        _sink(Struct(outer).put("a", Struct(inner).put("b", "deep")), outer))
+    assert (nested.value_schema, nested.value) == (Schema.STRING_SCHEMA, "deep")
+    with pytest.raises(ConfigError, match="String must be one of \\(case insensitive\\): V1, V2"):
+        _xf(ExtractField.Value, field="a", field_syntax_version="V3")
+
+
+# ---------------------------------------------------------------------------------- HoistField, SetSchemaMetadata
+def test_hoist_field_and_set_schema_metadata():
+    out = _xf(HoistField.Key, field="magic").apply(_sink(key=42, key_schema=Schema.INT32_SCHEMA))
+    assert [(f.name, f.schema) for f in out.key_schema.fields] == [("magic", Schema.INT32_SCHEMA)]
+    assert out.key.get("magic") == 42
+    assert _xf(HoistField.Value, field="line").apply(_sink("foo")).value == {"line": "foo"}
+    meta = _xf(SetSchemaMetadata.Value, schema_name="foo", schema_version="42")
+    out = meta.apply(_sink(Struct(SIMPLE).put("magic", 7), SIMPLE))
+    assert (out.value_schema.name, out.value_schema.version, out.value_schema.doc) == ("foo", 42, "doc")
+    assert out.value.schema == out.value_schema and out.value.get("magic") == 7
+    with pytest.raises(ConfigError, match="^Neither schema name nor version configured$"):
+        _xf(SetSchemaMetadata.Value)
+    with pytest.raises(DataError, match=r"^Schema required for \[updating schema metadata\]$"):
+        meta.apply(_sink({"a": 1}))
+
+
+# ----------------------------------------------------------------------------------------------------- routers
+@pytest.mark.parametrize("regex,replacement,topic,expected", [
+    ("(.*)", "prefix-$1", "orig", "prefix-orig"),
+    ("(.*)-(\\d\\d)", "$1-x-$2", "orig-01", "orig-x-01"),
+    ("(?<name>[a-z]+)\\.raw", "${name}.clean", "users.raw", "users.clean"),
+    ("(.*)-(\\d\\d)", "$1", "orig-1", "orig-1"),           # no full match: unchanged
+    ("orig", "\\$literal", "orig", "$literal"),
+])
+def test_regex_router(regex, replacement, topic, expected):
+    assert _xf(RegexRouter, regex=regex, replacement=replacement).apply(_sink({}, topic=topic)).topic == expected
+
+
+def test_regex_router_config_errors():
+    with pytest.raises(ConfigError, match="^Invalid value \\(unclosed for configuration regex: Invalid regex: "):
+        _xf(RegexRouter, regex="(unclosed", replacement="x")
+    with pytest.raises(ConfigError, match='^Missing required configuration "replacement"'):
+        _xf(RegexRouter, regex="x")
+
+
+def test_timestamp_router():
+    xf = _xf(TimestampRouter)
+    assert xf.apply(_sink({}, topic="test")).topic == "test-20170103"
+    custom = _xf(TimestampRouter, topic_format="${timestamp}_${topic}_${topic}",
+                 timestamp_format="yyyy-MM-dd'T'HH:mm:ss.SSS, EEE MMM yy")
+    assert custom.apply(_sink({}, topic="t")).topic == "2017-01-03T06:30:01.864, Tue Jan 17_t_t"
+    with pytest.raises(DataError, match="^Timestamp missing on record: "):
+        xf.apply(_sink({}, timestamp=None))
+    with pytest.raises(ConfigError, match="Illegal pattern character 'q'"):
+        _xf(TimestampRouter, timestamp_format="yyyyq")
+    assert simple_date_format("''yy''")(dt.datetime(2009, 1, 1)) == "'09'"
+    assert java_replacement("a$1b${x}\\$") == "a\\g<1>b\\g<x>$"
+
+
+# ---------------------------------------------------------------------------------------- headers, Filter, preds
+def test_header_transforms():
+    rec = _sink({"a": 1}, headers=[("keep", b"1"), ("drop", b"2"), ("drop", None)])
+    assert _xf(DropHeaders, headers="drop,other").apply(rec).headers == (("keep", b"1"),)
+    assert _xf(InsertHeader, header="h", value_literal="caf\u00e9").apply(rec).headers[-1] == ("h", b"caf\xc3\xa9")
+    with pytest.raises(ConfigError, match='^Missing required configuration "value.literal"'):
+        _xf(InsertHeader, header="h")
+
+
+def test_filter_with_predicates():
+    tomb, live = _sink(None, topic="a"), _sink({"x": 1}, topic="b")
+    drop_tombstones = Predicated(_xf(Filter), _xf(RecordIsTombstone))
+    assert drop_tombstones.apply(tomb) is None and drop_tombstones.apply(live) is live
+    keep_only_a = Predicated(_xf(Filter), _xf(TopicNameMatches, pattern="a|c"), negate=True)
+    assert keep_only_a.apply(tomb) is tomb and keep_only_a.apply(live) is None
+    has = _xf(HasHeaderKey, name="h")
+    assert has.test(_sink({}, headers=[("h", None)])) and not has.test(live)
+    assert not _xf(TopicNameMatches, pattern="a").test(_sink({}, topic="ab"))     # whole-name match
+    with pytest.raises(ConfigError, match="Invalid regex"):
+        _xf(TopicNameMatches, pattern="(")
+    with pytest.raises(ConfigError, match="String must be non-empty"):
+        _xf(HasHeaderKey, name="")
+
+
+def test_builtin_names_are_kafkas():
+    for name in ("InsertField$Value", "InsertField$Key", "ReplaceField$Value", "MaskField$Value", "ValueToKey",
+                 "ExtractField$Key", "ExtractField$Value", "RegexRouter", "TimestampRouter", "HoistField$Value",
+                 "Filter", "SetSchemaMetadata$Value", "InsertHeader", "DropHeaders"):
+        assert "org.apache.kafka.connect.transforms." + name in BUILTIN_TRANSFORMS, name
+    assert BUILTIN_TRANSFORMS["org.apache.kafka.connect.transforms.InsertField$Value"] is InsertField.Value
+    assert sorted(BUILTIN_PREDICATES) == ["org.apache.kafka.connect.transforms.predicates." + n
+                                          for n in ("HasHeaderKey", "RecordIsTombstone", "TopicNameMatches")]
