@@ -147,7 +147,9 @@ class StandaloneConnect:
         self.herder = StandaloneHerder(worker, plugins, cluster_id, worker_id, statuses)
         self.rest = RestServer(self.herder, host, port, advertised,
                                topic_tracking=config.get("topic.tracking.enable", True),
-                               topic_tracking_reset=config.get("topic.tracking.allow.reset", True))
+                               topic_tracking_reset=config.get("topic.tracking.allow.reset", True),
+                               allow_origin=config.get("access.control.allow.origin") or "",
+                               allow_methods=config.get("access.control.allow.methods") or "")
         self.herder.start()
         try:
             self.rest.start()

@@ -17,6 +17,10 @@ Wire format (Kafka's, so curl scripts, Connect UIs and Kafka's own RestClient wo
   connector), 202 pause/resume/topics reset and restart with ``includeTasks``/``onlyFailed``, 204 delete, stop,
   restart and task restart; 400 bad config/request, 404 unknown connector/task, 409 exists / rebalance / no leader,
   500 anything else, 503 while the herder starts or stops.
+- CORS: with ``access.control.allow.origin`` set (a comma list, or ``*``), a request whose ``Origin`` is allowed
+  gets ``Access-Control-Allow-Origin: <origin>`` (+ ``-Credentials: true``, ``Vary: Origin``); a preflight
+  ``OPTIONS`` asking for one of ``access.control.allow.methods`` (default GET,POST,HEAD, Jetty's) also gets
+  ``-Allow-Methods``, ``-Allow-Headers`` and ``-Max-Age: 1800``. ``OPTIONS`` answers 200 with ``Allow`` anyway.
 
 Forwarding (Kafka's HerderRequestHandler): when the herder raises ``NotLeaderError(leader_url)`` the same request
 goes to ``<leader_url><path>?forward=<recursive>&<the request's own query>`` and its status and body are answered
@@ -438,8 +442,13 @@ class RestServer:
     threads; ``stop()`` stops accepting and closes the socket; ``url`` is the advertised base URL (ends with "/")."""
 
     def __init__(self, herder, host, port, advertised_url=None, forward=True, topic_tracking=True,
-                 topic_tracking_reset=True):
+                 topic_tracking_reset=True, allow_origin="", allow_methods=""):
         self.herder = herder
+        # CORS (access.control.allow.origin / .methods, Jetty's CrossOriginFilter as Kafka configures it): off
+        # when the origin list is empty; "*" allows any origin; methods default to Jetty's GET,POST,HEAD.
+        self.allow_origins = [o.strip() for o in (allow_origin or "").split(",") if o.strip()]
+        self.allow_methods = [m.strip().upper() for m in (allow_methods or "").split(",") if m.strip()] \
+            or ["GET", "POST", "HEAD"]
         self.host = host or ""
         self.port = port
         self._advertised = advertised_url
@@ -521,6 +530,32 @@ class RestServer:
             log.error("Uncaught exception in REST call to %s %s", method, path, exc_info=True)
             return self._error(500, str(e) or type(e).__name__)
 
+    def cors_headers(self, headers, preflight):
+        """Headers answering a cross-origin request (none when CORS is off or the origin is not allowed)."""
+        origin = headers.get("Origin")
+        if not self.allow_origins or not origin:
+            return {}
+        if "*" not in self.allow_origins and origin not in self.allow_origins:
+            return {}
+        out = {"Access-Control-Allow-Origin": origin, "Access-Control-Allow-Credentials": "true", "Vary": "Origin"}
+        if preflight:
+            wanted = (headers.get("Access-Control-Request-Method") or "").upper()
+            if wanted not in self.allow_methods:
+                return {}
+            out.update({"Access-Control-Allow-Methods": ",".join(self.allow_methods),
+                        "Access-Control-Allow-Headers": "X-Requested-With,Content-Type,Accept,Origin",
+                        "Access-Control-Max-Age": "1800"})
+        return out
+
+    def options(self, target):
+        """OPTIONS (Jersey answers it for every resource): 200 with ``Allow``, 404 for an unknown path."""
+        path = urllib.parse.urlsplit(target).path
+        segments = [urllib.parse.unquote(s) for s in path.strip("/").split("/")] if path.strip("/") else []
+        methods, _ = match_route(segments)
+        if methods is None:
+            return Answer(404, {"error_code": 404, "message": "HTTP 404 Not Found"})
+        return Answer(200, None, {"Allow": ",".join(sorted(set(methods) | {"OPTIONS"}))})
+
     @staticmethod
     def _error(status, message):
         return Answer(status, {"error_code": status, "message": message})
@@ -573,11 +608,16 @@ class _Handler(BaseHTTPRequestHandler):
         if error is not None:
             answer = error
             self.close_connection = True
+        elif self.command == "OPTIONS":
+            answer = self.rest.options(self.path)
         else:
             answer = self.rest.handle(self.command, self.path, body, self.headers)
+        cors = self.rest.cors_headers(self.headers, preflight=self.command == "OPTIONS")
+        if cors:
+            answer.headers = dict(answer.headers, **cors)
         self._send(answer)
 
-    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _serve
+    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _serve
 
     def _read_body(self):
         """(bytes, None) or (None, Answer) for a body we refuse; bounded by MAX_BODY."""

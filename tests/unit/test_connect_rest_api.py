@@ -327,3 +327,24 @@ def test_keep_alive_serves_several_requests_on_one_connection(servers):
     resp = conn.getresponse()
     assert resp.status == 404 and json.loads(resp.read())["error_code"] == 404
     conn.close()
+
+
+def test_cors_and_options(servers):
+    s = servers(allow_origin="http://ui.example", allow_methods="GET,PUT")
+    status, _, resp = call(s, "GET", "/connectors", headers={"Origin": "http://ui.example"})
+    assert status == 200 and resp.getheader("Access-Control-Allow-Origin") == "http://ui.example"
+    status, _, resp = call(s, "GET", "/connectors", headers={"Origin": "http://evil.example"})
+    assert status == 200 and resp.getheader("Access-Control-Allow-Origin") is None
+    status, _, resp = call(s, "OPTIONS", "/connectors/x/config",
+                           headers={"Origin": "http://ui.example", "Access-Control-Request-Method": "PUT"})
+    assert status == 200 and resp.getheader("Allow") == "GET,OPTIONS,PATCH,PUT"
+    assert resp.getheader("Access-Control-Allow-Methods") == "GET,PUT"
+    # a method not allowed: no CORS headers on the preflight
+    status, _, resp = call(s, "OPTIONS", "/connectors", headers={"Origin": "http://ui.example",
+                                                                 "Access-Control-Request-Method": "DELETE"})
+    assert status == 200 and resp.getheader("Access-Control-Allow-Origin") is None
+    # CORS off (the default): no headers
+    plain = servers()
+    assert call(plain, "GET", "/", headers={"Origin": "http://ui.example"})[2].getheader(
+        "Access-Control-Allow-Origin") is None
+    assert call(plain, "OPTIONS", "/nope")[0] == 404
