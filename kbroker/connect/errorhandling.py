@@ -124,6 +124,19 @@ def class_name(obj):
     return "%s.%s" % (module, qual) if module else qual
 
 
+def close_producer(producer, timeout):
+    """Close ``producer`` within ``timeout`` seconds: what is still unacknowledged then is purged (its offsets were
+    not committed, so it is sent again by the next owner: at-least-once), since close() alone waits for it
+    without a bound (message.timeout.ms is 2^31 ms)."""
+    try:
+        if producer.flush(timeout):
+            producer.purge()
+            producer.poll(0)
+        producer.close()
+    except Exception as e:
+        log.warning("error while closing a producer: %s", e)
+
+
 def format_trace(exc):
     return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
 
@@ -207,11 +220,8 @@ class DeadLetterQueueReporter:
         """True when every DLQ record was acknowledged within ``timeout`` seconds."""
         return self.producer.flush(timeout) == 0
 
-    def close(self):
-        try:
-            self.producer.flush(5.0)
-        except Exception:
-            pass
+    def close(self, timeout=5.0):
+        close_producer(self.producer, timeout)
 
 
 def create_dlq_topic(admin, topic, replication_factor):

@@ -391,9 +391,12 @@ class WorkerSourceTask(WorkerTask):
         producer = getattr(self, "producer", None)
         if producer is None or self.abandoned:
             return
-        # Also after a failure: the offsets of the records acknowledged before it are safe to keep (a delivery
-        # failure under tolerance none raises in commit_offsets, so then nothing is written).
-        self.commit_offsets()
+        try:
+            # Also after a failure: the offsets of the records acknowledged before it are safe to keep (a
+            # delivery failure under tolerance none raises in commit_offsets, so then nothing is written).
+            self.commit_offsets()
+        finally:
+            eh.close_producer(producer, self.worker.config["offset.flush.timeout.ms"] / 1000.0)
 
 
 class WorkerSinkTask(WorkerTask):
@@ -425,6 +428,9 @@ class WorkerSinkTask(WorkerTask):
         conf["client.id"] = "connector-consumer-%s" % self.id
         conf.update(self.worker.config.client_config("consumer", self.conn_config.client_overrides("consumer")))
         self.consumer = check(Consumer, conf, "consumer of %s" % self.id)
+        self.cooperative = "cooperative" in conf.get("partition.assignment.strategy", "")
+        self._closing = False
+        self._last_consumer_warning = 0.0
         self.current = {}          # (topic, partition) -> next offset, put() returned for everything before it
         self.assigned = set()
         self.context = SinkTaskContext(self.task_props, self._report_errant)
@@ -455,11 +461,22 @@ class WorkerSinkTask(WorkerTask):
             reset = self.context.offsets_to_reset.pop((p.topic, p.partition), None)
             if reset is not None:
                 p.offset = reset
-        consumer.assign(partitions)
+        if self.cooperative:
+            consumer.incremental_assign(partitions)
+        else:
+            consumer.assign(partitions)
         if self.paused:
             consumer.pause(partitions)
 
+    def _warn_consumer_error(self, err):
+        now = time.monotonic()
+        if now - self._last_consumer_warning >= 10.0:      # one line per 10 s, not one per consume() call
+            self._last_consumer_warning = now
+            log.warning("%s consumer error: %s", self.id, err)
+
     def _on_revoke(self, consumer, partitions):
+        if self._closing:
+            return      # close() committed and closed the partitions itself
         tps = [(p.topic, p.partition) for p in partitions]
         self.commit_offsets({tp: off for tp, off in self.current.items() if tp in set(tps)})
         try:
@@ -483,9 +500,9 @@ class WorkerSinkTask(WorkerTask):
                 self.context.commit_requested = False
                 self.commit_offsets(dict(self.current))
                 next_commit = time.monotonic() + interval
+            # Records fetched just before a pause are still delivered: dropping them would move the consumer's
+            # position past records that were never put (their offsets committed later: loss).
             msgs = self.consumer.consume(num_messages=MAX_POLL_RECORDS, timeout=SINK_CONSUME_TIMEOUT)
-            if self.paused and not was_paused:
-                continue
             batch, offsets = self.convert_messages(msgs)
             if batch or offsets:
                 self.deliver(batch, offsets)
@@ -510,9 +527,11 @@ class WorkerSinkTask(WorkerTask):
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
                     continue
-                if err.fatal() or not err.retriable():
+                if err.fatal():
                     raise ConnectError("Consumer error: %s" % err)
-                log.warning("%s consumer error: %s", self.id, err)
+                # Not fatal (a subscribed topic that does not exist yet, a broker down): librdkafka recovers by
+                # itself, as Kafka's consumer does inside poll().
+                self._warn_consumer_error(err)
                 continue
             tp = (msg.topic(), msg.partition())
             offsets[tp] = msg.offset() + 1
@@ -611,6 +630,7 @@ class WorkerSinkTask(WorkerTask):
         consumer = getattr(self, "consumer", None)
         if consumer is None:
             return
+        self._closing = True
         try:
             if not self.failed and not self.abandoned:
                 self.commit_offsets(dict(self.current))

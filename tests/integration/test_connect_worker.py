@@ -7,7 +7,8 @@ topics and files:
 - source: a file -> topic with JsonConverter (schemas on): the exact bytes of Kafka's envelope, read back with
   confluent-kafka; the offsets file holds Kafka's key/value bytes; a second Worker on the same offsets file after a
   clean stop reads only the lines appended since (no duplicates, no loss);
-- sink: topic -> file, the file's exact contents, and the group ``connect-<name>`` committed the end offsets;
+- sink: topic -> file, the file's exact contents, the group ``connect-<name>`` committed the end offsets, and a
+  second Worker appends only the records produced after the first one stopped;
 - errors: a value that is not JSON under errors.tolerance=all goes to the dead letter queue with its original bytes
   and Kafka's __connect.errors.* headers while the good records reach the file; under tolerance none the task is
   FAILED with "Tolerance exceeded in error handler" and the converter's error in its trace.
@@ -164,6 +165,17 @@ def test_topic_to_file_sink(broker, tmp_path):
     finally:
         c.close()
     assert committed[0].offset == 5
+
+    # A new worker resumes from the committed offsets: only the records produced since reach the file.
+    produce(broker, topic, [b'{"schema":{"type":"string","optional":false},"payload":"line %d"}' % i
+                            for i in range(5, 7)])
+    worker = make_worker(broker)
+    try:
+        run_connector(worker, name, {"connector.class": "FileStreamSink", "file": str(out), "topics": topic})
+        wait_until(lambda: out.read_bytes().count(b"\n") >= 7, timeout=30, message="sink file never got 7 lines")
+    finally:
+        worker.stop()
+    assert out.read_bytes() == b"".join(b"line %d\n" % i for i in range(7))
 
 
 def test_dead_letter_queue_with_context_headers(broker, tmp_path):

@@ -144,6 +144,13 @@ class FakeProducer:
             self._deliver()
         return len(self.pending)
 
+    def purge(self):
+        with self.lock:
+            self.pending = []
+
+    def close(self):
+        self.closed = True
+
 
 class _Msg:
     def __init__(self, topic, partition, offset):
