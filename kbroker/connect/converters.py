@@ -11,12 +11,17 @@ JsonConverter writes the bytes Kafka's writes (Jackson's compact output), byte f
   [,"version":V][,"doc":D][,"parameters":{...}][,"default":X]}`` with T one of boolean int8 int16 int32 int64 float
   (float32) double (float64) bytes string array map struct;
 - numbers as Java prints them (float32 with float precision: 0.1f is ``0.1``; doubles ``1.0E10``, ``1.0E-4``
-  outside [1e-3, 1e7)); bytes as base64 strings; Decimal as base64 of the unscaled bytes (``decimal.format=BASE64``)
-  or a JSON number (``NUMERIC``); Date/Time/Timestamp as their integers; strings escaped as Jackson does
-  (``\\"`` ``\\\\`` ``\\b\\t\\n\\f\\r``, other controls ``\\u00XX``, everything else raw UTF-8);
+  outside [1e-3, 1e7); the shortest digits, as JDK 19+'s Double.toString -- JDK 17's differs for rare values such
+  as 2e23, which it prints 1.9999999999999998E23); non-finite numbers as the strings "NaN", "Infinity"; bytes as
+  base64 strings; Decimal as base64 of the unscaled bytes (``decimal.format=BASE64``) or a JSON number
+  (``NUMERIC``); Date/Time/Timestamp as their integers; strings escaped as Jackson does (``\\"`` ``\\\\``
+  ``\\b\\t\\n\\f\\r``, other controls ``\\u00XX``, characters beyond U+FFFF as their escaped surrogate pair
+  ``\\uD83D\\uDE00``, everything else raw UTF-8);
 - a null value with no schema is None (a tombstone) either way.
 
-Reading is Kafka's too, with one deliberate difference: a JSON value of the wrong kind for its schema (a string
+tests/unit/test_connect_converters.py holds bytes captured from Kafka 4.4.0's JsonConverter and checks both
+directions against them. Reading is Kafka's too (leading zeros accepted, floats read exactly, trailing content
+ignored), with one deliberate difference: a JSON value of the wrong kind for its schema (a string
 where the schema says int32) is a DataError here, where Jackson silently reads 0/false/null.
 """
 import base64
@@ -188,8 +193,21 @@ _ESCAPES.update({ord('"'): '\\"', ord("\\"): "\\\\", 0x08: "\\b", 0x09: "\\t", 0
                  0x0D: "\\r"})
 
 
+# Jackson (2.x, COMBINE_UNICODE_SURROGATES_IN_UTF8 off by default) writes a character beyond the BMP as its
+# escaped UTF-16 surrogate pair: U+1F600 is \uD83D\uDE00, not 4 raw UTF-8 bytes.
+_ASTRAL = re.compile("[\U00010000-\U0010FFFF]")
+
+
+def _surrogates(m):
+    cp = ord(m.group()) - 0x10000
+    return "\\u%04X\\u%04X" % (0xD800 + (cp >> 10), 0xDC00 + (cp & 0x3FF))
+
+
 def _json_str(s):
-    return '"' + s.translate(_ESCAPES) + '"'
+    s = s.translate(_ESCAPES)
+    if not s.isascii() and _ASTRAL.search(s):
+        s = _ASTRAL.sub(_surrogates, s)
+    return '"' + s + '"'
 
 
 def _write(node, out):
@@ -1050,6 +1068,7 @@ def _parse_scalar(token):
             return SchemaAndValue(Schema.FLOAT32_SCHEMA, _to_f32(f))
         if math.isfinite(f):
             return SchemaAndValue(Schema.FLOAT64_SCHEMA, f)
+        return SchemaAndValue(Decimal.schema(Decimal.value_scale(d)), d)      # beyond float64: exact
     return None
 
 
@@ -1118,8 +1137,10 @@ class _HeaderParser:
             self.ws()
             if self.text.startswith("]", self.pos):
                 self.pos += 1
-                return SchemaAndValue(SchemaBuilder.array(_common(schemas)).build() if _common(schemas)
-                                      else SchemaBuilder(ARRAY).build(), items)
+                common = _common(schemas)
+                if common is None:
+                    return SchemaAndValue(SchemaBuilder(ARRAY).build(), items)
+                return SchemaAndValue(SchemaBuilder.array(common).build(), [_align(common, v) for v in items])
             if not self.text.startswith(",", self.pos):
                 raise DataError("Array elements missing ',' delimiter")
             self.pos += 1
@@ -1152,6 +1173,7 @@ class _HeaderParser:
                 b = SchemaBuilder(MAP)
                 if ks is not None:
                     b.key_schema, b.value_schema = ks, vs
+                    out = {_align(ks, k): _align(vs, v) for k, v in out.items()}
                 return SchemaAndValue(b.build(), out)
             if not self.text.startswith(",", self.pos):
                 raise DataError("Map entries missing ',' delimiter")
@@ -1159,6 +1181,14 @@ class _HeaderParser:
 
 
 _WIDEN = (INT8, INT16, INT32, INT64, FLOAT32, FLOAT64)
+
+
+def _align(schema, value):
+    """An element converted to the common schema of its array/map (Kafka's alignListEntriesWithSchema): ints
+    become floats under a float schema."""
+    if schema is not None and value is not None and schema.type in (FLOAT32, FLOAT64) and isinstance(value, int):
+        return float(value)
+    return value
 
 
 def _common(schemas):

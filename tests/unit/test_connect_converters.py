@@ -163,7 +163,7 @@ def test_schemaless_maps_with_non_string_keys_are_pairs():
 def test_strings_escaped_as_jackson():
     c = _json(schemas_enable="false")
     assert c.from_connect_data("t", Schema.STRING_SCHEMA, 'a"b\\c\n\t\x01\x7fé€😀') == \
-        '"a\\"b\\\\c\\n\\t\\u0001\x7fé€😀"'.encode("utf-8")
+        '"a\\"b\\\\c\\n\\t\\u0001\x7fé€\\uD83D\\uDE00"'.encode("utf-8")
     assert c.to_connect_data("t", '"a\\"b\\u0001é"'.encode()) == SchemaAndValue(None, 'a"b\x01é')
 
 
@@ -337,3 +337,75 @@ def test_builtin_maps_use_kafka_class_names():
     assert BUILTIN_HEADER_CONVERTERS["org.apache.kafka.connect.storage.SimpleHeaderConverter"] is \
         SimpleHeaderConverter
     assert "org.apache.kafka.connect.storage.SimpleHeaderConverter" not in BUILTIN_CONVERTERS
+
+
+# Bytes written by Apache Kafka 4.4.0's JsonConverter (connect-json 4.4.0, Jackson 2.21, JDK 17) for the same
+# data, captured once: every field kind, logical types, defaults, parameters, metadata and escapes.
+KAFKA_STRUCT = (
+    b'{"schema":{"type":"struct","fields":[{"type":"int32","optional":true,"field":"c1"},{"type":"string",'
+    b'"optional":true,"field":"c2"},{"type":"int64","optional":false,"name":"org.apache.kafka.connect.data.Timestamp",'
+    b'"version":1,"field":"create_ts"},{"type":"array","items":{"type":"string","optional":false},"optional":true,'
+    b'"field":"tags"},{"type":"string","optional":true,"default":"Paris","field":"city"},{"type":"map","keys":'
+    b'{"type":"int32","optional":false},"values":{"type":"string","optional":false},"optional":false,"field":"m"},'
+    b'{"type":"bytes","optional":true,"name":"org.apache.kafka.connect.data.Decimal","version":1,"parameters":'
+    b'{"scale":"2"},"default":"/38=","field":"dec"},{"type":"int32","optional":false,"name":'
+    b'"org.apache.kafka.connect.data.Date","version":1,"field":"d"},{"type":"int32","optional":false,"name":'
+    b'"org.apache.kafka.connect.data.Time","version":1,"field":"tm"},{"type":"bytes","optional":true,"field":"b"},'
+    b'{"type":"int8","optional":false,"default":-3,"field":"i8"}],"optional":false,"name":"foobar","version":3,'
+    b'"doc":"d","parameters":{"p1":"v1","a0":"v0"}},"payload":{"c1":10000,"c2":null,"create_ts":1501834166000,'
+    b'"tags":["a","b"],"city":"Paris","m":[[1,"x"]],"dec":"/38=","d":10000,"tm":14400123,"b":"AP8B","i8":-3}}')
+KAFKA_F32 = (b'{"schema":{"type":"array","items":{"type":"float","optional":false},"optional":false},'
+             b'"payload":[12.34,0.1,1.2345679E7,1.0E-5,3.4E38,100.0,"NaN",1.0E7,9999999.0,0.001]}')
+KAFKA_ESCAPES = ('{"schema":{"type":"string","optional":false},"payload":"a\\"b\\\\c\\n\\t\\u0001\\u001F\x7f\u00e9'
+                 '\u20ac\\uD83D\\uDE00/\u2028<>&\'"}').encode("utf-8")
+
+
+def _kafka_struct_schema():
+    return (SchemaBuilder.struct().name("foobar").version(3).doc("d").parameter("p1", "v1").parameter("a0", "v0")
+            .field("c1", Schema.OPTIONAL_INT32_SCHEMA).field("c2", Schema.OPTIONAL_STRING_SCHEMA)
+            .field("create_ts", Timestamp.SCHEMA)
+            .field("tags", SchemaBuilder.array(Schema.STRING_SCHEMA).optional().build())
+            .field("city", SchemaBuilder.string().optional().default_value("Paris").build())
+            .field("m", SchemaBuilder.map(Schema.INT32_SCHEMA, Schema.STRING_SCHEMA).build())
+            .field("dec", Decimal.builder(2).optional().default_value(decimal.Decimal("-1.29")).build())
+            .field("d", Date.SCHEMA).field("tm", Time.SCHEMA).field("b", Schema.OPTIONAL_BYTES_SCHEMA)
+            .field("i8", SchemaBuilder.int8().default_value(-3).build()).build())
+
+
+def test_bytes_equal_kafka_4_4_jsonconverter():
+    schema = _kafka_struct_schema()
+    value = (Struct(schema).put("c1", 10000).put("create_ts", dt.datetime(2017, 8, 4, 8, 9, 26, tzinfo=dt.timezone.utc))
+             .put("tags", ["a", "b"]).put("m", {1: "x"}).put("d", dt.date(1997, 5, 19))
+             .put("tm", dt.time(4, 0, 0, 123000)).put("b", b"\x00\xff\x01"))
+    c = _json()
+    assert c.from_connect_data("t", schema, value) == KAFKA_STRUCT
+    back = c.to_connect_data("t", KAFKA_STRUCT)
+    assert back.schema == schema
+    assert c.from_connect_data("t", back.schema, back.value) == KAFKA_STRUCT
+    f32 = SchemaBuilder.array(Schema.FLOAT32_SCHEMA).build()
+    assert c.from_connect_data("t", f32, [12.34, 0.1, 1.2345679e7, 1e-5, 3.4e38, 100.0, float("nan"), 1e7,
+                                          9999999.0, 0.001]) == KAFKA_F32
+    assert c.from_connect_data("t", *c.to_connect_data("t", KAFKA_F32)) == KAFKA_F32
+    text = "a\"b\\c\n\t\x01\x1f\x7f\u00e9\u20ac\U0001F600/\u2028<>&'"
+    assert c.from_connect_data("t", Schema.STRING_SCHEMA, text) == KAFKA_ESCAPES
+    assert c.to_connect_data("t", KAFKA_ESCAPES).value == text
+    header = SimpleHeaderConverter().from_connect_header("t", "k", schema, value)
+    assert header == (b'{"c1":10000,"c2":null,"create_ts":2017-08-04T08:09:26.000Z,"tags":["a","b"],"city":"Paris",'
+                      b'"m":{1:"x"},"dec":-1.29,"d":1997-05-19,"tm":04:00:00.123Z,"b":"AP8B","i8":-3}')
+
+
+@pytest.mark.parametrize("text,schema,value", [
+    # what Kafka 4.4.0's SimpleHeaderConverter reads these as
+    ("1.0", Schema.INT8_SCHEMA, 1), ("1e3", Schema.INT16_SCHEMA, 1000), ("70000", Schema.INT32_SCHEMA, 70000),
+    ("3000000000", Schema.INT64_SCHEMA, 3000000000), (" 12 ", Schema.INT8_SCHEMA, 12),
+    ("99999999999999999999", Decimal.schema(0), decimal.Decimal("99999999999999999999")),
+    ("1.5e400", Decimal.schema(-399), decimal.Decimal("1.5e400")),
+    ("[1,2,300]", SchemaBuilder.array(Schema.INT16_SCHEMA).build(), [1, 2, 300]),
+    ("[1.5,2]", SchemaBuilder.array(Schema.FLOAT32_SCHEMA).build(), [1.5, 2.0]),
+    ("10:11:12.013Z", Time.SCHEMA, dt.time(10, 11, 12, 13000)),
+])
+def test_header_parsing_as_kafka(text, schema, value):
+    got = SimpleHeaderConverter().to_connect_header("t", "k", text.encode())
+    assert got == SchemaAndValue(schema, value)
+    assert type(got.value) is type(value) and (not isinstance(value, list) or
+                                                [type(v) for v in got.value] == [type(v) for v in value])
