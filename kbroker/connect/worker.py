@@ -5,8 +5,9 @@ Threads, not gevent (confluent-kafka blocks in C and releases the GIL). Connecto
 
 Source task loop: ``poll()`` -> per record: transformations -> key/value converters (header values that are not
 bytes go through the header converter) -> ``producer.produce`` (acks=all, enable.idempotence=true,
-message.timeout.ms=2147483647 and client.id ``connector-producer-<connector>-<task>``: Kafka's worker defaults; the
-worker's ``producer.*`` and the connector's ``producer.override.*`` keys win). Offsets: the latest
+message.timeout.ms=2147483647, partitioner=murmur2_random (Java's) and client.id
+``connector-producer-<connector>-<task>``: Kafka's worker defaults; the worker's ``producer.*`` and the connector's
+``producer.override.*`` keys win). Offsets: the latest
 (partition -> offset) of the records polled since the last commit is kept; every ``offset.flush.interval.ms``, and
 when the task stops, the worker flushes the producer -- waiting up to ``offset.flush.timeout.ms`` for EVERY record
 polled so far to be acknowledged -- and only then writes those offsets to the offset store and calls
@@ -55,7 +56,10 @@ TASK_CLASS = "task.class"         # Kafka's TaskConfig.TASK_CLASS_CONFIG, added 
 MAX_POLL_RECORDS = 500            # Java consumer's max.poll.records default: the largest batch handed to put()
 SINK_CONSUME_TIMEOUT = 0.5        # s a sink loop waits for records: bounds how late a stop/pause is seen
 DEFAULT_PUT_RETRY_MS = 1000       # put() raised RetriableError and the task set no context.timeout
-PRODUCER_DEFAULTS = {"acks": "all", "enable.idempotence": "true", "message.timeout.ms": "2147483647"}
+# Kafka's worker producer: acks=all, unbounded delivery timeout, idempotent; murmur2 for keyed records (the Java
+# client's partitioner: a key lands where a Java producer would put it).
+PRODUCER_DEFAULTS = {"acks": "all", "enable.idempotence": "true", "message.timeout.ms": "2147483647",
+                     "partitioner": "murmur2_random"}
 CONSUMER_DEFAULTS = {"enable.auto.commit": "false", "auto.offset.reset": "earliest",
                      "enable.partition.eof": "false"}
 

@@ -42,9 +42,10 @@ def _common_def():
     d.define("bootstrap.servers", cd.LIST, "localhost:9092", importance=cd.HIGH,
              documentation="host:port pairs of the Kafka cluster")
     d.define("client.dns.lookup", cd.STRING, "use_all_dns_ips", importance=cd.MEDIUM)
-    d.define("key.converter", cd.CLASS, JSON_CONVERTER, importance=cd.HIGH,
+    # Required, as Kafka's ("Missing required configuration \"key.converter\" which has no default value.").
+    d.define("key.converter", cd.CLASS, NO_DEFAULT, importance=cd.HIGH,
              documentation="Converter of record keys (connectors may override it)")
-    d.define("value.converter", cd.CLASS, JSON_CONVERTER, importance=cd.HIGH,
+    d.define("value.converter", cd.CLASS, NO_DEFAULT, importance=cd.HIGH,
              documentation="Converter of record values (connectors may override it)")
     d.define("header.converter", cd.CLASS, SIMPLE_HEADER_CONVERTER, importance=cd.LOW)
     d.define("internal.key.converter", cd.CLASS, JSON_CONVERTER, importance=cd.LOW)

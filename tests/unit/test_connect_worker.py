@@ -223,6 +223,9 @@ def test_plugins_ambiguous_alias():
 
 
 # ------------------------------------------------------------------------------------------------ worker config
+CONV = {"key.converter": "JsonConverter", "value.converter": "JsonConverter"}
+
+
 def test_worker_config_quickstart_keys_and_defaults():
     warnings = []
     c = WorkerConfig({"bootstrap.servers": "localhost:9092",
@@ -241,24 +244,28 @@ def test_worker_config_quickstart_keys_and_defaults():
 
 
 def test_worker_config_refuses_what_it_cannot_honour():
-    base = {"offset.storage.file.filename": "/tmp/x"}
+    base = {"offset.storage.file.filename": "/tmp/x", "key.converter": "JsonConverter",
+            "value.converter": "JsonConverter"}
     with pytest.raises(ConfigError, match="metric.reporters"):
         WorkerConfig(dict(base, **{"metric.reporters": "com.example.Reporter"}))
     with pytest.raises(ConfigError, match="config.providers"):
         WorkerConfig(dict(base, **{"config.providers": "file"}))
     with pytest.raises(ConfigError, match="internal.value.converter"):
         WorkerConfig(dict(base, **{"internal.value.converter": "org.apache.kafka.connect.storage.StringConverter"}))
+    with pytest.raises(ConfigError, match='"key.converter"'):
+        WorkerConfig({"offset.storage.file.filename": "/tmp/x"})
     with pytest.raises(ConfigError, match='"offset.storage.file.filename"'):
-        WorkerConfig({})
+        WorkerConfig({"key.converter": "JsonConverter", "value.converter": "JsonConverter"})
     with pytest.raises(ConfigError, match="group.id"):
-        WorkerConfig({"config.storage.topic": "c", "offset.storage.topic": "o", "status.storage.topic": "s"},
-                     distributed=True)
+        WorkerConfig({"config.storage.topic": "c", "offset.storage.topic": "o", "status.storage.topic": "s",
+                      "key.converter": "JsonConverter", "value.converter": "JsonConverter"}, distributed=True)
     with pytest.raises(ConfigError, match="listeners"):
         WorkerConfig(dict(base, listeners="localhost:8083"))
 
 
 def test_worker_config_listeners_and_clients():
     c = WorkerConfig({"offset.storage.file.filename": "/tmp/x", "listeners": "http://127.0.0.1:18083",
+                      "key.converter": "JsonConverter", "value.converter": "JsonConverter",
                       "rest.advertised.host.name": "connect1", "bootstrap.servers": "b1:9092,b2:9092",
                       "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
                       "producer.max.request.size": "2000000", "consumer.max.poll.records": "10"},
@@ -323,10 +330,11 @@ def test_validate_transforms_and_missing_class():
 def test_client_override_policy():
     p = Plugins()
     conf = {"name": "s", "connector.class": "FileStreamSource", "topic": "t", "producer.override.linger.ms": "5"}
-    worker = WorkerConfig({"offset.storage.file.filename": "/x", "connector.client.config.override.policy": "None"})
+    worker = WorkerConfig(dict(CONV, **{"offset.storage.file.filename": "/x",
+                                        "connector.client.config.override.policy": "None"}))
     assert _errors(cc.validate(p, conf, worker)) == {"producer.override.linger.ms": [
         "The 'None' policy does not allow 'linger.ms' to be overridden in the connector configuration."]}
-    assert cc.validate(p, conf, WorkerConfig({"offset.storage.file.filename": "/x"}))["error_count"] == 0
+    assert cc.validate(p, conf, WorkerConfig(dict(CONV, **{"offset.storage.file.filename": "/x"})))["error_count"] == 0
     with pytest.raises(ConfigError, match="'None' policy"):
         cc.ConnectorConfig(p, conf, worker_config=worker).client_overrides("producer")
 

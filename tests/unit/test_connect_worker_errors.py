@@ -288,6 +288,7 @@ def test_source_offsets_written_only_after_every_record_is_acknowledged(fake_cli
         key = offset_key("conn", {"p": 0})
         assert w.offset_store.get([key]) == {key: None}
         assert producer.conf["acks"] == "all" and producer.conf["enable.idempotence"] == "true"
+        assert producer.conf["partitioner"] == "murmur2_random"
         assert producer.conf["client.id"] == "connector-producer-conn-3"
         producer.auto = True
         wait_for(lambda: w.offset_store.get([key])[key] == b'{"o":4}')
