@@ -477,7 +477,7 @@ class RestServer:
         self.port = self._httpd.server_address[1]
         if self._advertised and re.search(r":0/?$", self._advertised):
             self._advertised = None          # advertised from a "port 0" config: the bound port instead
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.2},
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.1},
                                         name="connect-rest", daemon=True)
         self._thread.start()
         log.info("REST server listening at %s, advertising URL %s", "http://%s:%d/" % (self.host, self.port),

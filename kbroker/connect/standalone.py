@@ -136,14 +136,16 @@ class StandaloneHerder(Herder):
                     for i, c in enumerate(self._tasks.get(name, ()))]
 
     def connector_status(self, name):
-        with self._lock:
-            status = self._status.get_connector(name)
-            if status is None:
-                raise NotFoundError("No status found for connector %s" % name)
-            ntasks = len(self._tasks.get(name, ()))
-            tasks = [t.to_json() for t in self._status.tasks_of(name) if t.id.task < ntasks]
-            return {"name": name, "connector": status.to_json(), "tasks": tasks,
-                    "type": self._type(self._configs.get(name))}
+        # Not under the lock (as Kafka's, whose status reads are not synchronized): a status read must not wait
+        # for a put or a stop holding the lock while tasks stop (up to task.shutdown.graceful.timeout.ms). The
+        # status store is thread-safe and a dict lookup is atomic.
+        status = self._status.get_connector(name)
+        if status is None:
+            raise NotFoundError("No status found for connector %s" % name)
+        ntasks = len(self._tasks.get(name, ()))
+        tasks = [t.to_json() for t in self._status.tasks_of(name) if t.id.task < ntasks]
+        return {"name": name, "connector": status.to_json(), "tasks": tasks,
+                "type": self._type(self._configs.get(name))}
 
     def task_status(self, name, task):
         task_id = ConnectorTaskId(name, int(task))

@@ -107,3 +107,22 @@ def test_quickstart_step7(broker, tmp_path):
     finally:
         code = worker.stop()
     assert code == 0, worker.log_tail()
+
+
+def test_invalid_connector_file_exits_3(broker, tmp_path):
+    """Kafka's ConnectStandalone: a connector that cannot be created stops the worker with exit code 3."""
+    text = worker_properties((REPO_ROOT / "config" / "connect-standalone.properties").read_text(),
+                             {"bootstrap.servers": broker.bootstrap,
+                              "offset.storage.file.filename": tmp_path / "connect.offsets",
+                              "listeners": "http://127.0.0.1:%d" % free_port()})
+    (tmp_path / "worker.properties").write_text(text)
+    (tmp_path / "sink.properties").write_text("name=s\nconnector.class=FileStreamSink\nfile=out.txt\n")  # no topics
+    worker = ConnectProcess(tmp_path, ["standalone", "worker.properties", "sink.properties"]).start()
+    try:
+        code = worker.proc.wait(30)
+    finally:
+        worker.stop()
+    log = worker.log_tail(60)
+    assert code == 3, log
+    assert "Connector configuration is invalid and contains the following 2 error(s)" in log
+    assert "Stopping after connector error" in log

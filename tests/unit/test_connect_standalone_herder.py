@@ -268,3 +268,34 @@ def test_plugins_validate_and_plugin_config(herder):
     assert "file" in keys and "topic" in keys
     with pytest.raises(NotFoundError, match=r"^Unknown plugin NoSuchThing\.$"):
         h.connector_plugin_config("NoSuchThing")
+
+
+def test_empty_name_is_refused(herder):
+    h, _ = herder
+    with pytest.raises(BadRequestError, match="^Connector configuration is invalid"):
+        h.put_connector_config("", dict(SOURCE, name=""), False)
+    assert h.connectors() == []
+
+
+def test_status_read_does_not_wait_for_a_slow_stop(herder):
+    h, worker = herder
+    put(h, "src", SOURCE)
+    entered, release = threading.Event(), threading.Event()
+    original = worker.stop_tasks
+
+    def slow_stop(ids):
+        entered.set()
+        release.wait(10)
+        return original(ids)
+
+    worker.stop_tasks = slow_stop
+    t = threading.Thread(target=h.delete_connector, args=("src",))
+    t.start()
+    try:
+        assert entered.wait(5)
+        # the delete holds the herder's lock inside stop_tasks; the status answers anyway
+        assert h.connector_status("src")["connector"]["state"] == "RUNNING"
+    finally:
+        release.set()
+        t.join(10)
+    assert h.connectors() == []
