@@ -24,7 +24,8 @@
 #      it is uninstalled), and kbroker._native.IMPL must be "cython". A stamp in build/ (hash of the lock files,
 #      setup.py, pyproject.toml, the kernel sources and the interpreter) skips the installs when nothing changed.
 #   3. npm: kafkajs 2.2.4 into tests/js/node_modules (`npm ci`, from the committed lockfile).
-#   4. Java: scripts/setup-java.sh, when that script exists (the Java client test driver).
+#   4. Java: scripts/setup-java.sh, when that script exists (the Java client test driver); Kafka's Connect runtime
+#      (tests/kafka_connect/pom.xml resolved into ~/.m2).
 # Every action is printed on stderr; any failure stops the script with the failing command.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -194,5 +195,11 @@ fi
 if [[ $MODE == full && -f scripts/setup-java.sh ]]; then
     log "java: bash scripts/setup-java.sh"
     bash scripts/setup-java.sh
+fi
+# Apache Kafka's Connect runtime (tests/kafka_connect/pom.xml: test_connect_java.py, bench/connect.py): its jars
+# into ~/.m2 and their classpath into tests/kafka_connect/target/ (only what ~/.m2 lacks; a warm ~/.m2 is offline).
+if [[ $MODE == full && -f tests/kafka_connect/pom.xml ]]; then
+    log "java: Kafka's Connect runtime (tests/kafka_connect)"
+    "$(kb_python)" -c 'import tests.kafka_connect as k; print(len(k.resolve_classpath(offline=False).split(":")), "jars")' >&2
 fi
 log "setup done"
