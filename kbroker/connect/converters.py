@@ -1011,15 +1011,29 @@ def _append(out, value, embedded):
             out.append(":")
             _append(out, value.get(f), True)
         out.append("}")
-    elif isinstance(value, _dt.datetime):
-        v = value.astimezone(_dt.timezone.utc) if value.tzinfo else value
-        out.append(v.strftime("%Y-%m-%dT%H:%M:%S.") + "%03dZ" % (v.microsecond // 1000))
-    elif isinstance(value, _dt.date):
-        out.append(value.strftime("%Y-%m-%d"))
-    elif isinstance(value, _dt.time):
-        out.append(value.strftime("%H:%M:%S.") + "%03dZ" % (value.microsecond // 1000))
+    elif isinstance(value, (_dt.date, _dt.time)):
+        out.append(java_date_text(value))
     else:
         raise DataError("Failed to serialize unexpected value type %s: %s" % (type(value).__qualname__, value))
+
+
+def java_date_text(value):
+    """A date, time or datetime as Kafka's Values.dateFormatFor prints the java.util.Date holding it (UTC):
+    milliseconds since the epoch below one day -> "HH:mm:ss.SSSZ" (so a Time, and also 1970-01-01 and any
+    instant before it, as Java does), a whole number of days -> "yyyy-MM-dd", else "yyyy-MM-ddTHH:mm:ss.SSSZ"."""
+    if isinstance(value, _dt.datetime):
+        ms = Timestamp.from_logical(Timestamp.SCHEMA, value)
+    elif isinstance(value, _dt.date):
+        ms = Date.from_logical(Date.SCHEMA, value) * 86400000
+    else:
+        ms = Time.from_logical(Time.SCHEMA, value)
+    t = Timestamp.to_logical(Timestamp.SCHEMA, ms)
+    millis = "%03dZ" % (t.microsecond // 1000)
+    if ms < 86400000:
+        return t.strftime("%H:%M:%S.") + millis
+    if ms % 86400000 == 0:
+        return "%04d-%02d-%02d" % (t.year, t.month, t.day)
+    return "%04d-%02d-%02dT" % (t.year, t.month, t.day) + t.strftime("%H:%M:%S.") + millis
 
 
 _INT_TOKEN = re.compile(r"[+-]?\d+\Z")

@@ -16,6 +16,7 @@ the predicate ``predicates.<name>.type`` matches (or does not); ``Predicated`` w
 Headers here are the record's raw ``(key, bytes | None)`` pairs (kbroker/connect/records.py): InsertHeader writes
 its literal as UTF-8, which is what Kafka's SimpleHeaderConverter writes for it.
 """
+import base64
 import datetime as _dt
 import decimal as _decimal
 import logging
@@ -24,14 +25,16 @@ from collections import OrderedDict
 
 from kbroker.connect import configdef as cd
 from kbroker.connect.data import (
-    ARRAY, MAP, STRUCT, Schema, SchemaBuilder, Struct, Timestamp, copy_schema_basics)
+    ARRAY, BOOLEAN, BYTES, FLOAT32, FLOAT64, INT8, INT16, INT32, INT64, INT_RANGES, MAP, STRING, STRUCT, Date,
+    Schema, SchemaBuilder, Struct, Time, Timestamp, copy_schema_basics, infer_schema_type)
 from kbroker.connect.exceptions import ConfigError, DataError
 from kbroker.connect.records import SinkRecord
 
 log = logging.getLogger(__name__)
 
 __all__ = ["Transformation", "Predicate", "Predicated", "InsertField", "ReplaceField", "MaskField", "ValueToKey",
-           "ExtractField", "HoistField", "SetSchemaMetadata", "RegexRouter", "TimestampRouter", "Filter",
+           "ExtractField", "HoistField", "Cast", "Flatten", "SetSchemaMetadata", "RegexRouter", "TimestampRouter",
+           "Filter",
            "InsertHeader", "DropHeaders", "TopicNameMatches", "HasHeaderKey", "RecordIsTombstone",
            "BUILTIN_TRANSFORMS", "BUILTIN_PREDICATES", "java_regex", "java_replacement", "simple_date_format"]
 
@@ -777,6 +780,291 @@ class SetSchemaMetadata(Transformation):
 _key_value_pair(SetSchemaMetadata, "org.apache.kafka.connect.transforms.SetSchemaMetadata")
 
 
+# -------------------------------------------------------------------------------------------------------- Cast
+_CAST_IN = (INT8, INT16, INT32, INT64, FLOAT32, FLOAT64, BOOLEAN, STRING, BYTES)
+_CAST_OUT = (INT8, INT16, INT32, INT64, FLOAT32, FLOAT64, BOOLEAN, STRING)
+_JAVA_FLOAT_TEXT = re.compile(r"[+-]?(NaN|Infinity|((\d+\.?\d*|\.\d+)([eE][+-]?\d+)?)[fFdD]?)\Z")
+
+
+def _cast_type(name):
+    t = name.strip().lower()
+    if t not in INT_RANGES and t not in (FLOAT32, FLOAT64, BOOLEAN, STRING, BYTES, ARRAY, MAP, STRUCT):
+        raise ConfigError("Invalid type found in casting spec: " + name.strip())
+    if t not in _CAST_OUT:
+        raise ConfigError("Cast transformation does not support casting to %s; supported types are [%s]"
+                          % (t.upper(), ", ".join(x.upper() for x in _CAST_OUT)))
+    return t
+
+
+def _parse_cast_spec(mappings):
+    """{field: type} from "f1:type,f2:type", or {None: type} for one whole-value "type" (Kafka's rules)."""
+    if not mappings:
+        raise ConfigError("Must specify at least one field to cast.")
+    out = {}
+    whole = False
+    for m in mappings:
+        parts = _java_split(m, ":")
+        if len(parts) > 2:
+            raise ConfigError("renames", cd.java_str(list(mappings)), "Invalid rename mapping: " + m)
+        if len(parts) == 1:
+            out[None] = _cast_type(parts[0] if parts else "")
+            whole = True
+        else:
+            out[parts[0].strip()] = _cast_type(parts[1])
+    if whole and len(mappings) > 1:
+        raise ConfigError("Cast transformations that specify a type to cast the entire value to may only specify a "
+                          "single cast in their spec")
+    return out
+
+
+def _java_narrow(value, type_):
+    """Java's Number.byteValue()/shortValue()/intValue()/longValue(): floats truncate (saturating at the long
+    range, NaN is 0), then the two's-complement narrowing cast."""
+    if isinstance(value, float):
+        if value != value:
+            n = 0
+        elif value >= 2 ** 63:
+            n = 2 ** 63 - 1
+        elif value < -2 ** 63:
+            n = -2 ** 63
+        else:
+            n = int(value)
+        if type_ in (INT8, INT16, INT32):      # double -> int saturates at the int range first
+            n = max(-2 ** 31, min(2 ** 31 - 1, n))
+    else:
+        n = int(value)
+    lo, hi = INT_RANGES[type_]
+    return (n - lo) % (hi - lo + 1) + lo
+
+
+def _cast_value(schema, value, target):
+    """Kafka's Cast.castValueToType."""
+    if value is None:
+        return None
+    source = schema.type if schema is not None else infer_schema_type(value)
+    if source is None:
+        raise DataError("Cast transformation was passed a value of type %s which is not supported by Connect's "
+                        "data API" % type(value))
+    if source not in _CAST_IN:
+        raise DataError("Cast transformation does not support casting from %s; supported types are [%s]"
+                        % (source.upper(), ", ".join(x.upper() for x in _CAST_IN)))
+    if schema is not None and schema.name is not None and target != STRING:
+        for logical in (Date, Time, Timestamp):
+            if schema.name == logical.LOGICAL_NAME:
+                value = logical.from_logical(schema, value)
+    try:
+        if target == STRING:
+            return _cast_to_string(schema, value)
+        if isinstance(value, bool):
+            number = 1 if value else 0
+            return float(number) if target in (FLOAT32, FLOAT64) else (value if target == BOOLEAN else number)
+        if isinstance(value, (int, float, _decimal.Decimal)):
+            if target == BOOLEAN:
+                return _java_narrow(int(value) if isinstance(value, _decimal.Decimal) else value, INT64) != 0
+            if target in (FLOAT32, FLOAT64):
+                return float(value)
+            return _java_narrow(value if not isinstance(value, _decimal.Decimal) else int(value), target)
+        if isinstance(value, str):
+            if target == BOOLEAN:
+                return value.lower() == "true"          # Java's Boolean.parseBoolean
+            if target in (FLOAT32, FLOAT64):
+                text = value.strip()
+                if not _JAVA_FLOAT_TEXT.match(text):
+                    raise ValueError(value)
+                return float(text.rstrip("fFdD").replace("Infinity", "inf"))
+            if not re.fullmatch(r"[+-]?\d+", value):
+                raise ValueError(value)
+            n = int(value)
+            lo, hi = INT_RANGES[target]
+            if not lo <= n <= hi:
+                raise ValueError(value)
+            return n
+    except ValueError:
+        raise DataError("Value (%s) was out of range for requested data type" % value) from None
+    raise DataError("Unexpected type in Cast transformation: %s" % type(value))
+
+
+def _cast_to_string(schema, value):
+    from kbroker.connect.converters import java_date_text, java_double_str, java_float_str
+    if isinstance(value, (_dt.date, _dt.time)):
+        return java_date_text(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return java_float_str(value) if schema is not None and schema.type == FLOAT32 else java_double_str(value)
+    return str(value)
+
+
+_CAST_BUILDERS = {INT8: SchemaBuilder.int8, INT16: SchemaBuilder.int16, INT32: SchemaBuilder.int32,
+                  INT64: SchemaBuilder.int64, FLOAT32: SchemaBuilder.float32, FLOAT64: SchemaBuilder.float64,
+                  BOOLEAN: SchemaBuilder.bool, STRING: SchemaBuilder.string}
+
+
+class Cast(Transformation):
+    """Cast fields (``spec=f1:int32,f2:string``) or the whole key/value (``spec=int64``) to int8..int64, float32,
+    float64, boolean or string; bytes cast to string are base64, dates to Kafka's ISO text."""
+    PURPOSE = "cast types"
+    CONFIG_DEF = (cd.ConfigDef()
+                  .define("spec", cd.LIST, cd.NO_DEFAULT,
+                          cd.LambdaValidator(lambda name, value: _parse_cast_spec(value),
+                                             "list of colon-delimited pairs, e.g. <code>foo:bar,abc:xyz</code>"),
+                          cd.HIGH, "List of fields and the type to cast them to of the form field1:type,field2:type "
+                                   "to cast fields of Maps or Structs. A single type to cast the entire value. Valid "
+                                   "types are int8, int16, int32, int64, float32, float64, boolean, and string. Note "
+                                   "that binary fields can only be cast to string.")
+                  .define("replace.null.with.default", cd.BOOLEAN, True, importance=cd.MEDIUM,
+                          documentation=_REPLACE_NULL_DOC))
+
+    def configure(self, configs):
+        super().configure(configs)
+        self.casts = _parse_cast_spec(self.config["spec"])
+        self.whole = self.casts.get(None)
+        self.replace_null_with_default = self.config["replace.null.with.default"]
+        self._cache = _Cache()
+
+    def apply(self, record):
+        schema, value = self.operating_schema(record), self.operating_value(record)
+        if value is None:
+            return record
+        if schema is None:
+            if self.whole is not None:
+                return self.new_record(record, None, _cast_value(None, value, self.whole))
+            value = require_map(value, self.PURPOSE)
+            updated = dict(value)
+            for name, target in self.casts.items():
+                updated[name] = _cast_value(None, value.get(name), target)
+            return self.new_record(record, None, updated)
+        updated_schema = self._cache.get_or_make(schema, self._updated_schema)
+        if self.whole is not None:
+            return self.new_record(record, updated_schema, _cast_value(schema, value, self.whole))
+        value = require_struct(value, self.PURPOSE)
+        updated = Struct(updated_schema)
+        for f in value.schema.fields:
+            v = _field_value(value, f, self.replace_null_with_default)
+            target = self.casts.get(f.name)
+            updated.put(f.name, _cast_value(f.schema, v, target) if target is not None else v)
+        return self.new_record(record, updated_schema, updated)
+
+    def _updated_schema(self, schema):
+        if self.whole is not None:
+            b = copy_schema_basics(schema, _CAST_BUILDERS[self.whole]())
+        else:
+            b = copy_schema_basics(schema, SchemaBuilder.struct())
+            for f in schema.fields:
+                target = self.casts.get(f.name)
+                if target is None:
+                    b.field(f.name, f.schema)
+                    continue
+                fb = _CAST_BUILDERS[target]()
+                if f.schema.optional:
+                    fb.optional()
+                if f.schema.default is not None:
+                    fb.default_value(_cast_value(f.schema, f.schema.default, target))
+                b.field(f.name, fb.build())
+        if schema.optional:
+            b.optional()
+        if schema.default is not None:
+            b.default_value(_cast_value(schema, schema.default, b.type))
+        return b.build()
+
+
+_key_value_pair(Cast, "org.apache.kafka.connect.transforms.Cast")
+
+
+# ----------------------------------------------------------------------------------------------------- Flatten
+_FLAT_LEAVES = (INT8, INT16, INT32, INT64, FLOAT32, FLOAT64, BOOLEAN, STRING, BYTES, ARRAY)
+
+
+class Flatten(Transformation):
+    """Flatten nested structs (schema'd) or maps (schemaless) into one level, names joined by ``delimiter``
+    (default "."); a field under an optional parent becomes optional, a parent's default gives the fields theirs."""
+    PURPOSE = "flattening"
+    CONFIG_DEF = cd.ConfigDef().define(
+        "delimiter", cd.STRING, ".", importance=cd.MEDIUM,
+        documentation="Delimiter to insert between field names from the input record when generating field names "
+                      "for the output record")
+
+    def configure(self, configs):
+        super().configure(configs)
+        self.delimiter = self.config["delimiter"]
+        self._cache = _Cache()
+
+    def _name(self, prefix, name):
+        return name if not prefix else prefix + self.delimiter + name
+
+    def apply(self, record):
+        schema, value = self.operating_schema(record), self.operating_value(record)
+        if value is None:
+            return record
+        if schema is None:
+            out = {}
+            self._flatten_map(require_map(value, self.PURPOSE), "", out)
+            return self.new_record(record, None, out)
+        require_struct(value, self.PURPOSE)
+        updated_schema = self._cache.get_or_make(schema, self._updated_schema)
+        out = Struct(updated_schema)
+        self._flatten_struct(value, "", out)
+        return self.new_record(record, updated_schema, out)
+
+    def _flatten_map(self, value, prefix, out):
+        for k, v in value.items():
+            name = self._name(prefix, k)
+            if v is None:
+                out[name] = None
+                continue
+            t = infer_schema_type(v)
+            if t is None:
+                raise DataError("Flatten transformation was passed a value of type %s which is not supported by "
+                                "Connect's data API" % type(v))
+            if t == MAP:
+                self._flatten_map(require_map(v, self.PURPOSE), name, out)
+            elif t in _FLAT_LEAVES:
+                out[name] = v
+            else:
+                raise DataError("Flatten transformation does not support %s for record without schemas (for field "
+                                "%s)." % (type(v), name))
+
+    def _updated_schema(self, schema):
+        b = copy_schema_basics(schema, SchemaBuilder.struct())
+        self._build_schema(schema, "", b, schema.optional, schema.default)
+        return b.build()
+
+    def _build_schema(self, schema, prefix, builder, optional, parent_default):
+        for f in schema.fields:
+            name = self._name(prefix, f.name)
+            f_optional = optional or f.schema.optional
+            default = f.schema.default
+            if default is None and parent_default is not None:
+                default = parent_default.get(f)
+            if f.schema.type in _FLAT_LEAVES:
+                fb = copy_schema_basics(f.schema)
+                if f_optional:
+                    fb.optional()
+                if default is not None:
+                    fb.default_value(default)
+                builder.field(name, fb.build())
+            elif f.schema.type == STRUCT:
+                self._build_schema(f.schema, name, builder, f_optional, default)
+            else:
+                raise DataError("Flatten transformation does not support %s for record with schemas (for field %s)."
+                                % (f.schema.type.upper(), name))
+
+    def _flatten_struct(self, value, prefix, out):
+        if value is None:
+            return
+        for f in value.schema.fields:
+            name = self._name(prefix, f.name)
+            if f.schema.type == STRUCT:
+                self._flatten_struct(value.get(f), name, out)
+            else:
+                out.put(name, value.get(f))
+
+
+_key_value_pair(Flatten, "org.apache.kafka.connect.transforms.Flatten")
+
+
 # ----------------------------------------------------------------------------------------------------- routers
 class RegexRouter(Transformation):
     """Rename the topic when the whole topic name matches ``regex``: ``replacement`` with Java's ``$1`` group
@@ -953,7 +1241,7 @@ class Predicated:
 
 def _builtins():
     out = {}
-    for cls in (InsertField, ReplaceField, MaskField, ExtractField, HoistField, SetSchemaMetadata):
+    for cls in (InsertField, ReplaceField, MaskField, ExtractField, HoistField, SetSchemaMetadata, Cast, Flatten):
         out[cls.Key.KAFKA_CLASS] = cls.Key
         out[cls.Value.KAFKA_CLASS] = cls.Value
     for cls in (ValueToKey, RegexRouter, TimestampRouter, Filter, InsertHeader, DropHeaders):

@@ -8,8 +8,8 @@ from kbroker.connect.data import Schema, SchemaBuilder, Struct, Timestamp
 from kbroker.connect.exceptions import ConfigError, DataError
 from kbroker.connect.records import SinkRecord, SourceRecord
 from kbroker.connect.transforms import (
-    BUILTIN_PREDICATES, BUILTIN_TRANSFORMS, DropHeaders, ExtractField, Filter, HasHeaderKey, HoistField, InsertField,
-    InsertHeader, MaskField, Predicated, RecordIsTombstone, RegexRouter, ReplaceField, SetSchemaMetadata,
+    BUILTIN_PREDICATES, BUILTIN_TRANSFORMS, Cast, DropHeaders, ExtractField, Filter, Flatten, HasHeaderKey, HoistField,
+    InsertField, InsertHeader, MaskField, Predicated, RecordIsTombstone, RegexRouter, ReplaceField, SetSchemaMetadata,
     TimestampRouter, TopicNameMatches, ValueToKey, java_replacement, simple_date_format)
 
 TS = 1483425001864          # 2017-01-03T06:30:01.864Z
@@ -279,8 +279,68 @@ def test_filter_with_predicates():
 def test_builtin_names_are_kafkas():
     for name in ("InsertField$Value", "InsertField$Key", "ReplaceField$Value", "MaskField$Value", "ValueToKey",
                  "ExtractField$Key", "ExtractField$Value", "RegexRouter", "TimestampRouter", "HoistField$Value",
-                 "Filter", "SetSchemaMetadata$Value", "InsertHeader", "DropHeaders"):
+                 "Filter", "SetSchemaMetadata$Value", "InsertHeader", "DropHeaders", "Cast$Value", "Flatten$Key"):
         assert "org.apache.kafka.connect.transforms." + name in BUILTIN_TRANSFORMS, name
     assert BUILTIN_TRANSFORMS["org.apache.kafka.connect.transforms.InsertField$Value"] is InsertField.Value
     assert sorted(BUILTIN_PREDICATES) == ["org.apache.kafka.connect.transforms.predicates." + n
                                           for n in ("HasHeaderKey", "RecordIsTombstone", "TopicNameMatches")]
+
+
+# ------------------------------------------------------------------------------------------------ Cast, Flatten
+@pytest.mark.parametrize("spec,schema,value,expected", [
+    # each expected value is what Kafka 4.4.0's Cast$Value returns for the same input
+    ("int8", None, 300, 44), ("int8", None, 1e10, -1), ("int32", None, -1.9, -1), ("int16", None, "123", 123),
+    ("boolean", None, 0.5, False), ("boolean", None, "TRUE", True), ("boolean", None, "yes", False),
+    ("string", None, 1.5, "1.5"), ("string", Schema.FLOAT32_SCHEMA, 0.1, "0.1"), ("string", None, b"\x01\x02", "AQI="),
+    ("float32", None, "1.5f", 1.5), ("float64", None, " 2.5 ", 2.5), ("int64", None, True, 1),
+    ("int64", Timestamp.SCHEMA, dt.datetime(1970, 1, 1, 0, 0, 1, 234000, tzinfo=dt.timezone.utc), 1234),
+    ("string", Timestamp.SCHEMA, dt.datetime(1970, 1, 1, 0, 0, 1, 234000, tzinfo=dt.timezone.utc), "00:00:01.234Z"),
+    ("string", Timestamp.SCHEMA, dt.datetime(2020, 1, 2, tzinfo=dt.timezone.utc), "2020-01-02"),
+])
+def test_cast_whole_value(spec, schema, value, expected):
+    out = _xf(Cast.Value, spec=spec).apply(_sink(value, schema))
+    assert out.value == expected and type(out.value) is type(expected)
+    if schema is not None:
+        assert out.value_schema.type == spec
+
+
+def test_cast_fields_and_errors():
+    schema = (SchemaBuilder.struct().name("s").field("a", SchemaBuilder.int64().optional().default_value(5).build())
+              .field("b", Schema.STRING_SCHEMA).field("c", Schema.BOOLEAN_SCHEMA).build())
+    out = _xf(Cast.Value, spec="a:string,b:int32").apply(_sink(Struct(schema).put("b", "42").put("c", True), schema))
+    fields = {f.name: f.schema for f in out.value_schema.fields}
+    assert fields["a"] == SchemaBuilder.string().optional().default_value("5").build()
+    assert fields["b"] == Schema.INT32_SCHEMA and fields["c"] == Schema.BOOLEAN_SCHEMA
+    assert (out.value.get("a"), out.value.get("b"), out.value.get("c")) == ("5", 42, True)
+    assert _xf(Cast.Value, spec="n:float64").apply(_sink({"n": 3, "o": "x"})).value == {"n": 3.0, "o": "x"}
+    with pytest.raises(DataError, match=r"^Value \(70000\) was out of range for requested data type$"):
+        _xf(Cast.Value, spec="int16").apply(_sink("70000"))
+    with pytest.raises(ConfigError, match=r"^Cast transformation does not support casting to BYTES; supported types "
+                                          r"are \[INT8, INT16, INT32, INT64, FLOAT32, FLOAT64, BOOLEAN, STRING\]$"):
+        _xf(Cast.Value, spec="bytes")
+    with pytest.raises(ConfigError, match="^Invalid type found in casting spec: foo$"):
+        _xf(Cast.Value, spec="a:foo")
+    with pytest.raises(ConfigError, match="may only specify a single cast in their spec"):
+        _xf(Cast.Value, spec="int8,a:int16")
+    with pytest.raises(DataError, match=r"^Cast transformation does not support casting from MAP; supported "
+                                        r"types are \[INT8, INT16, INT32, INT64, FLOAT32, FLOAT64, BOOLEAN, STRING, "
+                                        r"BYTES\]$"):
+        _xf(Cast.Value, spec="string").apply(_sink({"a": 1}))
+
+
+def test_flatten_both_shapes():
+    inner = (SchemaBuilder.struct().field("x", Schema.INT32_SCHEMA)
+             .field("y", SchemaBuilder.array(Schema.STRING_SCHEMA).build()).optional().build())
+    outer = SchemaBuilder.struct().name("o").field("a", Schema.STRING_SCHEMA).field("in", inner).build()
+    xf = _xf(Flatten.Value, delimiter="_")
+    out = xf.apply(_sink(Struct(outer).put("a", "z").put("in", Struct(inner).put("x", 1).put("y", ["q"])), outer))
+    assert out.value_schema.name == "o"
+    assert [(f.name, f.schema.type, f.schema.optional) for f in out.value_schema.fields] == [
+        ("a", "string", False), ("in_x", "int32", True), ("in_y", "array", True)]    # optional parent -> optional
+    assert str(out.value) == "Struct{a=z,in_x=1,in_y=[q]}"
+    assert xf.apply(_sink({"a": {"b": 2, "c": None}, "d": [1]})).value == {"a_b": 2, "a_c": None, "d": [1]}
+    with pytest.raises(DataError, match=r"^Flatten transformation does not support MAP for record with schemas "
+                                        r"\(for field m\).$"):
+        bad = SchemaBuilder.struct().field("m", SchemaBuilder.map(Schema.STRING_SCHEMA, Schema.STRING_SCHEMA)
+                                           .build()).build()
+        xf.apply(_sink(Struct(bad).put("m", {}), bad))
