@@ -425,7 +425,10 @@ class Date:
     def to_logical(cls, schema, value):
         if schema.name != cls.LOGICAL_NAME:
             raise DataError("Requested conversion of Date object but the schema does not match.")
-        return _EPOCH_DATE + _dt.timedelta(days=value)
+        try:
+            return _EPOCH_DATE + _dt.timedelta(days=value)
+        except OverflowError:
+            raise DataError("Date value %d (days) is outside the years 1-9999 Python's date supports" % value) from None
 
 
 class Time:
@@ -475,7 +478,11 @@ class Timestamp:
     def to_logical(cls, schema, value):
         if schema.name != cls.LOGICAL_NAME:
             raise DataError("Requested conversion of Timestamp object but the schema does not match.")
-        return _EPOCH + _dt.timedelta(milliseconds=value)
+        try:
+            return _EPOCH + _dt.timedelta(milliseconds=value)
+        except OverflowError:
+            raise DataError("Timestamp value %d (ms) is outside the years 1-9999 Python's datetime supports"
+                            % value) from None
 
 
 for _cls in (Decimal, Date, Time, Timestamp):

@@ -223,6 +223,9 @@ def test_leading_zeros_and_defaults_on_read():
      "Invalid type for Date, underlying representation should be integer but was STRING"),
     (b'{"schema":{"type":"int32"},"payload":NaN}', "serialization error"),
     (b'[' * 100000, "Converting byte[] to Kafka Connect data failed"),
+    (b'{"schema":{"type":"int64","name":"org.apache.kafka.connect.data.Timestamp"},"payload":9223372036854775807}',
+     "outside the years 1-9999"),
+    (b'{"schema":null,"payload":' + b'1' * 5000 + b'}', "serialization error"),
 ])
 def test_json_read_errors(data, message):
     with pytest.raises(DataError) as e:
