@@ -286,11 +286,20 @@ class WorkerSourceTask(WorkerTask):
             self.send_records(records)
 
     def _check_delivery_errors(self):
-        if self.delivery_errors:
-            err, record = self.delivery_errors[0]
-            if not self.errors.tolerate_all:
-                raise ConnectError("Unrecoverable exception from producer send callback: %s" % (err,))
-            del self.delivery_errors[:]
+        """A failed delivery fails the task (tolerance none); under tolerance all it is reported (stage
+        KAFKA_PRODUCE, as Kafka's) and the record counts as handled."""
+        if not self.delivery_errors:
+            return
+        err, record = self.delivery_errors[0]
+        if not self.errors.tolerate_all:
+            raise ConnectError("Unrecoverable exception from producer send callback: %s" % (err,))
+        errors, self.delivery_errors = self.delivery_errors, []
+        ctx = self.errors.context
+        for err, record in errors:
+            ctx.reset(source_record=record)
+            ctx.stage, ctx.executing_class = eh.KAFKA_PRODUCE, eh.class_name(type(self.producer))
+            ctx.error = ConnectError("Failed to send record: %s" % (err,))
+            self.errors.report()
 
     def send_records(self, records):
         for record in records:
@@ -648,6 +657,10 @@ class WorkerSinkTask(WorkerTask):
             consumer.close()
 
 
+def _class_path(cls):
+    return "%s.%s" % (cls.__module__, cls.__qualname__)
+
+
 def _schema(sv):
     return getattr(sv, "schema", None) if sv is not None else None
 
@@ -778,7 +791,7 @@ class Worker:
         out = []
         for c in configs:
             c = _str_map(c)
-            c[TASK_CLASS] = "%s.%s" % (task_cls.__module__, task_cls.__qualname__)
+            c[TASK_CLASS] = _class_path(task_cls)
             if wc.kind == "sink":
                 for key in ("topics", "topics.regex"):
                     if props.get(key):
@@ -839,13 +852,16 @@ class Worker:
         return True
 
     def _task_class(self, name, conn_cls):
-        if name:
-            from kbroker.connect.plugins import import_class
-            try:
-                return import_class(name)
-            except (ImportError, AttributeError) as e:
-                raise ConfigError(TASK_CLASS, name, "cannot load the task class: %s" % e) from None
-        return conn_cls().task_class()
+        """The class ``task.class`` names: the connector's own ``task_class()`` when the names agree (the usual
+        case; it also covers classes no import path reaches), else imported by name."""
+        own = conn_cls().task_class()
+        if not name or name == _class_path(own):
+            return own
+        from kbroker.connect.plugins import import_class
+        try:
+            return import_class(name)
+        except (ImportError, AttributeError, ValueError) as e:
+            raise ConfigError(TASK_CLASS, name, "cannot load the task class: %s" % e) from None
 
     def stop_tasks(self, task_ids):
         """Stop ``task_ids`` and wait for them, task.shutdown.graceful.timeout.ms in all; each commits its

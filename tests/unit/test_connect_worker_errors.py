@@ -10,7 +10,7 @@ import time
 import pytest
 
 from kbroker.connect import errorhandling as eh
-from kbroker.connect.api import SourceConnector, SourceTask
+from kbroker.connect.api import SinkConnector, SinkTask, SourceConnector, SourceTask
 from kbroker.connect.exceptions import ConnectError, DataError, RetriableError
 from kbroker.connect.offsets import MemoryOffsetBackingStore, offset_key
 from kbroker.connect.plugins import Plugins
@@ -362,3 +362,202 @@ def test_task_config_additions_and_tasks_max():
     assert w.connector_task_configs("s", conf) == [
         {"file": "/tmp/x", "task.class": "kbroker.connect.file.FileStreamSinkTask", "topics": "a,b"}] * 2
     w.stop()
+
+
+# ------------------------------------------------------------------------------------------------ sink delivery
+class _ConsumedMsg:
+    def __init__(self, topic, partition, offset, value, key=None, headers=None):
+        self._t, self._p, self._o, self._v, self._k, self._h = topic, partition, offset, value, key, headers
+
+    def error(self):
+        return None
+
+    def topic(self):
+        return self._t
+
+    def partition(self):
+        return self._p
+
+    def offset(self):
+        return self._o
+
+    def key(self):
+        return self._k
+
+    def value(self):
+        return self._v
+
+    def headers(self):
+        return self._h
+
+    def timestamp(self):
+        return (1, 1700000000000)     # TIMESTAMP_CREATE_TIME
+
+
+class FakeConsumer:
+    """confluent_kafka.Consumer stand-in: one partition of each subscribed topic is assigned on the first consume();
+    ``feed`` queues records; ``commits`` records every synchronous commit."""
+    instances = []
+
+    def __init__(self, conf):
+        self.conf = conf
+        self.queue = []
+        self.commits = []
+        self.assigned = None
+        self.lock = threading.Lock()
+        FakeConsumer.instances.append(self)
+
+    def subscribe(self, topics, on_assign=None, on_revoke=None):
+        self.topics, self.on_assign, self.on_revoke = topics, on_assign, on_revoke
+
+    def assign(self, parts):
+        self.assigned = parts
+
+    def pause(self, parts):
+        pass
+
+    def resume(self, parts):
+        pass
+
+    def feed(self, topic, values, start=0):
+        with self.lock:
+            self.queue += [_ConsumedMsg(topic, 0, start + i, v) for i, v in enumerate(values)]
+
+    def consume(self, num_messages=1, timeout=-1):
+        import confluent_kafka
+        if self.assigned is None:
+            self.on_assign(self, [confluent_kafka.TopicPartition(t, 0) for t in self.topics])
+        with self.lock:
+            out, self.queue = self.queue[:num_messages], self.queue[num_messages:]
+        if not out:
+            time.sleep(min(timeout, 0.02))
+        return out
+
+    def commit(self, offsets=None, asynchronous=True):
+        assert asynchronous is False
+        self.commits.append({(p.topic, p.partition): p.offset for p in offsets})
+
+    def close(self):
+        pass
+
+
+class GateSinkTask(SinkTask):
+    """A sink task whose flush fails until ``GateSinkTask.open_gate`` is set."""
+    open_gate = threading.Event()
+    put_values = []
+    flushed = []
+
+    def start(self, props):
+        pass
+
+    def put(self, records):
+        GateSinkTask.put_values.extend(r.value for r in records)
+
+    def flush(self, offsets):
+        if not GateSinkTask.open_gate.is_set():
+            raise ConnectError("storage not reachable")
+        GateSinkTask.flushed.append(dict(offsets))
+
+    def stop(self):
+        pass
+
+
+class GatedSink(SinkConnector):
+    def start(self, props):
+        pass
+
+    def task_class(self):
+        return GateSinkTask
+
+    def task_configs(self, max_tasks):
+        return [{}]
+
+    def stop(self):
+        pass
+
+
+SINK = {"name": "gs", "connector.class": "tests.unit.test_connect_worker_errors:GatedSink", "topics": "in"}
+
+
+@pytest.fixture
+def fake_consumer(monkeypatch):
+    import confluent_kafka
+    FakeConsumer.instances = []
+    GateSinkTask.open_gate.clear()
+    GateSinkTask.put_values.clear()
+    GateSinkTask.flushed.clear()
+    monkeypatch.setattr(confluent_kafka, "Consumer", FakeConsumer)
+    return FakeConsumer
+
+
+def test_sink_offsets_committed_only_after_flush_returned(fake_consumer):
+    w = _worker()
+    tid = ConnectorTaskId("gs", 0)
+    try:
+        assert w.start_connector("gs", SINK, None)
+        assert w.start_task(tid, SINK, w.connector_task_configs("gs", SINK)[0])
+        wait_for(lambda: fake_consumer.instances)
+        consumer = fake_consumer.instances[0]
+        assert consumer.conf["group.id"] == "connect-gs" and consumer.conf["enable.auto.commit"] == "false"
+        assert consumer.conf["auto.offset.reset"] == "earliest"
+        consumer.feed("in", [b"a", b"b", b"c"])
+        wait_for(lambda: GateSinkTask.put_values == ["a", "b", "c"])
+        time.sleep(0.3)                  # several offset.flush.interval.ms (50 ms): flush fails, nothing committed
+        assert consumer.commits == []
+        GateSinkTask.open_gate.set()
+        wait_for(lambda: consumer.commits)
+        assert consumer.commits[0] == {("in", 0): 3}
+        assert GateSinkTask.flushed[0] == {("in", 0): 3}
+        assert w.active_topics("gs") == {"in"}
+    finally:
+        w.stop()
+    assert w.status_store.get_task(tid).state == "UNASSIGNED"
+
+
+class ReportingTask(SinkTask):
+    """KIP-610: reports the records whose value is "bad" through the errant record reporter."""
+
+    def start(self, props):
+        pass
+
+    def put(self, records):
+        for r in records:
+            if r.value == "bad":
+                self.context.errant_record_reporter()(r, DataError("cannot store " + r.value))
+            else:
+                GateSinkTask.put_values.append(r.value)
+
+    def stop(self):
+        pass
+
+
+def test_errant_record_reporter_sends_to_the_error_handler(fake_consumer):
+    w = _worker()
+    tid = ConnectorTaskId("gs", 0)
+    conf = dict(SINK, **{"errors.tolerance": "all"})
+    try:
+        w.start_connector("gs", conf, None)
+        w.start_task(tid, conf, {"task.class": "tests.unit.test_connect_worker_errors:ReportingTask"})
+        wait_for(lambda: fake_consumer.instances)
+        consumer = fake_consumer.instances[0]
+        consumer.feed("in", [b"ok1", b"bad", b"ok2"])
+        wait_for(lambda: consumer.commits and consumer.commits[-1] == {("in", 0): 3})
+        assert GateSinkTask.put_values == ["ok1", "ok2"]
+        assert w.status_store.get_task(tid).state == "RUNNING"
+    finally:
+        w.stop()
+    # Under tolerance none the same report fails the task.
+    fake_consumer.instances.clear()
+    GateSinkTask.put_values.clear()
+    w = _worker()
+    try:
+        w.start_connector("gs", SINK, None)
+        w.start_task(tid, SINK, {"task.class": "tests.unit.test_connect_worker_errors:ReportingTask"})
+        wait_for(lambda: fake_consumer.instances)
+        fake_consumer.instances[0].feed("in", [b"bad"])
+        wait_for(lambda: w.status_store.get_task(tid).state == "FAILED")
+        assert "Tolerance exceeded in error handler" in w.status_store.get_task(tid).trace
+        assert "cannot store bad" in w.status_store.get_task(tid).trace
+        assert fake_consumer.instances[0].commits == []
+    finally:
+        w.stop()
