@@ -184,10 +184,6 @@ class _F32(float):
     """A float32 payload value (printed with float precision)."""
 
 
-class _Raw(str):
-    """Pre-rendered JSON text (a cached schema)."""
-
-
 _ESCAPES = {i: "\\u%04X" % i for i in range(0x20)}
 _ESCAPES.update({ord('"'): '\\"', ord("\\"): "\\\\", 0x08: "\\b", 0x09: "\\t", 0x0A: "\\n", 0x0C: "\\f",
                  0x0D: "\\r"})
@@ -218,8 +214,6 @@ def _write(node, out):
         out.append("true")
     elif node is False:
         out.append("false")
-    elif isinstance(node, _Raw):
-        out.append(node)
     elif isinstance(node, str):
         out.append(_json_str(node))
     elif isinstance(node, int):
@@ -400,20 +394,34 @@ class JsonConverter(_BothConverter):
         self.decimal_numeric = c["decimal.format"].upper() == "NUMERIC"
         self.replace_null_with_default = c["replace.null.with.default"]
         self._to_json_cache = _LRU(c["schemas.cache.size"])
+        self._schema_text_cache = _LRU(c["schemas.cache.size"])
         self._to_connect_cache = _LRU(c["schemas.cache.size"])
 
     # ----------------------------------------------------------------------------------------------- to bytes
     def from_connect_data(self, topic, schema, value):
         if schema is None and value is None:
             return None
-        if self.schemas_enable:
-            node = {"schema": self.as_json_schema(schema), "payload": self._to_json(schema, value)}
-        else:
-            node = self._to_json(schema, value)
         try:
-            return _dumps(node)
+            if self.schemas_enable:
+                out = ['{"schema":', self._schema_text(schema), ',"payload":']
+                _write(self._to_json(schema, value), out)
+                out.append("}")
+                return "".join(out).encode("utf-8")
+            return _dumps(self._to_json(schema, value))
         except RecursionError as e:
             raise DataError("Converting Kafka Connect data to byte[] failed due to serialization error: %s" % e)
+
+    def _schema_text(self, schema):
+        """The schema's rendered JSON, cached with the schema (most records share a handful of schemas)."""
+        if schema is None:
+            return "null"
+        text = self._schema_text_cache.get(schema)
+        if text is None:
+            out = []
+            _write(self.as_json_schema(schema), out)
+            text = "".join(out)
+            self._schema_text_cache.put(schema, text)
+        return text
 
     def as_json_schema(self, schema):
         """The schema's JSON node (key order as Kafka's asJsonSchema), or None."""
