@@ -268,21 +268,36 @@ class RetryWithToleranceOperator:
         return self.tolerance == "all"
 
     def execute(self, stage, executing, fn, *args):
-        """``fn(*args)`` with retries and tolerance; its result, or SKIP (a tolerated failure)."""
+        """``fn(*args)`` with retries and tolerance; its result, or SKIP (a tolerated failure). The success path
+        costs one call and a try: it runs several times per record."""
+        try:
+            return fn(*args)
+        except RetriableError as e:
+            return self._retry(stage, executing, fn, args, e)
+        except Exception as e:
+            self._mark(stage, executing)
+            return self._failed(e)
+
+    def _mark(self, stage, executing):
         ctx = self.context
         ctx.stage = stage
         ctx.executing_class = class_name(executing)
+
+    def _retry(self, stage, executing, fn, args, first):
+        self._mark(stage, executing)
         deadline = None if self.retry_timeout_ms < 0 else time.monotonic() + self.retry_timeout_ms / 1000.0
-        attempt = 0
+        error = first
+        attempt = 1
         while True:
+            delay = self._backoff(attempt, deadline)
+            if delay is None or self.stop_event.wait(delay):
+                return self._failed(error)
+            log.debug("%s: retrying %s after %s (attempt %d)", self.context.task_id, stage, error, attempt)
             attempt += 1
             try:
                 return fn(*args)
             except RetriableError as e:
-                delay = self._backoff(attempt, deadline)
-                if delay is None or self.stop_event.wait(delay):
-                    return self._failed(e)
-                log.debug("%s: retrying %s after %s (attempt %d)", ctx.task_id, stage, e, attempt)
+                error = e
             except Exception as e:
                 return self._failed(e)
 
