@@ -27,16 +27,16 @@ from kbroker.connect import configdef as cd
 from kbroker.connect.data import (
     ARRAY, BOOLEAN, BYTES, FLOAT32, FLOAT64, INT8, INT16, INT32, INT64, INT_RANGES, MAP, STRING, STRUCT, Date,
     Schema, SchemaBuilder, Struct, Time, Timestamp, copy_schema_basics, infer_schema_type)
-from kbroker.connect.exceptions import ConfigError, DataError
+from kbroker.connect.exceptions import ConfigError, ConnectError, DataError
 from kbroker.connect.records import SinkRecord
 
 log = logging.getLogger(__name__)
 
 __all__ = ["Transformation", "Predicate", "Predicated", "InsertField", "ReplaceField", "MaskField", "ValueToKey",
-           "ExtractField", "HoistField", "Cast", "Flatten", "SetSchemaMetadata", "RegexRouter", "TimestampRouter",
-           "Filter",
-           "InsertHeader", "DropHeaders", "TopicNameMatches", "HasHeaderKey", "RecordIsTombstone",
-           "BUILTIN_TRANSFORMS", "BUILTIN_PREDICATES", "java_regex", "java_replacement", "simple_date_format"]
+           "ExtractField", "HoistField", "Cast", "Flatten", "TimestampConverter", "SetSchemaMetadata",
+           "RegexRouter", "TimestampRouter", "Filter", "InsertHeader", "DropHeaders", "TopicNameMatches",
+           "HasHeaderKey", "RecordIsTombstone", "BUILTIN_TRANSFORMS", "BUILTIN_PREDICATES", "java_regex",
+           "java_replacement", "simple_date_format", "simple_date_parser"]
 
 _REPLACE_NULL_DOC = ("Whether to replace fields that have a default value and that are null to the default value. "
                      "When set to true, the default value is used, otherwise null is used.")
@@ -1065,6 +1065,267 @@ class Flatten(Transformation):
 _key_value_pair(Flatten, "org.apache.kafka.connect.transforms.Flatten")
 
 
+# ------------------------------------------------------------------------------------------ TimestampConverter
+_SDF_NUMERIC = "yMdDHkKhmsSu"
+
+
+def simple_date_parser(pattern):
+    """A function reading text with a SimpleDateFormat pattern into UTC epoch milliseconds, as Java's
+    ``DateFormat.parse(String)``: from the start of the text (trailing text ignored); a numeric field takes its
+    letter count of digits when another numeric field follows directly, else any number of digits. ValueError
+    when the text does not match."""
+    simple_date_format(pattern)            # validates the letters (ValueError as Java's constructor)
+    parts, i, n = [], 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "'":
+            j = pattern.find("'", i + 1)
+            text = "'" if j == i + 1 else pattern[i + 1:j]
+            parts.append(re.escape(text))
+            i = j + 1 if j > 0 else n
+        elif c.isascii() and c.isalpha():
+            j = i
+            while j < n and pattern[j] == c:
+                j += 1
+            parts.append((c, j - i))
+            i = j
+        else:
+            parts.append(re.escape(c))
+            i += 1
+    regex, fields = [], []
+    for k, part in enumerate(parts):
+        if isinstance(part, str):
+            regex.append(part)
+            continue
+        letter, count = part
+        nxt = parts[k + 1] if k + 1 < len(parts) else None
+        adjacent_numeric = isinstance(nxt, tuple) and nxt[0] in _SDF_NUMERIC
+        if letter in _SDF_NUMERIC and not (letter == "M" and count >= 3):
+            regex.append("([+-]?\\d{%d})" % count if adjacent_numeric else "([+-]?\\d+)")
+        elif letter == "M" or letter == "E":
+            regex.append("([A-Za-z]+)")
+        elif letter == "a":
+            regex.append("(AM|PM|am|pm)")
+        elif letter in "ZX":
+            regex.append("(Z|[+-]\\d{2}:?\\d{2}|[+-]\\d{2})")
+        else:
+            regex.append("([A-Za-z]+)")
+        fields.append(part)
+    compiled = re.compile("".join(regex))
+    months = {m[:3].lower(): k + 1 for k, m in enumerate(_MONTHS)}
+
+    def parse(text):
+        m = compiled.match(text)
+        if m is None:
+            raise ValueError(text)
+        v = {"y": 1970, "M": 1, "d": 1, "H": 0, "m": 0, "s": 0, "S": 0, "h": None, "a": None, "offset": 0}
+        for (letter, count), g in zip(fields, m.groups()):
+            if letter == "y":
+                year = int(g)
+                v["y"] = year + (2000 if year < 50 else 1900) if count == 2 and len(g) == 2 else year
+            elif letter == "M":
+                v["M"] = int(g) if g.lstrip("+-").isdigit() else months.get(g[:3].lower(), 0)
+                if not v["M"]:
+                    raise ValueError(text)
+            elif letter in "dHmsS":
+                v[letter] = int(g)
+            elif letter == "k":
+                v["H"] = int(g) % 24
+            elif letter in "hK":
+                v["h"] = int(g) % 12
+            elif letter == "a":
+                v["a"] = g.upper()
+            elif letter in "ZX":
+                if g != "Z":
+                    sign = -1 if g[0] == "-" else 1
+                    digits = g[1:].replace(":", "")
+                    v["offset"] = sign * (int(digits[:2]) * 60 + int(digits[2:4] or 0))
+        if v["h"] is not None:
+            v["H"] = v["h"] + (12 if v["a"] == "PM" else 0)
+        elif v["a"] == "PM" and v["H"] < 12:
+            v["H"] += 12
+        # Java's default parsing is lenient: out-of-range fields roll over (month 13 is January next year)
+        base = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+        try:
+            years_months = (v["y"] - 1970) * 12 + v["M"] - 1
+            y, mo = divmod(years_months, 12)
+            day0 = _dt.datetime(1970 + y, mo + 1, 1, tzinfo=_dt.timezone.utc)
+        except (ValueError, OverflowError):
+            raise ValueError(text) from None
+        t = day0 + _dt.timedelta(days=v["d"] - 1, hours=v["H"], minutes=v["m"] - v["offset"], seconds=v["s"],
+                                 milliseconds=v["S"])
+        delta = t - base
+        return (delta.days * 86400 + delta.seconds) * 1000 + delta.microseconds // 1000
+    return parse
+
+
+def _trunc_div(a, b):
+    """Java's integer division (toward zero), as TimeUnit conversions use."""
+    q = abs(a) // b
+    return q if a >= 0 else -q
+
+
+class TimestampConverter(Transformation):
+    """Convert a timestamp field (``field``, or the whole key/value when empty) between ``target.type`` string
+    (with ``format``, a SimpleDateFormat pattern, UTC), unix (``unix.precision`` seconds | milliseconds |
+    microseconds | nanoseconds), Date, Time and Timestamp."""
+    PURPOSE = "converting timestamp formats"
+    CONFIG_DEF = (cd.ConfigDef()
+                  .define("field", cd.STRING, "", importance=cd.HIGH,
+                          documentation="The field containing the timestamp, or empty if the entire value is a "
+                                        "timestamp")
+                  .define("target.type", cd.STRING, cd.NO_DEFAULT,
+                          cd.ValidString.in_("string", "unix", "Date", "Time", "Timestamp"), cd.HIGH,
+                          "The desired timestamp representation: string, unix, Date, Time, or Timestamp")
+                  .define("format", cd.STRING, "", importance=cd.MEDIUM,
+                          documentation="A SimpleDateFormat-compatible format for the timestamp. Used to generate "
+                                        "the output when type=string or used to parse the input if the input is a "
+                                        "string.")
+                  .define("unix.precision", cd.STRING, "milliseconds",
+                          cd.ValidString.in_("nanoseconds", "microseconds", "milliseconds", "seconds"), cd.LOW,
+                          "The desired Unix precision for the timestamp: seconds, milliseconds, microseconds, or "
+                          "nanoseconds. Used to generate the output when type=unix or used to parse the input if the "
+                          "input is a Long.Note: This SMT will cause precision loss during conversions from, and to, "
+                          "values with sub-millisecond components.")
+                  .define("replace.null.with.default", cd.BOOLEAN, True, importance=cd.MEDIUM,
+                          documentation=_REPLACE_NULL_DOC))
+    _UNIT = {"seconds": 1000, "milliseconds": 1, "microseconds": -1000, "nanoseconds": -1000000}
+
+    def configure(self, configs):
+        super().configure(configs)
+        c = self.config
+        self.field = c["field"]
+        self.target = c["target.type"]
+        self.precision = c["unix.precision"]
+        self.replace_null_with_default = c["replace.null.with.default"]
+        pattern = c["format"]
+        if self.target == "string" and not pattern.strip():
+            raise ConfigError("TimestampConverter requires format option to be specified when using string "
+                              "timestamps")
+        self.formatter = self.parser = None
+        if pattern.strip():
+            try:
+                self.formatter = simple_date_format(pattern)
+                self.parser = simple_date_parser(pattern)
+            except ValueError:
+                raise ConfigError("TimestampConverter requires a SimpleDateFormat-compatible pattern for string "
+                                  "timestamps: " + pattern) from None
+        self.pattern = pattern
+        self._cache = _Cache()
+
+    # -------------------------------------------------------------------------------------- raw <-> types
+    def _to_millis(self, value, kind):
+        if kind == "string":
+            if not isinstance(value, str):
+                raise DataError("Expected string timestamp to be a String, but found %s" % type(value))
+            try:
+                return self.parser(value)
+            except (ValueError, TypeError):
+                raise DataError("Could not parse timestamp: value (%s) does not match pattern (%s)"
+                                % (value, self.pattern)) from None
+        if kind == "unix":
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise DataError("Expected Unix timestamp to be a Long, but found %s" % type(value))
+            unit = self._UNIT[self.precision]
+            return value * unit if unit > 0 else _trunc_div(value, -unit)
+        if isinstance(value, _dt.datetime):
+            return Timestamp.from_logical(Timestamp.SCHEMA, value)
+        if isinstance(value, _dt.date):
+            return Date.from_logical(Date.SCHEMA, value) * 86400000
+        if isinstance(value, _dt.time):
+            return Time.from_logical(Time.SCHEMA, value)
+        raise DataError("Expected %s to be a java.util.Date, but found %s" % (kind, type(value)))
+
+    def _from_millis(self, ms):
+        t = self.target
+        if t == "unix":
+            unit = self._UNIT[self.precision]
+            return _trunc_div(ms, unit) if unit > 0 else ms * -unit
+        dt_value = Timestamp.to_logical(Timestamp.SCHEMA, ms)
+        if t == "string":
+            return self.formatter(dt_value)
+        if t == "Date":
+            return dt_value.date()
+        if t == "Time":
+            return dt_value.timetz().replace(tzinfo=None)
+        return dt_value
+
+    def _type_schema(self, optional):
+        t = self.target
+        if t == "string":
+            return Schema.OPTIONAL_STRING_SCHEMA if optional else Schema.STRING_SCHEMA
+        if t == "unix":
+            return Schema.OPTIONAL_INT64_SCHEMA if optional else Schema.INT64_SCHEMA
+        logical = {"Date": Date, "Time": Time, "Timestamp": Timestamp}[t]
+        return logical.builder().optional().build() if optional else logical.SCHEMA
+
+    @staticmethod
+    def _kind_of_schema(schema):
+        for name, cls in (("Timestamp", Timestamp), ("Date", Date), ("Time", Time)):
+            if schema.name == cls.LOGICAL_NAME:
+                return name
+        if schema.type == STRING:
+            return "string"
+        if schema.type == INT64:
+            return "unix"
+        raise ConnectError("Schema %s does not correspond to a known timestamp type format" % (schema,))
+
+    @staticmethod
+    def _kind_of_value(value):
+        if isinstance(value, (_dt.date, _dt.time)):
+            return "Timestamp"
+        if isinstance(value, int) and not isinstance(value, bool):
+            return "unix"
+        if isinstance(value, str):
+            return "string"
+        raise DataError("TimestampConverter does not support %s objects as timestamps" % type(value))
+
+    def _convert(self, value, kind=None):
+        if value is None:
+            return None
+        return self._from_millis(self._to_millis(value, kind or self._kind_of_value(value)))
+
+    # ---------------------------------------------------------------------------------------------- apply
+    def apply(self, record):
+        schema, value = self.operating_schema(record), self.operating_value(record)
+        if schema is None:
+            if value is None or not self.field:
+                return self.new_record(record, None, self._convert(value))
+            value = require_map(value, self.PURPOSE)
+            updated = dict(value)
+            updated[self.field] = self._convert(value.get(self.field))
+            return self.new_record(record, None, updated)
+        if not self.field:
+            return self.new_record(record, self._type_schema(schema.optional),
+                                   self._convert(value, self._kind_of_schema(schema)))
+        if value is not None:
+            require_struct(value, self.PURPOSE)
+        updated_schema = self._cache.get_or_make(schema, self._updated_schema)
+        return self.new_record(record, updated_schema, self._convert_struct(value, updated_schema))
+
+    def _updated_schema(self, schema):
+        b = copy_schema_basics(schema, SchemaBuilder.struct())
+        for f in schema.fields:
+            b.field(f.name, self._type_schema(f.schema.optional) if f.name == self.field else f.schema)
+        if schema.optional:
+            b.optional()
+        if schema.default is not None:
+            b.default_value(self._convert_struct(schema.default, b.build()))
+        return b.build()
+
+    def _convert_struct(self, value, updated_schema):
+        if value is None:
+            return None
+        out = Struct(updated_schema)
+        for f in value.schema.fields:
+            v = _field_value(value, f, self.replace_null_with_default)
+            out.put(f.name, self._convert(v, self._kind_of_schema(f.schema)) if f.name == self.field else v)
+        return out
+
+
+_key_value_pair(TimestampConverter, "org.apache.kafka.connect.transforms.TimestampConverter")
+
+
 # ----------------------------------------------------------------------------------------------------- routers
 class RegexRouter(Transformation):
     """Rename the topic when the whole topic name matches ``regex``: ``replacement`` with Java's ``$1`` group
@@ -1241,7 +1502,8 @@ class Predicated:
 
 def _builtins():
     out = {}
-    for cls in (InsertField, ReplaceField, MaskField, ExtractField, HoistField, SetSchemaMetadata, Cast, Flatten):
+    for cls in (InsertField, ReplaceField, MaskField, ExtractField, HoistField, SetSchemaMetadata, Cast, Flatten,
+                TimestampConverter):
         out[cls.Key.KAFKA_CLASS] = cls.Key
         out[cls.Value.KAFKA_CLASS] = cls.Value
     for cls in (ValueToKey, RegexRouter, TimestampRouter, Filter, InsertHeader, DropHeaders):

@@ -10,7 +10,7 @@ from kbroker.connect.records import SinkRecord, SourceRecord
 from kbroker.connect.transforms import (
     BUILTIN_PREDICATES, BUILTIN_TRANSFORMS, Cast, DropHeaders, ExtractField, Filter, Flatten, HasHeaderKey, HoistField,
     InsertField, InsertHeader, MaskField, Predicated, RecordIsTombstone, RegexRouter, ReplaceField, SetSchemaMetadata,
-    TimestampRouter, TopicNameMatches, ValueToKey, java_replacement, simple_date_format)
+    TimestampConverter, TimestampRouter, TopicNameMatches, ValueToKey, java_replacement, simple_date_format)
 
 TS = 1483425001864          # 2017-01-03T06:30:01.864Z
 
@@ -344,3 +344,48 @@ def test_flatten_both_shapes():
         bad = SchemaBuilder.struct().field("m", SchemaBuilder.map(Schema.STRING_SCHEMA, Schema.STRING_SCHEMA)
                                            .build()).build()
         xf.apply(_sink(Struct(bad).put("m", {}), bad))
+
+
+# ------------------------------------------------------------------------------------------ TimestampConverter
+@pytest.mark.parametrize("target,fmt,precision,schema,value,expected", [
+    # expected values are Kafka 4.4.0's TimestampConverter$Value results for the same inputs
+    ("string", "yyyy-MM-dd HH:mm:ss.SSS", None, None, TS, "2017-01-03 06:30:01.864"),
+    ("unix", "yyyy-MM-dd HH:mm:ss.SSS", None, None, "2017-01-03 06:30:01.864", TS),
+    ("unix", "yyyyMMddHHmmss", "seconds", None, "20170103063001", 1483425001),
+    ("unix", "dd MMM yyyy hh:mm a Z", None, None, "03 Jan 2017 06:30 PM +0100", 1483464600000),
+    ("unix", "yyyy-MM-dd", None, None, "2017-13-40 trailing", 1518134400000),      # lenient, as Java's
+    ("unix", None, "microseconds", None, -1500, -1000),
+    ("unix", None, "seconds", None, -1500, -1500),
+    ("Date", None, None, Schema.INT64_SCHEMA, TS, dt.date(2017, 1, 3)),
+    ("Time", None, None, Schema.INT64_SCHEMA, TS, dt.time(6, 30, 1, 864000)),
+    ("unix", None, "nanoseconds", Timestamp.SCHEMA, dt.datetime(2017, 1, 3, 6, 30, 1, 864000, tzinfo=dt.timezone.utc),
+     TS * 1000000),
+    ("Timestamp", "yyyy-MM-dd", None, Schema.STRING_SCHEMA, "2017-01-03",
+     dt.datetime(2017, 1, 3, tzinfo=dt.timezone.utc)),
+])
+def test_timestamp_converter(target, fmt, precision, schema, value, expected):
+    conf = {"target.type": target}
+    if fmt:
+        conf["format"] = fmt
+    if precision:
+        conf["unix.precision"] = precision
+    out = _xf(TimestampConverter.Value, **{k.replace(".", "_"): v for k, v in conf.items()}).apply(_sink(value, schema))
+    assert out.value == expected and type(out.value) is type(expected)
+
+
+def test_timestamp_converter_field_and_errors():
+    schema = SchemaBuilder.struct().field("ts", Schema.INT64_SCHEMA).field("other", Schema.STRING_SCHEMA).build()
+    xf = _xf(TimestampConverter.Value, field="ts", target_type="Timestamp")
+    out = xf.apply(_sink(Struct(schema).put("ts", TS).put("other", "x"), schema))
+    assert out.value_schema.field("ts").schema == Timestamp.SCHEMA
+    assert out.value.get("ts") == dt.datetime(2017, 1, 3, 6, 30, 1, 864000, tzinfo=dt.timezone.utc)
+    assert out.value.get("other") == "x"
+    assert xf.apply(_sink({"ts": TS, "other": 1})).value["ts"] == out.value.get("ts")
+    with pytest.raises(ConfigError, match="^TimestampConverter requires format option to be specified when using "
+                                          "string timestamps$"):
+        _xf(TimestampConverter.Value, target_type="string")
+    with pytest.raises(ConfigError, match="String must be one of: string, unix, Date, Time, Timestamp"):
+        _xf(TimestampConverter.Value, target_type="date")
+    with pytest.raises(DataError, match=r"^Could not parse timestamp: value \(nope\) does not match pattern "
+                                        r"\(yyyy-MM-dd\)$"):
+        _xf(TimestampConverter.Value, target_type="unix", format="yyyy-MM-dd").apply(_sink("nope"))
