@@ -541,9 +541,13 @@ class WorkerSinkTask(WorkerTask):
             self.consumer.resume([TopicPartition(t, p) for t, p in self.assigned if (t, p) not in self.context.paused])
 
     def convert_messages(self, msgs):
+        """(batch of SinkRecords, {(topic, partition): next offset}) of consumed ``msgs`` (errors handled)."""
         from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, KafkaError
+        ts_names = {TIMESTAMP_CREATE_TIME: "CreateTime", TIMESTAMP_LOG_APPEND_TIME: "LogAppendTime"}
         batch = []
         offsets = {}
+        ctx = self.errors.context
+        topics = self._topics
         for msg in msgs:
             err = msg.error()
             if err is not None:
@@ -555,18 +559,17 @@ class WorkerSinkTask(WorkerTask):
                 # itself, as Kafka's consumer does inside poll().
                 self._warn_consumer_error(err)
                 continue
-            tp = (msg.topic(), msg.partition())
-            offsets[tp] = msg.offset() + 1
+            topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+            offsets[(topic, partition)] = offset + 1
             ts_type, ts = msg.timestamp()
-            ts_name = {TIMESTAMP_CREATE_TIME: "CreateTime", TIMESTAMP_LOG_APPEND_TIME: "LogAppendTime"}.get(
-                ts_type, "NoTimestampType")
-            consumed = eh.ConsumedRecord(msg.topic(), msg.partition(), msg.offset(),
-                                         ts if ts_name != "NoTimestampType" else None, ts_name, msg.key(),
-                                         msg.value(), msg.headers() or ())
-            self.errors.context.reset(consumed=consumed)
-            self.record_active_topic(msg.topic())
+            ts_name = ts_names.get(ts_type)
+            consumed = eh.ConsumedRecord(topic, partition, offset, ts if ts_name else None,
+                                         ts_name or "NoTimestampType", msg.key(), msg.value(), msg.headers() or ())
+            ctx.reset(consumed=consumed)
+            if topic not in topics:
+                self.record_active_topic(topic)
             record = self.convert(consumed)
-            if record is not None:
+            if record is not None and self.stages:
                 record = self.transform(record)
             if record is not None:
                 batch.append(record)
