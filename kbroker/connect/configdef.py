@@ -38,7 +38,7 @@ __all__ = [
     "Password", "ConfigKey", "ConfigValue", "ConfigDef", "Recommender",
     "Range", "ValidString", "ValidList", "CaseInsensitiveValidString", "NonEmptyString",
     "NonEmptyStringWithoutControlChars", "NonNullValidator", "CompositeValidator", "LambdaValidator",
-    "convert_to_string", "key_info_json", "value_info_json", "java_str",
+    "convert_to_string", "key_info_json", "value_info_json", "java_str", "java_hash_set_order",
 ]
 
 
@@ -70,6 +70,7 @@ _COMMA = re.compile(r"\s*,\s*")
 # Java's Integer.parseInt accepts an optional sign and decimal digits only (no "_", no spaces inside, no "0x").
 _JAVA_INT = re.compile(r"[+-]?[0-9]+\Z")
 # Java's Double.parseDouble: decimal or hex floats, NaN, Infinity; Python's float() also takes "inf"/"nan"/"1_0".
+_JAVA_HEX_DOUBLE = re.compile(r"[+-]?0[xX]([0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)[pP][+-]?\d+[fFdD]?\Z")
 _JAVA_DOUBLE = re.compile(r"[+-]?(NaN|Infinity|((\d+\.?\d*|\.\d+)([eE][+-]?\d+)?)[fFdD]?)\Z")
 
 
@@ -131,6 +132,10 @@ class Password:
         return hash(self.value)
 
 
+def _not_a_number(name, value, type_):
+    raise ConfigError(name, value, "Not a number of type " + type_)
+
+
 def parse_type(name, value, type_):
     """``value`` (a str or an already typed value) as ``type_``'s Python value; ConfigError in Kafka's words.
 
@@ -170,9 +175,14 @@ def parse_type(name, value, type_):
                           "Expected value to be %s, but it was a %s" % (_INT_WORDS[type_], _type_name(value)))
     if type_ == DOUBLE:
         if trimmed is not None:
-            if not _JAVA_DOUBLE.match(trimmed):
-                raise ConfigError(name, value, "Not a number of type DOUBLE")
-            return float(trimmed.rstrip("fFdD"))
+            if _JAVA_DOUBLE.match(trimmed):
+                return float(trimmed.rstrip("fFdD").replace("Infinity", "inf"))
+            try:
+                # Java's parseDouble also reads hexadecimal floats ("0x1p-1")
+                return float.fromhex(trimmed.rstrip("fFdD")) if _JAVA_HEX_DOUBLE.match(trimmed) else \
+                    _not_a_number(name, value, type_)
+            except ValueError:
+                _not_a_number(name, value, type_)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
         raise ConfigError(name, java_str(value), "Expected value to be a double, but it was a " + _type_name(value))
@@ -253,12 +263,56 @@ class ValidString:
         return "[" + ", ".join(self.valid) + "]"
 
 
+def _java_string_hash(s):
+    """Java's String.hashCode (over UTF-16 code units, 32-bit)."""
+    h = 0
+    units = s.encode("utf-16-be")
+    for i in range(0, len(units), 2):
+        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
+    return h
+
+
+def java_hash_set_order(strings):
+    """The iteration order of a java.util.HashSet after adding ``strings`` in order (Kafka prints some sets in its
+    messages, so its texts depend on it): buckets by (hash ^ hash >>> 16) & (table size - 1), insertion order
+    within a bucket; the table (16) doubles when the size passes 0.75 of it, and also when a bucket reaches 9
+    entries while the table is below 64 (HashMap.treeifyBin resizes small tables instead of making a tree)."""
+    cap, size = 16, 0
+    table = [[] for _ in range(cap)]
+
+    def grow():
+        nonlocal cap, table
+        cap *= 2
+        bigger = [[] for _ in range(cap)]
+        for chain in table:
+            for entry in chain:          # a split keeps the relative order within each new bucket
+                bigger[entry[0] & (cap - 1)].append(entry)
+        table = bigger
+
+    for s in strings:
+        h = _java_string_hash(s)
+        h ^= h >> 16
+        chain = table[h & (cap - 1)]
+        if any(e[1] == s for e in chain):
+            continue
+        chain.append((h, s))
+        if len(chain) >= 9 and cap < 64:
+            grow()
+        size += 1
+        if size > cap * 0.75:
+            grow()
+    return [e[1] for chain in table for e in chain]
+
+
 class CaseInsensitiveValidString:
-    """One of a fixed set of strings, ignoring case (Kafka's ``CaseInsensitiveValidString.in``)."""
+    """One of a fixed set of strings, ignoring case (Kafka's ``CaseInsensitiveValidString.in``). Kafka keeps the
+    names upper-cased in a HashSet and lists them in its order: "String must be one of (case insensitive): ALL,
+    NONE" for ("none", "all")."""
 
     def __init__(self, names):
-        self.valid = list(names)
-        self._upper = {n.upper() for n in self.valid}
+        upper = list(dict.fromkeys(n.upper() for n in names))
+        self.valid = java_hash_set_order(upper)
+        self._upper = set(upper)
 
     @classmethod
     def in_(cls, *names):

@@ -34,8 +34,9 @@ def test_parse_types_defaults_and_trimming():
                    "cls": "a.B"}
     assert str(out["secret"]) == "[hidden]" and out["secret"].value == "pw"
     assert d.parse({"name": "x", "topics": "  "})["topics"] == []
-    # already-typed values pass through
+    # already-typed values pass through; Java's double syntax (hex, suffixes) is read
     assert d.parse({"name": "x", "tasks.max": 7, "flag": True, "ratio": 1})["ratio"] == 1.0
+    assert [d.parse({"name": "x", "ratio": r})["ratio"] for r in ("0x1p-1", ".5", "5e-1", "0.5f")] == [0.5] * 4
 
 
 @pytest.mark.parametrize("props,message", [
@@ -52,8 +53,9 @@ def test_parse_types_defaults_and_trimming():
                                    "or false"),
     ({"name": "x", "ratio": "2"}, "Invalid value 2.0 for configuration ratio: Value must be no more than 1"),
     ({"name": "x", "ratio": "1_0"}, "Invalid value 1_0 for configuration ratio: Not a number of type DOUBLE"),
+    ({"name": "x", "ratio": "0x1p+1"}, "Invalid value 2.0 for configuration ratio: Value must be no more than 1"),
     ({"name": "x", "errors.tolerance": "some"},
-     "Invalid value some for configuration errors.tolerance: String must be one of (case insensitive): none, all"),
+     "Invalid value some for configuration errors.tolerance: String must be one of (case insensitive): ALL, NONE"),
     ({"name": ""}, "Invalid value  for configuration name: String may not be empty"),
     ({"name": "a\tb"}, "Invalid value a\tb for configuration name: String may not contain control sequences but "
                        "had the following ASCII chars: 9"),
@@ -67,6 +69,13 @@ def test_parse_errors_have_kafkas_messages(props, message):
 
 def test_case_insensitive_accepts_any_case_and_keeps_value():
     assert _def().parse({"name": "x", "errors.tolerance": "ALL"})["errors.tolerance"] == "ALL"
+    # Kafka lists the names from a java.util.HashSet; this order is what Kafka 4.4.0 prints for the same names
+    # (colliding hashes make the table grow to 64 buckets)
+    many = CaseInsensitiveValidString.in_("none", "all", "x", "Some", "other", "a1", "b2", "c3", "d4", "e5", "f6",
+                                          "g7", "h8", "i9")
+    with pytest.raises(ConfigError, match="one of \\(case insensitive\\): ALL, A1, C3, E5, G7, I9, SOME, X, NONE, "
+                                          "OTHER, B2, D4, F6, H8$"):
+        many.ensure_valid("k", "zz")
 
 
 def test_validators_messages():
@@ -102,7 +111,7 @@ def test_validate_collects_every_error_never_raises():
     assert values["tasks.max"].value is None
     assert values["topics"] == ConfigValue("topics", ["a", "b"], [], [], True)
     assert values["errors.tolerance"].errors == [
-        "Invalid value foo for configuration errors.tolerance: String must be one of (case insensitive): none, all"]
+        "Invalid value foo for configuration errors.tolerance: String must be one of (case insensitive): ALL, NONE"]
     assert sum(len(v.errors) for v in values.values()) == 4
 
 

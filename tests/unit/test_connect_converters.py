@@ -250,7 +250,7 @@ def test_json_config_errors_and_cache_bound():
     with pytest.raises(ConfigError, match="^Invalid value maybe for configuration schemas.enable: Expected value to "
                                           "be either true or false$"):
         _json(schemas_enable="maybe")
-    with pytest.raises(ConfigError, match="String must be one of \\(case insensitive\\): BASE64, NUMERIC"):
+    with pytest.raises(ConfigError, match="String must be one of \\(case insensitive\\): NUMERIC, BASE64"):
         _json(decimal_format="hex")
     c = _json(schemas_cache_size="2")
     for i in range(5):
