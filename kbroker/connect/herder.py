@@ -91,7 +91,11 @@ class Herder:
         ``only_failed`` and it is not FAILED) and, with ``include_tasks``, its tasks (only the FAILED ones with
         ``only_failed``); the answer is the status before the restarts with RESTARTING for each one restarted.
         This default drives restart_connector / restart_task; an implementation may do better."""
-        self.connector_config(name)          # NotFoundError first, as Kafka's
+        from kbroker.connect.exceptions import NotFoundError
+        try:
+            self.connector_config(name)
+        except NotFoundError:
+            raise NotFoundError("Unknown connector: %s" % name) from None
         status = self.connector_status(name)
         restart_connector = not only_failed or status["connector"]["state"] == "FAILED"
         tasks = [t for t in status["tasks"]
@@ -106,6 +110,18 @@ class Herder:
         status["tasks"] = [{k: v for k, v in dict(t, state="RESTARTING").items() if k != "trace"}
                            if t["id"] in restarted else t for t in status["tasks"]]
         return status
+
+    def connector_offsets(self, name) -> dict:
+        """KIP-875 ``GET /connectors/{name}/offsets``: ``{"offsets": [{"partition": {...}, "offset": {...}}]}``."""
+        raise NotImplementedError
+
+    def alter_connector_offsets(self, name, offsets) -> dict:
+        """KIP-875 ``PATCH /connectors/{name}/offsets`` (connector STOPPED): ``{"message": ...}``."""
+        raise NotImplementedError
+
+    def reset_connector_offsets(self, name) -> dict:
+        """KIP-875 ``DELETE /connectors/{name}/offsets`` (connector STOPPED): ``{"message": ...}``."""
+        raise NotImplementedError
 
     def connector_plugin_config(self, plugin) -> list:
         """KIP-769 ``GET /connector-plugins/{plugin}/config``: the plugin's ConfigKeyInfo list; NotFoundError

@@ -184,6 +184,10 @@ class Plugins:
                 out.append({"class": full, "type": kind, "version": str(version)})
         return out
 
+    def plugin_names(self, kind):
+        """The full names of the known plugins of ``kind`` ("converter", "transformation", ...), sorted."""
+        return sorted(self._load_tables()[kind])
+
     def connector_type(self, name):
         try:
             return connector_type_of(self.connector_class(name))

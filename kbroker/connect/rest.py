@@ -40,7 +40,7 @@ import urllib.parse
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from kbroker.connect.exceptions import (BadRequestError, ConnectError, NotFoundError, NotLeaderError,
+from kbroker.connect.exceptions import (BadRequestError, ConfigError, ConnectError, NotFoundError, NotLeaderError,
                                         RebalanceNeededError, ServiceUnavailableError)
 
 log = logging.getLogger("kbroker.connect.rest")
@@ -122,13 +122,16 @@ class Request:
         """A boolean query parameter (``?includeTasks=true``): Java's Boolean.valueOf, default false."""
         return str(self.param(name, "false")).lower() == "true"
 
-    def json(self, required=True):
-        """The body as JSON; numbers keep their text (Jackson's coercion to String)."""
+    def json(self, required=True, numbers_as_text=True):
+        """The body as JSON; numbers keep their text (Jackson's coercion to String for config maps) unless
+        ``numbers_as_text`` is false."""
         if not self.raw_body.strip():
-            if required:
-                raise BadRequestError("Request body is required")
+            if required:   # Kafka: 500 (a null request object); the message says what is missing
+                raise HttpError(500, "The request has no body (a JSON object is required)")
             return None
         try:
+            if not numbers_as_text:
+                return json.loads(self.raw_body.decode("utf-8"))
             return json.loads(self.raw_body.decode("utf-8"), parse_int=str, parse_float=str)
         except (UnicodeDecodeError, ValueError) as e:
             raise HttpError(500, "Cannot parse the request body as JSON: %s" % e) from None
@@ -236,16 +239,16 @@ def create_connector(req):
         raise HttpError(500, "Cannot deserialize a create request from a JSON %s" % _json_kind(body))
     name = body.get("name")
     name = "" if name is None else str(name).strip()
-    if body.get("config") is None:
-        raise BadRequestError("Connector config must be specified (the request has no \"config\" object)")
+    if body.get("config") is None:   # Kafka: 500 (a null config map)
+        raise HttpError(500, "Connector config must be specified (the request has no \"config\" object)")
     config = req.config_body(body["config"])
     _check_and_put_name(name, config)
     kwargs = {}
     initial = body.get("initial_state")
     if initial is not None:
         state = INITIAL_STATES.get(str(initial).upper())
-        if state is None:
-            raise BadRequestError("Unknown initial state: %s (one of RUNNING, PAUSED, STOPPED)" % initial)
+        if state is None:            # Kafka: 500 (Jackson cannot build the enum)
+            raise HttpError(500, "Unknown initial state: %s (one of RUNNING, PAUSED, STOPPED)" % initial)
         kwargs["target_state"] = state
     created, info = req.herder.put_connector_config(name, config, False, **kwargs)
     return _created(req, name, True, info)
@@ -304,14 +307,27 @@ def put_task_configs(req):
     return Answer(204)
 
 
-def tasks_config(req):
-    """Deprecated ``GET /connectors/{name}/tasks-config``: ``{"<name>-<n>": {config}}``."""
-    name = req.args[0]
-    return Answer(200, {"%s-%d" % (name, t["id"]["task"]): t["config"] for t in req.herder.task_configs(name)})
-
-
 def task_status(req):
     return Answer(200, req.herder.task_status(req.args[0], req.args[1]))
+
+
+def connector_offsets(req):
+    return Answer(200, req.herder.connector_offsets(req.args[0]))
+
+
+def alter_offsets(req):
+    body = req.json(numbers_as_text=False)    # offsets are JSON values: {"position": 3} stays a number
+    offsets = body.get("offsets") if isinstance(body, dict) else None
+    if not offsets:
+        raise BadRequestError("Partitions / offsets need to be provided for an alter offsets request")
+    if not isinstance(offsets, list) or not all(isinstance(o, dict) for o in offsets):
+        raise HttpError(500, "Cannot deserialize the offsets: a JSON array of {\"partition\", \"offset\"} objects "
+                             "is required")
+    return Answer(200, req.herder.alter_connector_offsets(req.args[0], offsets))
+
+
+def reset_offsets(req):
+    return Answer(200, req.herder.reset_connector_offsets(req.args[0]))
 
 
 def pause(req):
@@ -383,7 +399,11 @@ def validate(req):
     included = config.get("connector.class")
     if included is not None and not _normalized_plugin(included).endswith(_normalized_plugin(plugin)):
         raise BadRequestError("Included connector type %s does not match request type %s" % (included, plugin))
-    return Answer(200, req.herder.validate_connector_config(plugin, config))
+    try:
+        return Answer(200, req.herder.validate_connector_config(plugin, config))
+    except (BadRequestError, ConfigError) as e:
+        # Kafka validates on an executor: the failure reaches its mapper wrapped, as a 500 naming the class
+        raise HttpError(500, "org.apache.kafka.connect.runtime.rest.errors.BadRequestException: %s" % e) from None
 
 
 NAME = object()     # a path segment that is a connector (or plugin) name
@@ -399,9 +419,10 @@ ROUTES = [
                                       "PATCH": (patch_config, True)}),
     (("connectors", NAME, "status"), {"GET": (connector_status, False)}),
     (("connectors", NAME, "tasks"), {"GET": (task_configs, False), "POST": (put_task_configs, True)}),
-    (("connectors", NAME, "tasks-config"), {"GET": (tasks_config, False)}),
     (("connectors", NAME, "tasks", TASK, "status"), {"GET": (task_status, False)}),
     (("connectors", NAME, "tasks", TASK, "restart"), {"POST": (restart_task, True)}),
+    (("connectors", NAME, "offsets"), {"GET": (connector_offsets, False), "PATCH": (alter_offsets, True),
+                                       "DELETE": (reset_offsets, True)}),
     (("connectors", NAME, "pause"), {"PUT": (pause, False)}),
     (("connectors", NAME, "resume"), {"PUT": (resume, False)}),
     (("connectors", NAME, "stop"), {"PUT": (stop, True)}),
@@ -504,6 +525,8 @@ class RestServer:
         split = urllib.parse.urlsplit(target)
         query = urllib.parse.parse_qs(split.query, keep_blank_values=True)
         path = split.path
+        if "%2f" in path.lower():   # Jetty refuses an encoded "/" in a path (ambiguous separator): 400
+            return Answer(400, {"error_code": 400, "message": "Ambiguous URI path separator"})
         segments = [urllib.parse.unquote(s) for s in path.strip("/").split("/")] if path.strip("/") else []
         methods, args = match_route(segments)
         if methods is None:
@@ -610,6 +633,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
         elif self.command == "OPTIONS":
             answer = self.rest.options(self.path)
+        elif self.command == "HEAD":
+            answer = self.rest.handle("GET", self.path, body, self.headers)
         else:
             answer = self.rest.handle(self.command, self.path, body, self.headers)
         cors = self.rest.cors_headers(self.headers, preflight=self.command == "OPTIONS")
@@ -617,7 +642,7 @@ class _Handler(BaseHTTPRequestHandler):
             answer.headers = dict(answer.headers, **cors)
         self._send(answer)
 
-    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _serve
+    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_HEAD = _serve
 
     def _read_body(self):
         """(bytes, None) or (None, Answer) for a body we refuse; bounded by MAX_BODY."""
@@ -673,7 +698,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self.close_connection:
             self.send_header("Connection", "close")
         self.end_headers()
-        if data:
+        if data and self.command != "HEAD":
             self.wfile.write(data)
 
     def log_message(self, fmt, *args):

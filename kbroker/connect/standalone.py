@@ -37,6 +37,10 @@ log = logging.getLogger("kbroker.connect.standalone")
 STARTED, PAUSED, STOPPED = "STARTED", "PAUSED", "STOPPED"
 
 
+def _freeze(partition):
+    return tuple(sorted(partition.items())) if isinstance(partition, dict) else partition
+
+
 class StandaloneHerder(Herder):
     """See the module docstring. ``status_store`` defaults to the worker's (``worker.status_store``)."""
 
@@ -163,6 +167,139 @@ class StandaloneHerder(Herder):
 
     def connector_plugins(self):
         return self._plugins.connector_plugins()
+
+    def connector_offsets(self, name):
+        """KIP-875 ``GET /connectors/{name}/offsets``: ``{"offsets": [{"partition": {...}, "offset": {...}}]}`` --
+        a source's from the offset store, a sink's from its consumer group ``connect-<name>`` (partition
+        ``{"kafka_topic", "kafka_partition"}``, offset ``{"kafka_offset"}``), as Kafka answers."""
+        with self._lock:
+            self._require(name)
+            config = dict(self._configs[name])
+        if self._type(config) == "sink":
+            return {"offsets": self._sink_offsets(name)}
+        from kbroker.connect.offsets import parse_key, parse_value
+        out = []
+        for key, value in sorted(self._worker.offset_store.snapshot().items()):
+            connector, partition = parse_key(key)
+            if connector == name and value is not None:
+                out.append({"partition": partition, "offset": parse_value(value)})
+        return {"offsets": out}
+
+    def alter_connector_offsets(self, name, offsets):
+        """KIP-875 ``PATCH /connectors/{name}/offsets``: ``offsets`` is the request's list of
+        ``{"partition", "offset"}`` (a null offset removes the partition's); the connector must be STOPPED."""
+        return self._modify_offsets(name, offsets)
+
+    def reset_connector_offsets(self, name):
+        """KIP-875 ``DELETE /connectors/{name}/offsets``: every offset of the connector removed (a sink's
+        consumer group deleted); the connector must be STOPPED."""
+        return self._modify_offsets(name, None)
+
+    def _modify_offsets(self, name, offsets):
+        with self._lock:
+            self._check_running()
+            self._require(name)
+            if self._targets[name] != STOPPED or self._tasks.get(name):
+                raise BadRequestError("Connectors must be in the STOPPED state before their offsets can be modified. "
+                                      "This can be done for the specified connector by issuing a 'PUT' request to "
+                                      "the '/connectors/%s/stop' endpoint" % name)
+            config = dict(self._configs[name])
+            kind = "altered" if offsets is not None else "reset"
+            if self._type(config) == "sink":
+                self._modify_sink_offsets(name, offsets)
+            else:
+                self._modify_source_offsets(name, offsets)
+        hook = getattr(self._plugins.connector_class(config["connector.class"]), "alter_offsets", None)
+        if hook is not None and hook(self._plugins.connector_class(config["connector.class"])(), config,
+                                     {} if offsets is None else
+                                     {_freeze(o["partition"]): o["offset"] for o in offsets}):
+            return {"message": "The offsets for this connector have been %s successfully" % kind}
+        return {"message": "The Connect framework-managed offsets for this connector have been %s successfully. "
+                           "However, if this connector manages offsets externally, they will need to be manually %s "
+                           "in the system that the connector uses." % (kind, kind)}
+
+    def _modify_source_offsets(self, name, offsets):
+        from kbroker.connect.offsets import offset_key, offset_value, parse_key
+        store = self._worker.offset_store
+        if offsets is None:
+            writes = {k: None for k, v in store.snapshot().items() if v is not None and parse_key(k)[0] == name}
+        else:
+            writes = {}
+            for entry in offsets:
+                if not isinstance(entry.get("partition"), dict):
+                    raise BadRequestError("Source partitions may not be null")
+                offset = entry.get("offset")
+                if offset is not None and not isinstance(offset, dict):
+                    raise BadRequestError("Source offsets must be JSON objects or null")
+                writes[offset_key(name, entry["partition"])] = offset_value(offset)
+        if writes:
+            store.set(writes)
+
+    def _modify_sink_offsets(self, name, offsets):
+        from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+        from confluent_kafka.admin import AdminClient
+        admin = AdminClient(self._worker.config.client_config("admin"))
+        group = "connect-%s" % name
+        try:
+            if offsets is None:
+                futures = admin.delete_consumer_groups([group], request_timeout=30)
+                try:
+                    futures[group].result(timeout=30)
+                except KafkaException as e:
+                    if "GROUP_ID_NOT_FOUND" not in str(e):   # nothing committed yet: nothing to reset
+                        raise
+                return
+            tps = []
+            for entry in offsets:
+                partition, offset = entry.get("partition"), entry.get("offset")
+                if not isinstance(partition, dict) or "kafka_topic" not in partition \
+                        or "kafka_partition" not in partition:
+                    raise BadRequestError("The partition for a sink connector offset must contain the keys "
+                                          "'kafka_topic' and 'kafka_partition'")
+                if not isinstance(offset, dict) or "kafka_offset" not in offset:
+                    raise BadRequestError("The offset for a sink connector must contain the key 'kafka_offset' "
+                                          "(removing one partition's offset is not supported here)")
+                try:
+                    tps.append(TopicPartition(str(partition["kafka_topic"]), int(partition["kafka_partition"]),
+                                              int(offset["kafka_offset"])))
+                except (TypeError, ValueError):
+                    raise BadRequestError("Kafka partitions and offsets must be valid integers") from None
+            if tps:
+                futures = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)],
+                                                             request_timeout=30)
+                result = next(iter(futures.values())).result(timeout=30)
+                failed = [tp for tp in result.topic_partitions or () if tp.error is not None]
+                if failed:
+                    raise KafkaException(failed[0].error)
+        except KafkaException as e:
+            raise ConnectError("Failed to %s consumer group offsets for connector %s either because its tasks "
+                               "haven't stopped completely yet or the connector was resumed before the request "
+                               "could be completed: %s" % ("reset" if offsets is None else "alter", name, e)) from None
+
+    def _sink_offsets(self, name):
+        from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
+        from confluent_kafka.admin import AdminClient
+        admin = AdminClient(self._worker.config.client_config("admin"))
+        request = [ConsumerGroupTopicPartitions("connect-%s" % name)]
+        try:
+            result = admin.list_consumer_group_offsets(request, request_timeout=30)
+            partitions = next(iter(result.values())).result(timeout=30).topic_partitions or []
+        except KafkaException as e:
+            raise ConnectError("Failed to retrieve consumer group offsets for sink connector %s: %s"
+                               % (name, e)) from None
+        return [{"partition": {"kafka_topic": tp.topic, "kafka_partition": tp.partition},
+                 "offset": {"kafka_offset": tp.offset}}
+                for tp in sorted(partitions, key=lambda tp: (tp.topic, tp.partition)) if tp.offset >= 0]
+
+    def all_plugins(self):
+        """``GET /connector-plugins?connectorsOnly=false``: connectors, then transformations, predicates,
+        converters and header converters, as Kafka lists them ({"class", "type", "version"})."""
+        from kbroker.connect.rest import kafka_version
+        out = list(self._plugins.connector_plugins())
+        version = kafka_version()
+        for kind in ("transformation", "predicate", "converter", "header_converter"):
+            out += [{"class": name, "type": kind, "version": version} for name in self._plugins.plugin_names(kind)]
+        return out
 
     def connector_plugin_config(self, plugin):
         from kbroker.connect.configdef import key_info_json

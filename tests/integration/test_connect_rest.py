@@ -194,10 +194,23 @@ def test_source_lifecycle(worker, broker):
         assert rest(url, "GET", "/connectors/%s/status" % name)[1]["connector"]["state"] == "STOPPED"
         assert rest(url, "GET", "/connectors/%s/status" % name)[1]["tasks"] == []
         assert rest(url, "GET", "/connectors/%s/tasks" % name)[1] == []
+        # offsets (KIP-875): Kafka's shapes; altering needs STOPPED; the source resumes from the altered one
+        assert rest(url, "GET", "/connectors/%s/offsets" % name)[:2] == (200, {"offsets": [
+            {"partition": {"filename": str(source_file)}, "offset": {"position": 12}}]})   # a1 a2 b1 c1
+        rewind = {"offsets": [{"partition": {"filename": str(source_file)}, "offset": {"position": 9}}]}
+        status, body4, _ = rest(url, "PATCH", "/connectors/%s/offsets" % name, rewind)
+        assert status == 200 and body4["message"].startswith("The Connect framework-managed offsets for this "
+                                                             "connector have been altered successfully.")
+        assert rest(url, "GET", "/connectors/%s/offsets" % name)[1] == rewind
         assert rest(url, "PUT", "/connectors/%s/resume" % name)[0] == 202
         wait(proc, lambda: state(url, name) == ("RUNNING", ["RUNNING"]), 10, "RUNNING after resume from STOPPED")
+        status, body4, _ = rest(url, "PATCH", "/connectors/%s/offsets" % name, rewind)
+        assert (status, body4["message"]) == (400, "Connectors must be in the STOPPED state before their offsets can "
+                                                   "be modified. This can be done for the specified connector by "
+                                                   "issuing a 'PUT' request to the '/connectors/%s/stop' endpoint"
+                                                   % name)
         append(source_file, "d1")
-        wait(proc, lambda: reader.read() == ["a1", "a2", "b1", "c1", "d1"], 20, "d1")
+        wait(proc, lambda: reader.read() == ["a1", "a2", "b1", "c1", "c1", "d1"], 20, "c1 again (rewound), d1")
 
         # delete: 204, then 404 everywhere
         assert rest(url, "DELETE", "/connectors/" + name)[:2] == (204, None)
@@ -207,7 +220,7 @@ def test_source_lifecycle(worker, broker):
         assert rest(url, "DELETE", "/connectors/" + name)[0] == 404
         assert name not in rest(url, "GET", "/connectors")[1]
         append(source_file, "e1")
-        assert reader.read(1.0) == ["a1", "a2", "b1", "c1", "d1"]
+        assert reader.read(1.0) == ["a1", "a2", "b1", "c1", "c1", "d1"]
     finally:
         reader.close()
 
@@ -225,6 +238,13 @@ def test_sink_create_by_put_and_invalid_configs(worker, broker):
     assert status == 201 and body["type"] == "sink" and headers["Location"].endswith("/connectors/" + name)
     wait(proc, lambda: out.exists() and out.read_text() == "x1\nx2\nx3\n", 30, "the sink file")
     assert rest(url, "GET", "/connectors/%s/topics" % name)[1] == {name: {"topics": [topic]}}
+    wait(proc, lambda: rest(url, "GET", "/connectors/%s/offsets" % name)[1] == {"offsets": [
+        {"partition": {"kafka_topic": topic, "kafka_partition": 0}, "offset": {"kafka_offset": 3}}]}, 15,
+        "the sink's committed offset")
+    assert rest(url, "PUT", "/connectors/%s/stop" % name)[0] == 204
+    status, body, _ = rest(url, "DELETE", "/connectors/%s/offsets" % name)
+    assert status == 200 and "have been reset successfully" in body["message"]
+    assert rest(url, "GET", "/connectors/%s/offsets" % name)[1] == {"offsets": []}
 
     status, body, _ = rest(url, "PUT", "/connectors/%s/config" % name, dict(config, name="other"))
     assert (status, body["message"]) == (400, "Connector name configuration (other) doesn't match connector name "

@@ -111,6 +111,10 @@ class FakeHerder(Herder):
     def reset_connector_active_topics(self, name):
         self.calls.append(("reset_topics", name))
 
+    def alter_connector_offsets(self, name, offsets):
+        self._write(("alter_offsets", name, offsets))
+        return {"message": "The offsets for this connector have been altered successfully"}
+
     def connector_plugins(self):
         return [{"class": "org.apache.kafka.connect.file.FileStreamSinkConnector", "type": "sink",
                  "version": "1"}]
@@ -211,7 +215,7 @@ def test_status_tasks_expand_and_actions(servers):
     assert status == 200 and body["connector"] == {"state": "RUNNING", "worker_id": "127.0.0.1:8083"}
     assert call(s, "GET", "/connectors/c/tasks")[1] == [{"id": {"connector": "c", "task": 0},
                                                          "config": {"task.class": "x"}}]
-    assert call(s, "GET", "/connectors/c/tasks-config")[1] == {"c-0": {"task.class": "x"}}
+    assert call(s, "GET", "/connectors/c/tasks-config")[0] == 404     # removed in Kafka 4
     assert call(s, "GET", "/connectors/c/tasks/0/status")[1]["state"] == "RUNNING"
     assert call(s, "GET", "/connectors/c/tasks/7/status")[:2] == \
         (404, {"error_code": 404, "message": "No status found for task c-7"})
@@ -264,7 +268,19 @@ def test_bad_bodies(servers):
     assert status == 500 and body["error_code"] == 500
     status, body, _ = call(s, "PUT", "/connectors/c/config", {"a": {"nested": 1}})
     assert status == 500 and "java.lang.String" in body["message"]
-    assert call(s, "POST", "/connectors", raw=b"")[0] == 400
+    # Kafka answers 500 for a missing body, a missing config and an unknown initial_state (Jackson / null)
+    assert call(s, "POST", "/connectors", raw=b"")[0] == 500
+    assert call(s, "POST", "/connectors", {"name": "x"})[0] == 500
+    assert call(s, "POST", "/connectors", {"name": "x", "config": {"connector.class": "X"},
+                                           "initial_state": "bogus"})[0] == 500
+    status, _, resp = call(s, "POST", "/connectors", {"name": "y", "config": {"connector.class": "X"},
+                                                      "initial_state": "paused"})
+    assert status == 201
+    # Jetty refuses an encoded "/" in a path
+    assert call(s, "DELETE", "/connectors/a%2Fb")[0] == 400
+    # HEAD answers as GET without a body
+    status, body, resp = call(s, "HEAD", "/connectors")
+    assert (status, body, resp.getheader("Content-Length")) == (200, None, str(len(b'["y"]')))
     status, body, _ = call(s, "POST", "/connectors", raw=b"x", headers={"Content-Length": str(MAX_BODY + 1)})
     assert status == 413
 
@@ -348,3 +364,17 @@ def test_cors_and_options(servers):
     assert call(plain, "GET", "/", headers={"Origin": "http://ui.example"})[2].getheader(
         "Access-Control-Allow-Origin") is None
     assert call(plain, "OPTIONS", "/nope")[0] == 404
+
+
+def test_alter_offsets_keeps_json_numbers(servers):
+    herder = FakeHerder()
+    s = servers(herder)
+    body = {"offsets": [{"partition": {"filename": "f"}, "offset": {"position": 12}}]}
+    assert call(s, "PATCH", "/connectors/c/offsets", body)[:2] == \
+        (200, {"message": "The offsets for this connector have been altered successfully"})
+    assert herder.calls[-1] == ("alter_offsets", "c", body["offsets"])     # 12 stays an int
+    assert call(s, "PATCH", "/connectors/c/offsets", {"offsets": []})[:2] == \
+        (400, {"error_code": 400, "message": "Partitions / offsets need to be provided for an alter offsets request"})
+    # a herder without the offsets endpoints (FakeHerder has no reset): 500 naming the request
+    status, body, _ = call(s, "DELETE", "/connectors/c/offsets")
+    assert status == 500 and body["message"] == "This worker does not support DELETE /connectors/c/offsets"

@@ -299,3 +299,44 @@ def test_status_read_does_not_wait_for_a_slow_stop(herder):
         release.set()
         t.join(10)
     assert h.connectors() == []
+
+
+def test_all_plugins_lists_every_kind(herder):
+    h, _ = herder
+    plugins = h.all_plugins()
+    kinds = [p["type"] for p in plugins]
+    assert kinds[:2] == ["sink", "source"]
+    # grouped in Kafka's order, each entry a class name of that kind
+    order = ["sink", "source", "transformation", "predicate", "converter", "header_converter"]
+    assert kinds == sorted(kinds, key=order.index)
+    classes = {(p["type"], p["class"]) for p in plugins}
+    assert ("converter", "org.apache.kafka.connect.json.JsonConverter") in classes
+    assert ("transformation", "org.apache.kafka.connect.transforms.InsertField$Value") in classes
+
+
+def test_source_offsets_get_alter_reset(herder):
+    from kbroker.connect.offsets import MemoryOffsetBackingStore, offset_key, offset_value
+    h, worker = herder
+    worker.offset_store = MemoryOffsetBackingStore()
+    worker.offset_store.set({offset_key("src", {"filename": "a"}): offset_value({"position": 5}),
+                             offset_key("other", {"filename": "a"}): offset_value({"position": 7})})
+    put(h, "src", SOURCE)
+    assert h.connector_offsets("src") == {"offsets": [{"partition": {"filename": "a"}, "offset": {"position": 5}}]}
+    with pytest.raises(BadRequestError, match="must be in the STOPPED state"):
+        h.alter_connector_offsets("src", [{"partition": {"filename": "a"}, "offset": {"position": 1}}])
+    h.stop_connector("src")
+    answer = h.alter_connector_offsets("src", [{"partition": {"filename": "a"}, "offset": {"position": 1}},
+                                               {"partition": {"filename": "b"}, "offset": {"position": 2}}])
+    assert "altered successfully" in answer["message"]
+    assert h.connector_offsets("src")["offsets"] == [
+        {"partition": {"filename": "a"}, "offset": {"position": 1}},
+        {"partition": {"filename": "b"}, "offset": {"position": 2}}]
+    h.alter_connector_offsets("src", [{"partition": {"filename": "b"}, "offset": None}])
+    assert len(h.connector_offsets("src")["offsets"]) == 1
+    assert "reset successfully" in h.reset_connector_offsets("src")["message"]
+    assert h.connector_offsets("src") == {"offsets": []}
+    # the other connector's offset is untouched
+    assert worker.offset_store.get([offset_key("other", {"filename": "a"})]) == \
+        {offset_key("other", {"filename": "a"}): offset_value({"position": 7})}
+    with pytest.raises(BadRequestError, match="^Source partitions may not be null$"):
+        h.alter_connector_offsets("src", [{"offset": {"position": 1}}])
