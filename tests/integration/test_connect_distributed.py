@@ -11,8 +11,8 @@ worker is added. Checked:
 - the sink file holds every source line (no loss); duplicates are counted and bounded by what a commit interval
   (offset.flush.interval.ms) can leave uncommitted on the killed worker, for its source task and its sink tasks;
 - the offset topic holds Kafka's ``["src",{"filename":...}]`` -> ``{"position":<file size>}``;
-- REST: the config topic is the truth on every worker (the same task configs from each), a delete on a follower is
-  forwarded and the statuses go.
+- REST: the config topic is the truth on every worker (the same task configs from each); a KIP-745 restart of the
+  sink with its tasks restarts them on their three owners; a delete on a follower is forwarded and the statuses go.
 
 The soak twin runs the same with a longer writer: ``.venv/bin/python -m pytest -m soak
 tests/integration/test_connect_distributed.py``.
@@ -340,11 +340,16 @@ def test_three_workers_kill9_and_add(cluster, tmp_path):
         status = offset_records(cluster.bootstrap, "connect-status")
         assert status[b"status-task-snk-0"].startswith(b'{"state":"RUNNING","trace":null,"worker_id":"127.0.0.1:')
         assert json.loads(status[b"status-topic-connect-lines:connector-snk"])["topic"]["name"] == "connect-lines"
-        # A delete on a follower is forwarded to the leader; every worker then forgets the connector.
-        follower = next(w for w in workers if w.proc.poll() is None)
-        status, _ = until_not_409(lambda: http(follower.url + "/connectors/src", "DELETE"))
-        assert status == 204
+        # KIP-745 restart of the sink and its tasks, spread over three workers, asked of any worker.
         live = [w for w in workers if w.proc.poll() is None]
+        status, body = until_not_409(lambda: http(live[0].url + "/connectors/snk/restart?includeTasks=true", "POST"))
+        assert status == 202 and body["connector"]["state"] == "RESTARTING", body
+        assert [t["state"] for t in body["tasks"]] == ["RESTARTING"] * 3, body
+        ids = {w.worker_id for w in live}
+        wait_until(lambda: placement(live[1], {"snk": 3}, ids, {"snk": 3}), 30, 0.2, message="snk running again")
+        # A delete on a follower is forwarded to the leader; every worker then forgets the connector.
+        status, _ = until_not_409(lambda: http(live[2].url + "/connectors/src", "DELETE"))
+        assert status == 204
         wait_until(lambda: all(w.get("/connectors/src/status")[0] == 404 for w in live), 30, 0.2,
                    message="src's status gone everywhere")
         assert until_not_409(lambda: live[-1].get("/connectors"))[1] == ["snk"]

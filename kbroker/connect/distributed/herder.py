@@ -65,6 +65,24 @@ TICK_S = 1.0
 FORWARD_TIMEOUT_S = 90.0
 
 
+def _quote(name):
+    return urllib.request.quote(name, safe="")
+
+
+def _post(url, body=None):
+    """POST JSON to another worker; ConnectError naming its answer when it is not 2xx."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method="POST", headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=FORWARD_TIMEOUT_S) as resp:
+            resp.read()
+    except urllib.error.HTTPError as e:
+        raise ConnectError("%s answered %d: %s" % (url, e.code, e.read()[:200].decode("utf-8", "replace"))) \
+            from None
+    except OSError as e:
+        raise ConnectError("IO Error trying to forward REST request: %s" % e) from None
+
+
 class DistributedHerder(Herder):
     """See the module docstring."""
 
@@ -449,14 +467,7 @@ class DistributedHerder(Herder):
         leader = self._leader_url
         if not leader:
             raise ConnectError("no leader known")
-        url = leader.rstrip("/") + "/connectors/%s/tasks?forward=false" % urllib.request.quote(name, safe="")
-        req = urllib.request.Request(url, data=json.dumps(configs).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=FORWARD_TIMEOUT_S) as resp:
-                resp.read()
-        except urllib.error.HTTPError as e:
-            raise ConnectError("leader answered %d: %s" % (e.code, e.read()[:200])) from None
+        _post(leader.rstrip("/") + "/connectors/%s/tasks?forward=false" % _quote(name), configs)
 
     # ------------------------------------------------------------------------------------------------ REST: reads
     def _check_running(self):
@@ -679,3 +690,37 @@ class DistributedHerder(Herder):
             return
         url = self._owner_url(task_id)
         raise NotLeaderError("Task %s is run by %s" % (task_id, url), url)
+
+    def restart_connector_and_tasks(self, name, include_tasks, only_failed):
+        """KIP-745 on the leader (followers forward): the connector and/or its tasks selected by the flags are
+        restarted where they run -- here, or by a ``POST .../restart?forward=false`` to the owner's URL -- and the
+        answer is the status before the restarts with RESTARTING for each one restarted."""
+        self._check_rebalance()
+        self._require_connector(name, "Unknown connector: %s")
+        self._require_leader()
+        status = self.connector_status(name)
+        restart_connector = not only_failed or status["connector"]["state"] == "FAILED"
+        tasks = [t["id"] for t in status["tasks"] if include_tasks and (not only_failed or t["state"] == "FAILED")]
+        if restart_connector:
+            self._restart_on_owner(name, name, "/connectors/%s/restart?forward=false" % _quote(name))
+            status["connector"] = dict(status["connector"], state="RESTARTING")
+            status["connector"].pop("trace", None)
+        for n in tasks:
+            task_id = ConnectorTaskId(name, n)
+            self._restart_on_owner(task_id, name,
+                                   "/connectors/%s/tasks/%d/restart?forward=false" % (_quote(name), n))
+        status["tasks"] = [{k: v for k, v in dict(t, state="RESTARTING").items() if k != "trace"}
+                           if t["id"] in tasks else t for t in status["tasks"]]
+        return status
+
+    def _restart_on_owner(self, key, name, path):
+        if isinstance(key, ConnectorTaskId):
+            if (name, key.task) in self._assignment.tasks:
+                return self.restart_task(name, key.task)
+        elif key in self._assignment.connectors:
+            return self.restart_connector(name)
+        with self._lock:
+            url = self._owners.get(key)
+        if url is None:
+            raise NotFoundError("%s is not assigned to any worker" % key)
+        _post(url.rstrip("/") + path)
