@@ -139,6 +139,19 @@ class StandaloneHerder(Herder):
             return [{"id": ConnectorTaskId(name, i).to_json(), "config": dict(c)}
                     for i, c in enumerate(self._tasks.get(name, ()))]
 
+    def _plugin_version(self, config):
+        """The connector's version (Kafka 4 reports it in every connector and task state), None when it cannot
+        be loaded."""
+        try:
+            return str(self._plugins.connector_class(config["connector.class"])().version())
+        except Exception:
+            return None
+
+    def _with_version(self, state, version):
+        if "version" not in state:
+            state = dict(state, version=version if state.get("state") != "FAILED" else state.get("version"))
+        return state
+
     def connector_status(self, name):
         # Not under the lock (as Kafka's, whose status reads are not synchronized): a status read must not wait
         # for a put or a stop holding the lock while tasks stop (up to task.shutdown.graceful.timeout.ms). The
@@ -147,16 +160,18 @@ class StandaloneHerder(Herder):
         if status is None:
             raise NotFoundError("No status found for connector %s" % name)
         ntasks = len(self._tasks.get(name, ()))
-        tasks = [t.to_json() for t in self._status.tasks_of(name) if t.id.task < ntasks]
-        return {"name": name, "connector": status.to_json(), "tasks": tasks,
-                "type": self._type(self._configs.get(name))}
+        config = self._configs.get(name) or {}
+        version = self._plugin_version(config)
+        tasks = [self._with_version(t.to_json(), version) for t in self._status.tasks_of(name) if t.id.task < ntasks]
+        return {"name": name, "connector": self._with_version(status.to_json(), version), "tasks": tasks,
+                "type": self._type(config)}
 
     def task_status(self, name, task):
         task_id = ConnectorTaskId(name, int(task))
         status = self._status.get_task(task_id)
         if status is None:
             raise NotFoundError("No status found for task %s" % task_id)
-        return status.to_json()
+        return self._with_version(status.to_json(), self._plugin_version(self._configs.get(name) or {}))
 
     def connector_active_topics(self, name):
         # Kafka answers an empty list (not 404) for a connector it does not know.

@@ -151,11 +151,12 @@ def test_source_lifecycle(worker, broker):
     try:
         wait(proc, lambda: reader.read() == ["a1", "a2"], 20, "a1, a2 in the topic")
         worker_id = url.split("//")[1].rstrip("/")
+        version = rest(url, "GET", "/")[1]["version"]       # the connectors are kbroker's: its version
         assert rest(url, "GET", "/connectors/%s/status" % name)[:2] == (200, {
-            "name": name, "connector": {"state": "RUNNING", "worker_id": worker_id},
-            "tasks": [{"id": 0, "state": "RUNNING", "worker_id": worker_id}], "type": "source"})
+            "name": name, "connector": {"state": "RUNNING", "worker_id": worker_id, "version": version},
+            "tasks": [{"id": 0, "state": "RUNNING", "worker_id": worker_id, "version": version}], "type": "source"})
         assert rest(url, "GET", "/connectors/%s/tasks/0/status" % name)[:2] == \
-            (200, {"id": 0, "state": "RUNNING", "worker_id": worker_id})
+            (200, {"id": 0, "state": "RUNNING", "worker_id": worker_id, "version": version})
         assert rest(url, "GET", "/connectors/%s/tasks/1/status" % name)[:2] == \
             (404, {"error_code": 404, "message": "No status found for task %s-1" % name})
         assert rest(url, "GET", "/connectors/%s/topics" % name)[:2] == (200, {name: {"topics": [topic]}})

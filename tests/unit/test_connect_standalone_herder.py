@@ -75,6 +75,7 @@ class FakeWorker:
         return set(self.tasks)
 
 
+VERSION = Plugins().connector_plugins()[0]["version"]   # Kafka 4 states carry the connector's version
 SOURCE = {"connector.class": "FileStreamSource", "tasks.max": "1", "file": "/tmp/in.txt", "topic": "t"}
 
 
@@ -102,10 +103,10 @@ def test_create_generates_tasks_and_statuses(herder):
     assert h.task_configs("src") == [{"id": {"connector": "src", "task": i},
                                       "config": {"task.n": str(i), "file": "/tmp/in.txt"}} for i in range(2)]
     assert h.connector_status("src") == {
-        "name": "src", "connector": {"state": "RUNNING", "worker_id": "w:8083"},
-        "tasks": [{"id": 0, "state": "RUNNING", "worker_id": "w:8083"},
-                  {"id": 1, "state": "RUNNING", "worker_id": "w:8083"}], "type": "source"}
-    assert h.task_status("src", 1) == {"id": 1, "state": "RUNNING", "worker_id": "w:8083"}
+        "name": "src", "connector": {"state": "RUNNING", "worker_id": "w:8083", "version": VERSION},
+        "tasks": [{"id": 0, "state": "RUNNING", "worker_id": "w:8083", "version": VERSION},
+                  {"id": 1, "state": "RUNNING", "worker_id": "w:8083", "version": VERSION}], "type": "source"}
+    assert h.task_status("src", 1) == {"id": 1, "state": "RUNNING", "worker_id": "w:8083", "version": VERSION}
     with pytest.raises(AlreadyExistsError, match="^Connector src already exists$"):
         put(h, "src", SOURCE)
 
@@ -207,7 +208,8 @@ def test_failed_connector_stays_configured(herder):
     created, info = put(h, "bad", SOURCE)
     assert created is True and info["tasks"] == []
     status = h.connector_status("bad")
-    assert status["connector"] == {"state": "FAILED", "worker_id": "w:8083", "trace": "Traceback: boom"}
+    assert status["connector"] == {"state": "FAILED", "worker_id": "w:8083", "trace": "Traceback: boom",
+                                   "version": None}
     # restart after the cause is gone: RUNNING with its tasks
     worker.fail_start.clear()
     h.restart_connector("bad")
