@@ -12,6 +12,13 @@ Sinks: ``topics`` (LIST "") / ``topics.regex`` (STRING "") -- exactly one of the
 topic.name`` (""), ``.topic.replication.factor`` (SHORT 3; -1 the broker's default), ``.context.headers.enable``
 (false).
 
+Sources, KIP-158 (when the worker's ``topic.creation.enable`` is true and the config has any ``topic.creation.``
+key): ``topic.creation.groups`` (LIST ""), ``topic.creation.default.replication.factor`` / ``.partitions`` (INT,
+required, -1 or >= 1; -1 is the broker's default), per group ``topic.creation.<group>.include`` / ``.exclude``
+(regex lists, full match, exclusion wins; the default group includes ".*") and ``.replication.factor`` /
+``.partitions`` (the default group's when not set); any other ``topic.creation.<group>.<key>`` is a topic config of
+the topics that group creates.
+
 Client overrides: ``producer.override.*``, ``consumer.override.*``, ``admin.override.*`` go to the task's clients
 when the worker's ``connector.client.config.override.policy`` allows them (All: any; None: refused; Principal:
 ``sasl.jaas.config``, ``sasl.mechanism``, ``security.protocol`` only), as Kafka's.
@@ -147,10 +154,12 @@ def _plugin_def(cls):
         return ConfigDef()
 
 
-def enriched_def(plugins, kind, props):
+def enriched_def(plugins, kind, props, topic_creation=True):
     """``base_def(kind)`` plus, for each alias in ``props``' transforms/predicates, the alias's keys (Kafka's
-    ConnectorConfig.enrich)."""
+    ConnectorConfig.enrich); for a source using topic creation (``uses_topic_creation``), the KIP-158 keys."""
     d = base_def(kind)
+    if kind == "source" and topic_creation and uses_topic_creation(props):
+        _topic_creation_def(d, props)
     transforms = _aliases(props.get("transforms"))
     predicates = _aliases(props.get("predicates"))
     for alias in transforms:
@@ -176,6 +185,80 @@ def enriched_def(plugins, kind, props):
         if cls is not None:
             _embed(d, prefix, group, _plugin_def(cls))
     return d
+
+
+# ------------------------------------------------------------------------------------------------ KIP-158
+TOPIC_CREATION_PREFIX = "topic.creation."
+TOPIC_CREATION_GROUP = "Topic Creation"
+DEFAULT_TOPIC_CREATION = "default"
+_TOPIC_GROUP_KEYS = ("include", "exclude", "replication.factor", "partitions")
+
+
+def uses_topic_creation(props):
+    """A source connector creates its topics (KIP-158) when its config has any ``topic.creation.`` key (and the
+    worker's ``topic.creation.enable`` is true): then ``topic.creation.default.replication.factor`` and
+    ``.partitions`` are required."""
+    return any(str(k).startswith(TOPIC_CREATION_PREFIX) for k in props)
+
+
+class _MinusOneOrPositive:
+    def ensure_valid(self, name, value):
+        if value is not None and value != -1 and value < 1:
+            raise ConfigError(name, value, "Value must be -1 or at least 1")
+
+    def __str__(self):
+        return "-1 or [1,...]"
+
+
+def _topic_creation_def(d, props):
+    d.define("topic.creation.groups", cd.LIST, "", _unique_aliases("topic creation group"), cd.LOW,
+             "Groups of configurations for topics created by source connectors", TOPIC_CREATION_GROUP, 1, "LONG",
+             "Topic Creation Groups")
+    groups = [g for g in _aliases(props.get("topic.creation.groups")) if g != DEFAULT_TOPIC_CREATION]
+    for group in [DEFAULT_TOPIC_CREATION] + groups:
+        prefix = "%s%s." % (TOPIC_CREATION_PREFIX, group)
+        is_default = group == DEFAULT_TOPIC_CREATION
+        d.define(prefix + "include", cd.LIST, ".*" if is_default else "", None, cd.LOW,
+                 "Regular expressions of the topic names this group applies to.", group, 1, "LONG",
+                 "Inclusion Topic Pattern for " + group)
+        d.define(prefix + "exclude", cd.LIST, "", None, cd.LOW,
+                 "Regular expressions of the topic names this group does not apply to (exclusion wins).",
+                 group, 2, "LONG", "Exclusion Topic Pattern for " + group)
+        for i, key in enumerate(("replication.factor", "partitions")):
+            default = NO_DEFAULT if is_default else _default_group_value(props, key)
+            d.define(prefix + key, cd.INT, default, _MinusOneOrPositive(), cd.LOW,
+                     "%s of new topics (-1: the broker's default)%s." % (
+                         "Replication factor" if i == 0 else "Partition count",
+                         "" if is_default else "; the default group's when not set"),
+                     group, 3 + i, "LONG", "%s for Topics in %s" % (
+                         "Replication Factor" if i == 0 else "Partition Count", group))
+
+
+def _default_group_value(props, key):
+    raw = props.get("%s%s.%s" % (TOPIC_CREATION_PREFIX, DEFAULT_TOPIC_CREATION, key))
+    try:
+        value = int(str(raw).strip())
+    except (TypeError, ValueError):
+        return -1
+    # An invalid default-group value is reported on its own key; the group's default must stay a valid one.
+    return value if value == -1 or 1 <= value < 2 ** 31 else -1
+
+
+class TopicCreationGroup:
+    """One KIP-158 group: which topics (``include`` minus ``exclude`` regexes, full match), and how they are
+    created (partitions, replication factor, the group's other keys as topic configs)."""
+
+    def __init__(self, name, include, exclude, replication_factor, partitions, configs):
+        self.name = name
+        self.include = [re.compile(p) for p in include if p]
+        self.exclude = [re.compile(p) for p in exclude if p]
+        self.replication_factor = replication_factor
+        self.partitions = partitions
+        self.configs = configs
+
+    def matches(self, topic):
+        return (any(p.fullmatch(topic) for p in self.include)
+                and not any(p.fullmatch(topic) for p in self.exclude))
 
 
 def _embed(d, prefix, group, child):
@@ -272,7 +355,7 @@ def validate(plugins, config, worker_config=None):
     from kbroker.connect.plugins import connector_type_of
     kind = connector_type_of(cls)
     connector = cls()
-    common = enriched_def(plugins, kind, config)
+    common = enriched_def(plugins, kind, config, _topic_creation_enabled(worker_config))
     values = common.validate_all(config)
     if kind == "sink":
         _sink_checks(config, values)
@@ -305,6 +388,10 @@ def validate(plugins, config, worker_config=None):
             "configs": configs}
 
 
+def _topic_creation_enabled(worker_config):
+    return worker_config is None or bool(worker_config.get("topic.creation.enable", True))
+
+
 def _redacted(config):
     return "{%s}" % ", ".join("%s=%s" % (k, v) for k, v in sorted(config.items()))
 
@@ -333,7 +420,9 @@ class ConnectorConfig:
             from kbroker.connect.plugins import connector_type_of
             kind = connector_type_of(plugins.connector_class(self.props.get("connector.class", "")))
         self.kind = kind
-        self.definition = enriched_def(plugins, kind, self.props)
+        self.topic_creation = kind == "source" and _topic_creation_enabled(worker_config) \
+            and uses_topic_creation(self.props)
+        self.definition = enriched_def(plugins, kind, self.props, _topic_creation_enabled(worker_config))
         self.values = self.definition.parse(self.props)
         if kind == "sink":
             probe = {n: cd.ConfigValue(n) for n in ("topics", "topics.regex", DLQ_TOPIC)}
@@ -362,6 +451,21 @@ class ConnectorConfig:
                 raise ConfigError("The '%s' policy does not allow '%s' to be overridden in the connector "
                                   "configuration." % (policy, key))
         return overrides
+
+    def topic_creation_groups(self):
+        """[TopicCreationGroup]: the ``topic.creation.groups`` in order, then ``default`` (which matches every
+        topic no other group took); [] when this connector does not create topics."""
+        if not self.topic_creation:
+            return []
+        out = []
+        names = [g for g in self.values.get("topic.creation.groups") or () if g != DEFAULT_TOPIC_CREATION]
+        for name in names + [DEFAULT_TOPIC_CREATION]:
+            prefix = "%s%s." % (TOPIC_CREATION_PREFIX, name)
+            configs = {k: str(v) for k, v in self.prefixed(prefix).items() if k not in _TOPIC_GROUP_KEYS}
+            out.append(TopicCreationGroup(name, self.values[prefix + "include"], self.values[prefix + "exclude"],
+                                          self.values[prefix + "replication.factor"],
+                                          self.values[prefix + "partitions"], configs))
+        return out
 
     def transformations(self):
         """[TransformationStage] in ``transforms`` order, each configured (``transforms.<alias>.`` keys, prefix

@@ -25,6 +25,10 @@ is ``flush``), the dead letter queue producer is flushed, then the consumer comm
 synchronously. ``RetriableError`` from ``put``: the same batch is offered again after ``context.timeout(ms)``
 (default 1 s) -- nothing is consumed meanwhile.
 
+KIP-158: a source whose config has ``topic.creation.*`` keys (and the worker's ``topic.creation.enable``) creates
+each topic it sends to, if missing, with its group's partitions, replication factor and topic configs
+(``TopicCreator``).
+
 Statuses (status store): a task is RUNNING once started (PAUSED when its connector is paused), FAILED with the
 stack trace when ``start``/``poll``/``put``/a converter or transformation (under tolerance none) raised,
 UNASSIGNED after a clean stop. KIP-558: the first record produced to / consumed from a topic records it as an
@@ -259,6 +263,15 @@ class WorkerSourceTask(WorkerTask):
         conf["client.id"] = "connector-producer-%s" % self.id
         conf.update(self.worker.config.client_config("producer", self.conn_config.client_overrides("producer")))
         self.producer = check(Producer, conf, "producer of %s" % self.id)
+        groups = self.conn_config.topic_creation_groups()
+        self.topic_creator = None
+        if groups:
+            from confluent_kafka.admin import AdminClient
+            from kbroker.cli.rdkafka_props import connection_only
+            admin_conf = connection_only(self.worker.config.client_config(
+                "admin", self.conn_config.client_overrides("admin")))
+            self.topic_creator = TopicCreator(check(AdminClient, admin_conf, "admin of %s" % self.id), groups,
+                                              self.id)
         # Latest (partition, offset) per source partition polled since the last commit, keyed by the partition's
         # items (cheap to hash); serialised to Kafka's bytes only at commit time (json.dumps per record was 60% of
         # the worker's own cost per record).
@@ -344,6 +357,8 @@ class WorkerSourceTask(WorkerTask):
                                       record.headers)
         if headers is eh.SKIP:
             return None
+        if self.topic_creator is not None and topic not in self._topics:
+            self.topic_creator.ensure(topic)
         kwargs = {}
         if record.kafka_partition is not None:
             kwargs["partition"] = record.kafka_partition
@@ -419,6 +434,51 @@ class WorkerSourceTask(WorkerTask):
             self.commit_offsets()
         finally:
             eh.close_producer(producer, self.worker.config["offset.flush.timeout.ms"] / 1000.0)
+
+
+class TopicCreator:
+    """KIP-158: a source task creates a topic the first time it sends to it, unless the topic exists, with the
+    first group (``topic.creation.groups`` order, then ``default``) whose include/exclude regexes take it; a topic
+    no group takes is left to the broker. ConnectError (the task fails) when the creation fails for any reason but
+    "already exists" -- as Kafka's "Task failed to create new topic"."""
+
+    METADATA_TIMEOUT = 10.0    # s for the topic list
+    CREATE_TIMEOUT = 30.0      # s for the CreateTopics answer
+
+    def __init__(self, admin, groups, task_id):
+        self.admin = admin
+        self.groups = groups
+        self.task_id = task_id
+        self.known = set()
+
+    def ensure(self, topic):
+        if topic in self.known:
+            return
+        from confluent_kafka import KafkaError
+        from confluent_kafka.admin import NewTopic
+        md = self.admin.list_topics(timeout=self.METADATA_TIMEOUT)
+        if topic in md.topics and md.topics[topic].error is None:
+            self.known.add(topic)
+            return
+        group = next((g for g in self.groups if g.matches(topic)), None)
+        if group is None:
+            log.info("%s: topic %s matches no topic creation group: left to the broker", self.task_id, topic)
+            self.known.add(topic)
+            return
+        new = NewTopic(topic, num_partitions=group.partitions, replication_factor=group.replication_factor,
+                       config=dict(group.configs))
+        futures = self.admin.create_topics([new], request_timeout=self.CREATE_TIMEOUT)
+        try:
+            futures[topic].result(timeout=self.CREATE_TIMEOUT)
+            log.info("%s: created topic %s (group %s: %d partitions, replication factor %d, configs %s)",
+                     self.task_id, topic, group.name, group.partitions, group.replication_factor, group.configs)
+        except Exception as e:
+            err = e.args[0] if e.args else None
+            if getattr(err, "code", lambda: None)() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise ConnectError("Task failed to create new topic %s (group %s): %s. Ensure that the task is "
+                                   "authorized to create topics or that the topic exists and restart the task"
+                                   % (topic, group.name, e)) from None
+        self.known.add(topic)
 
 
 class WorkerSinkTask(WorkerTask):

@@ -22,6 +22,7 @@ import pytest
 from tests.integration.harness import BrokerProcess, wait_until
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
+import confluent_kafka.admin  # noqa: E402
 
 from kbroker.connect.offsets import FileOffsetBackingStore, MemoryOffsetBackingStore  # noqa: E402
 from kbroker.connect.plugins import Plugins  # noqa: E402
@@ -244,3 +245,28 @@ def test_tolerance_none_fails_the_task_with_its_trace(broker, tmp_path):
         worker.stop()
     assert worker.status_store.get_task(ids[0]).state == "FAILED"
     assert not out.exists() or out.read_bytes() == b""
+
+
+def test_source_creates_its_topics_kip158(broker, tmp_path):
+    uid = _uid()
+    src = tmp_path / "in.txt"
+    src.write_bytes(b"x\n")
+    kept_topic = "kept-" + uid
+    worker = make_worker(broker)
+    name = "creator-" + uid
+    try:
+        ids = run_connector(worker, name, {
+            "connector.class": "FileStreamSource", "file": str(src), "topic": kept_topic,
+            "topic.creation.default.replication.factor": "1", "topic.creation.default.partitions": "2",
+            "topic.creation.groups": "kept", "topic.creation.kept.include": "kept-.*",
+            "topic.creation.kept.partitions": "3", "topic.creation.kept.retention.ms": "123456789"})
+        assert len(consume_all(broker, kept_topic, 1)) == 1
+        assert worker.status_store.get_task(ids[0]).state == "RUNNING"
+    finally:
+        worker.stop()
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": broker.bootstrap})
+    md = admin.list_topics(timeout=10)
+    assert len(md.topics[kept_topic].partitions) == 3
+    res = confluent_kafka.admin.ConfigResource(confluent_kafka.admin.ConfigResource.Type.TOPIC, kept_topic)
+    configs = admin.describe_configs([res])[res].result(timeout=10)
+    assert configs["retention.ms"].value == "123456789"

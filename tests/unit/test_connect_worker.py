@@ -379,3 +379,30 @@ def test_transformation_chain_with_predicate():
     assert stages[0].apply(rec_a).value == "x" and stages[0].apply(rec_b).value == "X!"
     with pytest.raises(ConfigError, match="Must configure one of topics"):
         cc.ConnectorConfig(p, {"name": "s", "connector.class": "FileStreamSink"})
+
+
+def test_topic_creation_keys_kip158():
+    p = Plugins()
+    base = {"name": "s", "connector.class": "FileStreamSource", "topic": "t"}
+    assert cc.validate(p, base)["error_count"] == 0          # no topic.creation.* key: nothing required
+    r = cc.validate(p, dict(base, **{"topic.creation.groups": "g", "topic.creation.g.include": "a.*",
+                                     "topic.creation.default.partitions": "0"}))
+    assert _errors(r) == {
+        "topic.creation.default.replication.factor": ['Missing required configuration '
+                                                      '"topic.creation.default.replication.factor" which has no '
+                                                      'default value.'],
+        "topic.creation.default.partitions": ["Invalid value 0 for configuration topic.creation.default.partitions: "
+                                              "Value must be -1 or at least 1"]}
+    assert r["groups"][-3:] == ["Topic Creation", "default", "g"]
+    # The worker's topic.creation.enable=false turns the keys off (they are then ordinary unknown keys).
+    off = WorkerConfig(dict(CONV, **{"offset.storage.file.filename": "/x", "topic.creation.enable": "false"}))
+    assert cc.validate(p, dict(base, **{"topic.creation.groups": "g"}), off)["error_count"] == 0
+    conf = cc.ConnectorConfig(p, dict(base, **{
+        "topic.creation.default.replication.factor": "-1", "topic.creation.default.partitions": "2",
+        "topic.creation.groups": "g", "topic.creation.g.include": "a.*,b", "topic.creation.g.exclude": "ax",
+        "topic.creation.g.cleanup.policy": "compact"}))
+    g, default = conf.topic_creation_groups()
+    assert (g.name, g.partitions, g.replication_factor, g.configs) == ("g", 2, -1, {"cleanup.policy": "compact"})
+    assert [g.matches(t) for t in ("a1", "b", "ax", "bb")] == [True, True, False, False]
+    assert (default.name, default.partitions, default.configs, default.matches("zz")) == ("default", 2, {}, True)
+    assert cc.ConnectorConfig(p, base).topic_creation_groups() == []
