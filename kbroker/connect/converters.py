@@ -1044,211 +1044,283 @@ def java_date_text(value):
     return "%04d-%02d-%02dT" % (t.year, t.month, t.day) + t.strftime("%H:%M:%S.") + millis
 
 
-_INT_TOKEN = re.compile(r"[+-]?\d+\Z")
-_NUM_TOKEN = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\Z")
-_DATE_RE = re.compile(r"(\d{4})-(\d{2})-(\d{2})\Z")
-_TIME_RE = re.compile(r"(\d{2}):(\d{2}):(\d{2})\.(\d{3})Z\Z")
-_TS_RE = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.(\d{3})Z\Z")
+# ------------------------------------------------------------------------------ header values (Kafka's Values)
+_DELIMITERS = frozenset(':,{}[]"')
+_BIG_DECIMAL = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\Z")
+_TEMPORAL_LENGTHS = {13: "time", 24: "timestamp", 10: "date"}     # Kafka picks the format by the text's length
+_TEMPORAL_RES = {
+    "date": re.compile(r"([+-]?\d+)-([+-]?\d+)-([+-]?\d+)"),
+    "time": re.compile(r"([+-]?\d+):([+-]?\d+):([+-]?\d+)\.([+-]?\d+)Z"),
+    "timestamp": re.compile(r"([+-]?\d+)-([+-]?\d+)-([+-]?\d+)T([+-]?\d+):([+-]?\d+):([+-]?\d+)\.([+-]?\d+)Z"),
+}
 
 
-def _parse_scalar(token):
-    """A header token as Kafka's ValueParser reads it: boolean, the smallest integer type, float32/float64 for
-    a number with a fraction, a temporal in Kafka's ISO formats; None when it is none of these."""
-    if token == "true":
-        return SchemaAndValue(Schema.BOOLEAN_SCHEMA, True)
-    if token == "false":
-        return SchemaAndValue(Schema.BOOLEAN_SCHEMA, False)
+def _lenient_millis(y, mo, d, h=0, mi=0, s=0, ms=0):
+    """Epoch milliseconds of a lenient (java.text.SimpleDateFormat default) UTC date: fields roll over
+    (2020-02-30 is 2020-03-01)."""
+    yy, mm = divmod((y - 1970) * 12 + mo - 1, 12)
+    start = _dt.date(1970 + yy, mm + 1, 1)
+    days = (start - _dt.date(1970, 1, 1)).days + d - 1
+    return ((days * 24 + h) * 60 + mi) * 60000 + s * 1000 + ms
+
+
+def _parse_temporal(token):
+    """Kafka's parseAsTemporal: a Time, Timestamp or Date when the token has that format's length and its start
+    parses with it (leniently); None otherwise."""
+    token = token.replace("\\:", ":")
+    kind = _TEMPORAL_LENGTHS.get(len(token))
+    if kind is None:
+        return None
+    m = _TEMPORAL_RES[kind].match(token)
+    if m is None:
+        return None
+    f = [int(g) for g in m.groups()]
     try:
-        m = _TS_RE.match(token)
-        if m:
-            y, mo, d, h, mi, s, ms = map(int, m.groups())
-            return SchemaAndValue(Timestamp.SCHEMA,
-                                  _dt.datetime(y, mo, d, h, mi, s, ms * 1000, tzinfo=_dt.timezone.utc))
-        m = _DATE_RE.match(token)
-        if m:
-            return SchemaAndValue(Date.SCHEMA, _dt.date(*map(int, m.groups())))
-        m = _TIME_RE.match(token)
-        if m:
-            h, mi, s, ms = map(int, m.groups())
-            return SchemaAndValue(Time.SCHEMA, _dt.time(h, mi, s, ms * 1000))
-    except ValueError:
-        pass
-    if _INT_TOKEN.match(token):
-        n = int(token)
+        if kind == "date":
+            ms = _lenient_millis(*f)
+            return SchemaAndValue(Date.SCHEMA, Date.to_logical(Date.SCHEMA, ms // 86400000))
+        if kind == "time":
+            ms = _lenient_millis(1970, 1, 1, *f)
+            return SchemaAndValue(Time.SCHEMA, Timestamp.to_logical(Timestamp.SCHEMA, ms).time())
+        return SchemaAndValue(Timestamp.SCHEMA, Timestamp.to_logical(Timestamp.SCHEMA, _lenient_millis(*f)))
+    except (ValueError, OverflowError, DataError):
+        return None
+
+
+def _parse_number(token):
+    """Kafka's parseAsNumber: an integral value in the smallest of int8..int64, else float32 (float64 when
+    float32 overflows) for a number with a fraction, else an exact Decimal; None when not a number."""
+    if not _BIG_DECIMAL.match(token):
+        return None
+    d = _decimal.Decimal(token)
+    exponent = d.as_tuple().exponent
+    if d == d.to_integral_value() and -2 ** 63 <= d < 2 ** 63:
+        n = int(d)
         for t, schema in ((INT8, Schema.INT8_SCHEMA), (INT16, Schema.INT16_SCHEMA), (INT32, Schema.INT32_SCHEMA),
                           (INT64, Schema.INT64_SCHEMA)):
             lo, hi = INT_RANGES[t]
             if lo <= n <= hi:
                 return SchemaAndValue(schema, n)
-        return SchemaAndValue(Decimal.schema(0), _decimal.Decimal(n))
-    if _NUM_TOKEN.match(token):
-        d = _decimal.Decimal(token)
-        if d == d.to_integral_value() and abs(d) < 2 ** 63:   # "1.0", "1e3": Kafka's exact check -> integer
-            return _parse_scalar(str(int(d)))
-        f = float(d)
-        if math.isfinite(_to_f32(f)):
-            return SchemaAndValue(Schema.FLOAT32_SCHEMA, _to_f32(f))
-        if math.isfinite(f):
-            return SchemaAndValue(Schema.FLOAT64_SCHEMA, f)
-        return SchemaAndValue(Decimal.schema(Decimal.value_scale(d)), d)      # beyond float64: exact
-    return None
+    f = float(d)
+    if exponent != 0 and math.isfinite(_to_f32(f)):
+        return SchemaAndValue(Schema.FLOAT32_SCHEMA, _to_f32(f))
+    if exponent != 0 and math.isfinite(f):
+        return SchemaAndValue(Schema.FLOAT64_SCHEMA, f)
+    return SchemaAndValue(Decimal.schema(Decimal.value_scale(d)), d)
 
 
-class _HeaderParser:
-    """Arrays and maps of header values: [1,2,3], {"a":1}; elements as _parse_scalar or quoted strings."""
-
-    def __init__(self, text):
-        self.text = text
-        self.pos = 0
-
-    def ws(self):
-        while self.pos < len(self.text) and self.text[self.pos] in " \t\r\n":
-            self.pos += 1
-
-    def value(self):
-        self.ws()
-        if self.pos >= len(self.text):
-            raise DataError("unexpected end")
-        c = self.text[self.pos]
-        if c == '"':
-            return self.quoted()
-        if c == "[":
-            self.pos += 1
-            return self.array()
-        if c == "{":
-            self.pos += 1
-            return self.map()
-        end = self.pos
-        while end < len(self.text) and self.text[end] not in ",:]}":
-            end += 1
-        token = self.text[self.pos:end].strip()
-        self.pos = end
-        if token == "null":
-            return SchemaAndValue.NULL
-        sv = _parse_scalar(token)
-        if sv is None:
-            raise DataError("Failed to parse embedded value")
-        return sv
-
-    def quoted(self):
-        self.pos += 1
-        out = []
-        while self.pos < len(self.text):
-            c = self.text[self.pos]
-            if c == "\\" and self.pos + 1 < len(self.text):
-                out.append(self.text[self.pos + 1])
-                self.pos += 2
-                continue
-            if c == '"':
-                self.pos += 1
-                return SchemaAndValue(Schema.STRING_SCHEMA, "".join(out))
+def _tokens(text):
+    """Kafka's Values.Parser tokens: each unescaped delimiter (: , { } [ ] ") alone, the runs between them whole
+    (whitespace included); a backslash escapes the next character."""
+    out, start, escaped = [], 0, False
+    for i, c in enumerate(text):
+        if c == "\\":
+            escaped = not escaped
+            continue
+        if c in _DELIMITERS and not escaped:
+            if start < i:
+                out.append(text[start:i])
             out.append(c)
-            self.pos += 1
-        raise DataError("unterminated string")
-
-    def array(self):
-        items, schemas = [], []
-        self.ws()
-        if self.text.startswith("]", self.pos):
-            self.pos += 1
-            return SchemaAndValue(SchemaBuilder(ARRAY).build(), [])
-        while True:
-            sv = self.value()
-            items.append(sv.value)
-            schemas.append(sv.schema)
-            self.ws()
-            if self.text.startswith("]", self.pos):
-                self.pos += 1
-                common = _common(schemas)
-                if common is None:
-                    return SchemaAndValue(SchemaBuilder(ARRAY).build(), items)
-                return SchemaAndValue(SchemaBuilder.array(common).build(), [_align(common, v) for v in items])
-            if not self.text.startswith(",", self.pos):
-                raise DataError("Array elements missing ',' delimiter")
-            self.pos += 1
-
-    def map(self):
-        out, kschemas, vschemas = {}, [], []
-        self.ws()
-        if self.text.startswith("}", self.pos):
-            self.pos += 1
-            return SchemaAndValue(SchemaBuilder(MAP).build(), {})
-        while True:
-            k = self.value()
-            if k.value is None:
-                raise DataError("Map entry may not have a null key")
-            self.ws()
-            if not self.text.startswith(":", self.pos):
-                raise DataError("Map entry is missing ':'")
-            self.pos += 1
-            v = self.value()
-            try:
-                out[k.value] = v.value
-            except TypeError:
-                raise DataError("unhashable map key") from None
-            kschemas.append(k.schema)
-            vschemas.append(v.schema)
-            self.ws()
-            if self.text.startswith("}", self.pos):
-                self.pos += 1
-                ks, vs = _common(kschemas), _common(vschemas)
-                b = SchemaBuilder(MAP)
-                if ks is not None:
-                    b.key_schema, b.value_schema = ks, vs
-                    out = {_align(ks, k): _align(vs, v) for k, v in out.items()}
-                return SchemaAndValue(b.build(), out)
-            if not self.text.startswith(",", self.pos):
-                raise DataError("Map entries missing ',' delimiter")
-            self.pos += 1
+            start = i + 1
+        escaped = False
+    if start < len(text):
+        out.append(text[start:])
+    return out
 
 
-_WIDEN = (INT8, INT16, INT32, INT64, FLOAT32, FLOAT64)
+def _merge_schemas(previous, new):
+    """Kafka's Values.mergeSchemas: the numeric widening of two schemas, or None when they have none."""
+    order = (INT8, INT16, INT32, INT64, FLOAT32, FLOAT64)
+    if previous.type != new.type:
+        if previous.type in order and new.type in order:
+            return new if order.index(new.type) > order.index(previous.type) else previous
+        return None
+    if previous.optional == new.optional:
+        return previous if previous.optional else new
+    return previous if previous == new else None
+
+
+class _Merger:
+    def __init__(self):
+        self.common = None
+        self.compatible = True
+
+    def merge(self, sv):
+        if sv is not None and sv.schema is not None and self.compatible:
+            self.common = sv.schema if self.common is None else _merge_schemas(self.common, sv.schema)
+            self.compatible = self.common is not None
 
 
 def _align(schema, value):
-    """An element converted to the common schema of its array/map (Kafka's alignListEntriesWithSchema): ints
-    become floats under a float schema."""
-    if schema is not None and value is not None and schema.type in (FLOAT32, FLOAT64) and isinstance(value, int):
-        return float(value)
+    """Kafka's Values.convertTo for the elements of a parsed array/map: numbers to the common numeric type; a null
+    under a required schema is a DataError (the text then stays a STRING)."""
+    if value is None:
+        if schema.optional:
+            return None
+        raise DataError("Unable to convert a null value to a schema that requires a value")
+    if schema.name is None:
+        if schema.type in (FLOAT32, FLOAT64) and isinstance(value, (int, float, _decimal.Decimal)) \
+                and not isinstance(value, bool):
+            return _to_f32(float(value)) if schema.type == FLOAT32 else float(value)
+        if schema.type in INT_RANGES and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return _wrap(int(value), schema.type)
     return value
 
 
-def _common(schemas):
-    """The common schema of parsed elements: equal schemas, or the widest of numeric ones; None otherwise."""
-    present = [s for s in schemas if s is not None]
-    if not present:
-        return None
-    first = present[0]
-    if all(s == first for s in present):
-        return first
-    if all(s.type in _WIDEN and s.name is None for s in present):
-        return Schema(max((s.type for s in present), key=_WIDEN.index))
-    return None
+class _ValueParser:
+    """Kafka's Values.ValueParser over ``_tokens``: what SimpleHeaderConverter reads header text as."""
+
+    def __init__(self, text):
+        self.text = text
+        self.toks = _tokens(text)
+        self.pos = 0
+
+    def has_next(self):
+        return self.pos < len(self.toks)
+
+    def next(self):
+        tok = self.toks[self.pos]
+        self.pos += 1
+        return tok
+
+    def can_consume(self, expected):
+        """The next non-blank token (trimmed) is ``expected``: consume through it."""
+        p = self.pos
+        while p < len(self.toks) and not self.toks[p].strip() and p + 1 < len(self.toks):
+            p += 1
+        if p < len(self.toks) and self.toks[p].strip() == expected:
+            self.pos = p + 1
+            return True
+        return False
+
+    def _literal(self, embedded, literal):
+        mark = self.pos
+        if self.can_consume(literal) and (embedded or not self.has_next()):
+            return True
+        self.pos = mark
+        return False
+
+    def parse(self, embedded):
+        if not self.has_next():
+            return None
+        if embedded and self.can_consume('"'):
+            return self.quoted()
+        if self._literal(embedded, "null"):
+            return None
+        if self._literal(embedded, "true"):
+            return SchemaAndValue(Schema.BOOLEAN_SCHEMA, True)
+        if self._literal(embedded, "false"):
+            return SchemaAndValue(Schema.BOOLEAN_SCHEMA, False)
+        mark = self.pos
+        try:
+            if self.can_consume("["):
+                return self.array()
+            if self.can_consume("{"):
+                return self.map()
+        except DataError:
+            self.pos = mark
+        token = self.next()
+        if not token.strip():
+            return SchemaAndValue(Schema.STRING_SCHEMA, token)
+        return self.next_token(embedded, token.strip())
+
+    def next_token(self, embedded, token):
+        first = token[0]
+        if first.isdigit():
+            mark = self.pos
+            if self.pos + 4 <= len(self.toks):
+                sv = _parse_temporal(token + "".join(self.toks[self.pos:self.pos + 4]))
+                if sv is not None:
+                    self.pos += 4
+                    return sv
+            self.pos = mark
+            sv = _parse_temporal(token)
+            if sv is not None:
+                return sv
+        if first.isdigit() or first in "+-":
+            sv = _parse_number(token)
+            if sv is not None:
+                return sv
+        if embedded:
+            raise DataError("Failed to parse embedded value")
+        return SchemaAndValue(Schema.STRING_SCHEMA, self.text)
+
+    def quoted(self):
+        parts = []
+        while self.has_next():
+            if self.can_consume('"'):
+                break
+            parts.append(self.next())
+        content = "".join(parts)
+        return _parse_temporal(content) or SchemaAndValue(Schema.STRING_SCHEMA, content)
+
+    def array(self):
+        items, merger = [], _Merger()
+        while self.has_next():
+            if self.can_consume("]"):
+                if merger.common is None:
+                    return SchemaAndValue(SchemaBuilder(ARRAY).build(), items)
+                schema = SchemaBuilder.array(merger.common).build()
+                return SchemaAndValue(schema, [_align(merger.common, v) for v in items])
+            if self.can_consume(","):
+                raise DataError("Unable to parse an empty array element: " + self.text)
+            sv = self.parse(True)
+            merger.merge(sv)
+            items.append(sv.value if sv is not None else None)
+            mark = self.pos
+            if self.can_consume("]"):
+                self.pos = mark
+            elif not self.can_consume(","):
+                raise DataError("Array elements missing ',' delimiter")
+        raise DataError("Array is missing terminating ']': " + self.text)
+
+    def map(self):
+        out, keys, values = {}, _Merger(), _Merger()
+        while self.has_next():
+            if self.can_consume("}"):
+                ks, vs = keys.common, values.common
+                b = SchemaBuilder(MAP)
+                if ks is not None and vs is not None:
+                    b.key_schema, b.value_schema = ks, vs
+                    out = {_align(ks, k): _align(vs, v) for k, v in out.items()}
+                elif ks is not None:
+                    b.key_schema, b.value_schema = ks, None
+                    out = {_align(ks, k): v for k, v in out.items()}
+                return SchemaAndValue(b.build(), out)
+            if self.can_consume(","):
+                raise DataError("Unable to parse a map entry with no key or value: " + self.text)
+            key = self.parse(True)
+            if key is None or key.value is None:
+                raise DataError("Map entry may not have a null key: " + self.text)
+            if not self.can_consume(":"):
+                raise DataError("Map entry is missing ':' in " + self.text)
+            value = self.parse(True)
+            try:
+                out[key.value] = value.value if value is not None else None
+            except TypeError:
+                raise DataError("Map key is not hashable: " + self.text) from None
+            self.can_consume(",")
+            keys.merge(key)
+            values.merge(value)
+        raise DataError("Map is missing terminating '}': " + self.text)
 
 
 def values_parse_string(text):
-    """Kafka's Values.parseString (the subset headers need): "" -> STRING; null; true/false; integers in the
-    smallest of int8..int64; numbers with a fraction as float32 (float64 when float32 overflows); Kafka's ISO
-    date/time/timestamp forms; [..] arrays and {..} maps of those with their common schema; anything else is
-    the STRING it was."""
+    """Kafka's Values.parseString (what SimpleHeaderConverter reads header text as): "" -> STRING; null; true /
+    false; an integer in the smallest of int8..int64, a fractional number as float32 (float64, then an exact
+    Decimal, when it does not fit); Kafka's ISO date (yyyy-MM-dd), time (HH:mm:ss.SSSZ) and timestamp forms
+    (chosen by length, parsed leniently: 2020-02-30 is March 1st); [..] arrays and {..} maps of those with their
+    common schema; anything else is the STRING it was. A leading number ends at the first delimiter, as Kafka's
+    tokenizer does ("1,2" reads as the int8 1)."""
     if text is None:
         return SchemaAndValue.NULL
     if text == "":
         return SchemaAndValue(Schema.STRING_SCHEMA, text)
-    stripped = text.strip()
-    if stripped == "null":
-        return SchemaAndValue.NULL
-    if stripped[:1] in ("[", "{"):
-        p = _HeaderParser(stripped)
-        try:
-            sv = p.value()
-            p.ws()
-            if p.pos == len(stripped):
-                return sv
-        except (DataError, RecursionError):
-            pass
-    sv = _parse_scalar(stripped) if stripped else None
-    return sv if sv is not None else SchemaAndValue(Schema.STRING_SCHEMA, text)
+    try:
+        sv = _ValueParser(text).parse(False)
+    except RecursionError:
+        return SchemaAndValue(Schema.STRING_SCHEMA, text)
+    return sv if sv is not None else SchemaAndValue.NULL
 
 
 class SimpleHeaderConverter(HeaderConverter):

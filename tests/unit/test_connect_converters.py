@@ -406,6 +406,12 @@ def test_bytes_equal_kafka_4_4_jsonconverter():
     ("[1,2,300]", SchemaBuilder.array(Schema.INT16_SCHEMA).build(), [1, 2, 300]),
     ("[1.5,2]", SchemaBuilder.array(Schema.FLOAT32_SCHEMA).build(), [1.5, 2.0]),
     ("10:11:12.013Z", Time.SCHEMA, dt.time(10, 11, 12, 13000)),
+    (".5", Schema.STRING_SCHEMA, ".5"), ("1,2", Schema.INT8_SCHEMA, 1), ("[null,1]", Schema.STRING_SCHEMA, "[null,1]"),
+    ('{"k":"v","k2":null}', Schema.STRING_SCHEMA, '{"k":"v","k2":null}'),
+    ("2020-02-30", Date.SCHEMA, dt.date(2020, 3, 1)),                      # lenient, as SimpleDateFormat
+    ('["2020-02-29"]', SchemaBuilder.array(Date.SCHEMA).build(), [dt.date(2020, 2, 29)]),
+    ('["a\\"b"]', SchemaBuilder.array(Schema.STRING_SCHEMA).build(), ['a\\"b']),   # the escape is kept
+    ("[[1,2],[3]]", SchemaBuilder.array(SchemaBuilder.array(Schema.INT8_SCHEMA).build()).build(), [[1, 2], [3]]),
 ])
 def test_header_parsing_as_kafka(text, schema, value):
     got = SimpleHeaderConverter().to_connect_header("t", "k", text.encode())
