@@ -49,6 +49,8 @@ log = logging.getLogger("kbroker.connect.rest")
 MAX_BODY = 16 * 1024 * 1024
 # Kafka's rest request timeout (RestServer.DEFAULT_REST_REQUEST_TIMEOUT_MS): bounds a forwarded request.
 FORWARD_TIMEOUT_S = 90.0
+# Open REST connections (each holds a thread); Jetty's default thread pool under Kafka's REST server is 200.
+MAX_CONNECTIONS = 200
 # An idle keep-alive connection gives its thread back after this long (Jetty's idle timeout is 30 s).
 IDLE_TIMEOUT_S = 30.0
 
@@ -463,8 +465,9 @@ class RestServer:
     threads; ``stop()`` stops accepting and closes the socket; ``url`` is the advertised base URL (ends with "/")."""
 
     def __init__(self, herder, host, port, advertised_url=None, forward=True, topic_tracking=True,
-                 topic_tracking_reset=True, allow_origin="", allow_methods=""):
+                 topic_tracking_reset=True, allow_origin="", allow_methods="", max_connections=None):
         self.herder = herder
+        self.max_connections = max_connections or MAX_CONNECTIONS
         # CORS (access.control.allow.origin / .methods, Jetty's CrossOriginFilter as Kafka configures it): off
         # when the origin list is empty; "*" allows any origin; methods default to Jetty's GET,POST,HEAD.
         self.allow_origins = [o.strip() for o in (allow_origin or "").split(",") if o.strip()]
@@ -494,7 +497,7 @@ class RestServer:
         class Handler(_Handler):
             rest = server
 
-        self._httpd = _HttpServer((self.host, self.port), Handler)
+        self._httpd = _HttpServer((self.host, self.port), Handler, self.max_connections)
         self.port = self._httpd.server_address[1]
         if self._advertised and re.search(r":0/?$", self._advertised):
             self._advertised = None          # advertised from a "port 0" config: the bound port instead
@@ -612,9 +615,33 @@ class RestServer:
 
 
 class _HttpServer(ThreadingHTTPServer):
+    """One thread per connection, at most ``max_connections`` at once (Jetty's thread pool under Kafka holds 200):
+    a connection beyond that is closed at once, so idle or slow clients cannot pile up threads and memory."""
     daemon_threads = True
     allow_reuse_address = True
     block_on_close = False
+
+    def __init__(self, address, handler, max_connections):
+        super().__init__(address, handler)
+        self._slots = threading.BoundedSemaphore(max_connections)
+
+    def process_request(self, request, client_address):
+        if not self._slots.acquire(blocking=False):
+            log.warning("REST connection from %s refused: the limit of open connections is reached",
+                        client_address[0])
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except Exception:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request, client_address):
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
 
     def handle_error(self, request, client_address):   # a client that went away: not worth a stack trace
         log.debug("REST connection from %s failed", client_address, exc_info=True)

@@ -378,3 +378,35 @@ def test_alter_offsets_keeps_json_numbers(servers):
     # a herder without the offsets endpoints (FakeHerder has no reset): 500 naming the request
     status, body, _ = call(s, "DELETE", "/connectors/c/offsets")
     assert status == 500 and body["message"] == "This worker does not support DELETE /connectors/c/offsets"
+
+
+def test_connections_are_bounded(servers):
+    import socket
+    s = servers(max_connections=2)
+    held = [socket.create_connection(("127.0.0.1", s.port), timeout=5) for _ in range(2)]
+    try:
+        # both slots are taken by idle connections: a third is closed without an answer
+        def third_is_closed():
+            extra = socket.create_connection(("127.0.0.1", s.port), timeout=5)
+            try:
+                extra.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+                return extra.recv(100) == b""
+            except ConnectionResetError:
+                return True
+            finally:
+                extra.close()
+        assert third_is_closed()
+    finally:
+        for c in held:
+            c.close()
+    # the slots come back when the connections close (their threads see EOF): bounded retry
+    import time
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            if call(s, "GET", "/connectors")[0] == 200:
+                break
+        except OSError:
+            pass
+        assert time.monotonic() < deadline, "the connection slots did not come back"
+        time.sleep(0.05)
