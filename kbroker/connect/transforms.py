@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["Transformation", "Predicate", "Predicated", "InsertField", "ReplaceField", "MaskField", "ValueToKey",
            "ExtractField", "HoistField", "Cast", "Flatten", "TimestampConverter", "SetSchemaMetadata",
-           "RegexRouter", "TimestampRouter", "Filter", "InsertHeader", "DropHeaders", "TopicNameMatches",
+           "RegexRouter", "TimestampRouter", "Filter", "InsertHeader", "DropHeaders", "HeaderFrom", "TopicNameMatches",
            "HasHeaderKey", "RecordIsTombstone", "BUILTIN_TRANSFORMS", "BUILTIN_PREDICATES", "java_regex",
            "java_replacement", "simple_date_format", "simple_date_parser"]
 
@@ -1426,6 +1426,78 @@ class DropHeaders(Transformation):
         return record.new_record(headers=tuple(h for h in record.headers if h[0] not in self.names))
 
 
+class HeaderFrom(Transformation):
+    """Copy or move (``operation``) the key/value ``fields`` into the headers named by ``headers`` (same order).
+    Headers here carry bytes: each value is written as Kafka's default header converter (SimpleHeaderConverter)
+    writes it, a null as a null header."""
+    CONFIG_DEF = (cd.ConfigDef()
+                  .define("fields", cd.LIST, cd.NO_DEFAULT, NonEmptyListValidator(), cd.HIGH,
+                          "Field names in the record whose values are to be copied or moved to headers.")
+                  .define("headers", cd.LIST, cd.NO_DEFAULT, NonEmptyListValidator(), cd.HIGH,
+                          "Header names, in the same order as the field names listed in the fields configuration "
+                          "property.")
+                  .define("operation", cd.STRING, cd.NO_DEFAULT, cd.ValidString.in_("move", "copy"), cd.HIGH,
+                          "Either <code>move</code> if the fields are to be moved to the headers (removed from the "
+                          "key/value), or <code>copy</code> if the fields are to be copied to the headers (retained "
+                          "in the key/value).")
+                  .define("replace.null.with.default", cd.BOOLEAN, True, importance=cd.MEDIUM,
+                          documentation=_REPLACE_NULL_DOC))
+
+    def configure(self, configs):
+        super().configure(configs)
+        self.fields = self.config["fields"]
+        self.headers = self.config["headers"]
+        if len(self.fields) != len(self.headers):
+            raise ConfigError("'fields' config must have the same number of elements as 'headers' config.")
+        self.move = self.config["operation"] == "move"
+        self.replace_null_with_default = self.config["replace.null.with.default"]
+        self._cache = _Cache()
+
+    @staticmethod
+    def _header_bytes(schema, value):
+        from kbroker.connect.converters import values_to_string
+        return None if value is None else values_to_string(schema, value).encode("utf-8")
+
+    def apply(self, record):
+        schema, value = self.operating_schema(record), self.operating_value(record)
+        purpose = "header " + ("move" if self.move else "copy")
+        added = []
+        if schema is None:
+            value = require_map(value, purpose)
+            updated = dict(value)
+            for name, header in zip(self.fields, self.headers):
+                if self.move:
+                    updated.pop(name, None)
+                added.append((header, self._header_bytes(None, value.get(name))))
+        else:
+            value = require_struct(value, purpose)
+            updated_schema, updated = schema, value
+            if self.move:
+                updated_schema = self._cache.get_or_make(schema, self._moved_schema)
+                updated = Struct(updated_schema)
+                for f in updated_schema.fields:
+                    updated.put(f, _field_value(value, f.name, self.replace_null_with_default))
+            for name, header in zip(self.fields, self.headers):
+                field = schema.field(name)
+                if field is None:
+                    raise DataError("%s is not a valid field name" % name)
+                added.append((header, self._header_bytes(
+                    field.schema, _field_value(value, name, self.replace_null_with_default))))
+            schema = updated_schema
+        out = self.new_record(record, schema, updated)
+        return out.new_record(headers=tuple(record.headers) + tuple(added))
+
+    def _moved_schema(self, schema):
+        b = copy_schema_basics(schema, SchemaBuilder.struct())
+        for f in schema.fields:
+            if f.name not in self.fields:
+                b.field(f.name, f.schema)
+        return b.build()
+
+
+_key_value_pair(HeaderFrom, "org.apache.kafka.connect.transforms.HeaderFrom")
+
+
 # --------------------------------------------------------------------------------------------------- predicates
 class Predicate:
     """Kafka's Predicate (KIP-585): ``config_def()``, ``configure(configs)``, ``test(record) -> bool``."""
@@ -1503,7 +1575,7 @@ class Predicated:
 def _builtins():
     out = {}
     for cls in (InsertField, ReplaceField, MaskField, ExtractField, HoistField, SetSchemaMetadata, Cast, Flatten,
-                TimestampConverter):
+                TimestampConverter, HeaderFrom):
         out[cls.Key.KAFKA_CLASS] = cls.Key
         out[cls.Value.KAFKA_CLASS] = cls.Value
     for cls in (ValueToKey, RegexRouter, TimestampRouter, Filter, InsertHeader, DropHeaders):

@@ -8,9 +8,10 @@ from kbroker.connect.data import Schema, SchemaBuilder, Struct, Timestamp
 from kbroker.connect.exceptions import ConfigError, DataError
 from kbroker.connect.records import SinkRecord, SourceRecord
 from kbroker.connect.transforms import (
-    BUILTIN_PREDICATES, BUILTIN_TRANSFORMS, Cast, DropHeaders, ExtractField, Filter, Flatten, HasHeaderKey, HoistField,
-    InsertField, InsertHeader, MaskField, Predicated, RecordIsTombstone, RegexRouter, ReplaceField, SetSchemaMetadata,
-    TimestampConverter, TimestampRouter, TopicNameMatches, ValueToKey, java_replacement, simple_date_format)
+    BUILTIN_PREDICATES, BUILTIN_TRANSFORMS, Cast, DropHeaders, ExtractField, Filter, Flatten, HasHeaderKey, HeaderFrom,
+    HoistField, InsertField, InsertHeader, MaskField, Predicated, RecordIsTombstone, RegexRouter, ReplaceField,
+    SetSchemaMetadata, TimestampConverter, TimestampRouter, TopicNameMatches, ValueToKey, java_replacement,
+    simple_date_format)
 
 TS = 1483425001864          # 2017-01-03T06:30:01.864Z
 
@@ -389,3 +390,24 @@ def test_timestamp_converter_field_and_errors():
     with pytest.raises(DataError, match=r"^Could not parse timestamp: value \(nope\) does not match pattern "
                                         r"\(yyyy-MM-dd\)$"):
         _xf(TimestampConverter.Value, target_type="unix", format="yyyy-MM-dd").apply(_sink("nope"))
+
+
+def test_header_from_copy_and_move():
+    schema = (SchemaBuilder.struct().name("s").field("id", Schema.INT32_SCHEMA).field("tags", SchemaBuilder.array(
+        Schema.STRING_SCHEMA).build()).field("keep", Schema.STRING_SCHEMA).build())
+    value = Struct(schema).put("id", 7).put("tags", ["a", "b"]).put("keep", "k")
+    rec = _sink(value, schema, headers=[("h0", b"x")])
+    moved = _xf(HeaderFrom.Value, fields="id,tags", headers="h-id,h-tags", operation="move").apply(rec)
+    assert [f.name for f in moved.value_schema.fields] == ["keep"] and moved.value_schema.name == "s"
+    assert moved.value.get("keep") == "k"
+    assert moved.headers == (("h0", b"x"), ("h-id", b"7"), ("h-tags", b'["a","b"]'))
+    copied = _xf(HeaderFrom.Value, fields="id", headers="h-id", operation="copy").apply(rec)
+    assert copied.value is value and copied.headers[-1] == ("h-id", b"7")
+    schemaless = _xf(HeaderFrom.Value, fields="a,missing", headers="ha,hm", operation="move").apply(
+        _sink({"a": "text", "b": 1}))
+    assert schemaless.value == {"b": 1} and schemaless.headers == (("ha", b"text"), ("hm", None))
+    with pytest.raises(ConfigError, match="^'fields' config must have the same number of elements as 'headers' "
+                                          "config.$"):
+        _xf(HeaderFrom.Value, fields="a,b", headers="h", operation="copy")
+    with pytest.raises(ConfigError, match="String must be one of: move, copy"):
+        _xf(HeaderFrom.Value, fields="a", headers="h", operation="cut")
