@@ -696,10 +696,11 @@ class ExtractField(Transformation):
             if value is None:
                 return self.new_record(record, None, None)
             value = require_map(value, self.PURPOSE)
-            for step in self.steps:
-                if not isinstance(value, dict):
-                    value = None
-                    break
+            for i, step in enumerate(self.steps):
+                if i:           # a nested step needs a map, as Kafka's SingleFieldPath
+                    if value is None:
+                        break
+                    require_map(value, "nested field access")
                 value = value.get(step)
             return self.new_record(record, None, value)
         if value is not None:

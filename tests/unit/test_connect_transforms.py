@@ -195,6 +195,13 @@ def test_extract_field():
         _sink({"a.b": 1, "a": {"b": 2}})).value == 2
     assert _xf(ExtractField.Value, field="`a.b`", field_syntax_version="V2").apply(
         _sink({"a.b": 1, "a": {"b": 2}})).value == 1
+    assert _xf(ExtractField.Value, field="a.x.y", field_syntax_version="V2").apply(_sink({"a": {}})).value is None
+    with pytest.raises(DataError, match=r"^Only Map objects supported in absence of schema for \[nested field "
+                                        r"access\], found: int$"):
+        _xf(ExtractField.Value, field="a.b.c", field_syntax_version="V2").apply(_sink({"a": {"b": 2}}))
+    with pytest.raises(ConfigError, match="^Incomplete backtick pair in path: \\[`a\\], consider adding a backslash "
+                                          "before backtick at position 0 to escape it$"):
+        _xf(ExtractField.Value, field="`a", field_syntax_version="V2")
     inner = SchemaBuilder.struct().field("b", Schema.STRING_SCHEMA).build()
     outer = SchemaBuilder.struct().field("a", inner).build()
     nested = _xf(ExtractField.Value, field="a.b", field_syntax_version="V2").apply(
