@@ -103,8 +103,12 @@ class WorkerConnector:
         self.connector.initialize(self._context())
 
     def transition(self, target):
-        """Move to ``target`` (STARTED | PAUSED | STOPPED); False (and FAILED status) when start/stop raised."""
+        """Move to ``target`` (STARTED | PAUSED | STOPPED); False (and FAILED status) when start/stop raised. A
+        FAILED connector stays FAILED until it is restarted (stopped and started again), as Kafka's."""
         with self.lock:
+            if self.state == "FAILED":
+                log.warning("Cannot transition connector %s to %s since it has failed", self.name, target)
+                return False
             try:
                 if target == STARTED and not self.started:
                     self.connector.start(dict(self.props))
@@ -114,6 +118,8 @@ class WorkerConnector:
                     self.connector.stop()
             except Exception as e:
                 self.fail(e)
+                return False
+            if self.state == "FAILED":       # context.raise_error() during start/stop
                 return False
             self.state = target
             state = {STARTED: st.RUNNING, PAUSED: st.PAUSED, STOPPED: st.STOPPED}[target]

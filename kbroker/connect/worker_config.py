@@ -33,7 +33,7 @@ SIMPLE_HEADER_CONVERTER = "org.apache.kafka.connect.storage.SimpleHeaderConverte
 CLIENT_PREFIXES = ("producer.", "consumer.", "admin.")
 CONVERTER_PREFIXES = ("key.converter.", "value.converter.", "header.converter.", "internal.key.converter.",
                       "internal.value.converter.")
-_CLIENT_TOP_LEVEL = ("security.protocol", "ssl.", "sasl.", "client.dns.lookup", "socket.connection.setup.timeout")
+_CLIENT_TOP_LEVEL = ("security.protocol", "ssl.", "sasl.", "socket.connection.setup.timeout")
 _LISTENER_SCHEMES = ("http", "https")
 
 
@@ -41,7 +41,9 @@ def _common_def():
     d = ConfigDef()
     d.define("bootstrap.servers", cd.LIST, "localhost:9092", importance=cd.HIGH,
              documentation="host:port pairs of the Kafka cluster")
-    d.define("client.dns.lookup", cd.STRING, "use_all_dns_ips", importance=cd.MEDIUM)
+    # librdkafka (>= 2.2) has the same key and values (rdkafka_props drops it as Java-only: put back below).
+    d.define("client.dns.lookup", cd.STRING, "use_all_dns_ips",
+             ValidString.in_("use_all_dns_ips", "resolve_canonical_bootstrap_servers_only"), importance=cd.MEDIUM)
     # Required, as Kafka's ("Missing required configuration \"key.converter\" which has no default value.").
     d.define("key.converter", cd.CLASS, NO_DEFAULT, importance=cd.HIGH,
              documentation="Converter of record keys (connectors may override it)")
@@ -141,6 +143,9 @@ _DEFAULT_ONLY = {
     "admin.listeners": "there is no separate admin REST listener",
     "response.http.headers.config": "custom REST response headers are not supported",
     "exactly.once.source.support": "exactly-once source support (KIP-618) is not implemented",
+    "metrics.sample.window.ms": "the worker exposes no metrics",
+    "metrics.num.samples": "the worker exposes no metrics",
+    "metrics.recording.level": "the worker exposes no metrics",
     "internal.key.converter": "internal topics are written with JsonConverter (schemas disabled) only",
     "internal.value.converter": "internal topics are written with JsonConverter (schemas disabled) only",
 }
@@ -232,11 +237,13 @@ class WorkerConfig:
         from kbroker.cli.rdkafka_props import RdkafkaConfigError, translate
         props = self._client_props(kind + ".")
         props.update(overrides or {})
-        props.pop("client.dns.lookup", None)    # librdkafka resolves every address already (use_all_dns_ips)
+        dns = props.pop("client.dns.lookup", None) or self.values["client.dns.lookup"]
         try:
-            return translate(props, source or "worker %s config" % kind, warn=self._warn)
+            out = translate(props, source or "worker %s config" % kind, warn=self._warn)
         except RdkafkaConfigError as e:
             raise ConfigError(str(e)) from None
+        out["client.dns.lookup"] = dns
+        return out
 
     def converter_configs(self, prefix):
         """The ``<prefix>.`` keys (e.g. "key.converter"), prefix stripped (what Converter.configure receives)."""

@@ -248,6 +248,8 @@ def test_worker_config_refuses_what_it_cannot_honour():
             "value.converter": "JsonConverter"}
     with pytest.raises(ConfigError, match="metric.reporters"):
         WorkerConfig(dict(base, **{"metric.reporters": "com.example.Reporter"}))
+    with pytest.raises(ConfigError, match="metrics.num.samples"):
+        WorkerConfig(dict(base, **{"metrics.num.samples": "5"}))
     with pytest.raises(ConfigError, match="config.providers"):
         WorkerConfig(dict(base, **{"config.providers": "file"}))
     with pytest.raises(ConfigError, match="internal.value.converter"):
@@ -274,7 +276,10 @@ def test_worker_config_listeners_and_clients():
     assert c.advertised_url() == "http://connect1:18083/"
     assert c.client_config("producer") == {"bootstrap.servers": "b1:9092,b2:9092",
                                            "security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "PLAIN",
-                                           "message.max.bytes": "2000000"}
+                                           "message.max.bytes": "2000000", "client.dns.lookup": "use_all_dns_ips"}
+    c2 = WorkerConfig(dict(CONV, **{"offset.storage.file.filename": "/x",
+                                    "client.dns.lookup": "resolve_canonical_bootstrap_servers_only"}))
+    assert c2.client_config("consumer")["client.dns.lookup"] == "resolve_canonical_bootstrap_servers_only"
     # max.poll.records is Java-only: dropped (with a warning) from the librdkafka consumer.
     assert "max.poll.records" not in c.client_config("consumer")
     assert c.client_config("admin", {"client.id": "x"})["client.id"] == "x"

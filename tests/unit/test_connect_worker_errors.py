@@ -561,3 +561,25 @@ def test_errant_record_reporter_sends_to_the_error_handler(fake_consumer):
         assert fake_consumer.instances[0].commits == []
     finally:
         w.stop()
+
+
+class FailLater(SourceConnector):
+    def start(self, props):
+        self.context.raise_error(ConnectError("lost the database"))
+
+    def stop(self):
+        pass
+
+
+def test_connector_raise_error_fails_it_and_it_stays_failed():
+    w = _worker()
+    conf = {"name": "f", "connector.class": "tests.unit.test_connect_worker_errors:FailLater"}
+    w.start_connector("f", conf, None)
+    s = w.status_store.get_connector("f")
+    assert s.state == "FAILED" and "lost the database" in s.trace
+    w.set_target_state("f", "PAUSED")
+    w.set_target_state("f", "STARTED")
+    assert w.status_store.get_connector("f").state == "FAILED"
+    w.stop_connector("f")
+    assert w.status_store.get_connector("f").state == "FAILED"
+    w.stop()
