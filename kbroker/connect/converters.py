@@ -33,6 +33,7 @@ import json
 import math
 import re
 import struct as _struct
+import threading
 from collections import OrderedDict
 
 from kbroker.connect import configdef as cd
@@ -324,30 +325,34 @@ _FROM_JSON_TYPE = {v: k for k, v in _JSON_TYPE_NAMES.items()}
 
 
 class _LRU:
-    """A bounded cache (schemas.cache.size entries): Kafka's LRUCache."""
+    """A bounded cache (schemas.cache.size entries): Kafka's SynchronizedCache(LRUCache), so a converter shared
+    by several task threads stays consistent."""
 
     def __init__(self, size):
         self.size = size
         self.data = OrderedDict()
+        self.lock = threading.Lock()
 
     def get(self, key):
-        try:
-            value = self.data[key]
-        except (KeyError, TypeError):
-            return None
-        self.data.move_to_end(key)
-        return value
+        with self.lock:
+            try:
+                value = self.data[key]
+            except (KeyError, TypeError):
+                return None
+            self.data.move_to_end(key)
+            return value
 
     def put(self, key, value):
         if self.size <= 0:
             return
-        try:
-            self.data[key] = value
-        except TypeError:          # an unhashable default inside the schema: not cached
-            return
-        self.data.move_to_end(key)
-        while len(self.data) > self.size:
-            self.data.popitem(last=False)
+        with self.lock:
+            try:
+                self.data[key] = value
+            except TypeError:          # an unhashable default inside the schema: not cached
+                return
+            self.data.move_to_end(key)
+            while len(self.data) > self.size:
+                self.data.popitem(last=False)
 
 
 def _freeze(node):

@@ -21,6 +21,7 @@ import datetime as _dt
 import decimal as _decimal
 import logging
 import re
+import threading
 from collections import OrderedDict
 
 from kbroker.connect import configdef as cd
@@ -44,23 +45,26 @@ _SCHEMA_CACHE_SIZE = 16
 
 
 class _Cache:
-    """Kafka's LRUCache(16) of updated schemas, keyed by the input schema."""
+    """Kafka's SynchronizedCache(LRUCache(16)) of updated schemas, keyed by the input schema."""
 
     def __init__(self, size=_SCHEMA_CACHE_SIZE):
         self.size = size
         self.data = OrderedDict()
+        self.lock = threading.Lock()
 
     def get_or_make(self, key, make):
-        try:
-            value = self.data[key]
-            self.data.move_to_end(key)
-            return value
-        except KeyError:
-            pass
-        value = make(key)
-        self.data[key] = value
-        if len(self.data) > self.size:
-            self.data.popitem(last=False)
+        with self.lock:
+            try:
+                value = self.data[key]
+                self.data.move_to_end(key)
+                return value
+            except KeyError:
+                pass
+        value = make(key)            # outside the lock: it may raise (a DataError for the record)
+        with self.lock:
+            self.data[key] = value
+            if len(self.data) > self.size:
+                self.data.popitem(last=False)
         return value
 
 
