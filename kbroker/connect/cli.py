@@ -173,38 +173,62 @@ class StandaloneConnect:
         log.info("Kafka Connect stopped")
 
 
-def _wait_for_signal():
-    """Block until SIGTERM or SIGINT (main thread)."""
-    done = threading.Event()
+class _Interrupted(Exception):
+    """SIGTERM/SIGINT during startup: unwind it and stop what was started."""
 
-    def on_signal(signum, frame):
+
+class _Signals:
+    """SIGTERM and SIGINT handling, installed before anything starts (as Kafka's shutdown hook): during startup a
+    signal aborts it (the main thread unwinds, what started is stopped); afterwards ``wait()`` returns."""
+
+    def __init__(self):
+        self.done = threading.Event()
+        self.started = False
+
+    def install(self):
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+
+    def _on_signal(self, signum, frame):
         log.info("Received signal %d, shutting down", signum)
-        done.set()
+        self.done.set()
+        if not self.started:
+            raise _Interrupted()
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    while not done.wait(1.0):   # a timed wait so the signal handler runs promptly
-        pass
+    def wait(self):
+        while not self.done.wait(1.0):   # a timed wait so the handler runs promptly
+            pass
 
 
 def run_standalone(worker_file, connector_files):
+    signals = _Signals()
+    signals.install()
+    connect = None
     try:
-        connect = StandaloneConnect(load_properties(worker_file))
-        connect.start()
-    except Exception as e:
-        log.error("Stopping due to error: %s", e, exc_info=not isinstance(e, StartupError))
-        return EXIT_START
-    for path in connector_files:
         try:
-            connect.add_connector(path)
+            connect = StandaloneConnect(load_properties(worker_file))
+            connect.start()
+        except _Interrupted:
+            raise
         except Exception as e:
-            log.error("Failed to create connector for %s: %s", path, e)
-            log.error("Stopping after connector error")
-            connect.stop()
-            return EXIT_CONNECTOR
-    try:
-        _wait_for_signal()
-    finally:
+            log.error("Stopping due to error: %s", e, exc_info=not isinstance(e, StartupError))
+            return EXIT_START
+        for path in connector_files:
+            try:
+                connect.add_connector(path)
+            except _Interrupted:
+                raise
+            except Exception as e:
+                log.error("Failed to create connector for %s: %s", path, e)
+                log.error("Stopping after connector error")
+                connect.stop()
+                return EXIT_CONNECTOR
+        signals.started = True
+        if not signals.done.is_set():
+            signals.wait()
+    except _Interrupted:
+        pass
+    if connect is not None:
         connect.stop()
     return 0
 

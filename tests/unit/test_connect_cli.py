@@ -9,12 +9,16 @@ from kbroker.connect import cli
 
 @pytest.fixture(autouse=True)
 def _restore_logging():
-    """cli.main configures the root logger (stdout, Kafka's layout): put pytest's back afterwards."""
+    """cli.main configures the root logger (stdout, Kafka's layout) and signal handlers: put pytest's back."""
+    import signal
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
+    signals = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
+    for sig, handler in signals.items():   # run_standalone installs its own
+        signal.signal(sig, handler)
 
 
 def test_connector_file_forms(tmp_path):
