@@ -37,12 +37,13 @@ def fsync_dir(path):
         posix.close(fd)
 
 
-def write_atomically(path, data, durable=True):
+def write_atomically(path, data, durable=True, tmp_suffix=".tmp"):
     """Replace ``path`` with ``data`` crash-safely: write ``path.tmp``, fsync it, rename over ``path``, fsync the
     directory. A crash leaves either the old file or the new one, never a torn mix. ``durable=False``: no fsync (the
     caller makes many files durable with one ``sync_filesystem`` afterwards; until then a crash may leave the old
-    file, the new one or none -- only for files whose loss the reader survives)."""
-    tmp = path + ".tmp"
+    file, the new one or none -- only for files whose loss the reader survives). ``tmp_suffix``: a writer on another
+    thread uses its own, so it never shares a half-written temporary file with the event loop's writer."""
+    tmp = path + tmp_suffix
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(data)

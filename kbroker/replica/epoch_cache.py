@@ -24,6 +24,14 @@ headers, which name exactly the epochs that wrote records (an epoch that wrote n
 asking about it is answered by the next epoch's start or the log end, and there is nothing of it to truncate). A
 stale but readable file, the one dangerous outcome, needs an older version; every later write is fsync'd.
 
+Many new epochs at once (a LeaderAndIsr making this broker leader of thousands of partitions; the first one after
+a restart): ``assign(..., flush=False)`` records each in memory, ``write_together`` writes all their files without
+fsync and then syncs each file system once (syncfs), before any of those partitions leads. Same guarantee as one
+durable write each -- nothing of the new epochs is appended or answered before the sync returns, and a crash
+before it leaves old, new or unreadable files (all rebuilt or cut correctly: an entry starting at the log end is
+dropped at load) -- at 1-2 syncs instead of 2 fsyncs a partition: 750 partitions took 47 s on a busy disk, on the
+event loop.
+
 ``end_offset_for(epoch, log_end_offset)`` answers OffsetsForLeaderEpoch with Kafka's (>= 2.0) rules:
 * the latest epoch -> ``(epoch, log_end_offset)``;
 * an epoch with a higher known epoch after it -> ``(largest known epoch <= it, start offset of the next higher)``;
@@ -34,7 +42,7 @@ import bisect
 import logging
 import os
 
-from kbroker.log.checkpoint import write_atomically, write_new_file
+from kbroker.log.checkpoint import sync_filesystem, write_atomically, write_new_file
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +51,7 @@ VERSION = 0
 UNDEFINED_EPOCH = -1
 UNDEFINED_OFFSET = -1
 UNDEFINED = (UNDEFINED_EPOCH, UNDEFINED_OFFSET)
+FSYNC_EACH_MAX = 8        # write_together: up to this many replaced files get their own fsyncs, more one syncfs
 
 
 def format_entries(entries):
@@ -88,6 +97,8 @@ class LeaderEpochCache:
         self.path = os.path.join(dir_path, FILE_NAME)
         self.persist = persist
         self._fresh = fresh
+        self.dirty = False        # changed in memory, not written yet (assign(flush=False))
+        self.version = 0          # +1 at every change: a batch writer knows whether its snapshot is still current
         self._epochs = [e for e, _ in entries]
         self._starts = [s for _, s in entries]
 
@@ -118,7 +129,10 @@ class LeaderEpochCache:
         else:
             cache._epochs = [e for e, _ in entries]
             cache._starts = [s for _, s in entries]
-        cache.truncate_from_end(lg.log_end_offset)
+        # Without fsync: a crash that loses this write leaves the old file, which the next load cuts the same way
+        # (an epoch that wrote nothing by the log end; every empty partition has one). Durable, it cost two fsyncs
+        # per such partition at every restart: 6,000 for 3,000 empty ones (bench/become_leader.py).
+        cache.truncate_from_end(lg.log_end_offset, durable=False)
         return cache
 
     # -------------------------------------------------------------------------------------------- queries
@@ -152,29 +166,38 @@ class LeaderEpochCache:
         return epochs[higher - 1], self._starts[higher]
 
     # -------------------------------------------------------------------------------------------- changes
-    def assign(self, epoch, start_offset):
+    def assign(self, epoch, start_offset, flush=True):
         """Record that ``epoch`` starts at ``start_offset``; a no-op when it is already the latest epoch at or
-        below that offset. Entries with an epoch >= ``epoch`` or a start >= ``start_offset`` are dropped first."""
+        below that offset. Entries with an epoch >= ``epoch`` or a start >= ``start_offset`` are dropped first.
+        ``flush=False``: only in memory (``dirty``); the caller writes it with ``write_together`` before the epoch
+        is used. A no-op ``assign`` of a dirty cache flushes it (a batch that failed is made durable here)."""
         if epoch < 0 or start_offset < 0:
             raise ValueError("epoch %d / start offset %d must be >= 0" % (epoch, start_offset))
         if self._epochs and self._epochs[-1] == epoch and self._starts[-1] <= start_offset:
+            if self.dirty and flush:
+                self.flush()
             return False
         while self._epochs and (self._epochs[-1] >= epoch or self._starts[-1] >= start_offset):
             self._epochs.pop()
             self._starts.pop()
         self._epochs.append(epoch)
         self._starts.append(start_offset)
-        self.flush()
+        if flush:
+            self.flush()
+        else:
+            self.version += 1
+            self.dirty = True
         return True
 
-    def truncate_from_end(self, end_offset):
-        """The log was cut to ``end_offset``: forget epochs that start at or after it."""
+    def truncate_from_end(self, end_offset, durable=True):
+        """The log was cut to ``end_offset``: forget epochs that start at or after it. ``durable=False``: the file
+        is replaced without fsync (only where a lost write is redone by the next load)."""
         if not self._starts or self._starts[-1] < end_offset:
             return False
         while self._starts and self._starts[-1] >= end_offset:
             self._epochs.pop()
             self._starts.pop()
-        self.flush()
+        self.flush(durable)
         return True
 
     def truncate_from_start(self, start_offset):
@@ -194,7 +217,9 @@ class LeaderEpochCache:
             self._epochs, self._starts = [], []
             self.flush()
 
-    def flush(self):
+    def flush(self, durable=True):
+        self.version += 1
+        self.dirty = False
         if not self.persist:
             return
         data = format_entries(self.entries()).encode("ascii")
@@ -205,4 +230,48 @@ class LeaderEpochCache:
                 return
             except FileExistsError:      # not new after all: replace it the durable way
                 pass
-        write_atomically(self.path, data)
+        write_atomically(self.path, data, durable=durable)
+
+
+def write_together(snapshots):
+    """Blocking (a worker thread): ``snapshots`` [(cache, data, version)] (``snapshot``: ``data`` the cache's file
+    content taken where its owner runs) each written without fsync (its own temporary name, so a flush by the event loop meanwhile
+    never shares a half-written file), then one syncfs per file system holding them (module docstring). Raises
+    OSError when a write or sync fails: nothing may then be taken as durable."""
+    devices = {}
+    replaced = []
+    for cache, data, _version in snapshots:
+        if not cache.persist:
+            continue
+        if cache._fresh:                 # a new directory's first file: never fsync'd (module docstring)
+            try:
+                write_new_file(cache.path, data)
+                continue
+            except FileExistsError:
+                pass
+        replaced.append((cache.path, data))
+    # A syncfs also writes out every other dirty page of the file system (log segments: up to the kernel's dirty
+    # limit, seconds at worst); a few files are cheaper with their own fsyncs.
+    durable = len(replaced) <= FSYNC_EACH_MAX
+    for path, data in replaced:
+        write_atomically(path, data, durable=durable, tmp_suffix=".tmp-batch")
+        if not durable:
+            devices.setdefault(os.stat(path).st_dev, path)
+    for path in devices.values():
+        sync_filesystem(os.path.dirname(path))
+
+
+def snapshot(cache):
+    """(cache, its file content now, its version now): what ``write_together`` writes and ``settle`` checks."""
+    return cache, format_entries(cache.entries()).encode("ascii"), cache.version
+
+
+def settle(snapshots, ok):
+    """After ``write_together`` of ``snapshots`` [(cache, data, version)]: each cache unchanged since its snapshot
+    is clean (``ok``) -- the others, changed meanwhile or not synced, are flushed now, one durable write each."""
+    for cache, _data, version in snapshots:
+        if ok and cache.version == version:
+            cache.dirty = False
+            cache._fresh = False
+        else:
+            cache.flush()
