@@ -108,13 +108,81 @@ class NonEmptyListValidator:
 
 
 # ---------------------------------------------------------------------------------------- Java regex, dates
-_NAMED_GROUP = re.compile(r"\(\?<(?![=!])")
+# Java's POSIX and java.lang.Character classes (\p{Name}) as Python class bodies (ASCII, as Java's defaults).
+_JAVA_CLASSES = {
+    "Lower": "a-z", "Upper": "A-Z", "ASCII": "\\x00-\\x7F", "Alpha": "a-zA-Z", "Digit": "0-9",
+    "Alnum": "a-zA-Z0-9", "Punct": "!-/:-@\\[-`{-~", "Graph": "!-~", "Print": " -~", "Blank": " \\t",
+    "Cntrl": "\\x00-\\x1F\\x7F", "XDigit": "0-9a-fA-F", "Space": " \\t\\n\\x0B\\f\\r",
+    "L": "^\\W\\d_", "IsAlphabetic": "^\\W\\d_", "IsDigit": "\\d", "IsLetter": "^\\W\\d_",
+}
+
+
+def _java_regex_source(pattern):
+    """Java regex syntax Python's re lacks, translated: named groups ``(?<n>..)`` -> ``(?P<n>..)``, quoting
+    ``\\Q...\\E`` -> escaped text, ``\\p{Name}`` / ``\\P{Name}`` POSIX classes -> character classes (inside or
+    outside brackets). Possessive quantifiers and atomic groups are native in Python 3.11."""
+    out, i, n, in_class = [], 0, len(pattern), False
+    while i < n:
+        c = pattern[i]
+        if c == "\\" and i + 1 < n:
+            nxt = pattern[i + 1]
+            if nxt == "Q":
+                end = pattern.find("\\E", i + 2)
+                text = pattern[i + 2:] if end < 0 else pattern[i + 2:end]
+                out.append(re.escape(text))
+                i = n if end < 0 else end + 2
+                continue
+            if nxt in "pP" and i + 2 < n:
+                if pattern[i + 2] == "{":
+                    end = pattern.find("}", i + 3)
+                    name = pattern[i + 3:end] if end > 0 else ""
+                    size = end + 1 - i if end > 0 else 2
+                else:
+                    name, size = pattern[i + 2], 3
+                name = name[2:] if name.startswith("Is") and name[2:] in _JAVA_CLASSES else name
+                body = _JAVA_CLASSES.get(name)
+                if body is None:
+                    raise re.error("Unknown character property name {%s}" % name)
+                negate = nxt == "P"
+                if in_class:
+                    if negate or body.startswith("^"):
+                        raise re.error("negated class \\P{%s} inside [...] is not supported" % name)
+                    out.append(body)
+                elif body.startswith("^"):            # a negated body: \P{L} is its complement
+                    out.append("[%s]" % (body[1:] if negate else body))
+                else:
+                    out.append("[%s%s]" % ("^" if negate else "", body))
+                i += size
+                continue
+            out.append(pattern[i:i + 2])
+            i += 2
+            continue
+        if in_class:
+            if c == "]":
+                in_class = False
+        elif c == "[":
+            in_class = True
+            out.append(c)
+            i += 1
+            if i < n and pattern[i] == "^":
+                out.append("^")
+                i += 1
+            if i < n and pattern[i] == "]":          # a leading ] is a literal in both dialects
+                out.append("\\]")
+                i += 1
+            continue
+        elif pattern.startswith("(?<", i) and i + 3 < n and pattern[i + 3] not in "=!":
+            out.append("(?P<")
+            i += 3
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
 
 
 def java_regex(pattern):
-    """A compiled Python regex for a Java regex: named groups ``(?<n>..)`` become ``(?P<n>..)``; the rest of
-    the common syntax is shared (possessive quantifiers and \\p{...} classes are not supported)."""
-    return re.compile(_NAMED_GROUP.sub("(?P<", pattern))
+    """A compiled Python regex for a Java regex (see _java_regex_source); re.error when it is not valid."""
+    return re.compile(_java_regex_source(pattern))
 
 
 class RegexValidator:

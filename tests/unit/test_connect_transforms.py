@@ -234,6 +234,9 @@ def test_hoist_field_and_set_schema_metadata():
     ("(?<name>[a-z]+)\\.raw", "${name}.clean", "users.raw", "users.clean"),
     ("(.*)-(\\d\\d)", "$1", "orig-1", "orig-1"),           # no full match: unchanged
     ("orig", "\\$literal", "orig", "$literal"),
+    ("\\Qa.b\\E-(\\d+)", "x$1", "a.b-12", "x12"), ("\\Qa.b\\E-(\\d+)", "x$1", "axb-12", "axb-12"),
+    ("(\\p{Alpha}+)_\\P{Digit}", "$1", "abc_x", "abc"), ("([\\p{Digit}x]+)", "<$1>", "1x2", "<1x2>"),
+    ("(a*+)b", "$1", "aab", "aa"),
 ])
 def test_regex_router(regex, replacement, topic, expected):
     assert _xf(RegexRouter, regex=regex, replacement=replacement).apply(_sink({}, topic=topic)).topic == expected
