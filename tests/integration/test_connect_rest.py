@@ -4,7 +4,6 @@ data -- a paused source produces nothing until resumed, a restarted task resumes
 line once in the topic), a stopped connector has no tasks, a deleted one is gone (404), a failed task carries its
 trace and ``?includeTasks=true&onlyFailed=true`` restarts only it.
 """
-import json
 import time
 import uuid
 

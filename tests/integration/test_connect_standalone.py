@@ -21,7 +21,6 @@ import base64
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
