@@ -18,8 +18,8 @@ task (errors.tolerance=none) or is logged and skipped (all).
 Sink task loop: confluent-kafka consumer in group ``connect-<connector>`` (enable.auto.commit=false,
 auto.offset.reset=earliest, client.id ``connector-consumer-<connector>-<task>``; ``consumer.*`` and
 ``consumer.override.*`` win) subscribed to ``topics`` or ``topics.regex`` -> per record: key/value converters ->
-SinkRecord (headers as consumed: (str, bytes)) -> transformations -> ``task.put(batch)`` (at most 500 records, Java's
-max.poll.records) -> the consumed offsets become committable. Every ``offset.flush.interval.ms`` (or after
+SinkRecord (headers as consumed: (str, bytes)) -> transformations -> ``task.put(batch)`` (at most
+``consumer.max.poll.records`` records, 500 by default as Java's) -> the consumed offsets become committable. Every ``offset.flush.interval.ms`` (or after
 ``context.request_commit()``), at a revocation and when the task stops: ``task.pre_commit(offsets)`` (its default
 is ``flush``), the dead letter queue producer is flushed, then the consumer commits what pre_commit returned,
 synchronously. ``RetriableError`` from ``put``: the same batch is offered again after ``context.timeout(ms)``
@@ -511,16 +511,17 @@ class WorkerSinkTask(WorkerTask):
     def initialize_and_start(self):
         from confluent_kafka import Consumer
         from kbroker.cli.rdkafka_props import check
+        self._closing = False
+        self._last_consumer_warning = 0.0
+        self.current = {}          # (topic, partition) -> next offset, put() returned for everything before it
+        self.assigned = set()
+        self.max_poll_records = self._max_poll_records()
         conf = dict(CONSUMER_DEFAULTS)
         conf["group.id"] = "connect-%s" % self.id.connector
         conf["client.id"] = "connector-consumer-%s" % self.id
         conf.update(self.worker.config.client_config("consumer", self.conn_config.client_overrides("consumer")))
         self.consumer = check(Consumer, conf, "consumer of %s" % self.id)
         self.cooperative = "cooperative" in conf.get("partition.assignment.strategy", "")
-        self._closing = False
-        self._last_consumer_warning = 0.0
-        self.current = {}          # (topic, partition) -> next offset, put() returned for everything before it
-        self.assigned = set()
         self.context = SinkTaskContext(self.task_props, self._report_errant)
         self.task.initialize(self.context)
         self.task.start(dict(self.task_props))
@@ -528,7 +529,21 @@ class WorkerSinkTask(WorkerTask):
         regex = self.conn_config.get("topics.regex") or ""
         subscription = topics if topics else ["^" + regex.lstrip("^")]
         self.consumer.subscribe(subscription, on_assign=self._on_assign, on_revoke=self._on_revoke)
-        self.consumer_paused = set()
+
+    def _max_poll_records(self):
+        """Java's ``max.poll.records`` (``consumer.`` worker key or ``consumer.override.``; librdkafka has no such
+        key, so rdkafka_props drops it): the largest batch handed to ``put``."""
+        raw = self.conn_config.prefixed("consumer.override.").get("max.poll.records") \
+            or self.worker.config.originals.get("consumer.max.poll.records")
+        if raw is None:
+            return MAX_POLL_RECORDS
+        try:
+            value = int(str(raw).strip())
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise ConfigError("max.poll.records", raw, "Value must be at least 1")
+        return value
 
     def _report_errant(self, record, exc):
         ctx = self.errors.context
@@ -590,7 +605,7 @@ class WorkerSinkTask(WorkerTask):
                 next_commit = time.monotonic() + interval
             # Records fetched just before a pause are still delivered: dropping them would move the consumer's
             # position past records that were never put (their offsets committed later: loss).
-            msgs = self.consumer.consume(num_messages=MAX_POLL_RECORDS, timeout=SINK_CONSUME_TIMEOUT)
+            msgs = self.consumer.consume(num_messages=self.max_poll_records, timeout=SINK_CONSUME_TIMEOUT)
             batch, offsets = self.convert_messages(msgs)
             if batch or offsets:
                 self.deliver(batch, offsets)

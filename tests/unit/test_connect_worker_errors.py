@@ -446,12 +446,14 @@ class GateSinkTask(SinkTask):
     open_gate = threading.Event()
     put_values = []
     flushed = []
+    batch_sizes = []
 
     def start(self, props):
         pass
 
     def put(self, records):
         GateSinkTask.put_values.extend(r.value for r in records)
+        GateSinkTask.batch_sizes.append(len(records))
 
     def flush(self, offsets):
         if not GateSinkTask.open_gate.is_set():
@@ -486,6 +488,7 @@ def fake_consumer(monkeypatch):
     GateSinkTask.open_gate.clear()
     GateSinkTask.put_values.clear()
     GateSinkTask.flushed.clear()
+    GateSinkTask.batch_sizes.clear()
     monkeypatch.setattr(confluent_kafka, "Consumer", FakeConsumer)
     return FakeConsumer
 
@@ -583,3 +586,26 @@ def test_connector_raise_error_fails_it_and_it_stays_failed():
     w.stop_connector("f")
     assert w.status_store.get_connector("f").state == "FAILED"
     w.stop()
+
+
+def test_sink_batches_bounded_by_max_poll_records(fake_consumer):
+    w = _worker(**{"consumer.max.poll.records": "2"})
+    tid = ConnectorTaskId("gs", 0)
+    try:
+        w.start_connector("gs", SINK, None)
+        w.start_task(tid, SINK, w.connector_task_configs("gs", SINK)[0])
+        wait_for(lambda: fake_consumer.instances)
+        fake_consumer.instances[0].feed("in", [b"1", b"2", b"3", b"4", b"5"])
+        wait_for(lambda: len(GateSinkTask.put_values) == 5)
+        assert GateSinkTask.batch_sizes == [2, 2, 1]
+        assert "max.poll.records" not in fake_consumer.instances[0].conf
+    finally:
+        w.stop()
+    w = _worker(**{"consumer.max.poll.records": "0"})
+    try:
+        w.start_connector("gs", SINK, None)
+        w.start_task(tid, SINK, w.connector_task_configs("gs", SINK)[0])
+        wait_for(lambda: w.status_store.get_task(tid).state == "FAILED")
+        assert "max.poll.records" in w.status_store.get_task(tid).trace
+    finally:
+        w.stop()
