@@ -10,7 +10,9 @@ Kafka 4.3.1's ConnectDistributed from tests/kafka_connect, full JIT, -Xmx1g; ``k
 distributed``), one at a time on one kbroker broker (bench/peers.py; group.initial.rebalance.delay.ms=0):
   * a fresh worker (its own group and internal topics), converters ``--converter`` (``string``: Kafka's
     StringConverter, the runtime's own cost; ``json``: JsonConverter with schemas, the quickstart's), offsets
-    flushed every second;
+    flushed every second, each runtime's own producer defaults (Kafka's worker: acks=all, linger.ms=5,
+    max.in.flight.requests.per.connection=1, no idempotence; kbroker-connect: acks=all, idempotent, librdkafka's
+    5 in flight) unless ``--kafka-producer KEY=VALUE`` changes Kafka's;
   * a source file of ``--records`` lines of random printable ASCII written before the connectors exist, a topic of
     one partition, then over REST FileStreamSink (tasks.max 1) -- waited until its consumer group is Stable with
     the partition assigned -- and FileStreamSource (tasks.max 1, batch.size 2000: Kafka's default);
@@ -174,13 +176,14 @@ def wait_assigned(admin, group, topic, timeout=60.0):
     raise RuntimeError("the sink's group %s got no assignment of %s in %gs" % (group, topic, timeout))
 
 
-def run_one(broker, runtime, size, records, converter, jars):
+def run_one(broker, runtime, size, records, converter, jars, kafka_producer=()):
     tmp = tempfile.mkdtemp(prefix="kbench-connect-%s-" % runtime)
     prefix = "bench-%s-%d-%d" % (runtime, size, int(time.time() * 1000) % 10 ** 8)
     src, out = os.path.join(tmp, "in.txt"), os.path.join(tmp, "out.txt")
     total = write_source(src, records, size)
     props = worker_props(broker.bootstrap, prefix, free_port(), converter)
     if runtime == "kafka":
+        props.update(("producer." + k, v) for k, v in kafka_producer)
         worker = KafkaConnectWorker(tmp, props, jars, jvm_flags=KAFKA_JVM_FLAGS, log_level="warn")
     else:
         worker = KbrokerWorker(tmp, props)
@@ -249,6 +252,9 @@ def main(argv=None):
     ap.add_argument("--records", type=int, default=0,
                     help="lines per run (default: 200,000 of 100 B, 50,000 of 1 KB: 20 and 51 MB)")
     ap.add_argument("--converter", choices=sorted(CONVERTERS), default="string")
+    ap.add_argument("--kafka-producer", action="append", default=[], metavar="KEY=VALUE",
+                    help="a producer key for Kafka's worker (written as producer.KEY), e.g. "
+                         "max.in.flight.requests.per.connection=5 (its worker default is 1)")
     args = ap.parse_args(argv)
     runtimes = [r.strip() for r in args.runtimes.split(",") if r.strip()]
     jars = resolve_classpath(offline=True) if "kafka" in runtimes else None
@@ -261,7 +267,10 @@ def main(argv=None):
         for size in [int(s) for s in args.sizes.split(",")]:
             records = args.records or (200000 if size <= 512 else 50000)
             for runtime in runtimes:
-                row = run_one(broker, runtime, size, records, args.converter, jars)
+                row = run_one(broker, runtime, size, records, args.converter, jars,
+                              [kv.split("=", 1) for kv in args.kafka_producer])
+                if runtime == "kafka" and args.kafka_producer:
+                    row["kafka_producer"] = args.kafka_producer
                 print(json.dumps(row), flush=True)
                 rows.append(row)
     finally:
