@@ -23,7 +23,7 @@ SinkRecord (headers as consumed: (str, bytes)) -> transformations -> ``task.put(
 ``context.request_commit()``), at a revocation and when the task stops: ``task.pre_commit(offsets)`` (its default
 is ``flush``), the dead letter queue producer is flushed, then the consumer commits what pre_commit returned,
 synchronously. ``RetriableError`` from ``put``: the same batch is offered again after ``context.timeout(ms)``
-(default 1 s) -- nothing is consumed meanwhile.
+(default 1 s), the partitions paused meanwhile while the consumer keeps polling (group membership).
 
 KIP-158: a source whose config has ``topic.creation.*`` keys (and the worker's ``topic.creation.enable``) creates
 each topic it sends to, if missing, with its group's partitions, replication factor and topic configs
@@ -679,8 +679,8 @@ class WorkerSinkTask(WorkerTask):
             except RetriableError as e:
                 wait = self.context.timeout_ms if self.context.timeout_ms is not None else DEFAULT_PUT_RETRY_MS
                 log.warning("%s RetriableException from SinkTask: %s; retrying in %d ms", self.id, e, wait)
-                if self.stopping.wait(wait / 1000.0):
-                    return       # not put: its offsets are not committed
+                if not self._wait_paused(wait / 1000.0):
+                    return       # stopping: not put, so its offsets are not committed
             except eh.ToleranceExceeded:
                 raise
             except Exception as e:
@@ -688,6 +688,37 @@ class WorkerSinkTask(WorkerTask):
         for tp, off in offsets.items():
             if tp in self.assigned:
                 self.current[tp] = off
+
+    def _wait_paused(self, seconds):
+        """Wait ``seconds`` before the batch is offered again, as Kafka's: every partition paused and the consumer
+        still polled (librdkafka's max.poll.interval.ms would otherwise take the task out of its group during a
+        long wait). A record that still arrives (fetched before the pause, or of a partition assigned meanwhile)
+        is not lost: its partition is rewound to it afterwards. False when the task is stopping."""
+        from confluent_kafka import TopicPartition
+        parts = [TopicPartition(t, p) for t, p in sorted(self.assigned)]
+        if parts:
+            self.consumer.pause(parts)
+        rewind = {}
+        deadline = time.monotonic() + seconds
+        try:
+            while not self.stopping.is_set():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return True
+                for msg in self.consumer.consume(num_messages=self.max_poll_records,
+                                                 timeout=min(left, SINK_CONSUME_TIMEOUT)):
+                    if msg.error() is None:
+                        tp = (msg.topic(), msg.partition())
+                        rewind[tp] = min(rewind.get(tp, msg.offset()), msg.offset())
+            return False
+        finally:
+            for (t, p), off in rewind.items():
+                if (t, p) in self.assigned:
+                    self.consumer.seek(TopicPartition(t, p, off))
+            keep = self.context.paused
+            resume = [TopicPartition(t, p) for t, p in sorted(self.assigned) if (t, p) not in keep]
+            if resume and not self.paused:
+                self.consumer.resume(resume)
 
     def _apply_context_requests(self):
         from confluent_kafka import TopicPartition

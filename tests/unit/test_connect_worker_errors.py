@@ -404,6 +404,9 @@ class FakeConsumer:
         self.queue = []
         self.commits = []
         self.assigned = None
+        self.calls = []
+        self.log = []
+        self.consumes = 0
         self.lock = threading.Lock()
         FakeConsumer.instances.append(self)
 
@@ -414,20 +417,31 @@ class FakeConsumer:
         self.assigned = parts
 
     def pause(self, parts):
-        pass
+        self.calls.append(("pause", sorted((p.topic, p.partition) for p in parts)))
 
     def resume(self, parts):
-        pass
+        self.calls.append(("resume", sorted((p.topic, p.partition) for p in parts)))
+
+    def seek(self, part):
+        """The partition's records from ``part.offset`` on are delivered again (as librdkafka's seek)."""
+        self.calls.append(("seek", (part.topic, part.partition, part.offset)))
+        tp = (part.topic, part.partition)
+        with self.lock:
+            self.queue = ([m for m in self.queue if (m.topic(), m.partition()) != tp]
+                          + [m for m in self.log if (m.topic(), m.partition()) == tp and m.offset() >= part.offset])
 
     def feed(self, topic, values, start=0):
         with self.lock:
-            self.queue += [_ConsumedMsg(topic, 0, start + i, v) for i, v in enumerate(values)]
+            msgs = [_ConsumedMsg(topic, 0, start + i, v) for i, v in enumerate(values)]
+            self.queue += msgs
+            self.log += msgs
 
     def consume(self, num_messages=1, timeout=-1):
         import confluent_kafka
         if self.assigned is None:
             self.on_assign(self, [confluent_kafka.TopicPartition(t, 0) for t in self.topics])
         with self.lock:
+            self.consumes += 1
             out, self.queue = self.queue[:num_messages], self.queue[num_messages:]
         if not out:
             time.sleep(min(timeout, 0.02))
@@ -607,5 +621,46 @@ def test_sink_batches_bounded_by_max_poll_records(fake_consumer):
         w.start_task(tid, SINK, w.connector_task_configs("gs", SINK)[0])
         wait_for(lambda: w.status_store.get_task(tid).state == "FAILED")
         assert "max.poll.records" in w.status_store.get_task(tid).trace
+    finally:
+        w.stop()
+
+
+class FlakySinkTask(SinkTask):
+    """put() raises RetriableError twice (asking for a 300 ms wait), then stores the batch."""
+    attempts = []
+
+    def start(self, props):
+        pass
+
+    def put(self, records):
+        FlakySinkTask.attempts.append([r.value for r in records])
+        if len(FlakySinkTask.attempts) <= 2:
+            self.context.timeout(300)
+            raise RetriableError("busy")
+        GateSinkTask.put_values.extend(r.value for r in records)
+
+    def stop(self):
+        pass
+
+
+def test_retriable_put_redelivers_the_batch_while_the_consumer_keeps_polling(fake_consumer):
+    FlakySinkTask.attempts = []
+    GateSinkTask.open_gate.set()
+    w = _worker()
+    tid = ConnectorTaskId("gs", 0)
+    try:
+        w.start_connector("gs", SINK, None)
+        w.start_task(tid, SINK, {"task.class": "tests.unit.test_connect_worker_errors:FlakySinkTask"})
+        wait_for(lambda: fake_consumer.instances)
+        consumer = fake_consumer.instances[0]
+        consumer.feed("in", [b"a", b"b"])
+        wait_for(lambda: FlakySinkTask.attempts)
+        consumer.feed("in", [b"c"], start=2)        # arrives while paused: must not be lost
+        wait_for(lambda: GateSinkTask.put_values == ["a", "b", "c"])
+        assert FlakySinkTask.attempts[:3] == [["a", "b"], ["a", "b"], ["a", "b"]]
+        assert ("pause", [("in", 0)]) in consumer.calls and ("resume", [("in", 0)]) in consumer.calls
+        assert ("seek", ("in", 0, 2)) in consumer.calls
+        assert consumer.consumes >= 4               # polled during the two 300 ms waits (0.5 s slices at most)
+        wait_for(lambda: consumer.commits and consumer.commits[-1] == {("in", 0): 3})
     finally:
         w.stop()
