@@ -4,7 +4,7 @@ import struct
 
 import pytest
 
-from kbroker.connect.distributed.assignor import eager_assign
+from kbroker.connect.distributed.assignor import CooperativeMemory, eager_assign, incremental_assign
 from kbroker.connect.distributed.protocol import (
     CONFIG_MISMATCH, Assignment, ProtocolError, WorkerState, decode_assignment, decode_metadata,
     encode_assignment, encode_metadata, join_protocols)
@@ -108,3 +108,55 @@ def test_eager_config_mismatch_when_leader_cannot_catch_up():
     out = eager_assign("a", members, 4, [], {}, catch_up=lambda off: (True, 8, ["x"], {"x": 2}))
     assert out["a"].error == 0 and out["a"].offset == 8
     assert out["a"].connectors == ["x"] and out["b"].tasks == [("x", 0)] and out["a"].tasks == [("x", 1)]
+
+
+# ---------------------------------------------------------------------------------------------- KIP-415
+
+def _coop(members, connectors, counts, memory, now=0, delay=0):
+    states = {m: WorkerState("http://%s/" % m, 1, Assignment(connectors=list(c), tasks=list(t)))
+              for m, (c, t) in members.items()}
+    return incremental_assign("a", states, 1, connectors, counts, memory, now, delay)
+
+
+def test_incremental_first_round_places_everything_by_load():
+    mem = CooperativeMemory()
+    out = _coop({"a": ([], []), "b": ([], []), "c": ([], [])}, ["snk", "src"], {"snk": 3, "src": 1}, mem)
+    assert [out[m].connectors for m in "abc"] == [["snk"], ["src"], []]
+    assert sum(len(out[m].tasks) for m in "abc") == 4 and max(len(out[m].tasks) for m in "abc") == 2
+    assert all(not a.revoked_tasks and a.delay == 0 for a in out.values())
+    assert mem.owner["snk"] == "a" and mem.owner[("src", 0)] in "abc" and mem.deadline_ms is None
+
+
+def test_incremental_lost_work_waits_for_the_delay_then_moves():
+    mem = CooperativeMemory()
+    running = {"a": (["snk"], [("snk", 0), ("snk", 1)]), "b": (["src"], [("snk", 2), ("src", 0)])}
+    _coop(running, ["snk", "src"], {"snk": 3, "src": 1}, mem)                  # the leader learns who has what
+    del running["b"]                                                             # b dies
+    out = _coop(running, ["snk", "src"], {"snk": 3, "src": 1}, mem, now=1000, delay=5000)
+    assert out["a"].connectors == [] and out["a"].tasks == [] and out["a"].delay == 5000
+    assert mem.deadline_ms == 6000 and mem.owner["src"] == "b"
+    out = _coop(running, ["snk", "src"], {"snk": 3, "src": 1}, mem, now=4000, delay=5000)
+    assert out["a"].tasks == [] and out["a"].delay == 2000
+    out = _coop(running, ["snk", "src"], {"snk": 3, "src": 1}, mem, now=6000, delay=5000)
+    assert out["a"].connectors == ["src"] and out["a"].tasks == [("snk", 2), ("src", 0)] and out["a"].delay == 0
+    assert mem.deadline_ms is None
+
+
+def test_incremental_new_member_gets_work_by_revocation_then_assignment():
+    mem = CooperativeMemory()
+    running = {"a": (["snk"], [("snk", 0), ("snk", 1)]), "b": (["src"], [("snk", 2), ("src", 0)]),
+               "c": ([], [])}
+    out = _coop(running, ["snk", "src"], {"snk": 3, "src": 1}, mem)
+    # 2 connectors over 3 members: a and b keep theirs; 4 tasks: targets 2/1/1 -> one task revoked from a or b.
+    revoked = out["a"].revoked_tasks + out["b"].revoked_tasks
+    assert len(revoked) == 1 and out["c"].tasks == [] and not out["a"].revoked_connectors
+    for m in "ab":
+        running[m] = (running[m][0], [t for t in running[m][1] if t not in out[m].revoked_tasks])
+    out = _coop(running, ["snk", "src"], {"snk": 3, "src": 1}, mem)
+    assert out["c"].tasks == revoked and not any(a.revoked_tasks for a in out.values())
+
+
+def test_incremental_deleted_connector_is_revoked():
+    mem = CooperativeMemory()
+    out = _coop({"a": (["x", "y"], [("x", 0), ("y", 0)]), "b": ([], [])}, ["y"], {"y": 1}, mem)
+    assert out["a"].revoked_connectors == ["x"] and out["a"].revoked_tasks == [("x", 0)]

@@ -50,11 +50,11 @@ from kbroker.connect.herder import Herder
 from kbroker.connect.records import ConnectorTaskId
 from kbroker.connect.status import ConnectorStatus
 
-from .assignor import eager_assign
+from .assignor import CooperativeMemory, eager_assign, incremental_assign
 from .kafka_stores import PAUSED, STARTED, STOPPED
 from .member import GroupError, RejoinNeeded
-from .protocol import (VERSION_OF, WorkerState, decode_assignment, decode_metadata, encode_assignment,
-                       join_protocols, ProtocolError)
+from .protocol import (EAGER, VERSION_OF, Assignment, ProtocolError, WorkerState, decode_assignment,
+                       decode_metadata, encode_assignment, join_protocols)
 
 log = logging.getLogger("kbroker.connect.distributed")
 
@@ -98,6 +98,10 @@ class DistributedHerder(Herder):
         self._worker_id = worker_id
         self._url = advertised_url
         self._mode = config["connect.protocol"]
+        self._max_delay_ms = config["scheduled.rebalance.max.delay.ms"]
+        self._protocol = None            # the group protocol of the last generation ("default" = eager)
+        self._memory = CooperativeMemory()   # the leader's memory between incremental rebalances
+        self._scheduled_rejoin = None    # monotonic time of a rejoin the leader asked for (KIP-415 delay)
         self._sync_timeout_s = config["worker.sync.timeout.ms"] / 1000
         self._unsync_backoff_s = config["worker.unsync.backoff.ms"] / 1000
         self._lock = threading.RLock()
@@ -178,6 +182,10 @@ class DistributedHerder(Herder):
     def _run(self):
         while not self._stopping.is_set():
             try:
+                due = self._scheduled_rejoin
+                if due is not None and time.monotonic() >= due:
+                    self._scheduled_rejoin = None
+                    self._member.request_rejoin("scheduled.rebalance.max.delay.ms passed")
                 if self._member.rejoin_needed:
                     self._rebalance()
                     continue
@@ -204,8 +212,11 @@ class DistributedHerder(Herder):
         with self._lock:
             if self._queue or self._changed_connectors or self._committed_tasks or self._changed_targets:
                 return 0
-            if self._reconfigure:
-                return max(0.0, min(self._reconfigure.values()) - time.monotonic())
+            times = list(self._reconfigure.values())
+            if self._scheduled_rejoin is not None:
+                times.append(self._scheduled_rejoin)
+            if times:
+                return min(TICK_S, max(0.0, min(times) - time.monotonic()))
         return TICK_S
 
     def _run_queue(self):
@@ -232,11 +243,19 @@ class DistributedHerder(Herder):
             self._worker.stop_connector(name)
 
     def _rebalance(self):
+        cooperative = self._protocol in (None, "compatible", "sessioned") and self._mode != EAGER
         with self._lock:
-            self._assignment = None
-        self._stop_everything()
+            current = self._assignment
+            if not cooperative:
+                self._assignment = None
+        if not cooperative:
+            self._stop_everything()      # eager: nothing survives a rebalance
+            current = None
         self._snapshot = self._configs.snapshot()
-        state = WorkerState(self._url, self._snapshot.offset)
+        held = None
+        if current is not None:
+            held = Assignment(connectors=list(current.connectors), tasks=list(current.tasks))
+        state = WorkerState(self._url, self._snapshot.offset, held)
         result = self._member.join(join_protocols(self._mode, state), self._assign)
         try:
             assignment = decode_assignment(result.assignment)
@@ -244,15 +263,20 @@ class DistributedHerder(Herder):
             log.error("undecodable assignment from the leader (%s); rejoining", e)
             self._member.request_rejoin("bad assignment")
             return
-        log.info("Joined group at generation %d (protocol %s) as %s; leader %s (%s); assignment: connectors %s, "
-                 "tasks %s, config offset %d, error %d", result.generation, result.protocol, result.member_id,
-                 assignment.leader, assignment.leader_url, assignment.connectors,
-                 ["%s-%d" % t for t in assignment.tasks], assignment.offset, assignment.error)
+        log.info("Joined group at generation %d (protocol %s) as %s; leader %s (%s); assigned: connectors %s, "
+                 "tasks %s; revoked: connectors %s, tasks %s; config offset %d, error %d, delay %d ms",
+                 result.generation, result.protocol, result.member_id, assignment.leader, assignment.leader_url,
+                 assignment.connectors, ["%s-%d" % t for t in assignment.tasks], assignment.revoked_connectors,
+                 ["%s-%d" % t for t in assignment.revoked_tasks], assignment.offset, assignment.error,
+                 assignment.delay)
         with self._lock:
             self._generation = result.generation
+            self._protocol = result.protocol
             self._leader_id = assignment.leader
             self._leader_url = assignment.leader_url or None
             self._is_leader = result.is_leader
+            if not self._is_leader:
+                self._memory = CooperativeMemory()      # a new leader starts from what members report
         self._status.generation = result.generation
         if assignment.failed:
             self._read_config(assignment.offset)
@@ -262,19 +286,53 @@ class DistributedHerder(Herder):
             log.warning("could not read the config topic up to offset %d within worker.sync.timeout.ms; leaving "
                         "the group for worker.unsync.backoff.ms (%.0f s)", assignment.offset,
                         self._unsync_backoff_s)
+            with self._lock:
+                self._assignment = None
+            self._stop_everything()
             self._member.leave()
             self._stopping.wait(self._unsync_backoff_s)
             self._member.request_rejoin("config caught up")
             return
+        incremental = result.protocol != "default"
+        full = self._full_assignment(current if incremental else None, assignment)
+        # Stop what is revoked (cooperative) or not in the new full assignment (eager after a protocol change).
+        keep = set(full.tasks)
+        stop_tasks = sorted(t for t in self._worker.task_ids() if (t.connector, t.task) not in keep)
+        if stop_tasks:
+            self._worker.stop_tasks(stop_tasks)
+        for name in sorted(self._worker.connector_names() - set(full.connectors)):
+            self._worker.stop_connector(name)
         with self._lock:
             # Changes read so far are part of this assignment's snapshot: start from a clean slate.
             self._changed_connectors.clear()
             self._committed_tasks.clear()
             self._changed_targets.clear()
             self._reconfigure.clear()
-            self._assignment = assignment
+            self._assignment = full
             self._joined = True
-        self._start_assigned(assignment)
+            self._scheduled_rejoin = (time.monotonic() + assignment.delay / 1000) if assignment.delay > 0 else None
+        running_connectors, running_tasks = self._worker.connector_names(), self._worker.task_ids()
+        self._start_assigned(Assignment(
+            connectors=[c for c in full.connectors if c not in running_connectors],
+            tasks=[t for t in full.tasks if ConnectorTaskId(*t) not in running_tasks]))
+        if incremental and (assignment.revoked_connectors or assignment.revoked_tasks):
+            # KIP-415: what we gave up is assigned to others in the next round, which we start at once.
+            self._member.request_rejoin("revoked connectors/tasks are to be reassigned")
+
+    @staticmethod
+    def _full_assignment(current, assignment):
+        """What this worker runs after ``assignment``: all of it (eager), or ``current`` minus what is revoked
+        plus what is assigned (incremental)."""
+        if current is None:
+            connectors, tasks = list(assignment.connectors), [tuple(t) for t in assignment.tasks]
+        else:
+            revoked_c, revoked_t = set(assignment.revoked_connectors), {tuple(t) for t in assignment.revoked_tasks}
+            connectors = [c for c in current.connectors if c not in revoked_c]
+            connectors += [c for c in assignment.connectors if c not in connectors]
+            tasks = [tuple(t) for t in current.tasks if tuple(t) not in revoked_t]
+            tasks += [tuple(t) for t in assignment.tasks if tuple(t) not in tasks]
+        return Assignment(assignment.error, assignment.leader, assignment.leader_url, assignment.offset,
+                          sorted(connectors), sorted(tasks))
 
     def _read_config(self, offset):
         """Read the config topic until our snapshot reaches ``offset``; True when it did."""
@@ -300,14 +358,22 @@ class DistributedHerder(Herder):
             s = self._snapshot
             return ok, s.offset, list(s.connectors), {n: len(s.tasks(n)) for n in s.connectors}
 
-        out = eager_assign(leader_id, states, snap.offset, list(snap.connectors),
-                           {n: len(snap.tasks(n)) for n in snap.connectors}, catch_up)
+        counts = {n: len(snap.tasks(n)) for n in snap.connectors}
         owners = {}
-        for member_id, a in out.items():
-            for name in a.connectors:
-                owners[name] = states[member_id].url
-            for name, n in a.tasks:
-                owners[ConnectorTaskId(name, n)] = states[member_id].url
+        if protocol == "default":
+            out = eager_assign(leader_id, states, snap.offset, list(snap.connectors), counts, catch_up)
+            for member_id, a in out.items():
+                for name in a.connectors:
+                    owners[name] = states[member_id].url
+                for name, n in a.tasks:
+                    owners[ConnectorTaskId(name, n)] = states[member_id].url
+        else:
+            out = incremental_assign(leader_id, states, snap.offset, list(snap.connectors), counts, self._memory,
+                                     int(time.time() * 1000), self._max_delay_ms, catch_up)
+            for item, member_id in self._memory.owner.items():
+                if member_id in states:
+                    key = ConnectorTaskId(*item) if isinstance(item, tuple) else item
+                    owners[key] = states[member_id].url
         with self._lock:
             self._owners = owners
         # Statuses of connectors that no longer exist (deleted while their owner was gone) are removed here.
@@ -363,6 +429,10 @@ class DistributedHerder(Herder):
         added_or_removed = {n for n in changed if (n in old.connectors) != (n in snap.connectors)}
         tasks_changed = {n for n in committed
                          if old.task_config_list(n) != snap.task_config_list(n) or n in snap.inconsistent}
+        if tasks_changed and self._protocol not in (None, "default"):
+            # Incremental: nothing is stopped by the rebalance, so the tasks whose configs changed stop here and
+            # become new work for the leader to place (Kafka revokes them the same way).
+            self._drop_tasks_of(tasks_changed)
         if self._is_leader and (added_or_removed or tasks_changed):
             self._member.request_rejoin("connectors %s added/removed, task configs of %s committed"
                                         % (sorted(added_or_removed), sorted(tasks_changed)))
@@ -381,6 +451,18 @@ class DistributedHerder(Herder):
             if name in snap.connectors:
                 self._apply_target_state(name, old.target_state(name), snap.target_state(name), assignment)
 
+    def _drop_tasks_of(self, names):
+        with self._lock:
+            a = self._assignment
+            if a is not None:
+                self._assignment = Assignment(a.error, a.leader, a.leader_url, a.offset, list(a.connectors),
+                                              [t for t in a.tasks if t[0] not in names])
+            for name in names:
+                self._memory.forget_tasks_of(name)
+        tasks = sorted(t for t in self._worker.task_ids() if t.connector in names)
+        if tasks:
+            self._worker.stop_tasks(tasks)
+
     def _connector_deleted(self, name, assignment):
         tasks = [ConnectorTaskId(c, n) for c, n in assignment.tasks if c == name]
         if tasks:
@@ -392,6 +474,12 @@ class DistributedHerder(Herder):
                 self._status.delete_connector(name)
             except ConnectError as e:
                 log.warning("deleting the statuses of %s: %s", name, e)
+        with self._lock:
+            a = self._assignment
+            if a is not None:
+                self._assignment = Assignment(a.error, a.leader, a.leader_url, a.offset,
+                                              [c for c in a.connectors if c != name],
+                                              [t for t in a.tasks if t[0] != name])
         log.info("connector %s deleted", name)
 
     def _apply_target_state(self, name, before, after, assignment):
