@@ -16,7 +16,9 @@ them, a failure under CI=true). Checked, each against what Kafka's worker itself
   sink's consumer group committed offset 4;
 - its source offsets in the offset topic decode as ``["src",{"filename":<path>}]`` -> ``{"position":<bytes>}`` and
   GET /connectors/src/offsets (KIP-875) says the same; its config and status topics hold Kafka's records
-  (``connector-src``/``task-src-0``/``commit-src``, ``status-connector-src``/``status-task-src-0``).
+  (``connector-src``/``task-src-0``/``commit-src``, ``status-connector-src``/``status-task-src-0``);
+- a second worker with ``exactly.once.source.support=enabled`` (KIP-618: producer fencing, a transactional config
+  topic, transactional source records and offsets) works on kbroker's transaction coordinator.
 
 Side by side (needs ``kbroker-connect``): the same sequence of REST requests (every endpoint of the issue) against
 Kafka's worker and a ``kbroker-connect distributed`` worker on the same broker; each answer's status code and the
@@ -38,7 +40,8 @@ from confluent_kafka import Consumer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, ConfigResource  # noqa: E402
 
 BROKER_OVERRIDES = {"offsets.topic.num.partitions": 1, "offsets.topic.replication.factor": 1,
-                    "group.initial.rebalance.delay.ms": 0}
+                    "group.initial.rebalance.delay.ms": 0, "transaction.state.log.num.partitions": 1,
+                    "transaction.state.log.replication.factor": 1, "transaction.state.log.min.isr": 1}
 SOURCE_CLASS = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 SINK_CLASS = "org.apache.kafka.connect.file.FileStreamSinkConnector"
 JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
@@ -96,17 +99,23 @@ def wait_rest(url, method, path, body, want, timeout=30.0):
 
 
 def read_topic(bootstrap, topic, partitions):
-    """Every record of ``topic`` up to the high watermarks at the call: [(partition, offset, key, value)]."""
+    """Every record of ``topic`` up to the high watermarks at the call: [(partition, offset, key, value)]. Read
+    until the consumer's position reaches each high watermark (transaction markers take offsets too)."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "k5-reader", "enable.auto.commit": False})
     try:
         ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
-        c.assign([TopicPartition(topic, p, 0) for p in range(partitions) if ends[p] > 0])
+        assigned = [TopicPartition(topic, p, 0) for p in range(partitions) if ends[p] > 0]
+        c.assign(assigned)
         out, deadline = [], time.monotonic() + 15
-        while sum(1 for _ in out) < sum(ends.values()) and time.monotonic() < deadline:
+
+        def behind():
+            return [tp.partition for tp in c.position([TopicPartition(topic, tp.partition) for tp in assigned])
+                    if tp.offset < ends[tp.partition]]
+        while behind():
+            assert time.monotonic() < deadline, (topic, ends, out)
             m = c.poll(0.2)
             if m is not None and not m.error() and m.offset() < ends[m.partition()]:
                 out.append((m.partition(), m.offset(), m.key(), m.value()))
-        assert len(out) == sum(ends.values()), (topic, ends, out)
         return sorted(out)
     finally:
         c.close()
@@ -230,6 +239,48 @@ def test_config_and_status_topics_hold_kafkas_records(broker, java_worker, pipel
         assert {k: statuses[key][k] for k in ("state", "trace", "worker_id")} == {
             "state": "RUNNING", "trace": None, "worker_id": worker_id}, key
     assert statuses["status-topic-%s:connector-src" % DATA_TOPIC]["topic"]["connector"] == "src"
+
+
+def test_exactly_once_source_kip618(broker, tmp_path_factory):
+    """A second worker with exactly.once.source.support=enabled (KIP-618): its leader fences the task's
+    producers through the broker's transaction coordinator, writes the config topic in transactions
+    (``tasks-fencing-src``), and the source task produces and commits its offsets in transactions -- all on
+    kbroker's transaction coordinator. A read_committed consumer sees exactly the three lines; the data topic's
+    high watermark is past them (commit markers), and both transactional ids are known to the broker."""
+    from kbroker.client.admin import AdminClient as KAdmin
+
+    d = tmp_path_factory.mktemp("connect-java-eos")
+    src = d / "in.txt"
+    src.write_bytes(b"one\ntwo\nthree\n")
+    group, topic = "kafka-java-eos", "kje-data"
+    topics = {"offset": ("kje-offsets", 2), "config": ("kje-configs", 1), "status": ("kje-status", 1)}
+    props = dict(worker_props(broker, group, topics, free_port()), **{"exactly.once.source.support": "enabled"})
+    w = KafkaConnectWorker(d / "worker", props, classpath()).start()
+    try:
+        wait_rest(w.url, "POST", "/connectors", {"name": "src", "config": {
+            "connector.class": SOURCE_CLASS, "tasks.max": "1", "file": str(src), "topic": topic,
+            "exactly.once.support": "required"}}, 201)
+        c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "k5-eos-reader",
+                      "enable.auto.commit": False, "isolation.level": "read_committed"})
+        try:
+            c.assign([TopicPartition(topic, 0, 0)])
+            got, deadline = [], time.monotonic() + 30
+            while len(got) < 3 and time.monotonic() < deadline:
+                m = c.poll(0.2)
+                if m is not None and not m.error():
+                    got.append(m.value())
+            assert got == [ENVELOPE % w_ for w_ in (b"one", b"two", b"three")]
+            assert c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1] >= 4   # + a commit marker
+        finally:
+            c.close()
+        configs = {k: json.loads(v) for _, _, k, v in read_topic(broker.bootstrap, topics["config"][0], 1)}
+        assert configs[b"tasks-fencing-src"] == {"task-count": 1}
+        with KAdmin(broker.bootstrap) as admin:
+            ids = {t.transactional_id for ts in admin.list_transactions().values() for t in ts}
+        assert {"connect-cluster-" + group, group + "-src-0"} <= ids, ids
+    finally:
+        code = w.stop()
+    assert code in (0, 143), w.log_tail()
 
 
 # ------------------------------------------------------------------------ side by side with kbroker-connect
