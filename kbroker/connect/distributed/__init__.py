@@ -7,7 +7,8 @@ Workers sharing a ``group.id`` form a group through the broker's group coordinat
   IncrementalCooperativeConnectProtocol v1 "compatible" / v2 "sessioned"), byte for byte.
 - ``member``: the worker's group membership (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup) over
   ``kbroker.client.BrokerConnection``, with a heartbeat thread.
-- ``assignor``: the leader's assignment of connectors and tasks to workers (Kafka's EagerAssignor).
+- ``assignor``: the leader's assignment of connectors and tasks to workers (Kafka's EagerAssignor, and the
+  incremental cooperative one of KIP-415).
 - ``kafka_stores``: the config, offset and status stores in their topics (Kafka's key and value formats).
 - ``herder``: DistributedHerder, the Herder the REST API drives.
 - ``main``: ``run(worker_props)``, what ``kbroker-connect distributed`` calls.

@@ -1,4 +1,5 @@
-"""The leader's assignment of connectors and tasks to the workers of a generation (Kafka's EagerAssignor).
+"""The leader's assignment of connectors and tasks to the workers of a generation: ``eager_assign`` (Kafka's
+EagerAssignor, for ``connect.protocol=eager``) and ``incremental_assign`` (KIP-415, see its docstring).
 
 Inputs: each member's ``WorkerState`` (url, config offset) and the leader's config snapshot (connector names and
 their committed task counts). Rules, as Kafka's:

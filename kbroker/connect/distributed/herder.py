@@ -4,22 +4,29 @@ Threads: REST threads call the Herder methods; one herder thread ("connect-herde
 what this worker runs -- rebalances, starting and stopping connectors and tasks, applying config changes -- so
 those never race; the config store's consuming thread only records what changed and wakes it.
 
-A rebalance (eager protocol: ``connect.protocol=eager`` offers ``default``; ``compatible``/``sessioned`` offer
-their names too and the same eager semantics run under their v1/v2 formats -- nothing is kept across a rebalance):
+A rebalance. The group protocol is the first of those every member offers (protocol.py): ``connect.protocol=eager``
+offers ``default``; ``compatible`` / ``sessioned`` (Kafka's default) offer theirs first.
 
-1. stop every task (the worker commits their offsets first) and every connector this worker runs;
-2. JoinGroup with ``WorkerState(url, config offset read so far)``; the group's leader (the coordinator picks it:
-   the first member to join) assigns with ``assignor.eager_assign`` after catching up with the furthest config
-   offset any member reported, within ``worker.sync.timeout.ms`` -- or answers CONFIG_MISMATCH to everyone;
-3. with the assignment: CONFIG_MISMATCH -> read the config topic to its end and rejoin; an assignment made at a
-   config offset beyond ours -> read up to it (``worker.sync.timeout.ms``); still behind -> leave the group, wait
-   ``worker.unsync.backoff.ms``, rejoin (Kafka's behaviour);
-4. start the assigned connectors and tasks in their target states.
+- Eager (``default``): stop every task (the worker commits their offsets first) and every connector, JoinGroup
+  with ``WorkerState(url, config offset read so far)``; the leader (the coordinator picks it: the first member to
+  join) assigns everything with ``assignor.eager_assign``; each member starts what it got.
+- Incremental cooperative (KIP-415, ``compatible`` / ``sessioned``): nothing is stopped before joining; each member
+  reports what it runs, the leader (``assignor.incremental_assign``, with its memory of the last assignment)
+  answers what each must start and what it must stop (revoked); a member that had work revoked rejoins at once so
+  the next round places that work; work of a departed member waits ``scheduled.rebalance.max.delay.ms`` for it
+  (the assignment's ``delay``: every member rejoins when it has passed) before going to the others.
+
+Either way the leader first catches up with the furthest config offset any member reported, within
+``worker.sync.timeout.ms``, or answers CONFIG_MISMATCH to everyone (they read the config topic to its end and
+rejoin); a member given an assignment made at a config offset beyond what it can read within
+``worker.sync.timeout.ms`` stops its work, leaves the group, waits ``worker.unsync.backoff.ms`` and rejoins
+(Kafka's behaviour).
 
 Config changes (read from the config topic by every worker):
 
 - a connector added or removed, or task configs committed -> the leader requests a rebalance (the others follow
-  when their heartbeat answers REBALANCE_IN_PROGRESS);
+  when their heartbeat answers REBALANCE_IN_PROGRESS); under KIP-415 every worker first stops its tasks of a
+  connector whose task configs were committed (they are new work for the leader to place);
 - a connector's config changed -> its owner restarts it and regenerates its task configs;
 - a target state changed -> the owners of the connector and of its tasks apply it (STOPPED: the owner stops the
   connector and the leader commits an empty task list, KIP-875).
