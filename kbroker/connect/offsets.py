@@ -76,6 +76,10 @@ class OffsetBackingStore:
         """Write ``values`` ({key: bytes or None}); returns when they are durable; ConnectError when they are not."""
         raise NotImplementedError
 
+    def snapshot(self):
+        """{key: value bytes} of every offset held (KIP-875's offsets endpoints list and reset them)."""
+        raise NotImplementedError
+
 
 class MemoryOffsetBackingStore(OffsetBackingStore):
     """Offsets in memory only (lost with the process)."""

@@ -169,6 +169,11 @@ class Plugins:
         found = self._candidates(kind, str(name).strip())
         return found[0] if len(found) == 1 else str(name).strip()
 
+    def plugin_names(self, kind):
+        """Sorted full names of every known plugin of ``kind`` ("connector", "converter", "header_converter",
+        "transformation", "predicate"): ``GET /connector-plugins?connectorsOnly=false``."""
+        return sorted(self._load_tables()[kind])
+
     def connector_plugins(self):
         """[{"class", "type": "source"|"sink", "version"}] of every known connector, sorted by class."""
         out = []

@@ -188,6 +188,12 @@ def test_plugins_kafka_names_aliases_and_class_paths():
         p.connector_class("NoSuchConnector")
     assert str(e.value) == ("Failed to find any class that implements Connector and which name matches "
                             "NoSuchConnector")
+    assert "org.apache.kafka.connect.json.JsonConverter" in p.plugin_names("converter")
+    assert "org.apache.kafka.connect.storage.SimpleHeaderConverter" in p.plugin_names("header_converter")
+    assert "org.apache.kafka.connect.storage.SimpleHeaderConverter" not in p.plugin_names("converter")
+    assert "org.apache.kafka.connect.transforms.InsertField$Value" in p.plugin_names("transformation")
+    assert p.plugin_names("connector")[:2] == ["org.apache.kafka.connect.file.FileStreamSinkConnector",
+                                               "org.apache.kafka.connect.file.FileStreamSourceConnector"]
     plugins = p.connector_plugins()
     assert [x["class"] for x in plugins][:2] == ["org.apache.kafka.connect.file.FileStreamSinkConnector",
                                                  "org.apache.kafka.connect.file.FileStreamSourceConnector"]
