@@ -73,32 +73,6 @@ class FileStreamSourceConnector(SourceConnector):
     def task_class(self):
         return FileStreamSourceTask
 
-    def alter_offsets(self, config, offsets):
-        """KIP-875 (``PATCH``/``DELETE /connectors/{name}/offsets``): True (the offsets are the framework's), after
-        checking each entry as Kafka's FileStreamSourceConnector does; BadRequestError naming the problem.
-        ``offsets``: {partition (dict, or its items as a tuple): offset dict or None}."""
-        from kbroker.connect.exceptions import BadRequestError
-        for partition, offset in offsets.items():
-            if partition is None:
-                raise BadRequestError("Partition objects cannot be null")
-            if not isinstance(partition, dict):
-                partition = dict(partition)
-            if FILENAME_FIELD not in partition:
-                raise BadRequestError("Partition objects should contain the key '%s'" % FILENAME_FIELD)
-            if offset is None:
-                continue     # a tombstone: the file is read from its start again
-            if POSITION_FIELD not in offset:
-                raise BadRequestError("Offset objects should either be null or contain the key '%s'"
-                                      % POSITION_FIELD)
-            position = offset[POSITION_FIELD]
-            if not isinstance(position, int) or isinstance(position, bool):
-                raise BadRequestError("The value for the '%s' key in the offset is expected to be a Long value"
-                                      % POSITION_FIELD)
-            if position < 0:
-                raise BadRequestError("The value for the '%s' key in the offset should be a non-negative value"
-                                      % POSITION_FIELD)
-        return True
-
     def task_configs(self, max_tasks):
         return [dict(self._config)]   # one file, one reader
 
@@ -227,10 +201,6 @@ class FileStreamSinkConnector(SinkConnector):
 
     def task_class(self):
         return FileStreamSinkTask
-
-    def alter_offsets(self, config, offsets):
-        """KIP-875: the sink's offsets are its consumer group's (the framework's): True."""
-        return True
 
     def task_configs(self, max_tasks):
         return [dict(self._config) for _ in range(max_tasks)]

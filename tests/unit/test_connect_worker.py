@@ -417,16 +417,3 @@ def test_topic_creation_keys_kip158():
     assert [g.matches(t) for t in ("a1", "b", "ax", "bb")] == [True, True, False, False]
     assert (default.name, default.partitions, default.configs, default.matches("zz")) == ("default", 2, {}, True)
     assert cc.ConnectorConfig(p, base).topic_creation_groups() == []
-
-
-def test_file_connectors_alter_offsets_kip875():
-    from kbroker.connect.exceptions import BadRequestError
-    c = FileStreamSourceConnector()
-    assert c.alter_offsets({}, {(("filename", "/a"),): {"position": 5}, (("filename", "/b"),): None}) is True
-    for offsets, message in (({(("file", "/a"),): {"position": 1}}, "should contain the key 'filename'"),
-                             ({(("filename", "/a"),): {"pos": 1}}, "contain the key 'position'"),
-                             ({(("filename", "/a"),): {"position": "1"}}, "expected to be a Long value"),
-                             ({(("filename", "/a"),): {"position": -1}}, "should be a non-negative value")):
-        with pytest.raises(BadRequestError, match=message):
-            c.alter_offsets({}, offsets)
-    assert FileStreamSinkConnector().alter_offsets({}, {}) is True
