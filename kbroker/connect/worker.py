@@ -157,6 +157,7 @@ class WorkerTask:
         self.thread = threading.Thread(target=self._run, name="task-%s" % task_id, daemon=True)
         self.abandoned = False
         self.failed = False
+        self.started = False       # task.start() returned: stop() may be called from another thread
         self._stop_called = False
         self._stop_lock = threading.Lock()
         self._topics = set()
@@ -184,6 +185,7 @@ class WorkerTask:
         try:
             self.errors.reporters.extend(self._reporters())   # the DLQ's clients: in this thread, not the caller's
             self.initialize_and_start()
+            self.started = True
             self._status(st.PAUSED if self.target_state == PAUSED else st.RUNNING)
             self.execute()
         except Exception as e:
@@ -202,6 +204,12 @@ class WorkerTask:
             self.errors.close()
             if not self.failed:
                 self._status(st.UNASSIGNED)
+
+    def wake(self):
+        """From the stopping thread: SourceTask.stop() wakes a blocked poll(), as Kafka's; a task not started yet
+        is stopped by its own thread when it ends."""
+        if self.started:
+            self._task_stop()
 
     def _task_stop(self):
         with self._stop_lock:
@@ -996,7 +1004,7 @@ class Worker:
         for wt in tasks:
             wt.signal_stop()
             if isinstance(wt, WorkerSourceTask):
-                threading.Thread(target=wt._task_stop, name="stop-%s" % wt.id, daemon=True).start()
+                threading.Thread(target=wt.wake, name="stop-%s" % wt.id, daemon=True).start()
         deadline = time.monotonic() + self.config["task.shutdown.graceful.timeout.ms"] / 1000.0
         abandoned = []
         for wt in tasks:
