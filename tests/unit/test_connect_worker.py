@@ -417,3 +417,18 @@ def test_topic_creation_keys_kip158():
     assert [g.matches(t) for t in ("a1", "b", "ax", "bb")] == [True, True, False, False]
     assert (default.name, default.partitions, default.configs, default.matches("zz")) == ("default", 2, {}, True)
     assert cc.ConnectorConfig(p, base).topic_creation_groups() == []
+
+
+def test_file_source_reads_standard_input_without_offsets(monkeypatch):
+    r, w = os.pipe()
+    monkeypatch.setattr("sys.stdin", os.fdopen(r, "rb"))
+    task = FileStreamSourceTask()
+    task.initialize(SourceTaskContext({"topic": "t"}, OffsetStorageReader("c", MemoryOffsetBackingStore())))
+    task.start({"topic": "t"})
+    os.write(w, b"one\ntw")
+    [rec] = task.poll()
+    assert (rec.value, rec.source_partition, rec.source_offset) == ("one", None, None)
+    os.write(w, b"o\n")
+    assert [x.value for x in task.poll()] == ["two"]
+    os.close(w)
+    task.stop()
