@@ -535,7 +535,9 @@ class WorkerSinkTask(WorkerTask):
         self.task.start(dict(self.task_props))
         topics = self.conn_config.get("topics") or []
         regex = self.conn_config.get("topics.regex") or ""
-        subscription = topics if topics else ["^" + regex.lstrip("^")]
+        # librdkafka subscribes to a pattern when the name starts with "^" and searches it; Kafka's topics.regex
+        # must match the whole topic name (Pattern.matches): "^(regex)$".
+        subscription = topics if topics else ["^(%s)$" % regex]
         self.consumer.subscribe(subscription, on_assign=self._on_assign, on_revoke=self._on_revoke)
 
     def _max_poll_records(self):

@@ -664,3 +664,17 @@ def test_retriable_put_redelivers_the_batch_while_the_consumer_keeps_polling(fak
         wait_for(lambda: consumer.commits and consumer.commits[-1] == {("in", 0): 3})
     finally:
         w.stop()
+
+
+def test_sink_topics_regex_must_match_whole_names(fake_consumer):
+    GateSinkTask.open_gate.set()
+    conf = {"name": "gs", "connector.class": "tests.unit.test_connect_worker_errors:GatedSink",
+            "topics.regex": "in-[0-9]+"}
+    w = _worker()
+    try:
+        w.start_connector("gs", conf, None)
+        w.start_task(ConnectorTaskId("gs", 0), conf, w.connector_task_configs("gs", conf)[0])
+        wait_for(lambda: fake_consumer.instances and getattr(fake_consumer.instances[0], "topics", None))
+        assert fake_consumer.instances[0].topics == ["^(in-[0-9]+)$"]
+    finally:
+        w.stop()
