@@ -186,6 +186,10 @@ class WorkerConfig:
                 continue
             if value != default and not (isinstance(value, list) and not value and not default):
                 raise ConfigError(key, self.originals[key], why)
+        for key in ("internal.key.converter.schemas.enable", "internal.value.converter.schemas.enable"):
+            raw = self.originals.get(key)
+            if raw is not None and raw.strip().lower() != "false":
+                raise ConfigError(key, raw, "internal topics are written with JsonConverter, schemas disabled")
 
     def _check_listeners(self):
         for listener in self.values.get("listeners") or ():

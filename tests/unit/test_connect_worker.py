@@ -258,6 +258,8 @@ def test_worker_config_refuses_what_it_cannot_honour():
         WorkerConfig(dict(base, **{"metrics.num.samples": "5"}))
     with pytest.raises(ConfigError, match="config.providers"):
         WorkerConfig(dict(base, **{"config.providers": "file"}))
+    with pytest.raises(ConfigError, match="internal.key.converter.schemas.enable"):
+        WorkerConfig(dict(base, **{"internal.key.converter.schemas.enable": "true"}))
     with pytest.raises(ConfigError, match="internal.value.converter"):
         WorkerConfig(dict(base, **{"internal.value.converter": "org.apache.kafka.connect.storage.StringConverter"}))
     with pytest.raises(ConfigError, match='"key.converter"'):
