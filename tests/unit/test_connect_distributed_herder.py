@@ -144,3 +144,24 @@ def test_restart_goes_to_the_owner_through_the_leader():
     assert e.value.leader_url == "http://other:8083/"
     with pytest.raises(NotFoundError):
         leader.restart_task("src", 5)
+
+
+def test_membership_security_from_the_worker_keys():
+    from kbroker.connect.distributed.main import membership_security
+    from kbroker.connect.exceptions import ConfigError
+    base = {"bootstrap.servers": "127.0.0.1:1", "group.id": "g", "config.storage.topic": "c",
+            "offset.storage.topic": "o", "status.storage.topic": "s",
+            "key.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "value.converter": "org.apache.kafka.connect.json.JsonConverter"}
+
+    def cfg(**extra):
+        return WorkerConfig(dict(base, **extra), distributed=True, warn=lambda m: None)
+    assert membership_security(cfg()) is None
+    sec = membership_security(cfg(**{
+        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+        "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" '
+                            'password="p";'}))
+    assert sec.protocol == "SASL_PLAINTEXT" and sec.sasl is not None and sec.ssl_context is None
+    with pytest.raises(ConfigError) as e:
+        membership_security(cfg(**{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN"}))
+    assert "sasl.jaas.config" in str(e.value)

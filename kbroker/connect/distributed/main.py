@@ -40,15 +40,25 @@ def lookup_cluster_id(config, timeout_s=CLUSTER_ID_TIMEOUT_S):
                        "security properties. (%s)" % (last or "no cluster id in %.0f s" % timeout_s))
 
 
+def membership_security(config):
+    """The group membership's ChannelSecurity (None: PLAINTEXT) from the worker's top-level security.protocol,
+    ssl.* and sasl.* keys -- the ones Kafka's worker gives its group member (kbroker/cli/client_config.py reads
+    them as Kafka's tools do); ConfigError naming the key when they cannot be honoured."""
+    from kbroker.cli.client_config import ClientConfigError, security_from
+    props = {k: v for k, v in config.originals.items()
+             if k.startswith(("security.", "ssl.", "sasl.")) and k != "ssl.client.auth"}
+    try:
+        security = security_from(props, "worker config")
+    except ClientConfigError as e:
+        raise ConfigError(str(e)) from None
+    return None if security.protocol == "PLAINTEXT" else security
+
+
 class DistributedConnect:
     def __init__(self, worker_props):
         from kbroker.connect.worker_config import WorkerConfig
         self.config = WorkerConfig(worker_props, distributed=True)
-        protocol = str(self.config.originals.get("security.protocol", "PLAINTEXT")).upper()
-        if protocol != "PLAINTEXT":
-            # The group membership speaks through kbroker.client's plain sockets (member.py).
-            raise ConfigError("security.protocol", protocol,
-                              "distributed mode's group membership supports PLAINTEXT only")
+        self.security = membership_security(self.config)
         self.herder = None
         self.rest = None
 
@@ -78,7 +88,8 @@ class DistributedConnect:
                              rebalance_timeout_ms=config["rebalance.timeout.ms"],
                              heartbeat_interval_ms=config["heartbeat.interval.ms"],
                              retry_backoff_ms=config["retry.backoff.ms"],
-                             client_id=config.get("client.id") or "connect-" + worker_id)
+                             client_id=config.get("client.id") or "connect-" + worker_id,
+                             security=self.security)
         self.herder = DistributedHerder(config, worker, plugins, configs, statuses, member, cluster_id, worker_id,
                                         advertised)
         self.rest = RestServer(self.herder, host, port, advertised,

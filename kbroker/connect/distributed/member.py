@@ -1,6 +1,7 @@
 """A Connect worker's membership in its group (Kafka's WorkerGroupMember + AbstractCoordinator, classic protocol).
 
-Over ``kbroker.client`` (blocking sockets, one request in flight per connection): the herder thread owns one
+Over ``kbroker.client`` (blocking sockets, one request in flight per connection; ``security``, a ChannelSecurity
+built from the worker's security.protocol / ssl.* / sasl.* keys, secures each one): the herder thread owns one
 connection to the group coordinator for FindCoordinator / JoinGroup / SyncGroup / LeaveGroup, the heartbeat thread
 owns another for Heartbeat, so a JoinGroup parked at the coordinator for up to ``rebalance.timeout.ms`` never
 delays a heartbeat and vice versa.
@@ -29,8 +30,7 @@ import threading
 import time
 
 from kbroker import errors
-from kbroker.client.cluster import Cluster
-from kbroker.client.connection import BrokerConnection
+from kbroker.client.connection import BrokerConnection, parse_host_port
 
 from .protocol import PROTOCOL_TYPE
 
@@ -71,8 +71,9 @@ class JoinResult:
 
 class GroupMember:
     def __init__(self, bootstrap, group_id, session_timeout_ms=10000, rebalance_timeout_ms=60000,
-                 heartbeat_interval_ms=3000, retry_backoff_ms=100, client_id="kbroker-connect"):
-        self.bootstrap = bootstrap
+                 heartbeat_interval_ms=3000, retry_backoff_ms=100, client_id="kbroker-connect", security=None):
+        self.bootstrap = [parse_host_port(b) for b in bootstrap.split(",") if b.strip()]
+        self.security = security
         self.group_id = group_id
         self.session_timeout_ms = int(session_timeout_ms)
         self.rebalance_timeout_ms = int(rebalance_timeout_ms)
@@ -119,30 +120,32 @@ class GroupMember:
     def _find_coordinator(self):
         """(host, port) of the group coordinator; retries until found or stopped."""
         while not self._stopped.is_set():
-            try:
-                with Cluster(self.bootstrap, client_id=self.client_id, timeout=10) as cluster:
-                    conn = cluster.any_connection()
-                    resp = conn.request("FindCoordinator", {"key": self.group_id, "key_type": 0,
-                                                            "coordinator_keys": [self.group_id]})
-                    if conn.last_version >= 4:
-                        c = resp["coordinators"][0]
-                        code, host, port = c["error_code"], c["host"], c["port"]
-                    else:
-                        code, host, port = resp["error_code"], resp["host"], resp["port"]
-                if code == 0:
-                    return host, port
-                log.debug("FindCoordinator for %s: error %d", self.group_id, code)
-            except (errors.KafkaError, OSError) as e:
-                log.debug("FindCoordinator for %s failed: %s", self.group_id, e)
+            for host, port in self.bootstrap:      # any broker answers FindCoordinator
+                try:
+                    with self._open(host, port, 10) as conn:
+                        resp = conn.request("FindCoordinator", {"key": self.group_id, "key_type": 0,
+                                                                "coordinator_keys": [self.group_id]})
+                        if conn.last_version >= 4:
+                            c = resp["coordinators"][0]
+                            code, chost, cport = c["error_code"], c["host"], c["port"]
+                        else:
+                            code, chost, cport = resp["error_code"], resp["host"], resp["port"]
+                    if code == 0:
+                        return chost, cport
+                    log.debug("FindCoordinator for %s: error %d", self.group_id, code)
+                except (errors.KafkaError, OSError) as e:
+                    log.debug("FindCoordinator for %s at %s:%d failed: %s", self.group_id, host, port, e)
             self._stopped.wait(self.retry_backoff_ms / 1000)
         raise RejoinNeeded("stopped")
+
+    def _open(self, host, port, timeout):
+        return BrokerConnection(host, port, client_id=self.client_id, timeout=timeout, security=self.security)
 
     def _connection(self):
         if self._conn is None or self._conn.closed:
             self._coordinator = self._find_coordinator()
             # JoinGroup is parked at the coordinator for up to the rebalance timeout: the socket waits longer.
-            self._conn = BrokerConnection(*self._coordinator, client_id=self.client_id,
-                                          timeout=self.rebalance_timeout_ms / 1000 + 10)
+            self._conn = self._open(*self._coordinator, self.rebalance_timeout_ms / 1000 + 10)
         return self._conn
 
     def _coordinator_lost(self):
@@ -247,8 +250,7 @@ class GroupMember:
             try:
                 if conn is None or conn.closed:
                     host, port = self._coordinator or self._find_coordinator()
-                    conn = BrokerConnection(host, port, client_id=self.client_id,
-                                            timeout=max(1.0, self.session_timeout_ms / 1000))
+                    conn = self._open(host, port, max(1.0, self.session_timeout_ms / 1000))
                 resp = conn.request("Heartbeat", {"group_id": self.group_id, "generation_id": generation,
                                                   "member_id": member_id, "group_instance_id": None})
                 code = resp["error_code"]
@@ -297,7 +299,7 @@ class GroupMember:
         try:
             conn = self._conn if self._conn is not None and not self._conn.closed else None
             if conn is None and self._coordinator is not None:
-                conn = self._conn = BrokerConnection(*self._coordinator, client_id=self.client_id, timeout=5)
+                conn = self._conn = self._open(*self._coordinator, 5)
             if conn is not None:
                 conn.request("LeaveGroup", {"group_id": self.group_id, "member_id": member_id,
                                             "members": [{"member_id": member_id, "group_instance_id": None,
