@@ -169,11 +169,6 @@ class Plugins:
         found = self._candidates(kind, str(name).strip())
         return found[0] if len(found) == 1 else str(name).strip()
 
-    def plugin_names(self, kind):
-        """Sorted full names of every known plugin of ``kind`` ("connector", "converter", "header_converter",
-        "transformation", "predicate"): ``GET /connector-plugins?connectorsOnly=false``."""
-        return sorted(self._load_tables()[kind])
-
     def connector_plugins(self):
         """[{"class", "type": "source"|"sink", "version"}] of every known connector, sorted by class."""
         out = []
@@ -190,7 +185,8 @@ class Plugins:
         return out
 
     def plugin_names(self, kind):
-        """The full names of the known plugins of ``kind`` ("converter", "transformation", ...), sorted."""
+        """Sorted full names of every known plugin of ``kind`` ("connector", "converter", "header_converter",
+        "transformation", "predicate"): ``GET /connector-plugins?connectorsOnly=false``."""
         return sorted(self._load_tables()[kind])
 
     def connector_type(self, name):
