@@ -315,8 +315,8 @@ KNOWN_DIFFERENCES = [
      "and in each task; kbroker-connect's have none", _drop_status_versions),
     ({"list expanded"}, "the same version inside ?expand=status", _drop_expanded_status_versions),
     ({"validate ok", "validate bad"},
-     "Kafka 4.x's ConfigKeyInfo names the definition's order 'order_in_group' (Kafka 3.x: 'order'); "
-     "kbroker-connect writes 'order'", _drop_definition_order),
+     "Kafka's ConfigKeyInfo JSON names the definition's order 'order_in_group'; kbroker-connect writes 'order' "
+     "(configdef.key_info_json, as the wave's seam said)", _drop_definition_order),
     ({"tasks"},
      "a task's config: Kafka's FileStreamSourceConnector.taskConfigs returns the connector's original keys "
      "(connector.class, name, tasks.max, file, topic) + task.class; kbroker-connect's returns file, topic, "
