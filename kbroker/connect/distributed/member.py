@@ -7,7 +7,8 @@ owns another for Heartbeat, so a JoinGroup parked at the coordinator for up to `
 delays a heartbeat and vice versa.
 
 States: UNJOINED (no generation) -> REBALANCING (inside ``join()``) -> STABLE (assignment received; the heartbeat
-thread sends a Heartbeat every ``heartbeat.interval.ms``). The member needs to rejoin (``rejoin_needed``) when:
+thread sends a Heartbeat every ``heartbeat.interval.ms``, until the next JoinGroup). The member needs to rejoin
+(``rejoin_needed``) when:
 
 - a Heartbeat answers REBALANCE_IN_PROGRESS (27): another member joined or left;
 - a Heartbeat answers ILLEGAL_GENERATION (22) or UNKNOWN_MEMBER_ID (25): the coordinator expelled us (our session
@@ -243,7 +244,10 @@ class GroupMember:
         interval = self.heartbeat_interval_ms / 1000
         while not self._stopped.wait(interval):
             with self._lock:
-                stable = self.state == STABLE and not self._rejoin
+                # Also while a rejoin is pending but JoinGroup not yet sent (the herder is stopping tasks, up to
+                # task.shutdown.graceful.timeout.ms): silence then would expire our session, as Kafka's heartbeat
+                # thread knows too.
+                stable = self.state == STABLE
                 generation, member_id = self.generation, self.member_id
             if not stable:
                 continue
