@@ -64,6 +64,10 @@ def resolve_classpath(offline=True):
         done = subprocess.run(cmd, capture_output=True, timeout=RESOLVE_TIMEOUT)
     except subprocess.TimeoutExpired:
         raise RuntimeError("mvn did not resolve Kafka's Connect runtime in %gs" % RESOLVE_TIMEOUT) from None
+    if done.returncode == 0 and CLASSPATH_FILE.is_file():
+        # The dependency plugin leaves the file untouched when its content is unchanged: mark it fresh, or a pom
+        # edited without changing the jars would look stale forever.
+        os.utime(CLASSPATH_FILE)
     cached = _cached_classpath()
     if done.returncode != 0 or not cached:
         output = (done.stdout + done.stderr).decode(errors="replace")[-2000:]
