@@ -310,11 +310,8 @@ class DistributedHerder(Herder):
         for name in sorted(self._worker.connector_names() - set(full.connectors)):
             self._worker.stop_connector(name)
         with self._lock:
-            # Changes read so far are part of this assignment's snapshot: start from a clean slate.
-            self._changed_connectors.clear()
-            self._committed_tasks.clear()
-            self._changed_targets.clear()
-            self._reconfigure.clear()
+            # The change sets are kept: a change read after the snapshot this assignment was made from is applied
+            # next (compared with self._snapshot); one it already includes compares equal and does nothing.
             self._assignment = full
             self._joined = True
             self._scheduled_rejoin = (time.monotonic() + assignment.delay / 1000) if assignment.delay > 0 else None
@@ -455,7 +452,7 @@ class DistributedHerder(Herder):
             if name not in snap.connectors:
                 self._connector_deleted(name, assignment)
         for name in sorted(targets - added_or_removed):
-            if name in snap.connectors:
+            if name in snap.connectors and old.target_state(name) != snap.target_state(name):
                 self._apply_target_state(name, old.target_state(name), snap.target_state(name), assignment)
 
     def _drop_tasks_of(self, names):
