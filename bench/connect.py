@@ -23,7 +23,8 @@ distributed``), one at a time on one kbroker broker (bench/peers.py; group.initi
     /proc/<pid>/stat over the window; "CPU s per MB" divides it by the payload MB (1e6 bytes) moved inside the
     window -- each MB is read from the source file, produced, consumed and written to the sink by the one worker;
     the broker's CPU over the same window is reported beside it (both runtimes share one kbroker broker, which can
-    be what limits them: "broker cores" near 1.0 means its event loop had a whole core).
+    be what limits them: "broker cores" near 1.0 means its event loop had a whole core); the worker's four busiest
+    threads (/proc/<pid>/task, cores over the window) are in the JSON lines.
 The machine's load average (``uptime``) is recorded before every run: other processes share its 2 cores.
 Results: a markdown table on stdout, JSON in bench/results/connect-<UTC time>.json (gitignored).
 """
@@ -68,6 +69,28 @@ def cpu_seconds(pid):
         stat = f.read()
     fields = stat[stat.rindex(")") + 2:].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def threads_cpu(pid):
+    """{thread id: (name, utime+stime seconds)} of every thread of ``pid`` (/proc/<pid>/task): Python threads show
+    as the interpreter's name, librdkafka's as rdk:*, the JVM's by their Java names (first 15 characters)."""
+    out = {}
+    base = "/proc/%d/task" % pid
+    for tid in os.listdir(base):
+        try:
+            with open("%s/%s/stat" % (base, tid)) as f:
+                stat = f.read()
+        except OSError:
+            continue                      # the thread ended between listdir and open
+        fields = stat[stat.rindex(")") + 2:].split()
+        out[int(tid)] = (stat[stat.index("(") + 1:stat.rindex(")")], (int(fields[11]) + int(fields[12])) / CLK_TCK)
+    return out
+
+
+def busiest(before, after, seconds, top=4):
+    """The ``top`` threads by CPU over the window: [(name, cores)]."""
+    used = [(name, cpu - before.get(tid, (name, 0.0))[1]) for tid, (name, cpu) in after.items()]
+    return [(name, round(cpu / seconds, 2)) for name, cpu in sorted(used, key=lambda x: -x[1])[:top]]
 
 
 def loadavg():
@@ -205,9 +228,9 @@ def run_one(broker, runtime, size, records, converter, jars, kafka_producer=()):
             now = time.monotonic()
             done = os.path.getsize(out) if os.path.exists(out) else 0
             if first is None and done > 0:
-                first = (now, done, cpu_seconds(worker.pid), broker.cpu_seconds())
+                first = (now, done, cpu_seconds(worker.pid), broker.cpu_seconds(), threads_cpu(worker.pid))
             if done >= total:
-                end = (now, done, cpu_seconds(worker.pid), broker.cpu_seconds())
+                end = (now, done, cpu_seconds(worker.pid), broker.cpu_seconds(), threads_cpu(worker.pid))
                 break
             if now > deadline:
                 raise RuntimeError("%s: sink has %d of %d bytes after %gs:\n%s"
@@ -227,6 +250,7 @@ def run_one(broker, runtime, size, records, converter, jars, kafka_producer=()):
                 "cpu_s_per_mb": round(cpu / (moved / 1e6), 4), "cores": round(cpu / seconds, 2),
                 "broker_cpu_s_per_mb": round(broker_cpu / (moved / 1e6), 4),
                 "broker_cores": round(broker_cpu / seconds, 2),
+                "busiest_threads": busiest(first[4], end[4], seconds),
                 "sink_equals_source": identical, "loadavg_before": load}
     finally:
         worker.stop()
