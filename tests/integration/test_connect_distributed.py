@@ -350,6 +350,12 @@ def check_topics_and_group(cluster, prefix, protocol="default"):
         configs = admin.describe_configs([res])[res].result(10)
         assert configs["cleanup.policy"].value == "compact", t
         assert len(md.topics[t].partitions[0].replicas) == 3, t      # Kafka's default replication factor 3
+    # An existing internal topic that is not compacted is refused at startup, naming the worker key (Kafka's check).
+    from kbroker.connect.distributed.kafka_stores import ensure_topic
+    from kbroker.connect.exceptions import ConfigError
+    with pytest.raises(ConfigError) as e:
+        ensure_topic({"bootstrap.servers": cluster.bootstrap}, prefix + "-lines", 3, 3, key="offset.storage.topic")
+    assert "offset.storage.topic" in str(e.value) and "cleanup.policy=compact (it has delete)" in str(e.value)
     from kbroker.client import AdminClient as KAdmin
     with KAdmin(cluster.bootstrap) as ka:
         desc = ka.describe_groups([prefix + "-cluster"])[prefix + "-cluster"]

@@ -38,9 +38,9 @@ import threading
 import time
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec
 
-from kbroker.connect.exceptions import ConnectError
+from kbroker.connect.exceptions import ConfigError, ConnectError
 from kbroker.connect.offsets import OffsetBackingStore
 from kbroker.connect.records import ConnectorTaskId
 from kbroker.connect.status import ConnectorStatus, StatusBackingStore, TaskStatus
@@ -67,9 +67,11 @@ def _loads(data):
         return None
 
 
-def ensure_topic(admin_config, topic, partitions, replication_factor, timeout_s=READ_TIMEOUT_S):
+def ensure_topic(admin_config, topic, partitions, replication_factor, timeout_s=READ_TIMEOUT_S, key=None):
     """Create ``topic`` compacted unless it exists (TOPIC_ALREADY_EXISTS is fine: it exists, or another worker
-    won the race). True when this call created it.
+    won the race). True when this call created it. An existing topic must be compacted only, as Kafka's worker
+    checks: ``cleanup.policy`` with ``delete`` in it would lose configs or offsets -> ConfigError naming ``key``
+    (the worker key that named the topic) and the policy found.
 
     CreateTopics is sent without looking first: a Metadata request naming the topic would make a broker with
     ``auto.create.topics.enable=true`` create it with its default partition count and no compaction."""
@@ -82,11 +84,30 @@ def ensure_topic(admin_config, topic, partitions, replication_factor, timeout_s=
         fut.result(timeout=timeout_s)
     except KafkaException as e:
         if e.args and e.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+            _check_compacted(admin, topic, key, timeout_s)
             return False
         raise ConnectError("cannot create topic %s: %s" % (topic, e)) from None
     log.info("created topic %s (%s partitions, replication factor %s, compacted)", topic, partitions,
              replication_factor)
     return True
+
+
+def _check_compacted(admin, topic, key, timeout_s):
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    try:
+        entries = admin.describe_configs([resource], request_timeout=timeout_s)[resource].result(timeout=timeout_s)
+    except KafkaException as e:
+        # A broker that refuses DescribeConfigs (ACLs) does not stop the worker; Kafka logs and goes on too.
+        log.warning("cannot check the cleanup.policy of %s: %s", topic, e)
+        return
+    entry = entries.get("cleanup.policy")
+    policy = entry.value if entry is not None else None
+    policies = {p.strip().lower() for p in (policy or "").split(",") if p.strip()}
+    if policies != {"compact"}:
+        raise ConfigError(key or "cleanup.policy", topic,
+                          "topic %s must have cleanup.policy=compact (it has %s): with deletion the worker would "
+                          "eventually lose what it keeps there; change the topic's cleanup.policy or name "
+                          "another topic" % (topic, policy))
 
 
 class KafkaBasedLog:
@@ -272,7 +293,7 @@ class KafkaOffsetBackingStore(OffsetBackingStore):
 
     def start(self):
         ensure_topic(self.config.client_config("admin"), self.topic, self.config["offset.storage.partitions"],
-                     self.config["offset.storage.replication.factor"])
+                     self.config["offset.storage.replication.factor"], key="offset.storage.topic")
         self._log.start()
 
     def stop(self):
@@ -349,7 +370,7 @@ class KafkaConfigBackingStore:
 
     def start(self):
         ensure_topic(self.config.client_config("admin"), self.topic, 1,
-                     self.config["config.storage.replication.factor"])
+                     self.config["config.storage.replication.factor"], key="config.storage.topic")
         self._log.start()
 
     def stop(self):
@@ -507,7 +528,7 @@ class KafkaStatusBackingStore(StatusBackingStore):
 
     def start(self):
         ensure_topic(self.config.client_config("admin"), self.topic, self.config["status.storage.partitions"],
-                     self.config["status.storage.replication.factor"])
+                     self.config["status.storage.replication.factor"], key="status.storage.topic")
         self._log.start()
 
     def stop(self):
