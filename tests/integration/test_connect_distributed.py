@@ -357,8 +357,14 @@ def check_topics_and_group(cluster, prefix, protocol="default"):
         ensure_topic({"bootstrap.servers": cluster.bootstrap}, prefix + "-lines", 3, 3, key="offset.storage.topic")
     assert "offset.storage.topic" in str(e.value) and "cleanup.policy=compact (it has delete)" in str(e.value)
     from kbroker.client import AdminClient as KAdmin
-    with KAdmin(cluster.bootstrap) as ka:
-        desc = ka.describe_groups([prefix + "-cluster"])[prefix + "-cluster"]
+    seen = []
+
+    def described():      # Stable again if a rebalance happens to be running
+        with KAdmin(cluster.bootstrap) as ka:
+            seen.append(ka.describe_groups([prefix + "-cluster"])[prefix + "-cluster"])
+        return seen[-1].state == "Stable"
+    wait_until(described, 20, 0.2, message="the connect group Stable")
+    desc = seen[-1]
     assert desc.protocol_type == "connect" and desc.protocol == protocol and len(desc.members) == 3, desc
 
 
