@@ -33,6 +33,8 @@ from tests.integration import harness
 from tests.integration.harness import free_port, wait_until
 from tests.integration.test_cluster_common import Cluster
 
+pytestmark = [pytest.mark.zk, pytest.mark.timeout(300)]
+
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic  # noqa: E402
