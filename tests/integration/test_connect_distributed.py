@@ -12,7 +12,8 @@ worker is added. Checked:
   (offset.flush.interval.ms) can leave uncommitted on the killed worker, for its source task and its sink tasks;
 - the offset topic holds Kafka's ``["src",{"filename":...}]`` -> ``{"position":<file size>}``;
 - REST: the config topic is the truth on every worker (the same task configs from each); a KIP-745 restart of the
-  sink with its tasks restarts them on their three owners; a delete on a follower is forwarded and the statuses go.
+  sink with its tasks restarts them on their three owners; a delete on a follower is forwarded and the statuses go;
+  KIP-875: the source's offsets read from any worker, then stop and reset.
 
 The soak twin runs the same with a longer writer: ``.venv/bin/python -m pytest -m soak
 tests/integration/test_connect_distributed.py``.
@@ -407,6 +408,18 @@ def test_incremental_cooperative_kill9_and_add(cluster, tmp_path):
     workers, _ = run_scenario(cluster, tmp_path, "coop", writer_extra_s=0.5, protocol="sessioned")
     try:
         check_topics_and_group(cluster, "coop", "sessioned")
+        # KIP-875 from any worker: the source's offset as stored; stop (forwarded to the leader), reset, none left.
+        src = str(tmp_path / "source.txt")
+        size = os.path.getsize(src)
+        assert workers[-1].get("/connectors/src/offsets") == (200, {"offsets": [
+            {"partition": {"filename": src}, "offset": {"position": size}}]})
+        assert until_not_409(lambda: http(workers[-1].url + "/connectors/src/stop", "PUT"))[0] == 204
+        wait_until(lambda: workers[-1].get("/connectors/src/status")[1]["connector"]["state"] == "STOPPED", 30, 0.2,
+                   message="src STOPPED")
+        status, body = until_not_409(lambda: http(workers[-1].url + "/connectors/src/offsets", "DELETE"))
+        assert status == 200 and "have been reset successfully" in body["message"], body
+        other = next(w for w in workers[:-1] if w.proc.poll() is None)
+        assert other.get("/connectors/src/offsets") == (200, {"offsets": []})
     finally:
         stop_all(workers)
 

@@ -55,6 +55,7 @@ from kbroker.connect.exceptions import (AlreadyExistsError, BadRequestError, Con
                                         ServiceUnavailableError)
 from kbroker.connect.herder import Herder
 from kbroker.connect.records import ConnectorTaskId
+from kbroker.connect.standalone import StandaloneHerder
 from kbroker.connect.status import ConnectorStatus
 
 from .assignor import CooperativeMemory, eager_assign, incremental_assign
@@ -133,6 +134,10 @@ class DistributedHerder(Herder):
         self._committed_tasks = set()
         self._changed_targets = set()
         self._reconfigure = {}       # connector -> monotonic time of the next attempt
+        # What this worker's running work was started with (see _apply_config_changes).
+        self._applied_config = {}    # connector -> its config
+        self._applied_target = {}    # connector -> the target state its connector/tasks here were given
+        self._applied_task = {}      # ConnectorTaskId -> its task config
         self._queue = []             # callables to run on the herder thread
         config_store.listener = self
 
@@ -400,6 +405,8 @@ class DistributedHerder(Herder):
     def _start_connector(self, name):
         snap = self._snapshot
         state = snap.target_state(name)
+        self._applied_config[name] = snap.connectors[name]
+        self._applied_target[name] = state
         if state == STOPPED:
             self._status.put(ConnectorStatus(name, STOPPED, None, self._worker_id, self._generation))
             return
@@ -415,10 +422,15 @@ class DistributedHerder(Herder):
             log.warning("task %s has no committed config; not started", task_id)
             return
         state = snap.target_state(task_id.connector)
+        self._applied_task[task_id] = props
+        self._applied_target[task_id.connector] = state
         self._worker.start_task(task_id, connector_props, props, PAUSED if state == PAUSED else STARTED)
 
     # ------------------------------------------------------------------------------------------------ config changes
     def _apply_config_changes(self):
+        """Apply config records read since the last call. What this worker runs is compared with what it was
+        started with (``_applied_*``), not with the previous snapshot: under KIP-415 a rebalance does not restart
+        anything, so a change already in the snapshot a rebalance used may still be missing from running work."""
         with self._lock:
             changed, self._changed_connectors = self._changed_connectors, set()
             committed, self._committed_tasks = self._committed_tasks, set()
@@ -433,17 +445,21 @@ class DistributedHerder(Herder):
         added_or_removed = {n for n in changed if (n in old.connectors) != (n in snap.connectors)}
         tasks_changed = {n for n in committed
                          if old.task_config_list(n) != snap.task_config_list(n) or n in snap.inconsistent}
-        if tasks_changed and self._protocol not in (None, "default"):
-            # Incremental: nothing is stopped by the rebalance, so the tasks whose configs changed stop here and
-            # become new work for the leader to place (Kafka revokes them the same way).
-            self._drop_tasks_of(tasks_changed)
         if self._is_leader and (added_or_removed or tasks_changed):
             self._member.request_rejoin("connectors %s added/removed, task configs of %s committed"
                                         % (sorted(added_or_removed), sorted(tasks_changed)))
+        stale = {t.connector for t in self._worker.task_ids()
+                 if t.connector in committed and t.connector in snap.connectors
+                 and self._applied_task.get(t) != snap.task_configs.get((t.connector, t.task))}
+        if stale and self._protocol not in (None, "default"):
+            # Incremental: tasks whose configs changed stop here and are new work for the leader to place at the
+            # rebalance this asks for (Kafka revokes them the same way). Eager: the leader's rebalance restarts all.
+            self._drop_tasks_of(stale)
+            self._member.request_rejoin("task configs of %s changed" % sorted(stale))
         owned = set(assignment.connectors)
         running = self._worker.connector_names()
         for name in sorted(changed - added_or_removed):
-            if name in owned and name in snap.connectors and old.connectors.get(name) != snap.connectors[name]:
+            if name in owned and name in snap.connectors and self._applied_config.get(name) != snap.connectors[name]:
                 log.info("connector %s reconfigured; restarting it", name)
                 if name in running:
                     self._worker.stop_connector(name)
@@ -452,8 +468,14 @@ class DistributedHerder(Herder):
             if name not in snap.connectors:
                 self._connector_deleted(name, assignment)
         for name in sorted(targets - added_or_removed):
-            if name in snap.connectors and old.target_state(name) != snap.target_state(name):
-                self._apply_target_state(name, old.target_state(name), snap.target_state(name), assignment)
+            if name not in snap.connectors:
+                continue
+            before, after = self._applied_target.get(name), snap.target_state(name)
+            if before is not None and before != after:
+                self._applied_target[name] = after
+                self._apply_target_state(name, before, after, assignment)
+            elif after == STOPPED and self._is_leader and snap.task_counts.get(name, 0):
+                self._configs.put_task_configs(name, [])
 
     def _drop_tasks_of(self, names):
         with self._lock:
@@ -654,6 +676,62 @@ class DistributedHerder(Herder):
 
     def validate_connector_config(self, plugin, config):
         return connector_config.validate(self._plugins, config, self.config)
+
+    # Shared with the standalone herder: they only use self._plugins and self._worker (its config and offsets).
+    all_plugins = StandaloneHerder.all_plugins
+    _sink_offsets = StandaloneHerder._sink_offsets
+    _modify_source_offsets = StandaloneHerder._modify_source_offsets
+    _modify_sink_offsets = StandaloneHerder._modify_sink_offsets
+
+    # ------------------------------------------------------------------------------------------------ KIP-875
+    def connector_offsets(self, name):
+        """``GET /connectors/{name}/offsets`` from any worker: a source's from the offset topic, a sink's from its
+        consumer group ``connect-<name>``."""
+        from kbroker.connect.offsets import parse_key, parse_value
+        snap = self._current()
+        if name not in snap.connectors:
+            raise NotFoundError("Connector %s not found" % name)
+        if self._type(snap.connectors[name]) == "sink":
+            return {"offsets": self._sink_offsets(name)}
+        out = []
+        for key, value in sorted(self._worker.offset_store.snapshot().items()):
+            connector, partition = parse_key(key)
+            if connector == name and value is not None:
+                out.append({"partition": partition, "offset": parse_value(value)})
+        return {"offsets": out}
+
+    def alter_connector_offsets(self, name, offsets):
+        return self._modify_offsets(name, offsets)
+
+    def reset_connector_offsets(self, name):
+        return self._modify_offsets(name, None)
+
+    def _modify_offsets(self, name, offsets):
+        """On the leader (followers forward), for a connector STOPPED with no task configs left (Kafka's rule)."""
+        self._check_rebalance()
+        self._require_leader()
+        snap = self._current()
+        if name not in snap.connectors:
+            raise NotFoundError("Connector %s not found" % name)
+        if snap.target_state(name) != STOPPED or snap.task_counts.get(name, 0):
+            raise BadRequestError("Connectors must be in the STOPPED state before their offsets can be modified. "
+                                  "This can be done for the specified connector by issuing a 'PUT' request to the "
+                                  "'/connectors/%s/stop' endpoint" % name)
+        with self._write_lock:
+            if self._type(snap.connectors[name]) == "sink":
+                self._modify_sink_offsets(name, offsets)
+            else:
+                self._modify_source_offsets(name, offsets)
+        kind = "altered" if offsets is not None else "reset"
+        from kbroker.connect.offsets import _freeze
+        cls = self._plugins.connector_class(snap.connectors[name]["connector.class"])
+        hook = getattr(cls, "alter_offsets", None)
+        if hook is not None and hook(cls(), snap.connectors[name], {} if offsets is None else
+                                     {_freeze(o["partition"]): o["offset"] for o in offsets}):
+            return {"message": "The offsets for this connector have been %s successfully" % kind}
+        return {"message": "The Connect framework-managed offsets for this connector have been %s successfully. "
+                           "However, if this connector manages offsets externally, they will need to be manually %s "
+                           "in the system that the connector uses." % (kind, kind)}
 
     # ------------------------------------------------------------------------------------------------ REST: writes
     def put_connector_config(self, name, config, allow_replace, target_state=None):

@@ -304,6 +304,12 @@ class KafkaOffsetBackingStore(OffsetBackingStore):
         with self._lock:
             return {k: self._data.get(k) for k in keys}
 
+    def snapshot(self):
+        """{key: value bytes} of every offset in the topic (read to its end first: KIP-875's endpoints)."""
+        self._log.read_to_end()
+        with self._lock:
+            return dict(self._data)
+
     def set(self, values):
         self._log.send_all(list(values.items()))
         with self._lock:
