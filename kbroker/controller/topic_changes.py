@@ -86,7 +86,9 @@ class TopicChanges:
         core = self.core
         ctx = core.ctx
         topic = event.topic
-        if topic not in ctx.topics():
+        # (topic, 0) first: every known topic has a partition 0, and ctx.topics() walks every partition -- once per
+        # topic's watch event, 1,000 topics of 10 made it 0.58 s of a controller's startup
+        if (topic, 0) not in ctx.assignments and topic not in ctx.topics():
             return
         try:
             assignment = core.topic_store.assignment(topic)

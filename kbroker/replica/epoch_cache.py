@@ -42,7 +42,7 @@ import bisect
 import logging
 import os
 
-from kbroker.log.checkpoint import sync_filesystem, write_atomically, write_new_file
+from kbroker.log.checkpoint import overwrite_in_place, sync_filesystem, write_atomically, write_new_file
 
 log = logging.getLogger(__name__)
 
@@ -129,10 +129,11 @@ class LeaderEpochCache:
         else:
             cache._epochs = [e for e, _ in entries]
             cache._starts = [s for _, s in entries]
-        # Without fsync: a crash that loses this write leaves the old file, which the next load cuts the same way
-        # (an epoch that wrote nothing by the log end; every empty partition has one). Durable, it cost two fsyncs
-        # per such partition at every restart: 6,000 for 3,000 empty ones (bench/become_leader.py).
-        cache.truncate_from_end(lg.log_end_offset, durable=False)
+        # In memory only (``dirty``; the next change writes it): the file keeps an epoch that wrote nothing by the
+        # log end (every empty partition has one), which every load cuts the same way. Written durably it cost two
+        # fsyncs and a replacing rename (~0.1 ms on ext4) per such partition at every restart: 6,000 fsyncs for
+        # 3,000 empty ones (bench/become_leader.py).
+        cache.truncate_from_end(lg.log_end_offset, write=False)
         return cache
 
     # -------------------------------------------------------------------------------------------- queries
@@ -189,15 +190,19 @@ class LeaderEpochCache:
             self.dirty = True
         return True
 
-    def truncate_from_end(self, end_offset, durable=True):
-        """The log was cut to ``end_offset``: forget epochs that start at or after it. ``durable=False``: the file
-        is replaced without fsync (only where a lost write is redone by the next load)."""
+    def truncate_from_end(self, end_offset, write=True):
+        """The log was cut to ``end_offset``: forget epochs that start at or after it. ``write=False``: in memory
+        only (``dirty``), where the next load redoes the cut (``load``)."""
         if not self._starts or self._starts[-1] < end_offset:
             return False
         while self._starts and self._starts[-1] >= end_offset:
             self._epochs.pop()
             self._starts.pop()
-        self.flush(durable)
+        if write:
+            self.flush()
+        else:
+            self.version += 1
+            self.dirty = True
         return True
 
     def truncate_from_start(self, start_offset):
@@ -217,7 +222,7 @@ class LeaderEpochCache:
             self._epochs, self._starts = [], []
             self.flush()
 
-    def flush(self, durable=True):
+    def flush(self):
         self.version += 1
         self.dirty = False
         if not self.persist:
@@ -230,14 +235,15 @@ class LeaderEpochCache:
                 return
             except FileExistsError:      # not new after all: replace it the durable way
                 pass
-        write_atomically(self.path, data, durable=durable)
+        write_atomically(self.path, data)
 
 
 def write_together(snapshots):
     """Blocking (a worker thread): ``snapshots`` [(cache, data, version)] (``snapshot``: ``data`` the cache's file
-    content taken where its owner runs) each written without fsync (its own temporary name, so a flush by the event loop meanwhile
-    never shares a half-written file), then one syncfs per file system holding them (module docstring). Raises
-    OSError when a write or sync fails: nothing may then be taken as durable."""
+    content taken where its owner runs) each written without fsync (``overwrite_in_place``), then one syncfs per
+    file system holding them (module docstring); up to FSYNC_EACH_MAX of them each durably instead (its own
+    temporary name, so a flush by the event loop meanwhile never shares a half-written file). Raises OSError when a
+    write or sync fails: nothing may then be taken as durable."""
     devices = {}
     replaced = []
     for cache, data, _version in snapshots:
@@ -254,8 +260,10 @@ def write_together(snapshots):
     # limit, seconds at worst); a few files are cheaper with their own fsyncs.
     durable = len(replaced) <= FSYNC_EACH_MAX
     for path, data in replaced:
-        write_atomically(path, data, durable=durable, tmp_suffix=".tmp-batch")
-        if not durable:
+        if durable:
+            write_atomically(path, data, tmp_suffix=".tmp-batch")
+        else:
+            overwrite_in_place(path, data)
             devices.setdefault(os.stat(path).st_dev, path)
     for path in devices.values():
         sync_filesystem(os.path.dirname(path))

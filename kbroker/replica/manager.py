@@ -318,12 +318,13 @@ class ReplicaManager:
             self._remove_from_fetchers(tp)
             if leader == self.broker_id:
                 part.make_leader(epoch, la.isr, st.replicas, la.zk_version, la.controller_epoch)
-                log.info("%s-%d: leader, epoch %d, ISR %s", topic, p, epoch, part.isr)
+                # DEBUG: the state-change log has this line at INFO already (10,000 partitions: 0.4 s twice over)
+                log.debug("%s-%d: leader, epoch %d, ISR %s", topic, p, epoch, part.isr)
             else:
                 part.make_follower(leader, epoch, la.isr, st.replicas, la.zk_version, la.controller_epoch)
                 if leader >= 0 and not self.in_controlled_shutdown:
                     self._add_to_fetcher(tp, part, leader, epoch, endpoints.get(leader))
-                log.info("%s-%d: follower of %d, epoch %d", topic, p, leader, epoch)
+                log.debug("%s-%d: follower of %d, epoch %d", topic, p, leader, epoch)
         except Exception as e:  # noqa: BLE001 - one partition's failure is its own error code
             log.exception("%s-%d: applying LeaderAndIsr failed", topic, p)
             return _error_code(e)
