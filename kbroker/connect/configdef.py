@@ -696,7 +696,7 @@ def key_info_json(key):
         "width": key.width,
         "display_name": key.display_name,
         "dependents": list(key.dependents),
-        "order": key.order_in_group,
+        "order_in_group": key.order_in_group,     # Kafka's ConfigKeyInfo JSON name (checked against Kafka 4.3)
     }
 
 

@@ -66,9 +66,9 @@ class FileStreamSourceConnector(SourceConnector):
         if "," in topic:
             raise ConfigError("topic", topic, "'topic' in FileStreamSourceConnector configuration requires "
                                               "definition of a single topic")
-        self._config = {"file": parsed.get("file") or "", "topic": topic, "batch.size": str(parsed["batch.size"])}
-        if not self._config["file"]:
-            del self._config["file"]
+        # The task gets the connector's own keys (name, connector.class, tasks.max, file, topic, ...), as Kafka 4's
+        # FileStreamSourceConnector.taskConfigs returns them; the task reads file, topic and batch.size from them.
+        self._config = dict(props)
 
     def task_class(self):
         return FileStreamSourceTask
@@ -196,8 +196,8 @@ class FileStreamSinkConnector(SinkConnector):
                                                 "be used")
 
     def start(self, props):
-        parsed = self.config_def().parse(props)
-        self._config = {"file": parsed.get("file") or ""} if parsed.get("file") else {}
+        self.config_def().parse(props)
+        self._config = dict(props)          # every task gets the connector's own keys, as Kafka 4's
 
     def task_class(self):
         return FileStreamSinkTask

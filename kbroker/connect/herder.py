@@ -13,6 +13,7 @@ Contract (every implementation):
 - Config writes are durable when the call returns (standalone: in memory, as Kafka's; distributed: written to the
   config topic and read back).
 """
+from kbroker.connect.exceptions import BadRequestError, ConnectError
 
 
 class Herder:
@@ -145,3 +146,106 @@ class Herder:
         """Kafka's ConfigInfos: ``{"name": class, "error_count": n, "groups": [...], "configs": [{"definition":
         {...}, "value": {"name", "value", "recommended_values", "errors", "visible"}}, ...]}``."""
         raise NotImplementedError
+
+
+class WorkerHerder(Herder):
+    """What both herders (standalone.StandaloneHerder, distributed.herder.DistributedHerder) do the same way on
+    top of their ``self._worker`` (kbroker.connect.worker.Worker) and ``self._plugins``: plugin versions in
+    statuses, the plugin listing, and KIP-875 offsets (a source's in the offset store, a sink's as its consumer
+    group's, ``connect-<name>``)."""
+
+    def _plugin_version(self, config):
+        """The connector's version (Kafka 4 reports it in every connector and task state), None when it cannot
+        be loaded."""
+        try:
+            return str(self._plugins.connector_class(config["connector.class"])().version())
+        except Exception:
+            return None
+
+    def _with_version(self, state, version):
+        if "version" not in state:
+            state = dict(state, version=version if state.get("state") != "FAILED" else state.get("version"))
+        return state
+
+    def _modify_source_offsets(self, name, offsets):
+        from kbroker.connect.offsets import offset_key, offset_value, parse_key
+        store = self._worker.offset_store
+        if offsets is None:
+            writes = {k: None for k, v in store.snapshot().items() if v is not None and parse_key(k)[0] == name}
+        else:
+            writes = {}
+            for entry in offsets:
+                if not isinstance(entry.get("partition"), dict):
+                    raise BadRequestError("Source partitions may not be null")
+                offset = entry.get("offset")
+                if offset is not None and not isinstance(offset, dict):
+                    raise BadRequestError("Source offsets must be JSON objects or null")
+                writes[offset_key(name, entry["partition"])] = offset_value(offset)
+        if writes:
+            store.set(writes)
+
+    def _modify_sink_offsets(self, name, offsets):
+        from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+        from confluent_kafka.admin import AdminClient
+        admin = AdminClient(self._worker.config.client_config("admin"))
+        group = "connect-%s" % name
+        try:
+            if offsets is None:
+                futures = admin.delete_consumer_groups([group], request_timeout=30)
+                try:
+                    futures[group].result(timeout=30)
+                except KafkaException as e:
+                    if "GROUP_ID_NOT_FOUND" not in str(e):   # nothing committed yet: nothing to reset
+                        raise
+                return
+            tps = []
+            for entry in offsets:
+                partition, offset = entry.get("partition"), entry.get("offset")
+                if not isinstance(partition, dict) or "kafka_topic" not in partition \
+                        or "kafka_partition" not in partition:
+                    raise BadRequestError("The partition for a sink connector offset must contain the keys "
+                                          "'kafka_topic' and 'kafka_partition'")
+                if not isinstance(offset, dict) or "kafka_offset" not in offset:
+                    raise BadRequestError("The offset for a sink connector must contain the key 'kafka_offset' "
+                                          "(removing one partition's offset is not supported here)")
+                try:
+                    tps.append(TopicPartition(str(partition["kafka_topic"]), int(partition["kafka_partition"]),
+                                              int(offset["kafka_offset"])))
+                except (TypeError, ValueError):
+                    raise BadRequestError("Kafka partitions and offsets must be valid integers") from None
+            if tps:
+                futures = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)],
+                                                             request_timeout=30)
+                result = next(iter(futures.values())).result(timeout=30)
+                failed = [tp for tp in result.topic_partitions or () if tp.error is not None]
+                if failed:
+                    raise KafkaException(failed[0].error)
+        except KafkaException as e:
+            raise ConnectError("Failed to %s consumer group offsets for connector %s either because its tasks "
+                               "haven't stopped completely yet or the connector was resumed before the request "
+                               "could be completed: %s" % ("reset" if offsets is None else "alter", name, e)) from None
+
+    def _sink_offsets(self, name):
+        from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
+        from confluent_kafka.admin import AdminClient
+        admin = AdminClient(self._worker.config.client_config("admin"))
+        request = [ConsumerGroupTopicPartitions("connect-%s" % name)]
+        try:
+            result = admin.list_consumer_group_offsets(request, request_timeout=30)
+            partitions = next(iter(result.values())).result(timeout=30).topic_partitions or []
+        except KafkaException as e:
+            raise ConnectError("Failed to retrieve consumer group offsets for sink connector %s: %s"
+                               % (name, e)) from None
+        return [{"partition": {"kafka_topic": tp.topic, "kafka_partition": tp.partition},
+                 "offset": {"kafka_offset": tp.offset}}
+                for tp in sorted(partitions, key=lambda tp: (tp.topic, tp.partition)) if tp.offset >= 0]
+
+    def all_plugins(self):
+        """``GET /connector-plugins?connectorsOnly=false``: connectors, then transformations, predicates,
+        converters and header converters, as Kafka lists them ({"class", "type", "version"})."""
+        from kbroker.connect.rest import kafka_version
+        out = list(self._plugins.connector_plugins())
+        version = kafka_version()
+        for kind in ("transformation", "predicate", "converter", "header_converter"):
+            out += [{"class": name, "type": kind, "version": version} for name in self._plugins.plugin_names(kind)]
+        return out

@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from kbroker.connect import connector_config
 from kbroker.connect.exceptions import (AlreadyExistsError, BadRequestError, ConfigError, ConnectError,
                                         NotFoundError, ServiceUnavailableError)
-from kbroker.connect.herder import Herder
+from kbroker.connect.herder import WorkerHerder
 from kbroker.connect.records import ConnectorTaskId
 from kbroker.connect.status import ConnectorStatus
 
@@ -41,7 +41,7 @@ def _freeze(partition):
     return tuple(sorted(partition.items())) if isinstance(partition, dict) else partition
 
 
-class StandaloneHerder(Herder):
+class StandaloneHerder(WorkerHerder):
     """See the module docstring. ``status_store`` defaults to the worker's (``worker.status_store``)."""
 
     def __init__(self, worker, plugins, cluster_id, worker_id, status_store=None):
@@ -139,19 +139,6 @@ class StandaloneHerder(Herder):
             return [{"id": ConnectorTaskId(name, i).to_json(), "config": dict(c)}
                     for i, c in enumerate(self._tasks.get(name, ()))]
 
-    def _plugin_version(self, config):
-        """The connector's version (Kafka 4 reports it in every connector and task state), None when it cannot
-        be loaded."""
-        try:
-            return str(self._plugins.connector_class(config["connector.class"])().version())
-        except Exception:
-            return None
-
-    def _with_version(self, state, version):
-        if "version" not in state:
-            state = dict(state, version=version if state.get("state") != "FAILED" else state.get("version"))
-        return state
-
     def connector_status(self, name):
         # Not under the lock (as Kafka's, whose status reads are not synchronized): a status read must not wait
         # for a put or a stop holding the lock while tasks stop (up to task.shutdown.graceful.timeout.ms). The
@@ -232,89 +219,6 @@ class StandaloneHerder(Herder):
         return {"message": "The Connect framework-managed offsets for this connector have been %s successfully. "
                            "However, if this connector manages offsets externally, they will need to be manually %s "
                            "in the system that the connector uses." % (kind, kind)}
-
-    def _modify_source_offsets(self, name, offsets):
-        from kbroker.connect.offsets import offset_key, offset_value, parse_key
-        store = self._worker.offset_store
-        if offsets is None:
-            writes = {k: None for k, v in store.snapshot().items() if v is not None and parse_key(k)[0] == name}
-        else:
-            writes = {}
-            for entry in offsets:
-                if not isinstance(entry.get("partition"), dict):
-                    raise BadRequestError("Source partitions may not be null")
-                offset = entry.get("offset")
-                if offset is not None and not isinstance(offset, dict):
-                    raise BadRequestError("Source offsets must be JSON objects or null")
-                writes[offset_key(name, entry["partition"])] = offset_value(offset)
-        if writes:
-            store.set(writes)
-
-    def _modify_sink_offsets(self, name, offsets):
-        from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
-        from confluent_kafka.admin import AdminClient
-        admin = AdminClient(self._worker.config.client_config("admin"))
-        group = "connect-%s" % name
-        try:
-            if offsets is None:
-                futures = admin.delete_consumer_groups([group], request_timeout=30)
-                try:
-                    futures[group].result(timeout=30)
-                except KafkaException as e:
-                    if "GROUP_ID_NOT_FOUND" not in str(e):   # nothing committed yet: nothing to reset
-                        raise
-                return
-            tps = []
-            for entry in offsets:
-                partition, offset = entry.get("partition"), entry.get("offset")
-                if not isinstance(partition, dict) or "kafka_topic" not in partition \
-                        or "kafka_partition" not in partition:
-                    raise BadRequestError("The partition for a sink connector offset must contain the keys "
-                                          "'kafka_topic' and 'kafka_partition'")
-                if not isinstance(offset, dict) or "kafka_offset" not in offset:
-                    raise BadRequestError("The offset for a sink connector must contain the key 'kafka_offset' "
-                                          "(removing one partition's offset is not supported here)")
-                try:
-                    tps.append(TopicPartition(str(partition["kafka_topic"]), int(partition["kafka_partition"]),
-                                              int(offset["kafka_offset"])))
-                except (TypeError, ValueError):
-                    raise BadRequestError("Kafka partitions and offsets must be valid integers") from None
-            if tps:
-                futures = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)],
-                                                             request_timeout=30)
-                result = next(iter(futures.values())).result(timeout=30)
-                failed = [tp for tp in result.topic_partitions or () if tp.error is not None]
-                if failed:
-                    raise KafkaException(failed[0].error)
-        except KafkaException as e:
-            raise ConnectError("Failed to %s consumer group offsets for connector %s either because its tasks "
-                               "haven't stopped completely yet or the connector was resumed before the request "
-                               "could be completed: %s" % ("reset" if offsets is None else "alter", name, e)) from None
-
-    def _sink_offsets(self, name):
-        from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
-        from confluent_kafka.admin import AdminClient
-        admin = AdminClient(self._worker.config.client_config("admin"))
-        request = [ConsumerGroupTopicPartitions("connect-%s" % name)]
-        try:
-            result = admin.list_consumer_group_offsets(request, request_timeout=30)
-            partitions = next(iter(result.values())).result(timeout=30).topic_partitions or []
-        except KafkaException as e:
-            raise ConnectError("Failed to retrieve consumer group offsets for sink connector %s: %s"
-                               % (name, e)) from None
-        return [{"partition": {"kafka_topic": tp.topic, "kafka_partition": tp.partition},
-                 "offset": {"kafka_offset": tp.offset}}
-                for tp in sorted(partitions, key=lambda tp: (tp.topic, tp.partition)) if tp.offset >= 0]
-
-    def all_plugins(self):
-        """``GET /connector-plugins?connectorsOnly=false``: connectors, then transformations, predicates,
-        converters and header converters, as Kafka lists them ({"class", "type", "version"})."""
-        from kbroker.connect.rest import kafka_version
-        out = list(self._plugins.connector_plugins())
-        version = kafka_version()
-        for kind in ("transformation", "predicate", "converter", "header_converter"):
-            out += [{"class": name, "type": kind, "version": version} for name in self._plugins.plugin_names(kind)]
-        return out
 
     def connector_plugin_config(self, plugin):
         from kbroker.connect.configdef import key_info_json

@@ -285,43 +285,11 @@ def test_exactly_once_source_kip618(broker, tmp_path_factory):
 
 # ------------------------------------------------------------------------ side by side with kbroker-connect
 
-def _drop_status_versions(body):
-    for state in [body["connector"]] + body["tasks"] if "connector" in body else [body]:
-        state.pop("version", None)
-
-
-def _drop_expanded_status_versions(body):
-    for entry in body.values():
-        _drop_status_versions(entry["status"])
-
-
-def _drop_definition_order(body):
-    for config in body["configs"]:
-        config["definition"].pop("order", None)
-        config["definition"].pop("order_in_group", None)
-
-
-def _keep_task_class_only(body):
-    for task in body:
-        task["config"] = {k: v for k, v in task["config"].items() if k == "task.class"}
-
-
 # Differences between Kafka 4.3.1's answers and kbroker-connect's that are known (reported, owned elsewhere):
 # (labels of rest_script's steps, what differs, a normaliser applied to BOTH 2xx bodies before their shapes are
 # compared). Everything else must match; an entry whose cause is fixed is harmless (then remove it).
-KNOWN_DIFFERENCES = [
-    ({"status", "status paused", "restart with tasks", "task status"},
-     "Kafka 4.x statuses carry the plugin's version (ConnectorStateInfo.AbstractState.version) in the connector "
-     "and in each task; kbroker-connect's have none", _drop_status_versions),
-    ({"list expanded"}, "the same version inside ?expand=status", _drop_expanded_status_versions),
-    ({"validate ok", "validate bad"},
-     "Kafka's ConfigKeyInfo JSON names the definition's order 'order_in_group'; kbroker-connect writes 'order' "
-     "(configdef.key_info_json, as the wave's seam said)", _drop_definition_order),
-    ({"tasks"},
-     "a task's config: Kafka's FileStreamSourceConnector.taskConfigs returns the connector's original keys "
-     "(connector.class, name, tasks.max, file, topic) + task.class; kbroker-connect's returns file, topic, "
-     "batch.size + task.class", _keep_task_class_only),
-]
+KNOWN_DIFFERENCES = [        # none left: the four found by this test (status versions, order_in_group, FileStream task
+]                            # configs) were fixed
 
 
 def shape(value):

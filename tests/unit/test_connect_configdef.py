@@ -157,10 +157,10 @@ def test_key_info_json_is_kafkas_config_key_info():
     assert key_info_json(keys["tasks.max"]) == {
         "name": "tasks.max", "type": "INT", "required": False, "default_value": "1", "importance": "HIGH",
         "documentation": "Maximum number of tasks", "group": "Common", "width": "NONE",
-        "display_name": "tasks.max", "dependents": [], "order": 3}
+        "display_name": "tasks.max", "dependents": [], "order_in_group": 3}
     name = key_info_json(keys["name"])
     assert name["required"] is True and name["default_value"] is None and name["display_name"] == "Connector name"
-    assert name["width"] == "MEDIUM" and name["order"] == 1
+    assert name["width"] == "MEDIUM" and name["order_in_group"] == 1
     assert key_info_json(keys["flag"])["default_value"] == "false"
     assert key_info_json(keys["ratio"])["default_value"] == "0.5"
     assert key_info_json(keys["topics"])["default_value"] == ""

@@ -134,8 +134,8 @@ def test_file_source_waits_for_a_missing_file_and_stop_wakes_it(tmp_path):
 
 def test_file_source_connector_config():
     c = FileStreamSourceConnector()
-    c.start({"file": "/x", "topic": "t"})
-    assert c.task_configs(3) == [{"file": "/x", "topic": "t", "batch.size": "2000"}]
+    c.start({"file": "/x", "topic": "t", "name": "n"})
+    assert c.task_configs(3) == [{"file": "/x", "topic": "t", "name": "n"}]   # the connector's keys, as Kafka 4's
     with pytest.raises(ConfigError, match="single topic"):
         FileStreamSourceConnector().start({"topic": "a,b"})
     with pytest.raises(ConfigError, match="topic"):

@@ -53,9 +53,8 @@ from kbroker.connect import connector_config
 from kbroker.connect.exceptions import (AlreadyExistsError, BadRequestError, ConfigError, ConnectError,
                                         NotFoundError, NotLeaderError, RebalanceNeededError,
                                         ServiceUnavailableError)
-from kbroker.connect.herder import Herder
+from kbroker.connect.herder import WorkerHerder
 from kbroker.connect.records import ConnectorTaskId
-from kbroker.connect.standalone import StandaloneHerder
 from kbroker.connect.status import ConnectorStatus
 
 from .assignor import CooperativeMemory, eager_assign, incremental_assign
@@ -91,7 +90,7 @@ def _post(url, body=None):
         raise ConnectError("IO Error trying to forward REST request: %s" % e) from None
 
 
-class DistributedHerder(Herder):
+class DistributedHerder(WorkerHerder):
     """See the module docstring."""
 
     def __init__(self, config, worker, plugins, config_store, status_store, member, cluster_id, worker_id,
@@ -646,8 +645,9 @@ class DistributedHerder(Herder):
             raise NotFoundError("No status found for connector %s" % name)
         snap = self._current()
         ntasks = len(snap.tasks(name))
-        tasks = [t.to_json() for t in self._status.tasks_of(name) if t.id.task < ntasks]
-        return {"name": name, "connector": status.to_json(), "tasks": tasks,
+        version = self._plugin_version(snap.connectors.get(name) or {})
+        tasks = [self._with_version(t.to_json(), version) for t in self._status.tasks_of(name) if t.id.task < ntasks]
+        return {"name": name, "connector": self._with_version(status.to_json(), version), "tasks": tasks,
                 "type": self._type(snap.connectors.get(name))}
 
     def task_status(self, name, task):
@@ -655,7 +655,7 @@ class DistributedHerder(Herder):
         status = self._status.get_task(task_id)
         if status is None:
             raise NotFoundError("No status found for task %s" % task_id)
-        return status.to_json()
+        return self._with_version(status.to_json(), self._plugin_version(self._current().connectors.get(name) or {}))
 
     def connector_active_topics(self, name):
         return sorted(self._status.topics_of(name))
@@ -678,10 +678,6 @@ class DistributedHerder(Herder):
         return connector_config.validate(self._plugins, config, self.config)
 
     # Shared with the standalone herder: they only use self._plugins and self._worker (its config and offsets).
-    all_plugins = StandaloneHerder.all_plugins
-    _sink_offsets = StandaloneHerder._sink_offsets
-    _modify_source_offsets = StandaloneHerder._modify_source_offsets
-    _modify_sink_offsets = StandaloneHerder._modify_sink_offsets
 
     # ------------------------------------------------------------------------------------------------ KIP-875
     def connector_offsets(self, name):
