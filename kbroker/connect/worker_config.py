@@ -146,6 +146,24 @@ _DEFAULT_ONLY = {
     "metrics.sample.window.ms": "the worker exposes no metrics",
     "metrics.num.samples": "the worker exposes no metrics",
     "metrics.recording.level": "the worker exposes no metrics",
+    # Distributed mode (kbroker/connect/distributed): KIP-507's signing of worker-to-worker requests is not
+    # implemented (the sessioned protocol is negotiated, requests go unsigned), and the worker's own group and
+    # store connections take no top-level network client keys (tasks' clients take producer./consumer./admin.).
+    "inter.worker.key.generation.algorithm": "inter-worker request signing (KIP-507) is not implemented",
+    "inter.worker.key.size": "inter-worker request signing (KIP-507) is not implemented",
+    "inter.worker.key.ttl.ms": "inter-worker request signing (KIP-507) is not implemented",
+    "inter.worker.signature.algorithm": "inter-worker request signing (KIP-507) is not implemented",
+    "inter.worker.verification.algorithms": "inter-worker request signing (KIP-507) is not implemented",
+    "metadata.max.age.ms": "the worker's own connections take no top-level client keys (use producer./consumer./admin.)",
+    "request.timeout.ms": "the worker's own connections take no top-level client keys (use producer./consumer./admin.)",
+    "reconnect.backoff.ms": "the worker's own connections take no top-level client keys (use producer./consumer./admin.)",
+    "reconnect.backoff.max.ms": "the worker's own connections take no top-level client keys (use producer./consumer./"
+                                "admin.)",
+    "connections.max.idle.ms": "the worker's own connections take no top-level client keys (use producer./consumer./"
+                               "admin.)",
+    "receive.buffer.bytes": "the worker's own connections take no top-level client keys (use producer./consumer./"
+                            "admin.)",
+    "send.buffer.bytes": "the worker's own connections take no top-level client keys (use producer./consumer./admin.)",
     "internal.key.converter": "internal topics are written with JsonConverter (schemas disabled) only",
     "internal.value.converter": "internal topics are written with JsonConverter (schemas disabled) only",
 }

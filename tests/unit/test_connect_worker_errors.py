@@ -359,8 +359,8 @@ def test_task_config_additions_and_tasks_max():
     w = _worker()
     conf = {"name": "s", "connector.class": "FileStreamSink", "topics": "a,b", "tasks.max": "2", "file": "/tmp/x"}
     assert w.start_connector("s", conf, None)
-    assert w.connector_task_configs("s", conf) == [
-        {"file": "/tmp/x", "task.class": "kbroker.connect.file.FileStreamSinkTask", "topics": "a,b"}] * 2
+    assert w.connector_task_configs("s", conf) == [   # the connector's own keys (Kafka 4's FileStreamSink) + task.class
+        dict(conf, **{"task.class": "kbroker.connect.file.FileStreamSinkTask"})] * 2
     w.stop()
 
 
