@@ -271,15 +271,17 @@ class ReplicaManager:
         """The new leader epochs of the hosted partitions this broker is to lead, recorded in their caches and
         written to their checkpoints together in ``offload`` (one syncfs per file system) before any of them leads;
         ``make_leader`` then finds its epoch recorded. One partition at a time, ``make_leader`` wrote two fsyncs
-        each on the event loop: 750 partitions took 47 s on a busy disk (issue 15). Their fetchers are stopped
-        first, so no follower append moves a log end meanwhile. Returns {tp: error code} of the partitions whose
-        checkpoint could not be written (they do not lead)."""
+        each on the event loop: 750 partitions took 47 s on a busy disk (issue 15). Only followers (and new
+        replicas) becoming leader: their fetchers are stopped first, so no append moves a log end meanwhile. A
+        partition that already leads keeps taking produce requests while this yields, so its new epoch must start
+        at the log end make_leader sees: make_leader writes it (durably, as before). Returns {tp: error code} of
+        the partitions whose checkpoint could not be written (they do not lead)."""
         snaps = {}
         for st in accepted:
             tp = st.tp
             la = st.leader_and_isr
             part = self._partitions.get(tp)
-            if tp in result or la.leader != self.broker_id or part is None:
+            if tp in result or la.leader != self.broker_id or part is None or part.is_leader:
                 continue
             self._remove_from_fetchers(tp)
             if part.epoch_cache.assign(la.leader_epoch, part.log.log_end_offset, flush=False):

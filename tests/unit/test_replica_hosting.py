@@ -427,3 +427,26 @@ def test_overwrite_in_place_writes_exact_bytes_shorter_longer_or_new(tmp_path, m
         checkpoint.overwrite_in_place(path, data)
         assert open(path, "rb").read() == data
     assert sorted(os.listdir(tmp_path)) == [FILE_NAME] and fsyncs == []
+
+
+def test_a_partition_that_already_leads_starts_its_new_epoch_where_make_leader_finds_the_log_end(tmp_path, pool):
+    """A leader -> leader LeaderAndIsr (a new epoch, e.g. after the controller shrank the ISR) whose batch also
+    makes followers leaders: produce requests keep coming while the batched epoch write yields, and the new epoch
+    of a partition that led throughout starts at the log end make_leader sees (after those records), the
+    followers' where their logs ended."""
+    lm, rm = make_rm(tmp_path, pool)
+    assert set(rm.apply_leader_and_isr(0, 1, states("l", 20, replicas=(0, 1)), []).values()) == {0}
+    real = rm.offload
+
+    def offload_with_a_produce(fn, *args):
+        if fn.__name__ == "_write_together":   # while the batched epoch checkpoints are written
+            rm.get_partition("l", 13).append(build_batch([Record(i, 1000, None, b"v", ()) for i in range(4)]), None,
+                                             1)
+        return real(fn, *args)
+    rm.offload = offload_with_a_produce
+    # partitions 0-9 move to broker 1 (followers), then back: 10-19 stay leaders with a new epoch
+    assert set(rm.apply_leader_and_isr(0, 1, states("l", 10, leader=1, epoch=6, replicas=(0, 1)), []).values()) == {0}
+    assert set(rm.apply_leader_and_isr(0, 1, states("l", 20, epoch=7, replicas=(0, 1)), []).values()) == {0}
+    assert rm.get_partition("l", 13).epoch_cache.entries() == [(5, 0), (7, 4)]  # led throughout: starts at its end
+    assert rm.get_partition("l", 3).epoch_cache.entries() == [(7, 0)]          # follower -> leader: batched
+    lm.shutdown()
