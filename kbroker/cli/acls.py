@@ -10,7 +10,7 @@
 
 ``--bootstrap-server`` sends DescribeAcls/CreateAcls/DeleteAcls to a broker (which needs an authorizer: else
 SECURITY_DISABLED), as the principal ``--command-config FILE`` logs in as (taken by kbroker-admin's dispatcher for
-every command: kbroker/cli/client_config.py); ``--authorizer-properties zookeeper.connect=...`` reads and writes ``/kafka-acl...`` itself
+every command: kbroker/client/client_config.py); ``--authorizer-properties zookeeper.connect=...`` reads and writes ``/kafka-acl...`` itself
 with kbroker's authorizer code (kbroker/security/authorizer.py), change notifications included, so running
 brokers pick the change up as from Kafka's own tool.
 

@@ -517,7 +517,7 @@ def acls_main(argv):
 
 def client_tool_main(name, argv):
     # The librdkafka tools read --producer.config / --consumer.config themselves (Kafka's client properties,
-    # kbroker/cli/rdkafka_props.py), so main() hands them the arguments before client_config takes those options.
+    # kbroker/client/rdkafka_props.py), so main() hands them the arguments before client_config takes those options.
     from kbroker.cli import perf_tools, verifiable
     tools = {"producer-perf-test": perf_tools.producer_main, "consumer-perf-test": perf_tools.consumer_main,
              "verifiable-producer": verifiable.producer_main, "verifiable-consumer": verifiable.consumer_main}
@@ -578,8 +578,8 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] in _CLIENT_TOOLS:
         return client_tool_main(argv[0], argv[1:])
-    try:  # --command-config client.properties, for every command (kbroker/cli/client_config.py)
-        from kbroker.cli import client_config
+    try:  # --command-config client.properties, for every command (kbroker/client/client_config.py)
+        from kbroker.client import client_config
         argv = client_config.apply(argv)
     except ValueError as e:
         print("ERROR %s" % e, file=sys.stderr)

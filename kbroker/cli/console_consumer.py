@@ -256,7 +256,7 @@ class GroupConsumer:
     def run(self):
         from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, OFFSET_STORED, Consumer, TopicPartition
 
-        from kbroker.cli import rdkafka_props
+        from kbroker.client import rdkafka_props
         args = self.args
         consumer = rdkafka_props.check(Consumer, self.conf, "consumer config")
         try:
@@ -299,7 +299,7 @@ class GroupConsumer:
 
 def _group_conf(args, config_path):
     """The librdkafka configuration of ``--consumer.config`` and ``--consumer-property`` (Kafka's keys)."""
-    from kbroker.cli import rdkafka_props
+    from kbroker.client import rdkafka_props
     try:
         conf = rdkafka_props.load_translated(config_path) if config_path else {}
         conf.update(rdkafka_props.translate(rdkafka_props.parse_pairs(args.consumer_property, "consumer property")))
@@ -314,8 +314,8 @@ def _raise_stop(signum, frame):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
-    try:  # --consumer.config / --command-config client.properties (kbroker/cli/client_config.py)
-        from kbroker.cli import client_config
+    try:  # --consumer.config / --command-config client.properties (kbroker/client/client_config.py)
+        from kbroker.client import client_config
         argv, config_path = client_config.take(argv)
         if config_path is not None:
             client_config.install(config_path)

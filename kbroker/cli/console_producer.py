@@ -264,8 +264,8 @@ def read_lines(fd, parse, sink, max_pending=MAX_PENDING):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
-    try:  # --producer.config / --command-config client.properties (kbroker/cli/client_config.py)
-        from kbroker.cli import client_config
+    try:  # --producer.config / --command-config client.properties (kbroker/client/client_config.py)
+        from kbroker.client import client_config
         argv = client_config.apply(argv)
     except ValueError as e:
         print("ERROR %s" % e, file=sys.stderr)

@@ -30,7 +30,7 @@ import sys
 from kbroker import errors
 from kbroker.client.cluster import Cluster
 
-from . import client_config
+from kbroker.client import client_config
 from .common import ArgParser, CommandError, duplicates, load_json, parse_command_line, read_file
 from .java_errors import exception_text
 

@@ -52,7 +52,7 @@ and returns an iterable of ``ProducerRecord`` (empty: the record is skipped, its
 
 Stopping: SIGTERM or SIGINT stops consuming, flushes, commits and leaves the group (exit 0). A summary line goes to
 stderr: ``MirrorMaker: N records mirrored, M dropped``. Properties files use Kafka's Java client keys, translated
-for librdkafka by kbroker/cli/rdkafka_props.py.
+for librdkafka by kbroker/client/rdkafka_props.py.
 """
 import argparse
 import importlib
@@ -63,7 +63,7 @@ import threading
 import time
 from collections import namedtuple
 
-from kbroker.cli import rdkafka_props
+from kbroker.client import rdkafka_props
 from kbroker.internal_topics import is_internal
 
 # The record a message handler receives (Kafka's BaseConsumerRecord) and returns (Kafka's ProducerRecord).

@@ -43,7 +43,7 @@ import re
 import sys
 import time
 
-from kbroker.cli import rdkafka_props
+from kbroker.client import rdkafka_props
 from kbroker.cli.common import ArgParser, UsageError, usage_error
 
 MB = 1024.0 * 1024.0

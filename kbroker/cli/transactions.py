@@ -13,7 +13,7 @@ blocking admin client.
 
 The options may also follow the command word (kafka-transactions.sh wants ``--bootstrap-server`` before it; both
 work here), and ``--list``, ``--describe``, ``--describe-producers``, ``--abort`` and ``--find-hanging`` are read
-as the command words. ``--command-config`` is taken by kbroker-admin's dispatcher (kbroker/cli/client_config.py).
+as the command words. ``--command-config`` is taken by kbroker-admin's dispatcher (kbroker/client/client_config.py).
 
 Output (stdout): Kafka's ``prettyPrintTable``, byte for byte -- every cell left-justified to its column's width
 (the longest of the header and the cells) and followed by one TAB, the header line first:

@@ -43,7 +43,7 @@ import sys
 import threading
 import time
 
-from kbroker.cli import rdkafka_props
+from kbroker.client import rdkafka_props
 from kbroker.cli.common import ArgParser, UsageError, usage_error
 
 

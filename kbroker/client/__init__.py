@@ -5,6 +5,9 @@
 - ``admin.AdminClient``: topics, partitions, configs, offsets.
 - ``simple.SimpleClient``: produce one v2 batch per partition, fetch decoded records.
 - ``partitioner``: Kafka's murmur2 key partitioner.
+- ``client_config``: Kafka's client keys (``--command-config``) -> the security of this client's connections.
+- ``rdkafka_props``: Kafka's Java client properties -> a librdkafka configuration (the confluent-kafka based
+  tools and kbroker-connect's worker).
 """
 from kbroker.client.admin import AdminClient, NewTopic
 from kbroker.client.connection import BrokerConnection

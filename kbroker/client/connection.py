@@ -34,7 +34,7 @@ MAX_RESPONSE = 256 << 20
 _SIZE = struct.Struct(">i")
 
 # The security of connections opened without one: the tools' ``--command-config`` sets it for their process
-# (kbroker/cli/client_config.py); None = PLAINTEXT.
+# (kbroker/client/client_config.py); None = PLAINTEXT.
 DEFAULT_SECURITY = None
 
 

@@ -53,7 +53,7 @@ def configure_logging(level=logging.INFO):
 
 def load_properties(path):
     """A Java properties file -> {key: str}; StartupError naming the file when it cannot be read."""
-    from kbroker.cli.rdkafka_props import RdkafkaConfigError, load
+    from kbroker.client.rdkafka_props import RdkafkaConfigError, load
     try:
         return load(path)
     except RdkafkaConfigError as e:

@@ -271,7 +271,7 @@ class WorkerTask:
 class WorkerSourceTask(WorkerTask):
     def initialize_and_start(self):
         from confluent_kafka import Producer
-        from kbroker.cli.rdkafka_props import check
+        from kbroker.client.rdkafka_props import check
         self.reader = OffsetStorageReader(self.id.connector, self.worker.offset_store)
         conf = dict(PRODUCER_DEFAULTS)
         conf["client.id"] = "connector-producer-%s" % self.id
@@ -281,7 +281,7 @@ class WorkerSourceTask(WorkerTask):
         self.topic_creator = None
         if groups:
             from confluent_kafka.admin import AdminClient
-            from kbroker.cli.rdkafka_props import connection_only
+            from kbroker.client.rdkafka_props import connection_only
             admin_conf = connection_only(self.worker.config.client_config(
                 "admin", self.conn_config.client_overrides("admin")))
             self.topic_creator = TopicCreator(check(AdminClient, admin_conf, "admin of %s" % self.id), groups,
@@ -502,7 +502,7 @@ class WorkerSinkTask(WorkerTask):
         if dlq:
             from confluent_kafka import Producer
             from confluent_kafka.admin import AdminClient
-            from kbroker.cli.rdkafka_props import check, connection_only
+            from kbroker.client.rdkafka_props import check, connection_only
             conf = dict(PRODUCER_DEFAULTS)
             conf["client.id"] = "connector-dlq-producer-%s" % self.id
             conf.update(self.worker.config.client_config("producer",
@@ -518,7 +518,7 @@ class WorkerSinkTask(WorkerTask):
 
     def initialize_and_start(self):
         from confluent_kafka import Consumer
-        from kbroker.cli.rdkafka_props import check
+        from kbroker.client.rdkafka_props import check
         self._closing = False
         self._last_consumer_warning = 0.0
         self.current = {}          # (topic, partition) -> next offset, put() returned for everything before it

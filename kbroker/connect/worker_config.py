@@ -13,7 +13,7 @@ names, types and defaults; ``config[key]`` is the typed value. Three kinds of ke
 Clients (confluent-kafka, i.e. librdkafka): ``producer_config()``, ``consumer_config()``, ``admin_config()`` build
 their configuration from ``bootstrap.servers``, the top-level ``security.protocol``/``ssl.*``/``sasl.*`` keys and
 the ``producer.``/``consumer.``/``admin.`` prefixed keys (those win), Java property names translated by
-kbroker/cli/rdkafka_props.py (a key librdkafka cannot honour is refused there, naming it).
+kbroker/client/rdkafka_props.py (a key librdkafka cannot honour is refused there, naming it).
 
 The 0.10.1 quickstart's ``internal.key.converter`` / ``internal.value.converter`` (JsonConverter) with
 ``.schemas.enable=false`` are accepted: that is how the internal topics' records are written here. Any other
@@ -256,7 +256,7 @@ class WorkerConfig:
     def client_config(self, kind, overrides=None, source=None):
         """librdkafka configuration of a ``kind`` ("producer" | "consumer" | "admin") client: worker keys, then
         ``overrides`` (a connector's ``<kind>.override.*`` keys, prefix stripped), translated."""
-        from kbroker.cli.rdkafka_props import RdkafkaConfigError, translate
+        from kbroker.client.rdkafka_props import RdkafkaConfigError, translate
         props = self._client_props(kind + ".")
         props.update(overrides or {})
         dns = props.pop("client.dns.lookup", None) or self.values["client.dns.lookup"]

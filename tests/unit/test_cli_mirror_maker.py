@@ -1,7 +1,7 @@
 """kbroker-mirror-maker's pieces without brokers: the commit invariant (a source offset is committed only after the
 producer has acknowledged every record consumed before it; nothing after a failed send when
 abort.on.send.failure is true) driven through fake confluent-kafka clients, the whitelist rules, the option
-checks, the handler hook, and the Java-properties translation of kbroker/cli/rdkafka_props.py. The perf and
+checks, the handler hook, and the Java-properties translation of kbroker/client/rdkafka_props.py. The perf and
 verifiable tools' line formats are checked here too (format_time, progress_line). The real thing, with kill -9,
 runs in tests/integration/test_mirror_maker.py.
 """
@@ -10,7 +10,8 @@ import types
 import pytest
 
 from kbroker.cli import mirror_maker as mm
-from kbroker.cli import perf_tools, rdkafka_props
+from kbroker.cli import perf_tools
+from kbroker.client import rdkafka_props
 
 
 # ---------------------------------------------------------------------------------------------- fakes

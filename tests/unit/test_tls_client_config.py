@@ -1,4 +1,4 @@
-"""The client side of TLS for the tools (kbroker/cli/client_config.py: Kafka's client properties ->
+"""The client side of TLS for the tools (kbroker/client/client_config.py: Kafka's client properties ->
 ChannelSecurity) and kbroker/security/client_channel.py (TLS handshake then the SASL hook, against a real TLS
 server in a thread)."""
 import socket
@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from kbroker.cli import client_config
+from kbroker.client import client_config
 from kbroker.security import tls
 from kbroker.security.client_channel import ChannelError, ChannelSecurity, secure
 from tests.integration.certs import make_pki

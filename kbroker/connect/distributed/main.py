@@ -42,9 +42,9 @@ def lookup_cluster_id(config, timeout_s=CLUSTER_ID_TIMEOUT_S):
 
 def membership_security(config):
     """The group membership's ChannelSecurity (None: PLAINTEXT) from the worker's top-level security.protocol,
-    ssl.* and sasl.* keys -- the ones Kafka's worker gives its group member (kbroker/cli/client_config.py reads
+    ssl.* and sasl.* keys -- the ones Kafka's worker gives its group member (kbroker/client/client_config.py reads
     them as Kafka's tools do); ConfigError naming the key when they cannot be honoured."""
-    from kbroker.cli.client_config import ClientConfigError, security_from
+    from kbroker.client.client_config import ClientConfigError, security_from
     props = {k: v for k, v in config.originals.items()
              if k.startswith(("security.", "ssl.", "sasl.")) and k != "ssl.client.auth"}
     try:

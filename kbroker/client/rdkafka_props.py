@@ -1,7 +1,7 @@
 """Kafka (Java) client properties -> a librdkafka configuration, for the tools built on confluent-kafka
 (``kbroker-mirror-maker``, ``producer-perf-test``, ``consumer-perf-test``, ``verifiable-producer``,
-``verifiable-consumer``): the files an operator passes to Kafka's tools (``--consumer.config``,
-``--producer.config``, ``--producer-props k=v``) work unchanged.
+``verifiable-consumer``) and kbroker-connect's worker (kbroker/connect/worker_config.py): the files an operator
+passes to Kafka's tools (``--consumer.config``, ``--producer.config``, ``--producer-props k=v``) work unchanged.
 
 Rules, in order, for each key of the file:
 
