@@ -32,7 +32,7 @@ from tests.integration.test_durability import RawClient
 
 pytestmark = pytest.mark.timeout(120)
 
-PRODUCE, METADATA, API_VERSIONS = 0, 3, 18
+PRODUCE, METADATA, API_VERSIONS, FIND_COORDINATOR, DESCRIBE_GROUPS = 0, 3, 18, 10, 15
 CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, UNSUPPORTED_VERSION, INVALID_RECORD = 2, 10, 35, 87
 MEMORY_BUDGET_KB = 200 * 1024       # peak RSS may grow by at most 200 MB over the whole module
 DEFAULT_MAX_MESSAGE_BYTES = 1048588  # message.max.bytes default (Kafka >= 0.11)
@@ -64,16 +64,23 @@ class Victim:
     def __init__(self, broker):
         self.broker = broker
         self.checks = 0
-        with RawClient(broker) as c:
+        with RawClient(broker, timeout=60) as c:
             c.create_topic(HEALTH_TOPIC)
             c.create_topic(TARGET)
+            # healthy()'s consumer has a group.id, so librdkafka asks for a coordinator: that creates
+            # __consumer_offsets, whose 50 partition logs (50 descriptors) were hosted after the baseline was
+            # taken when CI was loaded ("back to 18 (now 68)" in every test). Hosted and loaded first, here.
+            wait_until(lambda: c.call(FIND_COORDINATOR, 1, {"key": "bad-input", "key_type": 0})["error_code"] == 0,
+                       timeout=60, message="the group coordinator to be available")
+            wait_until(lambda: c.call(DESCRIBE_GROUPS, 0, {"groups": ["bad-input"]})["groups"][0]["error_code"]
+                       == 0, timeout=60, message="the offsets partitions to be loaded")
         self.healthy()  # warm-up: loads the produce/fetch code paths and opens the segment files
         self.memory = proc_status(broker.pid)
-        self.fds = wait_until(lambda: self._settled_fds(), timeout=10, message="descriptor count to settle")
+        self.fds = wait_until(lambda: self._settled_fds(), timeout=20, message="descriptor count to settle")
 
     def _settled_fds(self):
         first = fd_count(self.broker.pid)
-        time.sleep(0.2)
+        time.sleep(1.0)
         return first if fd_count(self.broker.pid) == first else None
 
     def healthy(self) -> None:

@@ -53,7 +53,8 @@ def test_operations_end_after_the_operation_timeout_then_stop(dead_backend):
     # deregister() and stop() do not wait for ZooKeeper
     t0 = time.monotonic()
     reg.deregister()
-    assert time.monotonic() - t0 < 0.2
+    # waiting for ZooKeeper would take OP_MS (2 s) at least; CI's loaded parallel phase once took 0.24 s here
+    assert time.monotonic() - t0 < 1.0
     t0 = time.monotonic()
     b.stop()
     assert time.monotonic() - t0 <= zkmod.STOP_TIMEOUT_S + 0.5
