@@ -6,7 +6,7 @@
 
 Standalone (Kafka's ConnectStandalone): the worker file is parsed (WorkerConfig: unknown keys warned, a key this
 runtime cannot honour refused naming it), the Kafka cluster id is looked up (an AdminClient's metadata, bounded by
-``LOOKUP_TIMEOUT_S`` as Kafka's default.api.timeout.ms), the worker, the standalone herder and the REST server
+``worker_config.CLUSTER_ID_TIMEOUT_S`` as Kafka's default.api.timeout.ms), the worker, the standalone herder and the REST server
 (``listeners`` / ``rest.port``, 8083 by default) start, then each connector file creates its connector. A connector
 file is, as Kafka 3.5+ reads it: a JSON object of string keys and values (a config, which must name ``name``),
 a JSON create request (``{"name", "config", "initial_state"}``), or else a properties file (``name`` required).
@@ -25,12 +25,9 @@ import logging
 import signal
 import sys
 import threading
-import time
 
 log = logging.getLogger("kbroker.connect.cli")
 
-# Kafka looks the cluster id up with an AdminClient call bounded by default.api.timeout.ms (60 s).
-LOOKUP_TIMEOUT_S = 60.0
 EXIT_USAGE, EXIT_START, EXIT_CONNECTOR = 1, 2, 3
 
 
@@ -93,26 +90,6 @@ def load_connector_file(path):
     return config["name"], config, target
 
 
-def lookup_cluster_id(worker_config, timeout=LOOKUP_TIMEOUT_S):
-    """The Kafka cluster id, from an AdminClient's metadata (what ``GET /`` reports as ``kafka_cluster_id``)."""
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
-    conf = dict(worker_config.client_config("admin"))
-    conf.setdefault("client.id", "kbroker-connect-cluster-id")
-    admin = AdminClient(conf)
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            metadata = admin.list_topics(timeout=min(5.0, max(0.1, deadline - time.monotonic())))
-            if metadata.cluster_id:
-                return metadata.cluster_id
-        except KafkaException as e:
-            last = e
-    raise StartupError("Failed to connect to and describe Kafka cluster. Check worker's broker connection and "
-                       "security properties. (%s)" % (last or "no cluster id in %.0f s" % timeout))
-
-
 class StandaloneConnect:
     """The standalone process's parts, started and stopped in Kafka's order (Connect.start / Connect.stop)."""
 
@@ -133,10 +110,15 @@ class StandaloneConnect:
         from kbroker.connect.standalone import StandaloneHerder
         from kbroker.connect.status import MemoryStatusBackingStore
         from kbroker.connect.worker import Worker
+        from kbroker.connect.exceptions import ConnectError
+        from kbroker.connect.worker_config import lookup_cluster_id
         config = self.config
         log.info("Kafka Connect worker initializing ...")
         plugins = Plugins(config.get("plugin.path") or ())
-        cluster_id = lookup_cluster_id(config)
+        try:
+            cluster_id = lookup_cluster_id(config)
+        except ConnectError as e:
+            raise StartupError(str(e)) from None
         log.info("Kafka cluster ID: %s", cluster_id)
         host, port = config.rest_listener()
         advertised = config.advertised_url()

@@ -21,10 +21,11 @@ internal converter is refused.
 """
 import logging
 import sys
+import time
 
 from kbroker.connect import configdef as cd
 from kbroker.connect.configdef import NO_DEFAULT, ConfigDef, Range, ValidString
-from kbroker.connect.exceptions import ConfigError
+from kbroker.connect.exceptions import ConfigError, ConnectError
 
 log = logging.getLogger("kbroker.connect.worker_config")
 
@@ -275,3 +276,27 @@ class WorkerConfig:
 
 def warn_to_stderr(message):
     print("WARN " + message, file=sys.stderr)
+
+
+CLUSTER_ID_TIMEOUT_S = 60.0     # Kafka's default.api.timeout.ms
+
+
+def lookup_cluster_id(config, timeout_s=CLUSTER_ID_TIMEOUT_S):
+    """The Kafka cluster id from an AdminClient's Metadata (what ``GET /`` reports as ``kafka_cluster_id``), tried
+    until ``timeout_s``; ConnectError with Kafka's message when no broker answers with one."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+    conf = dict(config.client_config("admin"))
+    conf.setdefault("client.id", "kbroker-connect-cluster-id")
+    admin = AdminClient(conf)
+    deadline = time.monotonic() + timeout_s
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            metadata = admin.list_topics(timeout=min(5.0, max(0.1, deadline - time.monotonic())))
+            if metadata.cluster_id:
+                return metadata.cluster_id
+        except KafkaException as e:
+            last = e
+    raise ConnectError("Failed to connect to and describe Kafka cluster. Check worker's broker connection and "
+                       "security properties. (%s)" % (last or "no cluster id in %.0f s" % timeout_s))

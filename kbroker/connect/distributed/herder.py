@@ -244,6 +244,25 @@ class DistributedHerder(WorkerHerder):
             self._queue.append(fn)
         self._wake.set()
 
+    def _run_on_herder(self, fn, what):
+        """``fn()`` on the herder's thread, waited for up to FORWARD_TIMEOUT_S; ConnectError naming ``what`` when
+        it times out or raises."""
+        done = threading.Event()
+        errors = []
+
+        def call():
+            try:
+                fn()
+            except Exception as e:  # noqa: BLE001 - reported to the REST caller below
+                errors.append(e)
+            finally:
+                done.set()
+        self._submit(call)
+        if not done.wait(FORWARD_TIMEOUT_S):
+            raise ConnectError("%s timed out" % what)
+        if errors:
+            raise ConnectError("%s failed: %s" % (what, errors[0]))
+
     # ------------------------------------------------------------------------------------------------ rebalance
     def _stop_everything(self):
         """Eager revocation: stop every task (offsets committed) and connector this worker runs."""
@@ -805,26 +824,14 @@ class DistributedHerder(WorkerHerder):
         self._check_rebalance()
         self._require_connector(name, "Connector %s not found")
         if name in self._assignment.connectors:
-            done = threading.Event()
-            errors = []
-
             def restart():
-                try:
-                    if self._snapshot.target_state(name) == STOPPED:
-                        return
-                    if name in self._worker.connector_names():
-                        self._worker.stop_connector(name)
-                    self._snapshot = self._configs.snapshot()
-                    self._start_connector(name)
-                except Exception as e:
-                    errors.append(e)
-                finally:
-                    done.set()
-            self._submit(restart)
-            if not done.wait(FORWARD_TIMEOUT_S):
-                raise ConnectError("restarting connector %s timed out" % name)
-            if errors:
-                raise ConnectError("restarting connector %s failed: %s" % (name, errors[0]))
+                if self._snapshot.target_state(name) == STOPPED:
+                    return
+                if name in self._worker.connector_names():
+                    self._worker.stop_connector(name)
+                self._snapshot = self._configs.snapshot()
+                self._start_connector(name)
+            self._run_on_herder(restart, "restarting connector %s" % name)
             return
         url = self._owner_url(name)
         raise NotLeaderError("Connector %s is run by %s" % (name, url), url)
@@ -836,23 +843,11 @@ class DistributedHerder(WorkerHerder):
         if task_id not in self._current().tasks(name):
             raise NotFoundError("Task %s not found" % task_id)
         if (name, task_id.task) in self._assignment.tasks:
-            done = threading.Event()
-            errors = []
-
             def restart():
-                try:
-                    self._worker.stop_tasks([task_id])
-                    self._snapshot = self._configs.snapshot()
-                    self._start_task(task_id)
-                except Exception as e:
-                    errors.append(e)
-                finally:
-                    done.set()
-            self._submit(restart)
-            if not done.wait(FORWARD_TIMEOUT_S):
-                raise ConnectError("restarting task %s timed out" % task_id)
-            if errors:
-                raise ConnectError("restarting task %s failed: %s" % (task_id, errors[0]))
+                self._worker.stop_tasks([task_id])
+                self._snapshot = self._configs.snapshot()
+                self._start_task(task_id)
+            self._run_on_herder(restart, "restarting task %s" % task_id)
             return
         url = self._owner_url(task_id)
         raise NotLeaderError("Task %s is run by %s" % (task_id, url), url)

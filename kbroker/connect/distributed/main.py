@@ -12,34 +12,13 @@ are its own.
 import logging
 import signal
 import threading
-import time
 
 from kbroker.connect.exceptions import ConfigError, ConnectError
+from kbroker.connect.worker_config import lookup_cluster_id
 
 log = logging.getLogger("kbroker.connect.distributed")
 
 EXIT_START = 1
-CLUSTER_ID_TIMEOUT_S = 60.0
-
-
-def lookup_cluster_id(config, timeout_s=CLUSTER_ID_TIMEOUT_S):
-    """The Kafka cluster id from an AdminClient's Metadata (``GET /``'s ``kafka_cluster_id``)."""
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
-    admin = AdminClient(dict(config.client_config("admin")))
-    deadline = time.monotonic() + timeout_s
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            md = admin.list_topics(timeout=min(5.0, max(0.1, deadline - time.monotonic())))
-            if md.cluster_id:
-                return md.cluster_id
-        except KafkaException as e:
-            last = e
-    raise ConnectError("Failed to connect to and describe Kafka cluster. Check worker's broker connection and "
-                       "security properties. (%s)" % (last or "no cluster id in %.0f s" % timeout_s))
-
-
 def membership_security(config):
     """The group membership's ChannelSecurity (None: PLAINTEXT) from the worker's top-level security.protocol,
     ssl.* and sasl.* keys -- the ones Kafka's worker gives its group member (kbroker/client/client_config.py reads
