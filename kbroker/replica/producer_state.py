@@ -8,7 +8,19 @@ offset of its open transaction (``txn_first_offset``, -1 none).
 
 Data batches (producer_id >= 0), checked before the append (``check``) and recorded after it (``update``):
 - epoch older than the current one                        -> INVALID_PRODUCER_EPOCH (47)
-- a batch equal (first/last seq) to a retained one         -> duplicate: answered with the original offsets
+- a batch equal (first/last seq) to a retained one         -> duplicate: answered with the original offsets,
+  unless the batch is transactional and the original lies outside the producer's open transaction (none open, or
+  it opened after the original): the original's transaction has ended, so this is no retry but new records that
+  reuse its sequences -> OUT_OF_ORDER_SEQUENCE_NUMBER (45). Kafka answers "duplicate" there and the new records
+  are lost: librdkafka (2.x) reuses the sequences of the messages its abort_transaction purges from a partition's
+  queue, including retries of a batch the broker had written (a Produce that failed with a transport error, then
+  the app aborted). Seen once in tests/integration/test_txn_eos.py's broker nemesis (4 of 2,000 records gone, the
+  output partition's log: seq 39..42 at offsets 93..96, ABORT at 97, the re-processed records sent again as seq
+  39..42 and answered with offset 93). A retry of a batch never crosses the end of its transaction (the clients
+  finish or drop in-flight batches before EndTxn, and the coordinator's markers come after that), so no genuine
+  retry is refused. librdkafka treats 45 on its oldest in-flight batch as fatal: the app makes a new producer,
+  whose init_transactions bumps the epoch, and re-processes from its committed offsets -- the records are written
+  once. A reused range that does not equal a retained batch already got 45 by the rule below, as in Kafka.
 - epoch newer than the current one (or an unknown producer): its first sequence must be 0
 - same epoch, no batch retained (the producer has only written markers in it, e.g. after the coordinator bumped
   the epoch with an abort): first sequence 0 (Kafka: lastSeq is NO_SEQUENCE, and only 0 follows it)
@@ -109,6 +121,14 @@ class ProducerStateManager:
                 batches = e.batches
                 for fs, ls, fo, lo in batches:
                     if fs == first_seq and ls == last_seq:
+                        if is_transactional and not 0 <= e.txn_first_offset <= fo:
+                            # The original belongs to a transaction a marker has ended: not a retry (no client
+                            # retries a batch across the end of its transaction) but new records reusing its
+                            # sequences. Answering "duplicate" would drop them silently (module docstring).
+                            raise OutOfOrderSequenceNumber(
+                                "producer %d epoch %d: sequences %d..%d were written at offsets %d..%d in a "
+                                "transaction that has ended; a new transaction must continue at %d"
+                                % (pid, epoch, fs, ls, fo, lo, _next_seq(batches[-1][1])))
                         return fo, lo
                 expected = _next_seq(batches[-1][1]) if batches else 0
                 if first_seq != expected:

@@ -84,6 +84,39 @@ def test_manager_fencing_and_txn_state():
     assert m.entry(7).batches == [] and m.entry(7).txn_first_offset == 4
 
 
+def test_a_duplicate_across_the_end_of_its_transaction_is_out_of_order():
+    """librdkafka's abort_transaction reuses the sequences of purged retries: the "duplicate" is new records."""
+    m = ProducerStateManager()
+    m.update(7, 0, 0, 3, 10, 13, is_transactional=True)
+    assert m.check(7, 0, 0, 3, is_transactional=True) == (10, 13)      # a retry inside its transaction
+    m.complete_txn(7, 0, 2, False, 14)                                  # ABORT at 14
+    with pytest.raises(errors.OutOfOrderSequenceNumber) as exc:
+        m.check(7, 0, 0, 3, is_transactional=True)
+    assert "offsets 10..13" in str(exc.value) and "continue at 4" in str(exc.value)
+    m.update(7, 0, 4, 5, 15, 16, is_transactional=True)                 # the next transaction opens at 15
+    with pytest.raises(errors.OutOfOrderSequenceNumber):
+        m.check(7, 0, 0, 3, is_transactional=True)                     # 10..13 is before it: still refused
+    assert m.check(7, 0, 4, 5, is_transactional=True) == (15, 16)       # its own batch: a duplicate
+    # Idempotent producers have no transactions: a retried batch is a duplicate at any time.
+    m.update(8, 0, 0, 1, 20, 21)
+    assert m.check(8, 0, 0, 1) == (20, 21)
+
+
+def test_partition_refuses_a_reused_range_after_the_abort_and_after_a_restart(tmp_path):
+    part = standalone(tmp_path)
+    part.append(data(4, pid=5, seq=0, txn=True), 9, 1)                  # 0-3 (seq 0..3)
+    assert part.append(data(4, pid=5, seq=0, txn=True), 9, 1).duplicate    # a retry: offsets 0..3 again
+    part.write_marker(5, 0, 2, commit=False)                            # 4: ABORT
+    with pytest.raises(errors.OutOfOrderSequenceNumber):
+        part.append(data(4, pid=5, seq=0, txn=True, value=b"new"), 9, 1)
+    assert part.log_end_offset == 5
+    part.log.close()
+    again = standalone(tmp_path)                                        # rebuilt from the log
+    with pytest.raises(errors.OutOfOrderSequenceNumber):
+        again.append(data(4, pid=5, seq=0, txn=True, value=b"new"), 9, 1)
+    assert again.append(data(4, pid=5, seq=4, txn=True), 9, 1).base_offset == 5
+
+
 # ------------------------------------------------------------------------------------------ partition
 def test_transaction_lso_and_read_committed(tmp_path):
     part = standalone(tmp_path)
