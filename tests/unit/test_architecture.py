@@ -59,7 +59,7 @@ LAYERS = {
     "handlers": 3, "replica": 3, "config": 3,
     "coordinator": 4, "controller": 4, "transaction": 4,
     "broker.py": 5, "topic_admin.py": 5, "producer_ids.py": 5, "client": 5, "metrics": 5,
-    "cli": 6, "connect": 6,
+    "cli": 6, "connect": 6, "streams": 6,
 }
 
 # Imports from a lower layer to a higher one found on 2026-12-01, "importer -> imported" modules (issue 9 is fixing
