@@ -57,6 +57,10 @@ def classpath():
         done = subprocess.run(cmd, capture_output=True, timeout=RESOLVE_TIMEOUT)
     except subprocess.TimeoutExpired:
         _skip_or_fail("mvn did not resolve Kafka's tools in %gs" % RESOLVE_TIMEOUT)
+    if done.returncode == 0 and CLASSPATH_FILE.is_file():
+        # The dependency plugin leaves the file untouched when its content is unchanged: mark it fresh, or a pom
+        # edited without changing the jars would look stale forever (and Maven would run for every test).
+        os.utime(CLASSPATH_FILE)
     cached = _cached_classpath()
     if done.returncode != 0 or not cached:
         output = (done.stdout + done.stderr).decode(errors="replace")[-2000:]
