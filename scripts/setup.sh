@@ -25,7 +25,8 @@
 #      setup.py, pyproject.toml, the kernel sources and the interpreter) skips the installs when nothing changed.
 #   3. npm: kafkajs 2.2.4 into tests/js/node_modules (`npm ci`, from the committed lockfile).
 #   4. Java: scripts/setup-java.sh, when that script exists (the Java client test driver); Kafka's Connect runtime
-#      (tests/kafka_connect/pom.xml resolved into ~/.m2).
+#      (tests/kafka_connect/pom.xml resolved into ~/.m2); Kafka's Streams library and our WordCount main
+#      (tests/kafka_streams: mvn package, stamped).
 # Every action is printed on stderr; any failure stops the script with the failing command.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -201,5 +202,11 @@ fi
 if [[ $MODE == full && -f tests/kafka_connect/pom.xml ]]; then
     log "java: Kafka's Connect runtime (tests/kafka_connect)"
     "$(kb_python)" -c 'import tests.kafka_connect as k; print(len(k.resolve_classpath(offline=False).split(":")), "jars")' >&2
+fi
+# Apache Kafka's Streams library running our WordCount main (tests/kafka_streams: test_streams_examples.py,
+# bench/streams.py): `mvn package` there when its stamp is stale (only what ~/.m2 lacks is downloaded).
+if [[ $MODE == full && -f tests/kafka_streams/pom.xml ]]; then
+    log "java: Kafka's Streams library + WordCount (tests/kafka_streams)"
+    "$(kb_python)" -c 'import tests.kafka_streams as k; print(len(k.build(offline=False).split(":")), "jars")' >&2
 fi
 log "setup done"
