@@ -16,6 +16,7 @@
     kbroker-admin transactions ... == kafka-transactions.sh (kbroker/cli/transactions.py)
     kbroker-admin log-dirs ...  == kafka-log-dirs.sh (kbroker/cli/log_dirs.py)
     kbroker-admin dump-log ...  == kafka-dump-log.sh (kbroker/cli/dump_log.py; reads files, no broker)
+    kbroker-admin streams-application-reset ... == kafka-streams-application-reset.sh (kbroker/cli/streams_reset.py)
     kbroker-admin delete-records / leader-election / get-offsets / broker-api-versions ... == Kafka's scripts of
                                    those names (kbroker/cli/operator_tools.py)
 
@@ -552,6 +553,8 @@ _COMMANDS = {"topics": topics_main, "configs": configs_main, "consumer-groups": 
              "preferred-replica-election": preferred_replica_election_main,
              "zookeeper-security-migration": zookeeper_security_migration_main, "acls": acls_main,
              "transactions": transactions_main, "log-dirs": log_dirs_main, "dump-log": dump_log_main,
+             "streams-application-reset": lambda argv: __import__("kbroker.cli.streams_reset",
+                                                                  fromlist=["main"]).main(argv),
              **operator_tools.COMMANDS}
 
 USAGE = """usage: kbroker-admin <command> [options]
@@ -568,6 +571,7 @@ USAGE = """usage: kbroker-admin <command> [options]
   transactions  list, describe, find hanging or abort transactions (like kafka-transactions.sh)
   log-dirs  describe the brokers' log directories (like kafka-log-dirs.sh)
   dump-log  print log, index, txnindex and snapshot files (like kafka-dump-log.sh)
+  streams-application-reset  reset a Streams application for reprocessing (like kafka-streams-application-reset.sh)
 """ + operator_tools.USAGE + """
 kbroker-admin <command> --help shows the options of a command. Any command takes --command-config FILE: Kafka's
 client properties (security.protocol, ssl.truststore.*, ssl.keystore.*, sasl.mechanism, sasl.jaas.config) to reach
