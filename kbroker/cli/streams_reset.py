@@ -167,8 +167,8 @@ def parse_datetime(s, local_tz=None):
     return int(t.timestamp() * 1000 + (0.5 if t.timestamp() >= 0 else -0.5))
 
 
-_DURATION = re.compile(r"([-+]?)P(?:([-+]?\d+)D)?(T(?:([-+]?\d+)H)?(?:([-+]?\d+)M)?(?:([-+]?\d+)(?:[.,](\d{0,9}))?S)?)?",
-                       re.IGNORECASE)
+_DURATION = re.compile(r"([-+]?)P(?:([-+]?\d+)D)?"
+                       r"(T(?:([-+]?\d+)H)?(?:([-+]?\d+)M)?(?:([-+]?\d+)(?:[.,](\d{0,9}))?S)?)?", re.IGNORECASE)
 
 
 def parse_duration(s):
