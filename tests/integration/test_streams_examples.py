@@ -1,0 +1,259 @@
+"""The quickstart's step 8 on kbroker (issue 18): Apache Kafka's own Streams library and kbroker.streams' WordCount
+over the same three lines, and kbroker-admin streams-application-reset against the groups they leave.
+
+One kbroker broker (embedded backend) for the module. The input is the quickstart's file -- "all streams lead to
+kafka", "hello kafka streams", "join kafka summit" -- in ``streams-plaintext-input`` (1 partition, as the quickstart
+creates it), and the expected output is Kafka's documented one with the record cache off (Kafka 1.0+ quickstart,
+``statestore.cache.max.bytes=0`` as WordCountDemo sets it): every count update, in input order::
+
+    all 1, streams 1, lead 1, to 1, kafka 1, hello 1, kafka 2, streams 2, join 1, kafka 3, summit 1
+
+(0.10.1's page shows 8 lines because its demo cached: one per word, the last values all 1, streams 2, lead 1, to 1,
+kafka 3, hello 1, join 1, summit 1 -- asserted too, as the last value per key).
+
+Kafka Streams 4.4.0 (tests/kafka_streams: our WordCount main with WordCountDemo's topology, skipped outside CI when
+~/.m2 lacks it, a failure under CI=true) runs two applications in one JVM, ``at_least_once`` and
+``exactly_once_v2``. Checked against kbroker, each from what Kafka's library itself did:
+
+- both outputs are exactly the 11 records above (String keys, 8-byte big-endian Long values), the EOS one read
+  ``read_committed`` and written in transactions (commit markers take offsets: its end offset is past 11, and its
+  transactional id ``<app>-<process uuid>-1`` (EOS v2: one producer per thread) is listed by the coordinator);
+- its InternalTopicManager created ``<app>-KSTREAM-AGGREGATE-STATE-STORE-0000000003-repartition`` (cleanup.policy
+  delete, segment.bytes 52428800, retention.ms -1) and ``...-changelog`` (cleanup.policy compact) with 1 partition,
+  as dynamic topic configs; the changelog holds the store's updates (last value per word = the counts);
+- its StreamsPartitionAssignor's group: protocol type ``consumer``, protocol ``stream``, Stable with one member.
+
+kbroker.streams' WordCount (``python -m kbroker.streams.examples.wordcount``) over the same input gives the same
+11 records in the same order, with both guarantees. kbroker-admin streams-application-reset refuses while Kafka's
+application runs (Kafka's message), and afterwards resets the input offset to 0 and deletes exactly the two internal
+topics; the application then reprocesses the input from scratch (the same 11 records again).
+"""
+import os
+import signal
+import struct
+import subprocess
+import sys
+import time
+
+import pytest
+
+from kbroker.cli.admin import main as admin_main
+from kbroker.client.admin import AdminClient as KAdmin
+from tests.integration.harness import REPO_ROOT, BrokerProcess, wait_until
+from tests.kafka_streams import KafkaStreamsWordCount, classpath
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic  # noqa: E402
+
+BROKER_OVERRIDES = {"offsets.topic.num.partitions": 1, "offsets.topic.replication.factor": 1,
+                    "group.initial.rebalance.delay.ms": 0, "transaction.state.log.num.partitions": 1,
+                    "transaction.state.log.replication.factor": 1, "transaction.state.log.min.isr": 1,
+                    "default.replication.factor": 1}
+INPUT = "streams-plaintext-input"
+LINES = ["all streams lead to kafka", "hello kafka streams", "join kafka summit"]
+EXPECTED = [("all", 1), ("streams", 1), ("lead", 1), ("to", 1), ("kafka", 1), ("hello", 1), ("kafka", 2),
+            ("streams", 2), ("join", 1), ("kafka", 3), ("summit", 1)]
+LAST_VALUES = {"all": 1, "streams": 2, "lead": 1, "to": 1, "kafka": 3, "hello": 1, "join": 1, "summit": 1}
+STORE = "KSTREAM-AGGREGATE-STATE-STORE-0000000003"
+JAVA_APPS = (("java-wc-alos", "java-out-alos", "at_least_once"), ("java-wc-eos", "java-out-eos", "exactly_once_v2"))
+# Short timeouts: the apps leave the group on close, and commit every 100 ms (EOS' default) so output shows fast.
+STREAMS_EXTRA = {"commit.interval.ms": 100, "replication.factor": 1, "consumer.session.timeout.ms": 10000,
+                 "consumer.heartbeat.interval.ms": 1000}
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    b = BrokerProcess(tmp_path_factory.mktemp("streams-examples-broker"), overrides=BROKER_OVERRIDES)
+    b.start()
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    topics = [NewTopic(INPUT, 1, 1)] + [NewTopic(out, 1, 1) for _, out, _ in JAVA_APPS]
+    for fut in admin.create_topics(topics, operation_timeout=10).values():
+        fut.result(timeout=15)
+    p = Producer({"bootstrap.servers": b.bootstrap})
+    for line in LINES:
+        p.produce(INPUT, line.encode())
+    assert p.flush(15) == 0
+    yield b
+    b.close()
+
+
+def read_counts(bootstrap, topic, committed_only):
+    """The (word, count) records of partition 0 of ``topic`` up to its end at the call (the last stable offset
+    under read_committed), decoded String / 8-byte big-endian Long, in offset order."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "examples-reader", "enable.auto.commit": False,
+                  "isolation.level": "read_committed" if committed_only else "read_uncommitted"})
+    try:
+        tp = TopicPartition(topic, 0)
+        end = c.get_watermark_offsets(tp, timeout=10)[1]
+        c.assign([TopicPartition(topic, 0, 0)])
+        out, deadline = [], time.monotonic() + 15
+        while c.position([tp])[0].offset < end:
+            assert time.monotonic() < deadline, (topic, end, out)
+            m = c.poll(0.2)
+            if m is not None and not m.error():
+                out.append((m.key().decode(), struct.unpack(">q", m.value())[0]))
+        return out
+    finally:
+        c.close()
+
+
+def wait_counts(bootstrap, topic, committed_only, n=len(EXPECTED), timeout=30.0):
+    got = {}
+
+    def enough():
+        got["r"] = read_counts(bootstrap, topic, committed_only)
+        return len(got["r"]) >= n
+    wait_until(enough, timeout, 0.3, "%d records in %s (now %r)" % (n, topic, got.get("r")))
+    return got["r"]
+
+
+def describe_group(bootstrap, group):
+    with KAdmin(bootstrap) as admin:
+        coord = admin.find_coordinator(group)
+        resp = admin.cluster.connection(coord.node_id).request(
+            "DescribeGroups", {"groups": [group], "include_authorized_operations": False})
+        return resp["groups"][0]
+
+
+def reset_tool(*argv):
+    """kbroker-admin streams-application-reset in-process -> (exit status, stdout lines, stderr)."""
+    import contextlib
+    import io
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = admin_main(["streams-application-reset", *argv])
+    return status, out.getvalue().splitlines(), err.getvalue()
+
+
+# -------------------------------------------------------------------------------- Kafka's Streams on kbroker
+
+@pytest.fixture(scope="module")
+def java_run(broker, tmp_path_factory):
+    """Kafka's two WordCount applications run until both outputs hold the 11 records; what is only visible while
+    they run is recorded (group descriptions, the reset tool's refusal, the transactions), then they are closed."""
+    jars = classpath()
+    app = KafkaStreamsWordCount(tmp_path_factory.mktemp("streams-java"), jars, broker.bootstrap, INPUT, JAVA_APPS,
+                                extra=STREAMS_EXTRA)
+    app.start()
+    seen = {}
+    try:
+        for app_id, out, guarantee in JAVA_APPS:
+            app.wait_state(app_id, "RUNNING", 90)
+        for app_id, out, guarantee in JAVA_APPS:
+            seen[app_id] = wait_counts(broker.bootstrap, out, guarantee != "at_least_once")
+        seen["groups"] = {app_id: wait_until(lambda a=app_id: (lambda g: g if g["group_state"] == "Stable" else None)(
+            describe_group(broker.bootstrap, a)), 20, 0.2, "group %s Stable" % app_id)
+            for app_id, _, _ in JAVA_APPS}
+        seen["refused"] = reset_tool("--bootstrap-server", broker.bootstrap, "--application-id", "java-wc-alos",
+                                     "--input-topics", INPUT)
+        with KAdmin(broker.bootstrap) as admin:
+            seen["transactions"] = [t for listing in admin.list_transactions().values() for t in listing]
+    finally:
+        code = app.stop()
+    assert code == 0, app.log_tail()
+    assert app.closed == {a: ("NOT_RUNNING", True) for a, _, _ in JAVA_APPS}
+    seen["app"] = app
+    return seen
+
+
+def test_kafka_streams_wordcount_output_exact(broker, java_run):
+    assert java_run["app"].version == "4.4.0"
+    for app_id, out, guarantee in JAVA_APPS:
+        assert java_run[app_id] == EXPECTED, (guarantee, java_run[app_id])
+        assert dict(java_run[app_id]) == LAST_VALUES
+        assert java_run["app"].states[app_id] == ["REBALANCING", "RUNNING", "PENDING_SHUTDOWN", "NOT_RUNNING"]
+    # Nothing more was written after the 11 (no duplicates from a retried batch or a second rebalance).
+    assert read_counts(broker.bootstrap, "java-out-alos", False) == EXPECTED
+
+
+def test_kafka_streams_eos_output_is_transactional(broker, java_run):
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "examples-wm"})
+    try:
+        low, high = c.get_watermark_offsets(TopicPartition("java-out-eos", 0), timeout=10)
+    finally:
+        c.close()
+    # 11 data records + at least one commit marker (commit.interval.ms 100 may split them over transactions).
+    assert low == 0 and high > len(EXPECTED), high
+    assert read_counts(broker.bootstrap, "java-out-eos", False) == EXPECTED   # no aborted duplicates either
+    eos = [t for t in java_run["transactions"] if t.transactional_id.startswith("java-wc-eos-")]
+    assert len(eos) == 1 and eos[0].transactional_id.endswith("-1"), java_run["transactions"]
+    assert not [t for t in java_run["transactions"] if t.transactional_id.startswith("java-wc-alos")]
+
+
+def test_kafka_streams_internal_topics(broker, java_run):
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    md = admin.list_topics(timeout=10)
+    want = {"%s-%s-%s" % (app_id, STORE, kind): kind for app_id, _, _ in JAVA_APPS
+            for kind in ("repartition", "changelog")}
+    for name in want:
+        assert name in md.topics and len(md.topics[name].partitions) == 1, sorted(md.topics)
+    dynamic = confluent_kafka.admin.ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    resources = [ConfigResource("topic", name) for name in sorted(want)]
+    for res, fut in admin.describe_configs(resources, request_timeout=10).items():
+        configs = fut.result(timeout=15)
+        if want[res.name] == "changelog":
+            expect = {"cleanup.policy": "compact"}
+        else:   # Kafka's RepartitionTopicConfig
+            expect = {"cleanup.policy": "delete", "segment.bytes": "52428800", "retention.ms": "-1"}
+        got = {k: (configs[k].value, configs[k].source) for k in expect}
+        assert got == {k: (v, dynamic) for k, v in expect.items()}, (res.name, got)
+    # The changelog: the store's puts, value = the 8-byte count (the timestamped store logs the plain value).
+    changelog = read_counts(broker.bootstrap, "java-wc-alos-%s-changelog" % STORE, False)
+    assert changelog == EXPECTED
+
+
+def test_kafka_streams_group_uses_the_streams_assignor(java_run):
+    for app_id, _, _ in JAVA_APPS:
+        g = java_run["groups"][app_id]
+        assert (g["error_code"], g["protocol_type"], g["protocol_data"], len(g["members"])) == (
+            0, "consumer", "stream", 1), g
+        assert g["members"][0]["client_id"].startswith(app_id + "-") and \
+            g["members"][0]["client_id"].endswith("-StreamThread-1-consumer")
+
+
+# -------------------------------------------------------------------------------- the reset tool
+
+def test_reset_refused_while_the_application_runs(java_run):
+    status, lines, err = java_run["refused"]
+    assert status == 1 and lines == []
+    assert err.startswith("ERROR: java.lang.IllegalStateException: Consumer group 'java-wc-alos' is still active "
+                          "and has following members: [(memberId=java-wc-alos-"), err
+    assert err.rstrip().endswith("Make sure to stop all running application instances before running the reset "
+                                 "tool. You can use option '--force' to remove active members from the group."), err
+
+
+def test_reset_after_the_application_stopped(broker, java_run):
+    app_id = "java-wc-alos"
+    internal = ["%s-%s-changelog" % (app_id, STORE), "%s-%s-repartition" % (app_id, STORE)]
+    with KAdmin(broker.bootstrap) as admin:
+        wait_until(lambda: not admin.describe_groups([app_id])[app_id].members, 15, 0.2, "the group to be empty")
+        before = admin.list_group_offsets(app_id)
+    assert before[(INPUT, 0)] == 3, before
+    argv = ["--bootstrap-server", broker.bootstrap, "--application-id", app_id, "--input-topics", INPUT]
+    status, lines, err = reset_tool(*argv, "--dry-run")
+    assert (status, err) == (0, "")
+    assert lines == ["----Dry run displays the actions which will be performed when running Streams Reset Tool----",
+                     "Reset-offsets for input topics [%s]" % INPUT,
+                     "Following input topics offsets will be reset to (for consumer group %s)" % app_id,
+                     "Topic: %s Partition: 0 Offset: 0" % INPUT,
+                     "Done.",
+                     "Deleting inferred internal topics [%s]" % ", ".join(internal),
+                     "Done."]
+    with KAdmin(broker.bootstrap) as admin:
+        assert admin.list_group_offsets(app_id) == before        # a dry run changes nothing
+        assert set(internal) <= set(admin.list_topics())
+    status, lines, err = reset_tool(*argv)
+    assert (status, err) == (0, "")
+    assert lines == ["Reset-offsets for input topics [%s]" % INPUT,
+                     "Following input topics offsets will be reset to (for consumer group %s)" % app_id,
+                     "Topic: %s Partition: 0 Offset: 0" % INPUT,
+                     "Done.",
+                     "Deleting inferred internal topics [%s]" % ", ".join(internal),
+                     "Done."]
+    with KAdmin(broker.bootstrap) as admin:
+        assert admin.list_group_offsets(app_id)[(INPUT, 0)] == 0
+        wait_until(lambda: not set(internal) & set(admin.list_topics()), 15, 0.2, "the internal topics deleted")
+        topics = set(admin.list_topics())
+    # Only the application's own internal topics: the other app's, the input and the outputs stay.
+    assert {INPUT, "java-out-alos", "java-out-eos", "java-wc-eos-%s-changelog" % STORE} <= topics
