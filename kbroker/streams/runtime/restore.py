@@ -1,0 +1,85 @@
+"""The RestoreConsumer (kbroker.streams.state.state_manager's protocol) over a confluent-kafka Consumer that never
+joins a group (``assign()`` only): what ProcessorStateManager.restore and the standby tasks read changelogs with.
+
+* ``offsets(topic, p)`` = (log start offset, end offset) from ListOffsets; under exactly_once_v2 the consumer is
+  ``isolation.level=read_committed``, so the end offset is the last stable offset: an open (or aborted) transaction
+  of a crashed instance is never restored.
+* ``poll(topic, p, position, n)`` assigns the partition at ``position`` when it is not already reading there,
+  consumes up to ``n`` records within POLL_WAIT_S, and returns them with the next position. Offsets skip
+  (compaction, transaction markers, aborted records under read_committed); the consumer's end-of-partition event
+  carries the offset it reached, so a trailing commit marker still moves the position to the end offset.
+"""
+from __future__ import annotations
+
+import logging
+
+from kbroker.streams.state.state_manager import ChangelogRecord
+
+log = logging.getLogger("kbroker.streams.restore")
+
+POLL_WAIT_S = 0.5          # one poll's wait for records (bounds how long a restore waits on an empty read)
+WATERMARK_TIMEOUT_S = 10.0
+
+
+class KafkaRestoreConsumer:
+    """RestoreConsumer over a librdkafka consumer configuration (StreamsConfig.restore_consumer_config)."""
+
+    def __init__(self, conf: dict):
+        from confluent_kafka import Consumer
+        conf = dict(conf)
+        conf["enable.partition.eof"] = "true"
+        self.consumer = Consumer(conf)
+        self.reading = None          # (topic, partition) assigned
+        self.expected = None         # next position the consumer will return for it
+
+    def offsets(self, topic, partition):
+        from confluent_kafka import TopicPartition
+        low, high = self.consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=WATERMARK_TIMEOUT_S,
+                                                        cached=False)
+        return max(low, 0), max(high, 0)
+
+    def _seek(self, topic, partition, position):
+        from confluent_kafka import TopicPartition
+        if self.reading != (topic, partition):
+            self.consumer.assign([TopicPartition(topic, partition, position)])
+            self.reading = (topic, partition)
+        else:
+            self.consumer.seek(TopicPartition(topic, partition, position))
+        self.expected = position
+
+    def poll(self, topic, partition, position, max_records):
+        from confluent_kafka import KafkaError
+        if self.reading != (topic, partition) or self.expected != position:
+            try:
+                self._seek(topic, partition, position)
+            except Exception:  # noqa: BLE001 - seek before the assignment is active: assign again
+                from confluent_kafka import TopicPartition
+                self.consumer.assign([TopicPartition(topic, partition, position)])
+                self.reading, self.expected = (topic, partition), position
+        out = []
+        nxt = position
+        msgs = self.consumer.consume(num_messages=max_records, timeout=POLL_WAIT_S)
+        for m in msgs:
+            err = m.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF and m.topic() == topic and m.partition() == partition:
+                    nxt = max(nxt, m.offset())
+                    continue
+                if err.fatal():
+                    from kbroker.streams.errors import ProcessorStateException
+                    raise ProcessorStateException("restore of %s-%d: %s" % (topic, partition, err))
+                log.debug("restore of %s-%d: %s", topic, partition, err)
+                continue
+            if m.topic() != topic or m.partition() != partition or m.offset() < position:
+                continue
+            ts = m.timestamp()[1]
+            out.append(ChangelogRecord(m.offset(), m.key(), m.value(), ts))
+            nxt = max(nxt, m.offset() + 1)
+        self.expected = nxt
+        return out, nxt
+
+    def close(self):
+        try:
+            self.consumer.close()
+        except Exception:  # noqa: BLE001 - closing
+            pass
