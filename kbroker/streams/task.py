@@ -403,6 +403,10 @@ class StreamTask:
         for name in self.node_names:
             node = nodes[name]
             self._contexts[name] = TaskProcessorContext(self, node)
+            for serde in [getattr(node, a, None) for a in ("key_deserializer", "value_deserializer",
+                                                           "key_serializer", "value_serializer")]:
+                if hasattr(serde, "set_if_unset"):  # wrapping serdes (dsl ChangedSerde): Kafka's setIfUnset
+                    serde.set_if_unset(self.default_key_serde, self.default_value_serde)
             if node.kind == "source":
                 self._sources[name] = (
                     as_deserializer(node.key_deserializer) or self.default_key_serde.deserialize,

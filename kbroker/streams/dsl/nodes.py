@@ -87,6 +87,12 @@ class ChangedSerde(Serde):
     def __init__(self, inner):
         self.inner = inner
 
+    def set_if_unset(self, default_key_serde, default_value_serde):
+        """Kafka's ChangedSerializer.setIfUnset: no inner serde given -> the app's default value serde (the
+        task calls this when it builds its sinks and sources)."""
+        if self.inner is None:
+            self.inner = default_value_serde
+
     def serialize(self, topic, change):
         if change is None:
             return None
