@@ -11,8 +11,9 @@ by that suffix and it becomes ``"<application.id>-x-repartition"`` at run time (
 shows the suffix, as Kafka's does.
 
 Sub-topologies (Kafka's node groups) are the connected components of the graph where parent/child edges and
-"uses the same state store" join nodes. Ids are given in Kafka's order: source nodes first, sorted by name, then
-the other nodes sorted by name; each new component met gets the next id. A task is (sub-topology id, partition).
+"uses the same state store" join nodes. Ids are given in Kafka's order (InternalTopologyBuilder.makeNodeGroups):
+nodes in insertion order (a topological order), each new component met gets the next id, so upstream
+sub-topologies come first. A task is (sub-topology id, partition).
 
 Node names the DSL generates are Kafka's: ``next_name("KSTREAM-FILTER-")`` -> "KSTREAM-FILTER-0000000001" with
 one counter per Topology (10 digits, from 0).
@@ -118,13 +119,19 @@ class Topology:
             raise TopologyException("You must provide at least one topic")
         if pattern is not None and topics:
             raise TopologyException("Source %s: give topics or a pattern, not both" % name)
+        if isinstance(pattern, str):
+            pattern = re.compile(pattern)
         if offset_reset not in (None, "earliest", "latest", "none"):
             raise TopologyException("Source %s: offset_reset must be 'earliest', 'latest' or 'none'" % name)
+        patterns = [n.pattern for n in self._nodes.values() if n.kind == "source" and n.pattern is not None]
         for t in topics:
             if t in self._topic_to_source:
                 raise TopologyException("Topic %s has already been registered by another source." % t)
-        if isinstance(pattern, str):
-            pattern = re.compile(pattern)
+            if any(p.fullmatch(t) for p in patterns):
+                raise TopologyException("Topic %s matches a Pattern already registered by another source." % t)
+        if pattern is not None and any(pattern.fullmatch(t) for t in self._topic_to_source):
+            raise TopologyException("Pattern %s will match a topic that has already been registered by another "
+                                    "source." % pattern.pattern)
         node = SourceNode(name, topics, pattern, key_deserializer, value_deserializer, timestamp_extractor,
                           offset_reset)
         for t in topics:
@@ -151,15 +158,15 @@ class Topology:
             raise TopologyException("Sink %s must have at least one parent" % name)
         if not (isinstance(topic_or_extractor, str) and topic_or_extractor) and not callable(topic_or_extractor):
             raise TopologyException("Sink %s: topic must be a non-empty name or a TopicNameExtractor" % name)
-        self._check_parents(name, parent_names)
+        self._check_parents(name, parent_names, sink=True)
         node = SinkNode(name, topic_or_extractor, key_serializer, value_serializer, partitioner, parent_names)
         self._link(node, parent_names)
         return self
 
     def add_state_store(self, store_builder, *processor_names):
         name = store_builder.name()
-        if name in self._stores:
-            raise TopologyException("StateStore %s is already added." % name)
+        if self._stores.get(name, store_builder) is not store_builder:
+            raise TopologyException("A different StateStore has already been added with the name %s" % name)
         for p in processor_names:
             self._processor(p)
         self._stores[name] = store_builder
@@ -169,10 +176,12 @@ class Topology:
         return self
 
     def connect_processor_and_state_stores(self, processor_name, *store_names):
-        self._processor(processor_name)
+        if not store_names:
+            raise TopologyException("Must provide at least one state store name.")
         for s in store_names:
             if s not in self._stores:
                 raise TopologyException("StateStore %s is not added yet." % s)
+        self._processor(processor_name)
         for s in store_names:
             self._connect(processor_name, s)
         self._subtopologies = None
@@ -216,6 +225,17 @@ class Topology:
         if app_id is None:
             return list(self._copartition)
         return [frozenset(self.resolve_topic(t, app_id) for t in g) for g in self._copartition]
+
+    def check_copartitioned(self, app_id, partitions_of):
+        """Raise TopologyException("Topics not co-partitioned: [a,b]") (Kafka's CopartitionedTopicsEnforcer) when
+        a co-partition group's topics have different partition counts; ``partitions_of(real topic name)`` gives a
+        count or None (unknown: not checked)."""
+        for group in self.copartition_groups(app_id):
+            counts = {t: partitions_of(t) for t in sorted(group)}
+            known = {c for c in counts.values() if c is not None}
+            if len(known) > 1:
+                raise TopologyException("Topics not co-partitioned: [%s]" % ",".join(
+                    "%s=%s" % (t, c) for t, c in counts.items()))
 
     def is_internal(self, topic):
         return topic in self._internal
@@ -307,15 +327,17 @@ class Topology:
         if not isinstance(name, str) or not name:
             raise TopologyException("%s name must be a non-empty string" % what)
         if name in self._nodes:
-            raise TopologyException("%s %s is already added." % (what, name))
+            # Kafka says "Processor" whatever the node's kind
+            raise TopologyException("Processor %s is already added." % name)
 
-    def _check_parents(self, name, parent_names):
+    def _check_parents(self, name, parent_names, sink=False):
         for p in parent_names:
             if p == name:
                 raise TopologyException("Processor %s cannot be a predecessor of itself." % name)
             node = self._nodes.get(p)
             if node is None:
-                raise TopologyException("Parent processor %s is not added yet for %s" % (p, name))
+                raise TopologyException("Predecessor processor %s is not added yet%s" % (
+                    p, "." if sink else " for %s" % name))
             if node.kind == "sink":
                 raise TopologyException("Sink %s cannot be used a parent." % p)
 
@@ -327,8 +349,10 @@ class Topology:
 
     def _processor(self, name):
         node = self._nodes.get(name)
-        if node is None or node.kind != "processor":
+        if node is None:
             raise TopologyException("Processor %s is not added yet." % name)
+        if node.kind != "processor":
+            raise TopologyException("cannot connect a state store to a source node or a sink node (%s)." % name)
         return node
 
     def _connect(self, processor_name, store_name):
@@ -362,11 +386,9 @@ class Topology:
                         unite(store_user[s], node.name)
                     else:
                         store_user[s] = node.name
-        # Kafka's makeNodeGroups: sources sorted by name first, then the other nodes sorted by name.
-        order = sorted(n for n, node in self._nodes.items() if node.kind == "source")
-        order += sorted(n for n, node in self._nodes.items() if node.kind != "source")
+        # Kafka's makeNodeGroups: nodes in insertion (topological) order; upstream groups get the lower ids.
         root_to_gid = {}
-        for n in order:
+        for n in self._nodes:
             root_to_gid.setdefault(find(n), len(root_to_gid))
         groups = [[] for _ in root_to_gid]
         for n in self._nodes:
@@ -394,7 +416,8 @@ class TopologyDescription:
               <-- KSTREAM-FILTER-0000000001
 
     Nodes of a sub-topology (and a node's successors/predecessors) are ordered as Kafka's NodeComparator does:
-    larger sub-tree (the node plus everything reachable downstream) first, then by name.
+    larger "size" first, then by name; size = 1 + the sizes of the node's children (Kafka's updateSize: a node
+    reached by two paths counts twice). A pattern source prints "(topics: <regex>)", as Kafka's does.
     """
 
     def __init__(self, topology):
@@ -405,15 +428,12 @@ class TopologyDescription:
         nodes = self.topology.nodes()
         memo = {}
 
-        def reach(n):
+        def size(n):
             if n not in memo:
-                s = {n}
-                for c in nodes[n].children:
-                    s |= reach(c)
-                memo[n] = s
+                memo[n] = 1 + sum(size(c) for c in nodes[n].children)
             return memo[n]
 
-        return {n: len(reach(n)) for n in nodes}
+        return {n: size(n) for n in nodes}
 
     def __str__(self):
         nodes = self.topology.nodes()
@@ -431,7 +451,7 @@ class TopologyDescription:
             for n in order(st.nodes):
                 node = nodes[n]
                 if node.kind == "source":
-                    what = ("topic pattern: %s" % node.pattern.pattern if node.pattern is not None
+                    what = ("topics: %s" % node.pattern.pattern if node.pattern is not None
                             else "topics: [%s]" % ", ".join(node.topics))
                     lines.append("    Source: %s (%s)\n      --> %s\n" % (n, what, names(node.children)))
                 elif node.kind == "processor":
