@@ -273,3 +273,29 @@ def test_changed_serde_formats():
     with pytest.raises(StreamsException, match="flag 7"):
         cs.deserialize("t", b"ab\x07")
     assert str(Change(1, None)) == "(1<-null)"
+
+
+def test_old_values_flow_through_filter_and_map_values_to_group_by():
+    """group_by asks its parents for old values: the non-materialized filter/map_values compute them from their
+    parent's old value, and the source table is materialized on demand (Kafka's enableSendingOldValues)."""
+    b = StreamsBuilder()
+    (b.table("users").filter(lambda k, v: v != "skip").map_values(str.upper)
+     .group_by(lambda k, v: (v, k)).count().to_stream().to("out", Produced.with_(S, L)))
+    t = b.build()
+    assert t.node("KTABLE-SOURCE-0000000002").stores == ["users-STATE-STORE-0000000000"]
+    with TopologyTestDriver(t, NO_CACHE) as d:
+        i = d.create_input_topic("users", S, S)
+        for k, v, ts in [("u1", "a", 1), ("u1", "skip", 2), ("u1", "b", 3), ("u2", "b", 4)]:
+            i.pipe_input(k, v, ts)
+        out = d.create_output_topic("out", S, L).read_records_to_list()
+    assert out == recs(("A", 1, 1), ("A", 0, 2), ("B", 1, 3), ("B", 2, 4))
+
+
+def test_ktable_without_downstream_needs_is_not_materialized():
+    b = StreamsBuilder()
+    b.table("t").map_values(str.upper).to_stream(lambda k, v: v).to("out")
+    t = b.build()
+    assert t.store_builders() == {}
+    with TopologyTestDriver(t, CONFIG) as d:
+        d.create_input_topic("t", S, S).pipe_input("k", "v", 9)
+        assert d.create_output_topic("out", S, S).read_records_to_list() == recs(("V", "V", 9))

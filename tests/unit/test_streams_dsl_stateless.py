@@ -269,3 +269,30 @@ def test_source_topic_registered_twice_is_refused():
     b.stream("in")
     with pytest.raises(TopologyException, match="already been registered"):
         b.stream(["other", "in"])
+
+
+def test_process_with_a_state_store_and_group_by_key_after_it_repartitions():
+    from kbroker.streams.state import Stores
+
+    class Dedup(Processor):
+        def init(self, context):
+            self.context = context
+            self.seen = context.get_state_store("seen")
+
+        def process(self, record):
+            if self.seen.get(record.value) is None:
+                self.seen.put(record.value, record.key)
+                self.context.forward(record.with_key(record.value))
+
+    b = StreamsBuilder()
+    b.add_state_store(Stores.key_value_store_builder(Stores.in_memory_key_value_store("seen"), S, S))
+    deduped = b.stream("in").process(Dedup, "seen")
+    deduped.to("out")
+    deduped.group_by_key().count().to_stream().to("counts", Produced.with_(S, L))
+    t = b.build()
+    # process() may change keys: the aggregation reads "<store>-repartition" (process 1, sink 2, store 3)
+    assert t.repartition_topics(APP) == {APP + "-KSTREAM-AGGREGATE-STATE-STORE-0000000003-repartition": None}
+    out = run(b, [("in", "k1", "x", 1), ("in", "k2", "x", 2), ("in", "k3", "y", 3)], ["out", "counts"],
+              value_serdes={"counts": L})
+    assert out["out"] == recs(("x", "x", 1), ("y", "y", 3))
+    assert out["counts"] == recs(("x", 1, 1), ("y", 1, 3))
