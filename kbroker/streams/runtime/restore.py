@@ -7,17 +7,21 @@ joins a group (``assign()`` only): what ProcessorStateManager.restore and the st
 * ``poll(topic, p, position, n)`` assigns the partition at ``position`` when it is not already reading there,
   consumes up to ``n`` records within POLL_WAIT_S, and returns them with the next position. Offsets skip
   (compaction, transaction markers, aborted records under read_committed); the consumer's end-of-partition event
-  carries the offset it reached, so a trailing commit marker still moves the position to the end offset.
+  carries the offset it reached, so a trailing commit marker still moves the position to the end offset; a read
+  stops at the end offset ``offsets()`` gave (read_committed: the LSO, beyond which no EOF event comes while a
+  transaction is open).
 """
 from __future__ import annotations
 
 import logging
+import time
 
 from kbroker.streams.state.state_manager import ChangelogRecord
 
 log = logging.getLogger("kbroker.streams.restore")
 
 POLL_WAIT_S = 0.5          # one poll's wait for records (bounds how long a restore waits on an empty read)
+SLICE_S = 0.02             # one consume() inside it
 WATERMARK_TIMEOUT_S = 10.0
 
 
@@ -28,6 +32,10 @@ class KafkaRestoreConsumer:
         from confluent_kafka import Consumer
         conf = dict(conf)
         conf["enable.partition.eof"] = "true"
+        # the broker long-polls a fetch that finds no data below the end (a trailing commit marker, or data above
+        # the last stable offset under read_committed) for fetch.wait.max.ms (500 by default): 10 ms instead
+        conf.setdefault("fetch.wait.max.ms", "10")
+        self.ends = {}               # (topic, partition) -> end offset given by offsets()
         self.consumer = Consumer(conf)
         self.reading = None          # (topic, partition) assigned
         self.expected = None         # next position the consumer will return for it
@@ -36,6 +44,7 @@ class KafkaRestoreConsumer:
         from confluent_kafka import TopicPartition
         low, high = self.consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=WATERMARK_TIMEOUT_S,
                                                         cached=False)
+        self.ends[(topic, partition)] = max(high, 0)
         return max(low, 0), max(high, 0)
 
     def _seek(self, topic, partition, position):
@@ -58,23 +67,33 @@ class KafkaRestoreConsumer:
                 self.reading, self.expected = (topic, partition), position
         out = []
         nxt = position
-        msgs = self.consumer.consume(num_messages=max_records, timeout=POLL_WAIT_S)
-        for m in msgs:
-            err = m.error()
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF and m.topic() == topic and m.partition() == partition:
-                    nxt = max(nxt, m.offset())
+        deadline = time.monotonic() + POLL_WAIT_S
+        while True:
+            # short consumes: return as soon as something (records or the end-of-partition event) came, instead of
+            # waiting the whole POLL_WAIT_S for max_records that a short changelog does not have
+            msgs = self.consumer.consume(num_messages=max_records - len(out), timeout=SLICE_S)
+            eof = False
+            for m in msgs:
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF and m.topic() == topic and m.partition() == partition:
+                        nxt = max(nxt, m.offset())
+                        eof = True
+                        continue
+                    if err.fatal():
+                        from kbroker.streams.errors import ProcessorStateException
+                        raise ProcessorStateException("restore of %s-%d: %s" % (topic, partition, err))
+                    log.debug("restore of %s-%d: %s", topic, partition, err)
                     continue
-                if err.fatal():
-                    from kbroker.streams.errors import ProcessorStateException
-                    raise ProcessorStateException("restore of %s-%d: %s" % (topic, partition, err))
-                log.debug("restore of %s-%d: %s", topic, partition, err)
-                continue
-            if m.topic() != topic or m.partition() != partition or m.offset() < position:
-                continue
-            ts = m.timestamp()[1]
-            out.append(ChangelogRecord(m.offset(), m.key(), m.value(), ts))
-            nxt = max(nxt, m.offset() + 1)
+                if m.topic() != topic or m.partition() != partition or m.offset() < position:
+                    continue
+                out.append(ChangelogRecord(m.offset(), m.key(), m.value(), m.timestamp()[1]))
+                nxt = max(nxt, m.offset() + 1)
+            end = self.ends.get((topic, partition))
+            if end is not None and nxt >= end:
+                break      # under read_committed nothing after the end (LSO) is returned: no EOF event comes
+            if eof or len(out) >= max_records or (out and not msgs) or time.monotonic() >= deadline:
+                break
         self.expected = nxt
         return out, nxt
 

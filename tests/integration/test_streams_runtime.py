@@ -1,0 +1,401 @@
+"""The kbroker.streams runtime against a real kbroker (issue 18, "failover"): KafkaStreams instances as separate
+processes (tests/integration/streams_app.py: a per-key count+sum aggregation over 6 partitions with a persistent,
+change-logged store), kill -9 of one instance mid-stream and its restart; plus in-process checks of the
+deserialization exception handlers, interactive queries and the internal-topic checks at start.
+
+One broker for the module (group.min.session.timeout.ms=1000 so the apps' 3 s sessions are allowed: a killed
+instance's partitions move after ~3 s; the transaction coordinator aborts a dead instance's open transaction 5 s
+after it began (the app's transaction.timeout.ms) + <= 1 s cleanup interval).
+
+Input: ``N`` records, key ``k<i % KEYS>``, value i as an 8-byte big-endian long, partitioned by murmur2 of the key
+(Java's partitioner), so each key lives in one partition and one task. The truth per key: (count, sum). The output's
+last value per key is the instance's aggregate "<count>,<sum>".
+
+1. ``test_at_least_once_failover_with_standby`` -- A alone processes phase 1; B joins (num.standby.replicas=1 on
+   both): B must host standbys of exactly A's active tasks and replay their changelogs. A is told (SIGUSR1) to crash
+   at its next record, phase 2 is produced, A flushes and SIGKILLs itself reporting ``uncommitted`` U (records it
+   processed since its last commit). B takes A's tasks over: their restoration starts from the standby's checkpoint
+   (start offset > 0, fewer records than the changelog holds -- without standbys B has no local state for them and
+   reads everything). A restarts. Final aggregates: every key's count >= truth, the excess summed over keys is
+   exactly U (the records processed again; at_least_once's duplicates, bounded by one commit interval's records),
+   and sums agree with counts. Restore times are printed.
+2. ``test_exactly_once_v2_failover`` -- the same crash under exactly_once_v2 (two instances from the start): the
+   output read read_committed has every key's aggregate EXACT (0 lost, 0 double-counted) although U > 0 records
+   had been processed and written (in a transaction never committed), and read_uncommitted shows those aborted
+   writes (so the check could see a duplicate).
+3. ``test_deserialization_handlers`` -- in process: a 3-byte value for a Long serde at offset 2 of a 1-partition
+   topic; logAndContinue: exactly the other records come out, in order; logAndFail: the thread dies with a
+   StreamsException naming topic, partition and offset, the uncaught exception handler sees it, state ERROR.
+4. ``test_interactive_queries_and_internal_topic_checks`` -- in process: store() and query_metadata_for_key on a
+   running instance; an existing changelog topic with the wrong partition count stops start() with a message
+   naming it; a missing source topic too; unknown config keys are refused naming them.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.integration import eos_checker
+from tests.integration.harness import REPO_ROOT, BrokerProcess, HarnessError, tail, wait_until
+
+pytestmark = pytest.mark.timeout(240)
+
+PARTITIONS = 6
+KEYS = 24
+OVERRIDES = {
+    "offsets.topic.replication.factor": 1, "offsets.topic.num.partitions": 3,
+    "transaction.state.log.replication.factor": 1, "transaction.state.log.min.isr": 1,
+    "transaction.state.log.num.partitions": 3, "group.initial.rebalance.delay.ms": 0,
+    "group.min.session.timeout.ms": 1000,
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000,
+}
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    b = BrokerProcess(tmp_path_factory.mktemp("streams-rt"), overrides=OVERRIDES)
+    b.start()
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+
+def create_topics(bootstrap, *names, partitions=PARTITIONS):
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(n, partitions, 1) for n in names]).values():
+        f.result(30)
+
+
+def produce(bootstrap, topic, start, n, values=None):
+    """Records start..start+n-1 (key k<i % KEYS>, value i as a Long), murmur2-partitioned; returns the truth
+    {key: (count, sum)} of these records."""
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random", "linger.ms": 5,
+                  "enable.idempotence": True})
+    failed = []
+    truth = {}
+    for i in range(start, start + n):
+        key = "k%d" % (i % KEYS)
+        p.produce(topic, key=key.encode(), value=struct.pack(">q", i),
+                  on_delivery=lambda err, msg: err is not None and failed.append(err))
+        c, s = truth.get(key, (0, 0))
+        truth[key] = (c + 1, s + i)
+    assert p.flush(30) == 0 and not failed, failed[:3]
+    return truth
+
+
+def merge(a, b):
+    out = dict(a)
+    for k, (c, s) in b.items():
+        c0, s0 = out.get(k, (0, 0))
+        out[k] = (c0 + c, s0 + s)
+    return out
+
+
+def last_values(records: dict) -> dict:
+    """{key: (count, sum)} from the last output record of each key ({partition: [(offset, key, value)]})."""
+    out = {}
+    for p in sorted(records):
+        for _, key, value in records[p]:
+            c, s = value.decode().split(",")
+            out[key.decode()] = (int(c), int(s))
+    return out
+
+
+def wait_committed(bootstrap, group, topic, ends, apps, timeout=60.0):
+    def done():
+        for a in apps:
+            if a.proc.poll() is not None:
+                raise HarnessError("app %s exited with %s\n%s" % (a.name, a.proc.returncode, tail(a.log, 40)))
+        got = eos_checker.committed_offsets(bootstrap, group, topic, PARTITIONS)
+        return got if got == ends else None
+
+    from confluent_kafka import KafkaException
+    return wait_until(done, timeout, 0.3, "group %s committed == %s" % (group, ends), ignore=(KafkaException,))
+
+
+class App:
+    """One streams_app process; stdout (JSON lines) and stderr go to <dir>/<name>.log."""
+
+    def __init__(self, directory: Path, name: str, args: list):
+        self.log = Path(directory) / ("%s.log" % name)
+        self.name = name
+        self.args = args
+        self.proc = None
+
+    def start(self) -> "App":
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen([sys.executable, "-m", "tests.integration.streams_app", *self.args],
+                                         stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         cwd=str(REPO_ROOT), env=env)
+        return self
+
+    def events(self, kind=None, since_pid=None) -> list:
+        out = []
+        try:
+            lines = self.log.read_text(errors="replace").splitlines()
+        except FileNotFoundError:
+            return out
+        pid = None
+        for line in lines:
+            if not line.startswith("{"):
+                continue
+            try:
+                e = json.loads(line)
+            except ValueError:
+                continue
+            if e.get("event") == "started":
+                pid = e.get("pid")
+            if since_pid is not None and pid != since_pid:
+                continue
+            if kind is None or e.get("event") == kind:
+                out.append(e)
+        return out
+
+    def wait_event(self, kind, pred=lambda e: True, timeout=30.0):
+        def found():
+            if self.proc.poll() is not None and kind != "crash":
+                raise HarnessError("app %s exited with %s\n%s" % (self.name, self.proc.returncode, tail(self.log, 40)))
+            hits = [e for e in self.events(kind, since_pid=self.proc.pid) if pred(e)]
+            return hits[-1] if hits else None
+        return wait_until(found, timeout, 0.1, "%s: event %s" % (self.name, kind))
+
+    def stop(self, timeout=30.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise HarnessError("app %s did not stop\n%s" % (self.name, tail(self.log, 40))) from None
+
+    def kill(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+@pytest.fixture
+def apps():
+    started = []
+    yield started
+    for a in started:
+        a.kill()
+
+
+def app_args(broker, app_id, inp, out, state_dir, guarantee, standby=0):
+    return ["--bootstrap", broker.bootstrap, "--application-id", app_id, "--input", inp, "--output", out,
+            "--state-dir", str(state_dir), "--guarantee", guarantee, "--standby", str(standby),
+            "--commit-interval-ms", "300", "--crash-after-armed", "40"]
+
+
+def crash(app, phase2):
+    """Arm app's crash (SIGUSR1), then run phase2() (produces input); returns the crash event."""
+    app.proc.send_signal(signal.SIGUSR1)
+    phase2()
+    rc = app.proc.wait(30)
+    assert rc == -signal.SIGKILL, "rc %s\n%s" % (rc, tail(app.log, 40))
+    ev = app.events("crash")
+    assert len(ev) == 1 and ev[0]["undelivered"] == 0 and not ev[0]["delivery_error"], ev
+    return ev[0]
+
+
+def print_restores(*apps_):
+    for a in apps_:
+        for e in a.events("restored"):
+            print("restore %s: task %s %s-%d [%d, %d): %d records in %d ms" % (
+                a.name, e["task"], e["changelog"], e["partition"], e["start"], e["end"], e["records"], e["ms"]))
+
+
+# ------------------------------------------------------------------------------------------------- tests
+
+def test_at_least_once_failover_with_standby(broker, apps, tmp_path):
+    app_id, inp, out = "rt-alos", "rt-alos-in", "rt-alos-out"
+    create_topics(broker.bootstrap, inp, out)
+    truth = produce(broker.bootstrap, inp, 0, 300)
+    args = lambda name: app_args(broker, app_id, inp, out, tmp_path / name, "at_least_once", standby=1)  # noqa: E731
+    a = App(tmp_path, "A", args("A")).start()
+    apps.append(a)
+    ends1 = eos_checker.end_offsets(broker.bootstrap, inp, PARTITIONS)
+    wait_committed(broker.bootstrap, app_id, inp, ends1, [a])
+    b = App(tmp_path, "B", args("B")).start()
+    apps.append(b)
+    # B hosts standbys of exactly A's active tasks (3 of 6 with two members) and has replayed their changelogs
+    sb = b.wait_event("standby", lambda e: len(e["tasks"]) == 3)
+    hosted = set(sb["tasks"])
+    a_sb = a.wait_event("standby", lambda e: len(e["tasks"]) == 3)
+    assert hosted.isdisjoint(a_sb["tasks"]) and len(hosted | set(a_sb["tasks"])) == PARTITIONS, (sb, a_sb)
+    wanted = sum(ends1[int(t.split("_")[1])] for t in hosted)    # one changelog record per input record
+    b.wait_event("standby", lambda e: set(e["tasks"]) == hosted and e["replayed"] >= wanted, timeout=30)
+
+    ev = crash(a, lambda: truth.update(merge(truth, produce(broker.bootstrap, inp, 300, 300))))
+    uncommitted = ev["uncommitted"]
+    # the crash came 40 records after arming: up to 40 of them since the last commit (300 ms), at least the last
+    assert 1 <= uncommitted <= 40, ev
+    # B restores A's former tasks from its standbys' checkpoints: only the gap
+    for t in hosted:
+        r = b.wait_event("restored", lambda e, t=t: e["task"] == t, timeout=30)
+        assert r["start"] > 0 and r["records"] < r["end"], ("standby not used", r)
+    a2 = App(tmp_path, "A2", args("A")).start()
+    apps.append(a2)
+    ends = eos_checker.end_offsets(broker.bootstrap, inp, PARTITIONS)
+    assert sum(ends.values()) == 600
+    wait_committed(broker.bootstrap, app_id, inp, ends, [a2, b])
+    assert a2.stop() == 0 and b.stop() == 0
+    got = last_values(eos_checker.read_records(broker.bootstrap, out, PARTITIONS, "read_uncommitted"))
+    assert set(got) == set(truth)
+    excess = 0
+    for key, (c, s) in truth.items():
+        gc, gs = got[key]
+        assert gc >= c and gs >= s, (key, got[key], truth[key])
+        excess += gc - c
+    print_restores(a, b, a2)
+    print("at_least_once: %d records processed twice (the killed instance's uncommitted records: %d)"
+          % (excess, uncommitted))
+    assert excess == uncommitted
+
+
+def test_exactly_once_v2_failover(broker, apps, tmp_path):
+    app_id, inp, out = "rt-eos", "rt-eos-in", "rt-eos-out"
+    create_topics(broker.bootstrap, inp, out)
+    truth = produce(broker.bootstrap, inp, 0, 300)
+    args = lambda name: app_args(broker, app_id, inp, out, tmp_path / name, "exactly_once_v2")  # noqa: E731
+    a = App(tmp_path, "A", args("A")).start()
+    b = App(tmp_path, "B", args("B")).start()
+    apps.extend([a, b])
+    ends1 = eos_checker.end_offsets(broker.bootstrap, inp, PARTITIONS)
+    wait_committed(broker.bootstrap, app_id, inp, ends1, [a, b])
+    a.wait_event("state", lambda e: e["new"] == "RUNNING")
+    ev = crash(a, lambda: truth.update(merge(truth, produce(broker.bootstrap, inp, 300, 300))))
+    assert ev["uncommitted"] >= 1, ev
+    a2 = App(tmp_path, "A2", args("A")).start()
+    apps.append(a2)
+    ends = eos_checker.end_offsets(broker.bootstrap, inp, PARTITIONS)
+    wait_committed(broker.bootstrap, app_id, inp, ends, [a2, b], timeout=90)
+    assert a2.stop() == 0 and b.stop() == 0
+    committed = eos_checker.read_committed(broker.bootstrap, out, PARTITIONS)
+    got = last_values(committed)
+    wrong = {k: (got.get(k), v) for k, v in truth.items() if got.get(k) != v}
+    print_restores(a, b, a2)
+    assert not wrong, "aggregates not exact under exactly_once_v2: %s" % wrong
+    # the crashed instance's writes are in the log, aborted: read_uncommitted sees more output than read_committed
+    everything = eos_checker.read_records(broker.bootstrap, out, PARTITIONS, "read_uncommitted")
+    n_all, n_committed = sum(map(len, everything.values())), sum(map(len, committed.values()))
+    print("exactly_once_v2: %d output records committed, %d aborted (the crash's %d uncommitted records)"
+          % (n_committed, n_all - n_committed, ev["uncommitted"]))
+    assert n_all - n_committed >= ev["uncommitted"]
+
+
+# -------------------------------------------------------------------------------------- in-process checks
+
+def _stateless(inp, out):
+    from kbroker.streams.serdes import Serdes
+    from kbroker.streams.topology import Topology
+    return (Topology().add_source("src", inp, key_deserializer=Serdes.String(), value_deserializer=Serdes.Long())
+            .add_sink("sink", out, "src", key_serializer=Serdes.String(), value_serializer=Serdes.Long()))
+
+
+def _config(broker, app_id, tmp_path, **extra):
+    conf = {"application.id": app_id, "bootstrap.servers": broker.bootstrap, "state.dir": str(tmp_path / "state"),
+            "commit.interval.ms": 100, "replication.factor": 1, "consumer.session.timeout.ms": 3000,
+            "consumer.heartbeat.interval.ms": 500}
+    conf.update(extra)
+    return conf
+
+
+def test_deserialization_handlers(broker, tmp_path):
+    from confluent_kafka import Producer
+
+    from kbroker.streams.errors import StreamsException
+    from kbroker.streams.runtime import KafkaStreams
+    inp = "rt-bad-in"
+    create_topics(broker.bootstrap, inp, "rt-bad-out-c", "rt-bad-out-f", partitions=1)
+    p = Producer({"bootstrap.servers": broker.bootstrap})
+    values = [struct.pack(">q", 10), struct.pack(">q", 11), b"bad", struct.pack(">q", 13), struct.pack(">q", 14)]
+    for v in values:
+        p.produce(inp, key=b"k", value=v, partition=0)
+    assert p.flush(10) == 0
+
+    ks = KafkaStreams(_stateless(inp, "rt-bad-out-c"), _config(
+        broker, "rt-bad-c", tmp_path, **{"default.deserialization.exception.handler": "logAndContinue"}))
+    ks.start()
+    try:
+        wait_committed_1 = lambda: eos_checker.committed_offsets(broker.bootstrap, "rt-bad-c", inp, 1) == {0: 5}  # noqa
+        wait_until(wait_committed_1, 30, 0.2, "rt-bad-c committed offset 5")
+        dropped = sum(t.metrics["dropped-records"] for th in ks.threads for t in th.tasks.values())
+    finally:
+        assert ks.close(30)
+    outs = eos_checker.read_records(broker.bootstrap, "rt-bad-out-c", 1, "read_uncommitted")[0]
+    assert [struct.unpack(">q", v)[0] for _, _, v in outs] == [10, 11, 13, 14]
+    assert dropped == 1
+
+    seen = []
+    ks = KafkaStreams(_stateless(inp, "rt-bad-out-f"), _config(broker, "rt-bad-f", tmp_path))
+    ks.set_uncaught_exception_handler(lambda exc: seen.append(exc) or "SHUTDOWN_CLIENT")
+    ks.start()
+    try:
+        wait_until(lambda: ks.state == "ERROR", 30, 0.1, "state ERROR after logAndFail")
+    finally:
+        ks.close(10)
+    assert len(seen) == 1 and isinstance(seen[0], StreamsException), seen
+    text = str(seen[0])
+    assert "topic %s" % inp in text and "partition 0" in text and "offset 2" in text, text
+
+
+def test_interactive_queries_and_internal_topic_checks(broker, tmp_path):
+    from kbroker.streams.errors import StreamsException
+    from kbroker.streams.partitioner import default_partition
+    from kbroker.streams.runtime import HostInfo, KafkaStreams, StreamsConfigError
+    from kbroker.streams.state.queryable import QueryableStoreTypes, StoreQueryParameters
+    from kbroker.streams.serdes import Serdes
+    from tests.integration.streams_app import build_topology
+
+    inp, out = "rt-iq-in", "rt-iq-out"
+    create_topics(broker.bootstrap, inp, out)
+    truth = produce(broker.bootstrap, inp, 0, 120)
+    ks = KafkaStreams(build_topology(inp, out), _config(broker, "rt-iq", tmp_path,
+                                                        **{"application.server": "node-a:7070"}))
+    ks.start()
+    try:
+        wait_until(lambda: eos_checker.committed_offsets(broker.bootstrap, "rt-iq", inp, PARTITIONS)
+                   == eos_checker.end_offsets(broker.bootstrap, inp, PARTITIONS), 30, 0.2, "rt-iq processed")
+        wait_until(lambda: ks.state == "RUNNING", 10, 0.1, "RUNNING")
+        store = ks.store(StoreQueryParameters.from_name_and_type("totals", QueryableStoreTypes.key_value_store()))
+        assert {k: tuple(map(int, store.get(k).split(","))) for k in truth} == truth
+        md = ks.query_metadata_for_key("totals", "k5", Serdes.String())
+        assert md.partition == default_partition(b"k5", PARTITIONS)
+        assert md.active_host == HostInfo("node-a", 7070) and md.standby_hosts == frozenset()
+        [meta] = ks.metadata_for_all_stream_clients()
+        assert meta.host_info == HostInfo("node-a", 7070) and meta.state_store_names == frozenset(["totals"])
+        assert meta.topic_partitions == frozenset((inp, p) for p in range(PARTITIONS))
+    finally:
+        assert ks.close(30)
+
+    # an internal topic with the wrong partition count stops startup, naming it
+    create_topics(broker.bootstrap, "rt-bad-count-totals-changelog", partitions=2)
+    ks = KafkaStreams(build_topology(inp, out), _config(broker, "rt-bad-count", tmp_path))
+    with pytest.raises(StreamsException, match="rt-bad-count-totals-changelog has invalid partitions: expected: 6; "
+                                               "actual: 2"):
+        ks.start()
+    assert ks.state == "ERROR"
+    ks = KafkaStreams(build_topology("rt-no-such-topic", out), _config(broker, "rt-missing", tmp_path))
+    with pytest.raises(StreamsException, match="rt-no-such-topic"):
+        ks.start()
+    with pytest.raises(StreamsConfigError, match="Unknown configuration key.*: bogus.key, other.bogus"):
+        KafkaStreams(build_topology(inp, out), _config(broker, "x", tmp_path, **{"bogus.key": 1, "other.bogus": 2}))
+    with pytest.raises(StreamsConfigError, match="Invalid value exactly_once for configuration processing.guarantee"):
+        KafkaStreams(build_topology(inp, out), _config(broker, "x", tmp_path, **{"processing.guarantee":
+                                                                               "exactly_once"}))
