@@ -148,6 +148,9 @@ class TopologyTestDriver:
             return list(self._outputs.get(topic, ()))
         return [r for q in self._outputs.values() for r in q]
 
+    def input_topic_names(self):
+        return set(self._input_topics)
+
     def _is_input(self, topic):
         return topic in self._input_topics or any(p.fullmatch(topic) for p in self._patterns)
 
@@ -220,29 +223,34 @@ class TopologyTestDriver:
         """The store ``name`` (typed), or None when the topology has none of that name (Java returns null)."""
         return self.task.get_store(name)
 
-    def _typed(self, name, kind):
+    def _typed(self, name, kind, timestamped):
+        """The store ``name`` if it is of ``kind``; None otherwise (Java returns null). timestamped None: either
+        kind (a timestamped one behind a facade that hides the timestamps, as Java's KeyValueStoreFacade /
+        WindowStoreFacade); True: only a timestamped store."""
+        from kbroker.streams.state import KeyValueStore, SessionStore, WindowStore
         store = self.get_state_store(name)
-        if store is None:
+        cls = {"kv": KeyValueStore, "window": WindowStore, "session": SessionStore}[kind]
+        if store is None or not isinstance(store, cls):
             return None
-        ok = getattr(store, "store_type", None)
-        if ok is not None and (ok() if callable(ok) else ok) not in kind:
-            return None
-        return store
+        is_ts = bool(getattr(store, "timestamped", False))
+        if timestamped:
+            return store if is_ts else None
+        return _TimestampHidingFacade(store) if is_ts else store
 
     def get_key_value_store(self, name):
-        return self._typed(name, ("key_value", "timestamped_key_value", "kv"))
+        return self._typed(name, "kv", None)
 
     def get_timestamped_key_value_store(self, name):
-        return self._typed(name, ("timestamped_key_value",))
+        return self._typed(name, "kv", True)
 
     def get_window_store(self, name):
-        return self._typed(name, ("window", "timestamped_window"))
+        return self._typed(name, "window", None)
 
     def get_timestamped_window_store(self, name):
-        return self._typed(name, ("timestamped_window",))
+        return self._typed(name, "window", True)
 
     def get_session_store(self, name):
-        return self._typed(name, ("session",))
+        return self._typed(name, "session", None)
 
     # ---------------------------------------------------------------------------------------------- close
     def _check_open(self):
@@ -272,6 +280,50 @@ class TopologyTestDriver:
         self.close()
 
 
+class _TimestampHidingFacade:
+    """A timestamped store seen with plain values (Java's KeyValueStoreFacade / WindowStoreFacade): reads return
+    ``value`` instead of ValueAndTimestamp(value, ts); writes store ValueAndTimestamp(value, -1) (Java's
+    NO_TIMESTAMP). Other attributes pass through."""
+    _SINGLE = ("get", "fetch", "delete", "put_if_absent", "fetch_session")
+    _ITER = ("range", "reverse_range", "all", "reverse_all", "prefix_scan", "fetch_range", "backward_fetch",
+             "fetch_keys", "fetch_all", "backward_fetch_all", "backward_fetch_keys", "find_sessions")
+
+    def __init__(self, store):
+        self._store = store
+
+    @staticmethod
+    def _plain(v):
+        return getattr(v, "value", v) if v is not None else None
+
+    def _item(self, item):
+        if isinstance(item, tuple) and len(item) == 2:
+            return type(item)(item[0], self._plain(item[1])) if hasattr(item, "_fields") else \
+                (item[0], self._plain(item[1]))
+        return item
+
+    def put(self, key, value, *window_start):
+        from kbroker.streams.state import ValueAndTimestamp
+        wrapped = None if value is None else ValueAndTimestamp(value, -1)
+        return self._store.put(key, wrapped, *window_start)
+
+    def put_if_absent(self, key, value):
+        from kbroker.streams.state import ValueAndTimestamp
+        return self._plain(self._store.put_if_absent(key, None if value is None else ValueAndTimestamp(value, -1)))
+
+    def put_all(self, entries):
+        for k, v in entries:
+            self.put(k, v)
+
+    def __getattr__(self, name):
+        attr = getattr(self._store, name)
+        if name in self._SINGLE:
+            return lambda *a, **kw: self._plain(attr(*a, **kw))
+        if name in self._ITER:
+            from kbroker.streams.state import KeyValueIterator
+            return lambda *a, **kw: KeyValueIterator(self._item(i) for i in attr(*a, **kw))
+        return attr
+
+
 class TestInputTopic:
     """Kafka's TestInputTopic (see TopologyTestDriver.create_input_topic)."""
     __test__ = False
@@ -283,8 +335,6 @@ class TestInputTopic:
         self._vser = as_serializer(value_serializer)
         self._time = start_timestamp_ms
         self._advance = auto_advance_ms
-        if not driver._is_input(topic):
-            raise ValueError("Unknown topic: %s" % topic)
 
     def advance_time(self, ms):
         """Move this topic's current time (used for records piped without a timestamp)."""

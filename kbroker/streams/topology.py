@@ -299,7 +299,10 @@ class Topology:
                     continue
                 topic = "%s-%s-changelog" % (app_id, store)
                 log_config = getattr(b, "log_config", None)
-                out[topic] = StoreChangelogSpec(store, topic, st.id, bool(_store_attr(b, "windowed", False)),
+                windowed = _store_attr(b, "is_windowed", None)
+                if windowed is None:
+                    windowed = _store_attr(b, "windowed", False)
+                out[topic] = StoreChangelogSpec(store, topic, st.id, bool(windowed),
                                                 _store_attr(b, "retention_ms", None),
                                                 dict(log_config() if log_config else {}))
         return out

@@ -98,7 +98,10 @@ def test_default_partition():
 # ----------------------------------------------------------------------------------------------- topology
 class FakeStoreBuilder:
     def __init__(self, name, logged=True, windowed=False, retention_ms=None):
-        self._name, self._logged, self.windowed, self.retention_ms = name, logged, windowed, retention_ms
+        self._name, self._logged, self._windowed, self.retention_ms = name, logged, windowed, retention_ms
+
+    def is_windowed(self):
+        return self._windowed
 
     def name(self):
         return self._name
@@ -129,6 +132,7 @@ def two_stage_topology():
     t.add_state_store(FakeStoreBuilder("counts"), "agg")
     t.add_state_store(FakeStoreBuilder("scratch", logged=False), "agg")
     t.add_processor("z-proc", Passthrough, "agg")
+    t.add_state_store(FakeStoreBuilder("win", windowed=True, retention_ms=5000), "z-proc")
     t.add_sink("out", "output", "agg")
     t.add_sink("out2", "output2", "z-proc")
     return t
@@ -152,7 +156,7 @@ def test_describe_is_kafkas_text():
         "    Processor: agg (stores: [counts, scratch])\n"
         "      --> z-proc, out\n"
         "      <-- rep-src\n"
-        "    Processor: z-proc (stores: [])\n"
+        "    Processor: z-proc (stores: [win])\n"
         "      --> out2\n"
         "      <-- agg\n"
         "    Sink: out (topic: output)\n"
@@ -168,13 +172,15 @@ def test_subtopologies_and_internal_topic_names():
     assert (s0.id, s0.nodes, s0.source_topics, s0.sink_topics, s0.repartition_sources) == \
         (0, ("src", "p1", "rep-sink"), {"in"}, {"app-x-repartition"}, frozenset())
     assert (s1.id, s1.source_topics, s1.sink_topics, s1.stores, s1.repartition_sources) == \
-        (1, {"app-x-repartition"}, {"output", "output2"}, {"counts", "scratch"}, {"app-x-repartition"})
+        (1, {"app-x-repartition"}, {"output", "output2"}, {"counts", "scratch", "win"}, {"app-x-repartition"})
     assert t.subtopologies()[1].source_topics == {"x-repartition"}      # undecorated without an app id
     assert t.source_topic_names("app") == {"in", "app-x-repartition"}
     assert t.repartition_topics("app") == {"app-x-repartition": None}
     cl = t.changelog_topics("app")
-    assert list(cl) == ["app-counts-changelog"]                         # "scratch" is not logged
+    assert sorted(cl) == ["app-counts-changelog", "app-win-changelog"]  # "scratch" is not logged
     assert cl["app-counts-changelog"].store == "counts" and cl["app-counts-changelog"].subtopology == 1
+    assert (cl["app-counts-changelog"].windowed, cl["app-counts-changelog"].retention_ms) == (False, None)
+    assert (cl["app-win-changelog"].windowed, cl["app-win-changelog"].retention_ms) == (True, 5000)
     assert cl["app-counts-changelog"].config == {"min.insync.replicas": "1"}
     assert t.resolve_topic("x-repartition", "app") == "app-x-repartition" and t.resolve_topic("in", "app") == "in"
 
