@@ -299,3 +299,34 @@ def test_ktable_without_downstream_needs_is_not_materialized():
     with TopologyTestDriver(t, CONFIG) as d:
         d.create_input_topic("t", S, S).pipe_input("k", "v", 9)
         assert d.create_output_topic("out", S, S).read_records_to_list() == recs(("V", "V", 9))
+
+
+def test_materialized_flags_reach_the_store_builders():
+    b = StreamsBuilder({"default.dsl.store": "in_memory"})
+    g = b.stream("in").group_by_key()
+    g.count(materialized=Materialized.as_("a"))
+    g.count(materialized=Materialized.as_("b").with_logging_disabled().with_caching_disabled())
+    g.count(materialized=Materialized.as_("c").with_logging_enabled({"retention.ms": "1000"})
+            .with_store_type("rocksDB"))
+    t = b.build()
+    sb = t.store_builders()
+    assert [(n, sb[n].persistent(), sb[n].caching_enabled(), sb[n].logging_enabled()) for n in "abc"] == [
+        ("a", False, True, True), ("b", False, False, False), ("c", True, True, True)]
+    assert {s.store: s.config for s in t.changelog_topics(APP).values()} == {"a": {}, "c": {"retention.ms": "1000"}}
+
+
+def test_builder_config_is_checked():
+    with pytest.raises(ValueError, match="default.dsl.store"):
+        StreamsBuilder({"default.dsl.store": "lmdb"})
+    with pytest.raises(ValueError, match="topology.optimization"):
+        StreamsBuilder({"topology.optimization": "all"})
+    assert StreamsBuilder({"topology.optimization": "none"}).build() is not None
+
+
+def test_build_config_default_dsl_store_retypes_default_stores():
+    b = StreamsBuilder()
+    g = b.stream("in").group_by_key()
+    g.count(materialized=Materialized.as_("d"))
+    g.count(materialized=Materialized.as_("r").with_store_type("rocksDB"))
+    sb = b.build({"default.dsl.store": "in_memory"}).store_builders()
+    assert (sb["d"].persistent(), sb["r"].persistent()) == (False, True)

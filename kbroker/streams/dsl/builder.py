@@ -35,11 +35,8 @@ class StreamsBuilder:
         self._topology = Topology()
         self._config = dict(config or {})
         self._check_optimization(self._config)
-        store_type = self._config.get("default.dsl.store", StoreType.ROCKS_DB)
-        if store_type not in (StoreType.ROCKS_DB, StoreType.IN_MEMORY):
-            raise ValueError("Invalid value %r for configuration default.dsl.store: String must be one of: "
-                             "rocksDB, in_memory" % (store_type,))
-        self._store_type = store_type
+        self._store_type = self._check_store_type(self._config)
+        self._default_typed = []        # (store name, StoreBuilder) whose kind follows default.dsl.store
         self._built = False
 
     # ------------------------------------------------------------------------------------------ name helpers
@@ -80,10 +77,10 @@ class StreamsBuilder:
         m = materialized if materialized is not None else Materialized()
         supplier = m.store_supplier
         if supplier is None:
-            kind = m.store_type or self._store_type
-            supplier = (Stores.in_memory_key_value_store(store_name) if kind == StoreType.IN_MEMORY
-                        else Stores.persistent_timestamped_key_value_store(store_name))
+            supplier = self._kv_supplier(store_name, m.store_type or self._store_type)
         b = Stores.timestamped_key_value_store_builder(supplier, key_serde, value_serde)
+        if m.store_supplier is None and m.store_type is None:
+            self._default_typed.append((store_name, b))
         if m.logging_enabled:
             b.with_logging_enabled(m.log_config)
         else:
@@ -143,12 +140,32 @@ class StreamsBuilder:
         self._topology.add_state_store(store_builder)
         return self
 
+    @staticmethod
+    def _kv_supplier(store_name, kind):
+        return (Stores.in_memory_key_value_store(store_name) if kind == StoreType.IN_MEMORY
+                else Stores.persistent_timestamped_key_value_store(store_name))
+
     def build(self, config=None):
-        """The Topology (the same object on every call, as Kafka's)."""
+        """The Topology (the same object on every call, as Kafka's). A "default.dsl.store" in ``config``
+        re-types the stores whose Materialized named no type or supplier."""
         if config:
             self._check_optimization(config)
+            if "default.dsl.store" in config:
+                kind = self._check_store_type(config)
+                if kind != self._store_type:
+                    self._store_type = kind
+                    for name, store_builder in self._default_typed:
+                        store_builder.supplier = self._kv_supplier(name, kind)
         self._built = True
         return self._topology
+
+    @staticmethod
+    def _check_store_type(config):
+        store_type = config.get("default.dsl.store", StoreType.ROCKS_DB)
+        if store_type not in (StoreType.ROCKS_DB, StoreType.IN_MEMORY):
+            raise ValueError("Invalid value %r for configuration default.dsl.store: String must be one of: "
+                             "rocksDB, in_memory" % (store_type,))
+        return store_type
 
     @staticmethod
     def _check_optimization(config):
