@@ -97,6 +97,10 @@ class TopologyTestDriver:
         self.topology = topology
         self.config = dict(config or {})
         self.config.setdefault("application.id", DEFAULT_APPLICATION_ID)
+        # Java's driver: no wall-clock throttling of outer-join / emit-on-close scans (Kafka's default 1000 ms
+        # would suppress every scan after the first under the driver's mock clock)
+        self.config.setdefault("__emit.interval.ms.kstreams.outer.join.spurious.results.fix__", 0)
+        self.config.setdefault("__emit.interval.ms.kstreams.windowed.aggregation__", 0)
         self.application_id = self.config["application.id"]
         self._tmp_dir = None
         if not self.config.get("state.dir"):
