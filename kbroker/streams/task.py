@@ -26,7 +26,9 @@ uncaught exception handler).
 
 Config keys read here (Kafka's names and defaults):
   application.id
-  default.key.serde / default.value.serde                      (None/absent: ByteArray, as Kafka's ...Serdes$ByteArraySerde)
+  default.key.serde / default.value.serde   absent: none, as Kafka 3+ -- a source or sink without its own serde then
+        fails at task creation with Kafka's "Please specify a key serde or set one through
+        StreamsConfig#DEFAULT_KEY_SERDE_CLASS_CONFIG"
   default.deserialization.exception.handler (or deserialization.exception.handler, Kafka 4's name)
         "logAndFail" (default) | "logAndContinue" | Kafka's class names | a function (context, record, exc) ->
         "CONTINUE" | "FAIL"
@@ -45,7 +47,7 @@ from typing import NamedTuple, Protocol
 from kbroker.streams.errors import StreamsException, TopologyException
 from kbroker.streams.processor import (Cancellable, ProcessorContext, PunctuationType, Record, RecordContext,
                                        RecordMetadata, TaskId)
-from kbroker.streams.serdes import Serdes, as_deserializer, as_serializer, serde_from_config
+from kbroker.streams.serdes import as_deserializer, as_serializer, serde_from_config
 
 __all__ = ["ConsumedRecord", "RecordCollector", "StreamTask", "TaskProcessorContext", "UNKNOWN_TIME",
            "timestamp_extractor_from_config", "deserialization_handler_from_config"]
@@ -409,13 +411,24 @@ class StreamTask:
                     serde.set_if_unset(self.default_key_serde, self.default_value_serde)
             if node.kind == "source":
                 self._sources[name] = (
-                    as_deserializer(node.key_deserializer) or self.default_key_serde.deserialize,
-                    as_deserializer(node.value_deserializer) or self.default_value_serde.deserialize,
+                    as_deserializer(node.key_deserializer) or self._default_fn(name, "source", True).deserialize,
+                    as_deserializer(node.value_deserializer) or self._default_fn(name, "source", False).deserialize,
                     (timestamp_extractor_from_config(node.timestamp_extractor, clock)
                      if node.timestamp_extractor is not None else self._default_extractor))
             elif node.kind == "sink":
-                self._sinks[name] = (as_serializer(node.key_serializer) or self.default_key_serde.serialize,
-                                     as_serializer(node.value_serializer) or self.default_value_serde.serialize)
+                self._sinks[name] = (
+                    as_serializer(node.key_serializer) or self._default_fn(name, "sink", True).serialize,
+                    as_serializer(node.value_serializer) or self._default_fn(name, "sink", False).serialize)
+
+    def _default_fn(self, node_name, kind, is_key):
+        serde = self.default_key_serde if is_key else self.default_value_serde
+        if serde is None:
+            what = "key" if is_key else "value"
+            raise StreamsException(
+                "Failed to initialize %s serdes for %s node %s: Please specify a %s serde or set one through "
+                "StreamsConfig#DEFAULT_%s_SERDE_CLASS_CONFIG (default.%s.serde)"
+                % (what, kind, node_name, what, what.upper(), what))
+        return serde
 
     # ------------------------------------------------------------------------------------------- life cycle
     def init_stores(self):
@@ -724,7 +737,7 @@ class StreamTask:
 def _default_serde(config, key, is_key):
     value = config.get(key)
     if value is None:
-        return Serdes.ByteArray()
+        return None
     try:
         return serde_from_config(value, config, is_key)
     except ValueError as e:

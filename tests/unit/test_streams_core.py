@@ -440,3 +440,17 @@ def test_record_is_immutable_by_convention():
     with pytest.raises(StreamsException):
         Record("k", "v", -1)
     assert str(TaskId(1, 3)) == "1_3" and TaskId.parse("1_3") == TaskId(1, 3)
+
+
+def test_missing_serde_without_default_fails_at_task_creation():
+    t = Topology().add_source("src", "in", key_deserializer=Serdes.String()).add_sink("out", "output", "src")
+    with pytest.raises(StreamsException, match="Failed to initialize value serdes for source node src: Please "
+                                               "specify a value serde"):
+        StreamTask(TaskId(0, 0), 0, t, {"application.id": "app"}, None, Collector(), lambda: 0)
+    task = StreamTask(TaskId(0, 0), 0, t, {"application.id": "app", "default.value.serde": "Long"}, None,
+                      Collector(), lambda: 0)
+    with pytest.raises(StreamsException, match="key serdes for sink node out"):
+        StreamTask(TaskId(0, 1), 0, Topology().add_source("s", "in", value_deserializer=Serdes.Long(),
+                                                          key_deserializer=Serdes.Long()).add_sink("out", "o", "s"),
+                   {"application.id": "app"}, None, Collector(), lambda: 0)
+    assert task.default_key_serde is None and task.default_value_serde.serialize("t", 1) == b"\x00" * 7 + b"\x01"
