@@ -443,7 +443,8 @@ def test_record_is_immutable_by_convention():
 
 
 def test_missing_serde_without_default_fails_at_task_creation():
-    t = Topology().add_source("src", "in", key_deserializer=Serdes.String()).add_sink("out", "output", "src")
+    t = Topology().add_source("src", "in", key_deserializer=Serdes.String()).add_sink(
+        "out", "output", "src", key_serializer=Serdes.String())
     with pytest.raises(StreamsException, match="Failed to initialize value serdes for source node src: Please "
                                                "specify a value serde"):
         StreamTask(TaskId(0, 0), 0, t, {"application.id": "app"}, None, Collector(), lambda: 0)
