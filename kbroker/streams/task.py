@@ -396,7 +396,9 @@ class StreamTask:
         self._processors = {}             # node name -> Processor instance (processor nodes only)
         self._contexts = {}
         self._sources = {}                # node name -> (key deserializer, value deserializer, extractor)
-        self._sinks = {}                  # node name -> (key serializer, value serializer)
+        self._sinks = {}                  # node name -> (key ser., value ser., topic | None, extractor | None,
+                                          #               partitioner function | None)
+        self._children = {}               # node name -> child names
         self._stores_ready = False
         self._initialized = False
         self._closed = False
@@ -416,9 +418,16 @@ class StreamTask:
                     (timestamp_extractor_from_config(node.timestamp_extractor, clock)
                      if node.timestamp_extractor is not None else self._default_extractor))
             elif node.kind == "sink":
+                static = (topology.resolve_topic(node.topic, self.application_id) if isinstance(node.topic, str)
+                          else None)
+                partitioner = node.partitioner
+                if partitioner is not None:
+                    partitioner = getattr(partitioner, "partition", partitioner)
                 self._sinks[name] = (
                     as_serializer(node.key_serializer) or self._default_fn(name, "sink", True).serialize,
-                    as_serializer(node.value_serializer) or self._default_fn(name, "sink", False).serialize)
+                    as_serializer(node.value_serializer) or self._default_fn(name, "sink", False).serialize,
+                    static, node.topic if static is None else None, partitioner)
+            self._children[name] = tuple(node.children)
 
     def _default_fn(self, node_name, kind, is_key):
         serde = self.default_key_serde if is_key else self.default_value_serde
@@ -542,7 +551,8 @@ class StreamTask:
             raw = q.raw.popleft()
             kdes, vdes, extract = self._sources[q.source.name]
             try:
-                rec = raw._replace(key=kdes(raw.topic, raw.key), value=vdes(raw.topic, raw.value))
+                rec = ConsumedRecord(raw.topic, raw.partition, raw.offset, raw.timestamp, kdes(raw.topic, raw.key),
+                                     vdes(raw.topic, raw.value), raw.headers)
             except Exception as exc:
                 if self._handler(self.task_id, raw, exc) == CONTINUE:
                     self._drop(raw)
@@ -600,8 +610,7 @@ class StreamTask:
         self._current_ts = ts
         self.metrics["process-total"] += 1
         record = Record(rec.key, rec.value, ts, rec.headers)
-        children = self.topology.nodes()[source_name].children
-        for child in children:
+        for child in self._children[source_name]:
             self._deliver(child, record)
 
     def _deliver(self, name, record):
@@ -632,17 +641,13 @@ class StreamTask:
         return "topic=%s, partition=%d, offset=%d" % (md.topic, md.partition, md.offset)
 
     def _sink(self, name, record):
-        node = self.topology.nodes()[name]
-        ks, vs = self._sinks[name]
-        md = self.current_metadata or RecordMetadata(None, -1, -1)
-        topic = node.topic
-        if not isinstance(topic, str):
-            topic = topic(record.key, record.value, RecordContext(md.topic, md.partition, md.offset,
-                                                                  record.timestamp, record.headers))
-            if not topic:
+        ks, vs, topic, extractor, partitioner = self._sinks[name]
+        if topic is None:
+            md = self.current_metadata or RecordMetadata(None, -1, -1)
+            topic = extractor(record.key, record.value, RecordContext(md.topic, md.partition, md.offset,
+                                                                      record.timestamp, record.headers))
+            if not topic or not isinstance(topic, str):
                 raise StreamsException("Topic name extractor of sink %s returned %r" % (name, topic))
-        else:
-            topic = self.topology.resolve_topic(topic, self.application_id)
         if record.timestamp < 0:
             raise StreamsException("Invalid (negative) timestamp of %d for output record <%r:%r>."
                                    % (record.timestamp, record.key, record.value))
@@ -655,11 +660,10 @@ class StreamTask:
                                    % (ks, vs, type(record.key).__name__, type(record.value).__name__, name, topic,
                                       exc)) from exc
         partition = None
-        if node.partitioner is not None:
+        if partitioner is not None:
             n = self.collector.partitions_for(topic) if hasattr(self.collector, "partitions_for") else None
             if n:
-                fn = getattr(node.partitioner, "partition", node.partitioner)
-                partition = fn(topic, record.key, record.value, n)
+                partition = partitioner(topic, record.key, record.value, n)
         self.collector.send(topic, key, value, record.timestamp, list(record.headers), partition)
 
     def _timestamp(self):
