@@ -26,7 +26,10 @@ last value per key is the instance's aggregate "<count>,<sum>".
 3. ``test_deserialization_handlers`` -- in process: a 3-byte value for a Long serde at offset 2 of a 1-partition
    topic; logAndContinue: exactly the other records come out, in order; logAndFail: the thread dies with a
    StreamsException naming topic, partition and offset, the uncaught exception handler sees it, state ERROR.
-4. ``test_interactive_queries_and_internal_topic_checks`` -- in process: store() and query_metadata_for_key on a
+4. ``test_repartition_topics_and_purge`` -- in process: the quickstart's WordCount (DSL, repartition topic) under
+   exactly_once_v2: Kafka's counts, internal topics' partitions and configs, repartition records purged.
+5. ``test_replace_thread`` -- in process: REPLACE_THREAD brings a failed thread back and every record comes out.
+6. ``test_interactive_queries_and_internal_topic_checks`` -- in process: store() and query_metadata_for_key on a
    running instance; an existing changelog topic with the wrong partition count stops start() with a message
    naming it; a missing source topic too; unknown config keys are refused naming them.
 """
@@ -281,6 +284,10 @@ def test_exactly_once_v2_failover(broker, apps, tmp_path):
     a.wait_event("state", lambda e: e["new"] == "RUNNING")
     ev = crash(a, lambda: truth.update(merge(truth, produce(broker.bootstrap, inp, 300, 300))))
     assert ev["uncommitted"] >= 1, ev
+    # B takes every task over (A's after its session expired) and restores A's ones read_committed up to the last
+    # stable offset, while A's transaction is still open (aborted by the coordinator after its 5 s timeout)
+    wait_until(lambda: {e["task"] for e in b.events("restored", since_pid=b.proc.pid) if e["t"] >= ev["t"]}
+               == {"0_%d" % p for p in range(PARTITIONS)}, 30, 0.2, "B restored all 6 tasks after the crash")
     a2 = App(tmp_path, "A2", args("A")).start()
     apps.append(a2)
     ends = eos_checker.end_offsets(broker.bootstrap, inp, PARTITIONS)
@@ -355,6 +362,104 @@ def test_deserialization_handlers(broker, tmp_path):
     assert "topic %s" % inp in text and "partition 0" in text and "offset 2" in text, text
 
 
+def topic_configs(broker, topic, keys=("cleanup.policy",)):
+    from confluent_kafka.admin import AdminClient, ConfigResource
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    parts = len(admin.list_topics(topic, timeout=10).topics[topic].partitions)
+    [fut] = admin.describe_configs([ConfigResource("topic", topic)]).values()
+    got = fut.result(10)
+    return parts, {k: got[k].value for k in keys}
+
+
+def test_repartition_topics_and_purge(broker, tmp_path):
+    """The quickstart's WordCount (a repartition topic before the count) through the runtime under
+    exactly_once_v2: Kafka's output, the internal topics' partitions and configs, and repartition.purge.interval.ms=0
+    purging the repartition topic below the committed offsets (its log start offset moves)."""
+    from confluent_kafka import Producer, TopicPartition
+
+    from kbroker.streams.examples.wordcount import STRING_SERDE, build_topology
+    from kbroker.streams.runtime import KafkaStreams
+    inp, out = "rt-wc-in", "rt-wc-out"
+    create_topics(broker.bootstrap, inp, out, partitions=2)
+    ks = KafkaStreams(build_topology(inp, out), _config(broker, "rt-wc", tmp_path, **{
+        "processing.guarantee": "exactly_once_v2", "cache.max.bytes.buffering": 0, "repartition.purge.interval.ms": 0,
+        "default.key.serde": STRING_SERDE, "default.value.serde": STRING_SERDE}))
+    ks.start()
+    try:
+        p = Producer({"bootstrap.servers": broker.bootstrap})
+        for line in ("all streams lead to kafka", "hello kafka streams", "join kafka summit"):
+            p.produce(inp, value=line.encode(), partition=0)
+        assert p.flush(10) == 0
+        rep = "rt-wc-KSTREAM-AGGREGATE-STATE-STORE-0000000003-repartition"
+        wait_until(lambda: sum(eos_checker.committed_offsets(broker.bootstrap, "rt-wc", rep, 2).values()) == 11,
+                   30, 0.2, "11 words through the repartition topic")
+        from confluent_kafka import Consumer
+        c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "rt-wc-check"})
+        try:
+            wait_until(lambda: sum(c.get_watermark_offsets(TopicPartition(rep, q), timeout=5, cached=False)[0]
+                                   for q in range(2)) > 0, 30, 0.2, "repartition records purged")
+        finally:
+            c.close()
+    finally:
+        assert ks.close(30)
+    got = {}
+    for part in eos_checker.read_committed(broker.bootstrap, out, 2).values():
+        for _, k, v in part:
+            got[k.decode()] = struct.unpack(">q", v)[0]
+    assert got == {"all": 1, "streams": 2, "lead": 1, "to": 1, "kafka": 3, "hello": 1, "join": 1, "summit": 1}
+    assert topic_configs(broker, rep, ("cleanup.policy", "retention.ms", "segment.bytes")) == (
+        2, {"cleanup.policy": "delete", "retention.ms": "-1", "segment.bytes": "52428800"})
+    assert topic_configs(broker, "rt-wc-KSTREAM-AGGREGATE-STATE-STORE-0000000003-changelog") == (
+        2, {"cleanup.policy": "compact"})
+
+
+def test_replace_thread(broker, tmp_path):
+    """An exception in a processor ends the thread; the handler answers REPLACE_THREAD: a new thread with the same
+    index takes the tasks back (the failed record is processed again) and every record comes out."""
+    from kbroker.streams.processor import Processor
+    from kbroker.streams.runtime import KafkaStreams
+    from kbroker.streams.serdes import Serdes
+    from kbroker.streams.topology import Topology
+    inp, out = "rt-rt-in", "rt-rt-out"
+    create_topics(broker.bootstrap, inp, out, partitions=1)
+    failed = []
+
+    class FailOnce(Processor):
+        def init(self, context):
+            self.context = context
+
+        def process(self, record):
+            if record.value == 3 and not failed:
+                failed.append(record.value)
+                raise RuntimeError("boom at 3")
+            self.context.forward(record)
+
+    topo = (Topology().add_source("s", inp, key_deserializer=Serdes.String(), value_deserializer=Serdes.Long())
+            .add_processor("p", FailOnce, "s")
+            .add_sink("k", out, "p", key_serializer=Serdes.String(), value_serializer=Serdes.Long()))
+    seen = []
+    ks = KafkaStreams(topo, _config(broker, "rt-replace", tmp_path))
+    ks.set_uncaught_exception_handler(lambda exc: seen.append(exc) or "REPLACE_THREAD")
+    ks.start()
+    first = ks.threads[0]
+    try:
+        from confluent_kafka import Producer
+        p = Producer({"bootstrap.servers": broker.bootstrap})
+        for i in range(6):
+            p.produce(inp, key=b"k", value=struct.pack(">q", i), partition=0)
+        assert p.flush(10) == 0
+        wait_until(lambda: eos_checker.committed_offsets(broker.bootstrap, "rt-replace", inp, 1) == {0: 6}, 30, 0.2,
+                   "all 6 records committed by the replacement thread")
+        assert ks.state == "RUNNING" and ks.threads[0] is not first and ks.threads[0].index == 1
+    finally:
+        assert ks.close(30)
+    assert len(seen) == 1 and "boom at 3" in repr(seen[0].__cause__ or seen[0]), seen
+    values = [struct.unpack(">q", v)[0] for _, _, v in
+              eos_checker.read_records(broker.bootstrap, out, 1, "read_uncommitted")[0]]
+    # at_least_once: 0..2 may come out twice (processed before the failure, not committed), 3..5 once
+    assert sorted(set(values)) == list(range(6)) and values[-3:] == [3, 4, 5], values
+
+
 def test_interactive_queries_and_internal_topic_checks(broker, tmp_path):
     from kbroker.streams.errors import StreamsException
     from kbroker.streams.partitioner import default_partition
@@ -381,8 +486,13 @@ def test_interactive_queries_and_internal_topic_checks(broker, tmp_path):
         [meta] = ks.metadata_for_all_stream_clients()
         assert meta.host_info == HostInfo("node-a", 7070) and meta.state_store_names == frozenset(["totals"])
         assert meta.topic_partitions == frozenset((inp, p) for p in range(PARTITIONS))
+        [thread] = ks.local_thread_metadata()
+        assert thread.thread_state == "RUNNING" and len(thread.active_tasks) == PARTITIONS
+        assert thread.consumer_client_id == "rt-iq-%s-StreamThread-1-consumer@node-a%%3A7070" % ks.process_id
     finally:
         assert ks.close(30)
+    assert ks.state == "NOT_RUNNING"
+    assert topic_configs(broker, "rt-iq-totals-changelog") == (PARTITIONS, {"cleanup.policy": "compact"})
 
     # an internal topic with the wrong partition count stops startup, naming it
     create_topics(broker.bootstrap, "rt-bad-count-totals-changelog", partitions=2)

@@ -118,7 +118,8 @@ DEFAULT_ONLY = frozenset([
     "task.assignor.class", "built.in.metrics.version", "metrics.num.samples", "metrics.recording.level",
     "metrics.sample.window.ms", "metric.reporters", "processing.exception.handler", "group.protocol",
     "topology.optimization", "acceptable.recovery.lag", "state.cleanup.delay.ms", "task.timeout.ms",
-    "default.production.exception.handler", "ensure.explicit.internal.resource.naming",
+    "default.production.exception.handler", "ensure.explicit.internal.resource.naming", "default.dsl.store",
+    "window.size.ms", "windowed.inner.class.serde",
 ])
 _GUARANTEES = (AT_LEAST_ONCE, EXACTLY_ONCE_V2)
 

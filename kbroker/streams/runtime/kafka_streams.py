@@ -83,6 +83,7 @@ class KafkaStreams:
         self.restore_log = []            # (thread, task id, store, changelog, start, end, records, ms)
         self.committed_offsets = {}      # (topic, partition) -> next offset, last commit of any thread here
         self._admin = None
+        self.repartition_topic_names = frozenset()
 
     # ---------------------------------------------------------------------------------------------- states
     def set_state_listener(self, listener) -> None:
@@ -212,6 +213,7 @@ class KafkaStreams:
             self.topic_subtopology = {t: sub.id for sub in subs for t in sub.source_topics}
             self._changelogs = self.topology.changelog_topics(app_id)
             repartition = self.topology.repartition_topics(app_id)
+            self.repartition_topic_names = frozenset(repartition)
             user_topics = {t for sub in subs for t in sub.source_topics if t not in repartition}
             self.plan = internal_topics.plan(self.topology, app_id,
                                              internal_topics.topic_partitions(admin, user_topics), self.config)

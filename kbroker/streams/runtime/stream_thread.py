@@ -77,6 +77,11 @@ class StreamThread(threading.Thread):
         self.committed_total = 0        # records whose offsets were committed
         self.restored = {}              # "<store> <changelog>-<p>" -> (records restored, ms) (last restoration)
         self.commits = 0
+        self.tasks_committed = 0
+        self.punctuated = 0
+        self._summary = (0, 0, 0)       # (processed, punctuated, tasks committed) at the last summary line
+        self.paused = set()             # (topic, partition) paused: the task's queue is full
+        self.last_purge = time.monotonic()
         self.lock = threading.RLock()   # held while tasks are created/closed (IQ reads take it)
 
     # ------------------------------------------------------------------------------------------- client setup
@@ -151,6 +156,8 @@ class StreamThread(threading.Thread):
         max_records = self.config.max_poll_records()
         poll_s = self.config["poll.ms"] / 1000.0
         commit_s = self.config["commit.interval.ms"] / 1000.0
+        summary_s = self.config["log.summary.interval.ms"] / 1000.0
+        last_summary = time.monotonic()
         while not self.shutdown_requested.is_set():
             try:
                 msgs = self.consumer.consume(num_messages=max_records, timeout=poll_s if not self.restoring else 0)
@@ -158,6 +165,10 @@ class StreamThread(threading.Thread):
                 if self.restoring:
                     self._restore_next()
                 self._process()
+                self._resume_drained()
+                if time.monotonic() - last_summary >= summary_s:
+                    last_summary = time.monotonic()
+                    self._log_summary()
                 if self.commit_requested or time.monotonic() - self.last_commit >= commit_s or any(
                         t.commit_requested for t in self.tasks.values()):
                     self.commit_all()
@@ -181,12 +192,41 @@ class StreamThread(threading.Thread):
             ts_type, ts = m.timestamp()
             batches[(m.topic(), m.partition())].append(ConsumedRecord(
                 m.topic(), m.partition(), m.offset(), ts, m.key(), m.value(), m.headers() or []))
+        limit = self.config["buffered.records.per.partition"]
         for (topic, partition), records in batches.items():
             tid = self.partition_task.get((topic, partition))
             task = self.tasks.get(tid)
             if task is None:       # fetched before a revocation: the new owner reads it from the committed offset
                 continue
-            task.add_records(topic, partition, records)
+            if task.add_records(topic, partition, records) >= limit and (topic, partition) not in self.paused:
+                # Kafka's buffered.records.per.partition: stop fetching a partition whose queue is full (a task
+                # restoring, or idling for max.task.idle.ms) until it drains
+                from confluent_kafka import TopicPartition
+                self.consumer.pause([TopicPartition(topic, partition)])
+                self.paused.add((topic, partition))
+
+    def _resume_drained(self):
+        if not self.paused:
+            return
+        from confluent_kafka import TopicPartition
+        limit = self.config["buffered.records.per.partition"]
+        drained = []
+        for tp in self.paused:
+            task = self.tasks.get(self.partition_task.get(tp))
+            if task is None or (self.partition_task.get(tp) not in self.restoring and task.buffered() < limit):
+                drained.append(tp)
+        if drained:
+            try:
+                self.consumer.resume([TopicPartition(t, p) for t, p in drained])
+            except Exception as exc:  # noqa: BLE001 - no longer assigned: nothing to resume
+                log.debug("%s: resume %s: %s", self.thread_name, drained, exc)
+            self.paused.difference_update(drained)
+
+    def _log_summary(self):
+        log.info("%s: Processed %d total records, ran %d punctuators, and committed %d total tasks since the last "
+                 "update", self.thread_name, self.processed - self._summary[0],
+                 self.punctuated - self._summary[1], self.tasks_committed - self._summary[2])
+        self._summary = (self.processed, self.punctuated, self.tasks_committed)
 
     def _process(self):
         now = now_ms()
@@ -198,8 +238,8 @@ class StreamThread(threading.Thread):
                 if not n:
                     break
                 self.processed += n
-                task.maybe_punctuate_stream_time()
-            task.maybe_punctuate_wall_clock(now)
+                self.punctuated += bool(task.maybe_punctuate_stream_time())
+            self.punctuated += bool(task.maybe_punctuate_wall_clock(now))
 
     # ------------------------------------------------------------------------------------------------- tasks
     def _create_task(self, tid):
@@ -257,6 +297,7 @@ class StreamThread(threading.Thread):
         with self.lock:
             self.set_state(PARTITIONS_ASSIGNED)
             self.assignment = [(p.topic, p.partition) for p in partitions]
+            self.paused.clear()        # a new assignment starts unpaused
             log.info("%s: assigned %s", self.thread_name, sorted(self.assignment))
             for tid, tps in sorted(self._tasks_of(self.assignment).items()):
                 for tp in tps:
@@ -391,7 +432,31 @@ class StreamThread(threading.Thread):
             for tid, task in running:
                 self._checkpoint(tid)
         self.commits += 1
+        self.tasks_committed += len(running)
         self.streams.on_committed(self, offsets)
+        self._maybe_purge(offsets)
+
+    def _maybe_purge(self, offsets):
+        """Kafka's repartition.purge.interval.ms: delete the records of repartition topics below the committed
+        offsets (DeleteRecords; asynchronous, a failure is only logged: the next purge covers it)."""
+        interval = self.config["repartition.purge.interval.ms"] / 1000.0
+        if time.monotonic() - self.last_purge < interval:
+            return
+        from confluent_kafka import TopicPartition
+        repartition = self.streams.repartition_topic_names
+        tps = [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items()) if t in repartition]
+        if not tps:
+            return
+        self.last_purge = time.monotonic()
+
+        def done(fut):
+            if fut.exception() is not None:
+                log.warning("%s: purging repartition records failed: %s", self.thread_name, fut.exception())
+        try:
+            for fut in self.streams._admin_client().delete_records(tps).values():
+                fut.add_done_callback(done)
+        except Exception as exc:  # noqa: BLE001 - purging is an optimisation
+            log.warning("%s: purging repartition records failed: %s", self.thread_name, exc)
 
     def _checkpoint(self, tid):
         sm = self.state_managers.get(tid)
