@@ -189,16 +189,24 @@ _HANDLERS = {"logandfail": _log_and_fail, "logandfailexceptionhandler": _log_and
 
 def deserialization_handler_from_config(config):
     """The deserialization exception handler ``(task_id, record, exc) -> "CONTINUE" | "FAIL"`` the config names."""
-    value = config.get("deserialization.exception.handler",
-                       config.get("default.deserialization.exception.handler", "logAndFail"))
-    if callable(value):
-        handle = getattr(value, "handle", None)
-        return handle if handle is not None else value
+    value = (config.get("deserialization.exception.handler")
+             or config.get("default.deserialization.exception.handler") or "logAndFail")
+    if not isinstance(value, str):
+        handle = getattr(value, "handle", None) or value
+        if not callable(handle):
+            raise StreamsException("not a deserialization exception handler: %r" % (value,))
+        # a user's handler may answer "CONTINUE", an enum member named CONTINUE, or anything else (= FAIL)
+        return lambda ctx, rec, exc: CONTINUE if _response_name(handle(ctx, rec, exc)) == CONTINUE else FAIL
     fn = _HANDLERS.get(_kafka_short(str(value)).lower())
     if fn is None:
         raise StreamsException("unknown default.deserialization.exception.handler %r (logAndFail, logAndContinue, "
                                "Kafka's LogAnd...ExceptionHandler class names or a function are accepted)" % (value,))
     return fn
+
+
+def _response_name(response):
+    name = getattr(response, "name", response)
+    return str(name).upper()
 
 
 def _describe(record):

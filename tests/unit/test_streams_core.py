@@ -455,3 +455,20 @@ def test_missing_serde_without_default_fails_at_task_creation():
                                                           key_deserializer=Serdes.Long()).add_sink("out", "o", "s"),
                    {"application.id": "app"}, None, Collector(), lambda: 0)
     assert task.default_key_serde is None and task.default_value_serde.serialize("t", 1) == b"\x00" * 7 + b"\x01"
+
+
+def test_user_deserialization_handler_sees_the_raw_record():
+    seen = []
+
+    def handler(task_id, record, exc):
+        seen.append((str(task_id), record.offset, record.value, type(exc).__name__))
+        return "continue" if record.offset == 1 else "FAIL"
+
+    task, collector = make_task(bad_value_topology(), {"deserialization.exception.handler": handler,
+                                                       "default.deserialization.exception.handler": None})
+    task.add_records("in", 0, [rec("in", 0, 0, 1, value=struct.pack(">q", 1)), rec("in", 0, 1, 2, value=b"x"),
+                               rec("in", 0, 2, 3, value=b"yy")])
+    with pytest.raises(StreamsException, match="offset 2"):
+        task.process()
+    assert seen == [("0_0", 1, b"x", "SerializationException"), ("0_0", 2, b"yy", "SerializationException")]
+    assert len(collector.sent) == 1 and task.metrics["dropped-records"] == 1
