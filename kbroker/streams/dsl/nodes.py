@@ -27,6 +27,7 @@ from kbroker.streams.keyvalue import KeyValue
 from kbroker.streams.processor import Processor, Record
 from kbroker.streams.serdes import Serde, as_deserializer, as_serializer
 from kbroker.streams.state.base import ValueAndTimestamp
+from kbroker.streams.state.caching import cache_size_from_config
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +150,14 @@ def record_dropped(context, reason):
         log.warning("Skipping record due to %s. Topic, partition, and offset not known.", reason)
 
 
+def _cache_disabled(context):
+    config = context.app_config() if hasattr(context, "app_config") else None
+    try:
+        return cache_size_from_config(config) == 0
+    except (TypeError, ValueError):
+        return False
+
+
 def _unwrap(v):
     return v.value if isinstance(v, ValueAndTimestamp) else v
 
@@ -190,13 +199,19 @@ class TimestampedKV:
 class TupleForwarder:
     """Kafka's TimestampedTupleForwarder + TimestampedCacheFlushListener: forwards an update at once when the
     store has no cache, else registers a flush listener that forwards the cache's (new, old) per key. Without
-    ``send_old_values`` the old value is dropped (None)."""
+    ``send_old_values`` the old value is dropped (None).
+
+    A record cache of 0 bytes (cache.max.bytes.buffering / statestore.cache.max.bytes = 0) counts as no cache:
+    Kafka strips the caching layers then (InternalTopologyBuilder.rewriteTopology), which is visible -- a cache
+    never forwards an update whose new and old values are both null, a processor without one does."""
 
     def __init__(self, store, context, send_old_values):
         self.context = context
         self.send_old_values = send_old_values
         setter = getattr(store, "set_flush_listener", None)
-        self.caching = bool(setter(self._on_flush, send_old_values)) if setter is not None else False
+        self.caching = False
+        if setter is not None and not _cache_disabled(context):
+            self.caching = bool(setter(self._on_flush, send_old_values))
 
     def maybe_forward(self, record):
         if self.caching:

@@ -1,0 +1,190 @@
+"""kbroker.streams DSL against Apache Kafka's own unit tests: the inputs and expected results of Kafka's
+KTableFilterTest, KGroupedStreamImplTest and KGroupedTableImplTest (streams/src/test/java/.../kstream/internals),
+replayed through our DSL and TopologyTestDriver. Same inputs, same (key, Change(new, old), timestamp) sequences and
+store contents as Kafka asserts."""
+import pytest
+
+from kbroker.streams.dsl import Consumed, Grouped, Materialized, StreamsBuilder
+from kbroker.streams.dsl.nodes import Change
+from kbroker.streams.processor import Processor
+from kbroker.streams.serdes import Serdes
+from kbroker.streams.state import ValueAndTimestamp
+from kbroker.streams.test_driver import TopologyTestDriver
+
+S, I, D = Serdes.String(), Serdes.Integer(), Serdes.Double()
+CONFIG = {"application.id": "parity", "default.key.serde": "String", "default.value.serde": "String",
+          "cache.max.bytes.buffering": 0}
+
+
+def capture(topology, parent):
+    """Kafka's MockApiProcessorSupplier: a processor under ``parent`` recording (key, value, timestamp)."""
+    seen = []
+
+    class Capture(Processor):
+        def process(self, record):
+            seen.append((record.key, record.value, record.timestamp))
+
+    topology.add_processor("capture-" + parent, Capture, parent)
+    return seen
+
+
+def take(seen):
+    out = list(seen)
+    seen.clear()
+    return out
+
+
+def even(k, v):
+    return v % 2 == 0
+
+
+@pytest.mark.parametrize("materialized", [False, True])
+def test_ktable_filter_and_filter_not(materialized):
+    """KTableFilterTest.doTestKTable (shouldPassThroughWithoutMaterialization / ...OnMaterialization)."""
+    b = StreamsBuilder()
+    t1 = b.table("topic", Consumed.with_(S, I))
+    m2 = Materialized.as_("anyStoreNameFilter") if materialized else None
+    m3 = Materialized.as_("anyStoreNameFilterNot") if materialized else None
+    t2 = t1.filter(even, materialized=m2)
+    t3 = t1.filter_not(even, materialized=m3)
+    out2, out3 = [], []
+    t2.to_stream().foreach(lambda k, v: out2.append((k, v)))
+    t3.to_stream().foreach(lambda k, v: out3.append((k, v)))
+    with TopologyTestDriver(b.build(), CONFIG) as d:
+        i = d.create_input_topic("topic", S, I)
+        for k, v, ts in [("A", 1, 10), ("B", 2, 5), ("C", 3, 8), ("D", 4, 14), ("A", None, 18), ("B", None, 15)]:
+            i.pipe_input(k, v, ts)
+    assert out2 == [("A", None), ("B", 2), ("C", None), ("D", 4), ("A", None), ("B", None)]
+    assert out3 == [("A", 1), ("B", None), ("C", 3), ("D", None), ("A", None), ("B", None)]
+
+
+SENDING_INPUTS = [("A", 1, 5), ("B", 1, 10), ("C", 1, 15), ("A", 2, 15), ("B", 2, 8), ("A", 3, 20), ("A", None, 10),
+                  ("B", None, 20)]
+
+
+def _filter_old_values(send_old):
+    b = StreamsBuilder()
+    t1 = b.table("topic1", Consumed.with_(S, I))
+    t2 = t1.filter(even)
+    if send_old:
+        assert t2._enable_sending_old_values(True)
+    topology = b.build()
+    seen1 = capture(topology, t1.name)
+    seen2 = capture(topology, t2.name)
+    steps = []
+    with TopologyTestDriver(topology, CONFIG) as d:
+        i = d.create_input_topic("topic1", S, I)
+        pos = 0
+        for n in (3, 2, 1, 2):      # Kafka's test checks the outputs after these groups of inputs
+            for k, v, ts in SENDING_INPUTS[pos:pos + n]:
+                i.pipe_input(k, v, ts)
+            pos += n
+            steps.append((take(seen1), take(seen2)))
+    return steps
+
+
+def test_ktable_filter_not_sending_old_values():
+    """KTableFilterTest.doTestNotSendingOldValue: a non-materialized filter forwards Change(None, None) for a
+    value that does not pass (downstream sees a tombstone)."""
+    steps = _filter_old_values(False)
+    assert steps == [
+        ([("A", Change(1, None), 5), ("B", Change(1, None), 10), ("C", Change(1, None), 15)],
+         [("A", Change(None, None), 5), ("B", Change(None, None), 10), ("C", Change(None, None), 15)]),
+        ([("A", Change(2, None), 15), ("B", Change(2, None), 8)],
+         [("A", Change(2, None), 15), ("B", Change(2, None), 8)]),
+        ([("A", Change(3, None), 20)], [("A", Change(None, None), 20)]),
+        ([("A", Change(None, None), 10), ("B", Change(None, None), 20)],
+         [("A", Change(None, None), 10), ("B", Change(None, None), 20)]),
+    ]
+
+
+def test_ktable_filter_sending_old_values():
+    """KTableFilterTest.doTestSendingOldValue (shouldSendOldValuesWhenEnabledWithoutMaterialization): the source
+    is materialized on demand and sends old values; the filter skips updates that neither were nor are in."""
+    steps = _filter_old_values(True)
+    assert steps == [
+        ([("A", Change(1, None), 5), ("B", Change(1, None), 10), ("C", Change(1, None), 15)], []),
+        ([("A", Change(2, 1), 15), ("B", Change(2, 1), 8)],
+         [("A", Change(2, None), 15), ("B", Change(2, None), 8)]),
+        ([("A", Change(3, 2), 20)], [("A", Change(None, 2), 20)]),
+        ([("A", Change(None, 3), 10), ("B", Change(None, 2), 20)], [("B", Change(None, 2), 20)]),
+    ]
+
+
+def _grouped_stream_data(d):
+    i = d.create_input_topic("topic", S, S)
+    for k, v, ts in [("1", "A", 5), ("2", "B", 1), ("1", "C", 3), ("1", "D", 10), ("3", "E", 8), ("3", "F", 9),
+                     ("3", None, 9)]:
+        i.pipe_input(k, v, ts)
+
+
+def test_kgroupedstream_reduce_and_aggregate_materialized():
+    """KGroupedStreamImplTest.shouldReduceAndMaterializeResults / shouldAggregateAndMaterializeResults."""
+    b = StreamsBuilder()
+    g = b.stream("topic", Consumed.with_(S, S)).group_by_key()
+    g.reduce(lambda a, v: a + "+" + v, materialized=Materialized.as_("reduce").with_key_serde(S).with_value_serde(S))
+    g.aggregate(lambda: "0", lambda k, v, a: a + "+" + v,
+                materialized=Materialized.as_("aggregate").with_key_serde(S).with_value_serde(S))
+    with TopologyTestDriver(b.build(), CONFIG) as d:
+        _grouped_stream_data(d)
+        r, a = d.get_key_value_store("reduce"), d.get_key_value_store("aggregate")
+        assert [r.get(k) for k in "123"] == ["A+C+D", "B", "E+F"]
+        assert [a.get(k) for k in "123"] == ["0+A+C+D", "0+B", "0+E+F"]
+        rt = d.get_timestamped_key_value_store("reduce")
+        assert [rt.get(k) for k in "123"] == [ValueAndTimestamp("A+C+D", 10), ValueAndTimestamp("B", 1),
+                                              ValueAndTimestamp("E+F", 9)]
+        at = d.get_timestamped_key_value_store("aggregate")
+        assert [at.get(k) for k in "123"] == [ValueAndTimestamp("0+A+C+D", 10), ValueAndTimestamp("0+B", 1),
+                                              ValueAndTimestamp("0+E+F", 9)]
+
+
+@pytest.mark.parametrize("store_name", ["reduced", None])
+def test_kgroupedtable_reduce(store_name):
+    """KGroupedTableImplTest.shouldReduce / shouldReduceWithInternalStoreName (assertReduced)."""
+    b = StreamsBuilder()
+    reduced = (b.table("topic", Consumed.with_(S, D), Materialized.as_("store").with_key_serde(S).with_value_serde(D))
+               .group_by(lambda k, v: (k, int(v)), Grouped.with_(S, I))
+               .reduce(lambda a, v: a + v, lambda a, v: a - v,
+                       materialized=(Materialized.as_(store_name) if store_name else Materialized())
+                       .with_value_serde(I)))
+    assert reduced.queryable_store_name() == store_name
+    last = {}
+    reduced.to_stream().process(lambda: _LastValue(last))
+    with TopologyTestDriver(b.build(), CONFIG) as d:
+        i = d.create_input_topic("topic", S, D)
+        i.pipe_input("A", 1.1, 10)
+        i.pipe_input("B", 2.2, 11)
+        assert last == {"A": (1, 10), "B": (2, 11)}
+        for k, v, ts in [("A", 2.6, 30), ("B", 1.3, 30), ("A", 5.7, 50), ("B", 6.2, 20)]:
+            i.pipe_input(k, v, ts)
+        assert last == {"A": (5, 50), "B": (6, 30)}
+
+
+class _LastValue(Processor):
+    def __init__(self, last):
+        self.last = last
+
+    def process(self, record):
+        self.last[record.key] = (record.value, record.timestamp)
+
+
+def _grouped_table_data(d):
+    i = d.create_input_topic("topic", S, S)
+    for k, v, ts in [("A", "1", 10), ("B", "1", 50), ("C", "1", 30), ("D", "2", 40), ("E", "2", 60)]:
+        i.pipe_input(k, v, ts)
+
+
+def test_kgroupedtable_count_and_aggregate_materialized():
+    """KGroupedTableImplTest.shouldCountAndMaterializeResults / shouldAggregateAndMaterializeResults."""
+    b = StreamsBuilder()
+    g = b.table("topic", Consumed.with_(S, S)).group_by(lambda k, v: (v, v), Grouped.with_(S, S))
+    g.count(materialized=Materialized.as_("count").with_key_serde(S).with_value_serde(Serdes.Long()))
+    g.aggregate(lambda: "0", lambda k, v, a: a + "+" + v, lambda k, v, a: a + "-" + v,
+                materialized=Materialized.as_("aggregate").with_key_serde(S).with_value_serde(S))
+    with TopologyTestDriver(b.build(), CONFIG) as d:
+        _grouped_table_data(d)
+        assert [d.get_key_value_store("count").get(k) for k in "12"] == [3, 2]
+        assert [d.get_timestamped_key_value_store("count").get(k) for k in "12"] == [
+            ValueAndTimestamp(3, 50), ValueAndTimestamp(2, 60)]
+        assert [d.get_timestamped_key_value_store("aggregate").get(k) for k in "12"] == [
+            ValueAndTimestamp("0+1+1+1", 50), ValueAndTimestamp("0+2+2", 60)]
