@@ -13,9 +13,12 @@ Semantics as the Java driver's:
 - Everything the task writes (sinks, repartition and changelog topics) is captured per topic; TestOutputTopic
   reads it (each read consumes).
 - Config defaults: application.id "dummy-topology-test-driver-app-id" (Java's), state.dir a temporary directory
-  removed by close(); stores are the real ones (memory or RocksDB) through kbroker.streams.state.
+  removed by close() (a state.dir given: close() removes the task's directory in it, as Java's driver cleans its
+  state); stores are the real ones (memory or RocksDB) through kbroker.streams.state.
+- Piped timestamps may be negative: the timestamp extractor decides (default FailOnInvalidTimestamp raises).
 """
 import collections
+import os
 import shutil
 import tempfile
 from typing import NamedTuple
@@ -163,8 +166,9 @@ class TopologyTestDriver:
         self._check_open()
         if not self._is_input(topic):
             raise ValueError("Unknown topic: %s" % topic)
-        if timestamp is None or timestamp < 0:
-            raise ValueError("a piped record needs a non-negative timestamp, got %r" % (timestamp,))
+        if not isinstance(timestamp, int):
+            # a negative one is let through: the timestamp extractor decides (FailOnInvalidTimestamp raises)
+            raise ValueError("a piped record needs an integer timestamp (ms), got %r" % (timestamp,))
         self._enqueue(topic, key, value, timestamp, headers)
         self._complete_all_processable_work()
 
@@ -270,8 +274,10 @@ class TopologyTestDriver:
             self.task.close(clean=True)
             self._capture_only()
         finally:
-            if self._tmp_dir is not None:
-                shutil.rmtree(self._tmp_dir, ignore_errors=True)
+            # Java's driver cleans its state directory on close: ours is a temporary one, or only the task's
+            # directory "<state.dir>/<application.id>/0_0" under a state.dir the caller gave
+            shutil.rmtree(self._tmp_dir or os.path.join(self.config["state.dir"], self.application_id,
+                                                        str(self.task_id)), ignore_errors=True)
 
     def _capture_only(self):
         for r in self._collector.drain():

@@ -6,7 +6,8 @@ import struct
 
 import pytest
 
-from kbroker.streams import KeyValue, Processor, PunctuationType, Record, Serdes, Topology, TopologyTestDriver
+from kbroker.streams import (KeyValue, Processor, PunctuationType, Record, Serdes, StreamsException, Topology,
+                             TopologyTestDriver)
 from kbroker.streams.state import Stores
 from kbroker.streams.test_driver import NoSuchElementException, TestRecord
 
@@ -181,3 +182,18 @@ def test_close_removes_the_temporary_state_dir_and_outputs_stay_readable():
     assert not os.path.exists(state_dir)
     assert driver.create_output_topic("counts-out", S, L).read_records_to_list() == [
         TestRecord("a", 1, 10), TestRecord("b", 1, 10), TestRecord("a", 2, 15)]
+
+
+def test_negative_timestamps_reach_the_timestamp_extractor(tmp_path):
+    t = Topology().add_source("src", "in", key_deserializer=S, value_deserializer=S)
+    t.add_sink("out", "out", "src", key_serializer=S, value_serializer=S)
+    with TopologyTestDriver(t, {"default.timestamp.extractor": "LogAndSkipOnInvalidTimestamp",
+                                "state.dir": str(tmp_path)}) as driver:
+        inp, out = driver.create_input_topic("in", S, S), driver.create_output_topic("out", S, S)
+        inp.pipe_input("a", "1", -5)
+        inp.pipe_input("b", "2", 5)
+        assert out.read_records_to_list() == [TestRecord("b", "2", 5)]
+        assert driver.task.metrics["dropped-records"] == 1
+    with TopologyTestDriver(t) as driver:
+        with pytest.raises(StreamsException, match="has invalid \\(negative\\) timestamp"):
+            driver.create_input_topic("in", S, S).pipe_input("a", "1", -5)
