@@ -9,7 +9,7 @@ offset, 8 timestamp, 4 partition) + the topic name's length (none here: 0).
 Writes go to the cache as *dirty* entries (a second write of a key replaces the first: the dedup that turns many
 updates of a key into one). Dirty entries leave the cache in two ways, both Kafka's:
 - ``flush(namespace)`` (every commit, and the test driver after every record): all dirty entries, in the order
-  the keys first became dirty since the last flush;
+  of each key's last write (Kafka's NamedCache re-adds a rewritten key at the end of its dirty set);
 - eviction: after a put, while the whole cache exceeds ``max_bytes``, the namespace being written evicts its least
   recently used entry (reads and writes both refresh recency); evicting a dirty entry flushes the namespace -- the
   evicted entry first, then every other dirty entry in dirty order. ``max_bytes`` 0 therefore flushes on every put
@@ -21,6 +21,7 @@ that exists nowhere). Reads see the cache first, then the store below (merged sc
 cached delete hides the stored value).
 """
 
+import bisect
 import logging
 from collections import OrderedDict
 
@@ -35,6 +36,7 @@ from kbroker.streams.state.window_store import WindowStore
 log = logging.getLogger(__name__)
 
 DEFAULT_CACHE_MAX_BYTES = 10485760
+LONG_MAX = (1 << 63) - 1
 ENTRY_OVERHEAD = 21
 
 
@@ -64,7 +66,8 @@ class NamedCache:
     def __init__(self, name):
         self.name = name
         self.entries = OrderedDict()   # LRU order: first = least recently used
-        self.dirty = {}                # key -> None, insertion order = order of first dirtying
+        self.dirty = {}                # key -> None, insertion order = order of the keys' last writes
+        self.sorted_keys = []          # the keys in byte order, for range reads (bisect)
         self.size_bytes = 0
         self.listener = None           # fn(list of (key, CacheEntry)) writing dirty entries downstream
         self.num_flushes = 0
@@ -80,17 +83,25 @@ class NamedCache:
         old = self.entries.pop(key, None)
         if old is not None:
             self.size_bytes -= old.size
+        else:
+            bisect.insort(self.sorted_keys, key)
         self.entries[key] = entry
         self.size_bytes += entry.size
         if entry.dirty:
-            self.dirty.setdefault(key, None)
+            # Kafka's NamedCache removes and re-adds the key: dirty order is the order of each key's LAST write
+            self.dirty.pop(key, None)
+            self.dirty[key] = None
 
     def delete(self, key):
         e = self.entries.pop(key, None)
         if e is not None:
             self.size_bytes -= e.size
             self.dirty.pop(key, None)
+            self._unindex(key)
         return e
+
+    def _unindex(self, key):
+        del self.sorted_keys[bisect.bisect_left(self.sorted_keys, key)]
 
     def flush(self, evicted=None):
         """Hand every dirty entry (``evicted`` first) to the listener and mark them clean; deletes leave the cache."""
@@ -116,14 +127,31 @@ class NamedCache:
         if not self.entries:
             return
         key, e = self.entries.popitem(last=False)
+        self._unindex(key)
         self.size_bytes -= e.size
         self.num_evicts += 1
         if e.dirty:
             self.flush((key, e))
 
     def keys_in_range(self, from_key, to_key):
-        return sorted(k for k in self.entries
-                      if (from_key is None or k >= from_key) and (to_key is None or k <= to_key))
+        """Keys with from_key <= k <= to_key (None: unbounded), ascending."""
+        keys = self.sorted_keys
+        lo = 0 if from_key is None else bisect.bisect_left(keys, from_key)
+        hi = len(keys) if to_key is None else bisect.bisect_right(keys, to_key)
+        return keys[lo:hi]
+
+    def keys_from(self, from_key, upper_prefix):
+        """Keys >= from_key until the first whose first len(upper_prefix) bytes sort above upper_prefix (the scan
+        rule of rocksdb.py for binary window/session keys)."""
+        keys = self.sorted_keys
+        lo = 0 if from_key is None else bisect.bisect_left(keys, from_key)
+        out = []
+        n = None if upper_prefix is None else len(upper_prefix)
+        for k in keys[lo:]:
+            if n is not None and k[:n] > upper_prefix:
+                break
+            out.append(k)
+        return out
 
 
 class ThreadCache:
@@ -388,8 +416,14 @@ class CachingWindowStore(_CachingBase, WindowStore):
     def _cached_windows(self, key_from, key_to, time_from, time_to, single=None):
         if self.cache is None:
             return []
+        named = self.cache.named(self.namespace)
+        if single is not None:
+            candidates = named.keys_in_range(wks.to_store_key_binary(single, max(time_from, 0), 0),
+                                             wks.to_store_key_binary(single, time_to, 0))
+        else:
+            candidates = named.keys_from(key_from, key_to)
         out = []
-        for binary in self.cache.named(self.namespace).entries:
+        for binary in candidates:
             key, start, _ = wks.from_store_key_binary(binary)
             if start < time_from or start > time_to or not self._live(start):
                 continue
@@ -482,7 +516,13 @@ class CachingSessionStore(_CachingBase, SessionStore):
         cached = []
         if self.cache is not None:
             observed = getattr(self.inner, "observed_stream_time", None)
-            for binary in self.cache.named(self.namespace).entries:
+            named = self.cache.named(self.namespace)
+            if single is not None:
+                candidates = named.keys_in_range(sks.to_binary(single, 0, max(earliest_end, 0)),
+                                                 sks.to_binary(single, LONG_MAX, LONG_MAX))
+            else:
+                candidates = named.keys_from(key_from, key_to)
+            for binary in candidates:
                 key, start, end = sks.from_binary(binary)
                 if end < earliest_end or start > latest_start:
                     continue

@@ -386,10 +386,11 @@ class ProcessorStateManager:
 
     def checkpoint(self, offsets: dict | None = None, _closing: bool = False) -> None:
         """Write ".checkpoint" with the persistent logged stores' offsets (``offsets`` merged in first). Under EOS
-        only close(clean=True) writes it (other calls merge the offsets and return)."""
+        only close(clean=True) writes it for an active task (other calls merge the offsets and return); a standby
+        checkpoints at every call (it holds only committed data: it reads read_committed), as Kafka's StandbyTask."""
         if offsets:
             self.update_changelog_offsets(offsets)
-        if self.eos and not _closing:
+        if self.eos and not _closing and not self.standby:
             return
         data = {}
         for name in self.changelogs:
