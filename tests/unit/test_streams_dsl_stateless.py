@@ -296,3 +296,18 @@ def test_process_with_a_state_store_and_group_by_key_after_it_repartitions():
               value_serdes={"counts": L})
     assert out["out"] == recs(("x", "x", 1), ("y", "y", 3))
     assert out["counts"] == recs(("x", 1, 1), ("y", 1, 3))
+
+
+def test_null_functions_are_refused_at_build_time():
+    """Kafka's Objects.requireNonNull checks ("predicate can't be null") when the topology is declared."""
+    b = StreamsBuilder()
+    s = b.stream("in")
+    for call, what in [(lambda: s.filter(None), "predicate"), (lambda: s.map_values(None), "mapper"),
+                       (lambda: s.group_by(None), "keySelector"), (lambda: s.foreach(None), "action"),
+                       (lambda: s.group_by_key().reduce(None), "reducer"),
+                       (lambda: s.group_by_key().aggregate(lambda: 0, None), "aggregator"),
+                       (lambda: b.table("t").group_by(lambda k, v: (k, v)).reduce(lambda a, v: a, None),
+                        "subtractor"),
+                       (lambda: s.split().branch(None), "predicate")]:
+        with pytest.raises(TypeError, match="%s can't be null" % what):
+            call()

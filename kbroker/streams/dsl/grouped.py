@@ -13,7 +13,7 @@ KGroupedTable always repartitions ("<Grouped name or store name>-repartition"), 
 ChangedSerializer format so the aggregation can subtract the old value and add the new one.
 """
 from kbroker.streams.dsl import nodes
-from kbroker.streams.dsl.kstream import SINK_NAME, SOURCE_NAME, create_repartitioned_source
+from kbroker.streams.dsl.kstream import SINK_NAME, SOURCE_NAME, create_repartitioned_source, require
 from kbroker.streams.dsl.nodes import ChangedSerde
 from kbroker.streams.dsl.options import Materialized
 from kbroker.streams.serdes import Serdes
@@ -98,12 +98,15 @@ class KGroupedStream:
 
     def reduce(self, reducer, named=None, materialized=None):
         """``reducer(aggregate, value)`` per key; the first value is the initial aggregate."""
+        require(reducer, "reducer")
         m, store, queryable = self._materialized(materialized, STREAM_REDUCE_NAME)
         return self._do_aggregate(lambda s: nodes.KStreamAggregateSupplier(s, reducer=reducer), named,
                                   STREAM_REDUCE_NAME, m, store, queryable, self._value_serde)
 
     def aggregate(self, initializer, aggregator, named=None, materialized=None):
         """``aggregator(key, value, aggregate)`` per key, starting from ``initializer()``."""
+        require(initializer, "initializer")
+        require(aggregator, "aggregator")
         m, store, queryable = self._materialized(materialized, STREAM_AGGREGATE_NAME)
         return self._do_aggregate(lambda s: nodes.KStreamAggregateSupplier(s, initializer, aggregator), named,
                                   STREAM_AGGREGATE_NAME, m, store, queryable, None)
@@ -157,6 +160,8 @@ class KGroupedTable:
 
     def reduce(self, adder, subtractor, named=None, materialized=None):
         """``adder(aggregate, new value)`` and ``subtractor(aggregate, old value)``."""
+        require(adder, "adder")
+        require(subtractor, "subtractor")
         return self._do_aggregate(
             lambda s: nodes.KTableAggregateSupplier(s, None, adder, subtractor, reduce=True), named,
             TABLE_REDUCE_NAME, materialized, self._value_serde)
@@ -164,6 +169,9 @@ class KGroupedTable:
     def aggregate(self, initializer, adder, subtractor, named=None, materialized=None):
         """``adder(key, new value, aggregate)`` / ``subtractor(key, old value, aggregate)`` from
         ``initializer()``."""
+        require(initializer, "initializer")
+        require(adder, "adder")
+        require(subtractor, "subtractor")
         return self._do_aggregate(
             lambda s: nodes.KTableAggregateSupplier(s, initializer, adder, subtractor), named,
             TABLE_AGGREGATE_NAME, materialized, None)

@@ -44,6 +44,13 @@ REPARTITION_TOPIC_SUFFIX = "-repartition"
 _GENERATED = re.compile(r"KSTREAM.*-[0-9]{10}")
 
 
+def require(value, what):
+    """Kafka's Objects.requireNonNull(x, "<what> can't be null") at DSL-build time (a TypeError here)."""
+    if value is None:
+        raise TypeError("%s can't be null" % what)
+    return value
+
+
 def _always_true(_k, _v):
     return True
 
@@ -121,26 +128,31 @@ class KStream:
     # ------------------------------------------------------------------------------------------ stateless
     def filter(self, predicate, named=None):
         """Records for which ``predicate(key, value)`` is true."""
+        require(predicate, "predicate")
         return self._derive(self._add(FILTER_NAME, named, Supplier(nodes.KStreamFilter, predicate, False)),
                             self._key_serde, self._value_serde)
 
     def filter_not(self, predicate, named=None):
+        require(predicate, "predicate")
         return self._derive(self._add(FILTER_NAME, named, Supplier(nodes.KStreamFilter, predicate, True)),
                             self._key_serde, self._value_serde)
 
     def select_key(self, mapper, named=None):
         """New key ``mapper(key, value)``; marks the stream for repartitioning."""
+        require(mapper, "mapper")
         name = self._add(KEY_SELECT_NAME, named,
                          Supplier(nodes.KStreamMap, lambda k, v: (mapper(k, v), v)))
         return self._derive(name, None, self._value_serde, True)
 
     def map(self, mapper, named=None):
         """``mapper(key, value) -> KeyValue | (key, value)``; marks the stream for repartitioning."""
+        require(mapper, "mapper")
         name = self._add(MAP_NAME, named, Supplier(nodes.KStreamMap, mapper))
         return self._derive(name, None, None, True)
 
     def map_values(self, mapper, named=None, with_key=False):
         """``mapper(value)`` (or ``mapper(key, value)`` with ``with_key=True``, Kafka's ValueMapperWithKey)."""
+        require(mapper, "mapper")
         name = self._add(MAPVALUES_NAME, named,
                          Supplier(nodes.KStreamMapValues, nodes._with_key(mapper, with_key)))
         return self._derive(name, self._key_serde, None)
@@ -150,11 +162,13 @@ class KStream:
 
     def flat_map(self, mapper, named=None):
         """``mapper(key, value) -> iterable of KeyValue``; marks the stream for repartitioning."""
+        require(mapper, "mapper")
         name = self._add(FLATMAP_NAME, named, Supplier(nodes.KStreamFlatMap, mapper))
         return self._derive(name, None, None, True)
 
     def flat_map_values(self, mapper, named=None, with_key=False):
         """``mapper(value) -> iterable of values`` (``with_key=True``: ``mapper(key, value)``)."""
+        require(mapper, "mapper")
         name = self._add(FLATMAPVALUES_NAME, named,
                          Supplier(nodes.KStreamFlatMapValues, nodes._with_key(mapper, with_key)))
         return self._derive(name, self._key_serde, None)
@@ -164,11 +178,13 @@ class KStream:
 
     def peek(self, action, named=None):
         """``action(key, value)`` for each record; the records pass on unchanged."""
+        require(action, "action")
         return self._derive(self._add(PEEK_NAME, named, Supplier(nodes.KStreamPeek, action, True)),
                             self._key_serde, self._value_serde)
 
     def foreach(self, action, named=None):
         """Terminal: ``action(key, value)`` for each record."""
+        require(action, "action")
         self._add(FOREACH_NAME, named, Supplier(nodes.KStreamPeek, action, False))
 
     def print(self, printed=None):
@@ -187,6 +203,8 @@ class KStream:
         predicate is the i-th (others are dropped)."""
         if not predicates:
             raise ValueError("branch() requires at least one predicate")
+        for p in predicates:
+            require(p, "predicate")
         b = self._builder
         branch_name = b.name_or_generate(named, BRANCH_NAME)
         child_names = [b.suffix_or_generate(named, "-predicate-%d" % i, BRANCHCHILD_NAME)
@@ -211,6 +229,7 @@ class KStream:
     # ------------------------------------------------------------------------------------------ topics
     def to(self, topic, produced=None):
         """Terminal: write to ``topic`` (a name, or a TopicNameExtractor ``fn(key, value, record_context)``)."""
+        require(topic, "topic")
         produced = produced if produced is not None else Produced()
         name = self._builder.name_or_generate(produced.name, SINK_NAME)
         self._builder._topology.add_sink(
@@ -243,6 +262,7 @@ class KStream:
     def process(self, supplier, *store_names, named=None):
         """A user Processor (``supplier()`` -> Processor) connected to ``store_names`` (added with
         builder.add_state_store). The result may have new keys: marked for repartitioning (Kafka 3.3+)."""
+        require(supplier, "processorSupplier")
         name = self._add(PROCESSOR_NAME, named, supplier)
         if store_names:
             self._builder._topology.connect_processor_and_state_stores(name, *store_names)
@@ -250,6 +270,7 @@ class KStream:
 
     def process_values(self, supplier, *store_names, named=None):
         """Like ``process`` for a processor that keeps keys (Kafka's FixedKeyProcessor): no repartitioning."""
+        require(supplier, "processorSupplier")
         name = self._add(PROCESSVALUES_NAME, named, supplier)
         if store_names:
             self._builder._topology.connect_processor_and_state_stores(name, *store_names)
@@ -289,6 +310,7 @@ class KStream:
     def group_by(self, selector, grouped=None):
         """Group by ``selector(key, value)``: a key-selecting node (named after Grouped's name when given) and a
         repartition topic before the aggregation."""
+        require(selector, "keySelector")
         from kbroker.streams.dsl.grouped import KGroupedStream
         if grouped is None:
             grouped = Grouped.with_(None, self._value_serde)
@@ -312,6 +334,8 @@ class KStream:
         return self._join(other, joiner, windows, joined, with_key, "outer")
 
     def _join(self, other, joiner, windows, joined, with_key, kind):
+        require(other, "otherStream")
+        require(joiner, "joiner")
         from kbroker.streams.dsl import joins
         from kbroker.streams.dsl.ktable import KTable
         fn = _joiner(joiner, with_key)
@@ -340,6 +364,7 @@ class BranchedKStream:
                                   stream._name)
 
     def branch(self, predicate, branched=None):
+        require(predicate, "predicate")
         self._predicates.append(predicate)
         self._create(branched, len(self._predicates))
         return self

@@ -10,6 +10,7 @@ from their parent's values. A source table (builder.table / KStream.to_table) is
 a downstream needs its values (a join's value getter, old values).
 """
 from kbroker.streams.dsl import nodes
+from kbroker.streams.dsl.kstream import require
 from kbroker.streams.dsl.nodes import Supplier
 from kbroker.streams.dsl.options import Grouped
 
@@ -97,17 +98,20 @@ class KTable:
     # ------------------------------------------------------------------------------------------ operators
     def filter(self, predicate, named=None, materialized=None):
         """Keys whose value passes ``predicate(key, value)``; a key that stops passing gets a delete."""
+        require(predicate, "predicate")
         return self._stateful_child(
             FILTER_NAME, named, materialized,
             lambda q: nodes.KTableFilterSupplier(self, predicate, False, q), self._value_serde)
 
     def filter_not(self, predicate, named=None, materialized=None):
+        require(predicate, "predicate")
         return self._stateful_child(
             FILTER_NAME, named, materialized,
             lambda q: nodes.KTableFilterSupplier(self, predicate, True, q), self._value_serde)
 
     def map_values(self, mapper, named=None, materialized=None, with_key=False):
         """``mapper(value)`` (``with_key=True``: ``mapper(key, value)``) of every non-deleted value."""
+        require(mapper, "mapper")
         fn = nodes._with_key(mapper, with_key)
         return self._stateful_child(
             MAPVALUES_NAME, named, materialized,
@@ -124,6 +128,7 @@ class KTable:
     def group_by(self, selector, grouped=None):
         """Re-group by ``selector(key, value) -> KeyValue | (key, value)``: the KGroupedTable's aggregations add
         the new value and subtract the old one (old values are sent from here on)."""
+        require(selector, "selector")
         from kbroker.streams.dsl.grouped import KGroupedTable
         grouped = grouped if grouped is not None else Grouped()
         name = self._builder.name_or_generate(grouped.name, SELECT_NAME)
@@ -142,6 +147,8 @@ class KTable:
         return self._join(other, joiner, "outer", named, materialized, with_key)
 
     def _join(self, other, joiner, kind, named, materialized, with_key):
+        require(other, "other")
+        require(joiner, "joiner")
         from kbroker.streams.dsl import joins
         fn = joiner if with_key else (lambda _k, a, b: joiner(a, b))
         return joins.table_table_join(self, other, fn, kind, named, materialized)
