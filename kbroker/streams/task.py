@@ -528,17 +528,27 @@ class StreamTask:
             q = self._queues[key] = _PartitionQueue(topic, partition, source, len(self._queues))
         return q
 
-    def buffered(self):
-        """Records buffered in every input queue (heads included)."""
+    def add_partitions(self, partitions):
+        """Declare the task's input partitions [(topic, partition)] before any record arrives, so
+        ``is_processable`` knows which are empty (Kafka's PartitionGroup is made with all of them)."""
+        for topic, partition in partitions:
+            self._queue(topic, partition)
+
+    def buffered(self, topic=None, partition=None):
+        """Records buffered (heads included): of one input partition, or of all."""
+        if topic is not None:
+            q = self._queues.get((topic, partition))
+            return q.size() if q is not None else 0
         return sum(q.size() for q in self._queues.values())
 
     def has_records_queued(self):
         return any(q.size() for q in self._queues.values())
 
     def is_processable(self, now_ms):
-        """Kafka's max.task.idle.ms rule: every input partition has buffered data, or some has and the task has
-        waited max.task.idle.ms (0: no wait; -1: never wait for empty partitions... Kafka's -1 disables idling
-        entirely, so always processable when anything is buffered)."""
+        """Kafka's max.task.idle.ms rule: processable when every input partition (``add_partitions``, or seen in
+        ``add_records``) has buffered data, or when some has and the task has waited max.task.idle.ms since it
+        became partly empty. <= 0 (Kafka's 0 and -1): no waiting. Kafka's 0 additionally waits while the consumer
+        knows of unfetched data of an empty partition; this task does not see consumer lag, so 0 acts as -1."""
         sizes = [q.size() for q in self._queues.values()]
         if not any(sizes):
             self._idle_since = None

@@ -472,3 +472,20 @@ def test_user_deserialization_handler_sees_the_raw_record():
         task.process()
     assert seen == [("0_0", 1, b"x", "SerializationException"), ("0_0", 2, b"yy", "SerializationException")]
     assert len(collector.sent) == 1 and task.metrics["dropped-records"] == 1
+
+
+def test_max_task_idle_waits_for_empty_partitions():
+    t = Topology().add_source("src", "a", "b").add_sink("out", "output", "src")
+    task, collector = make_task(t, {"max.task.idle.ms": 100})
+    task.add_partitions([("a", 0), ("b", 0)])
+    assert task.is_processable(0) is False and task.buffered() == 0
+    task.add_records("a", 0, [rec("a", 0, 0, 5)])
+    assert (task.is_processable(1000), task.is_processable(1099), task.is_processable(1100)) == (False, False, True)
+    task.add_records("b", 0, [rec("b", 0, 0, 1)])
+    assert task.is_processable(1101) and task.buffered("a", 0) == 1 and task.buffered() == 2
+    task.process()
+    assert [(c[3]) for c in collector.sent] == [1, 5]          # b's earlier record first
+    no_idle, _ = make_task(t)
+    no_idle.add_partitions([("a", 0), ("b", 0)])
+    no_idle.add_records("a", 0, [rec("a", 0, 0, 5)])
+    assert no_idle.is_processable(0)
