@@ -589,3 +589,34 @@ def test_queryable_composite_views(tmp_path):
     with pytest.raises(InvalidStateStoreException, match="may have migrated"):
         view.get("a")
     envs[0].close(True)
+
+
+def test_thread_cache_is_shared_and_evicts_from_the_writing_store(tmp_path):
+    # two stores, one 90-byte cache (30 bytes per entry): the store whose put overflows it evicts its own LRU entry
+    env = Env(tmp_path, [Stores.key_value_store_builder(kv_supplier("memory", n), Serdes.String(), Serdes.Long())
+                         .with_caching_enabled() for n in ("one", "two")], config={"statestore.cache.max.bytes": 90})
+    outs = {"one": [], "two": []}
+    for n in outs:
+        env.store(n).set_flush_listener(lambda k, new, old, ts, n=n: outs[n].append((k, new)), False)
+    env.store("one").put("a", 1)
+    env.store("one").put("b", 2)
+    env.store("two").put("x", 3)
+    assert outs == {"one": [], "two": []} and env.sm.thread_cache.size_bytes() == 90
+    env.store("two").put("y", 4)       # 120 > 90: "two" evicts x (dirty) -> flushes x then y; "one" untouched
+    assert outs == {"one": [], "two": [("x", 3), ("y", 4)]}
+    assert env.sm.thread_cache.size_bytes() == 90
+    env.sm.close(False)
+    assert env.sm.thread_cache.size_bytes() == 0
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_duplicates_store_seqnums_continue_after_restore(tmp_path, kind):
+    builder = lambda: Stores.window_store_builder(window_supplier(kind, 1000, 100, dups=True),  # noqa: E731
+                                                  Serdes.String(), Serdes.Long())
+    env = Env(tmp_path, [builder()])
+    env.sm.restore(MemoryRestoreConsumer({("app-w-changelog", 3): [
+        (b"k" + L(5) + b"\0\0\0\1", L(1), 0), (b"k" + L(5) + b"\0\0\0\2", L(2), 0)]}))
+    env.store("w").put("k", 3, 5)
+    assert list(env.store("w").fetch_range("k", 0, 10)) == [(5, 1), (5, 2), (5, 3)]
+    assert env.collector.sent == [("app-w-changelog", b"k" + L(5) + b"\0\0\0\3", L(3), 0, 3)]
+    env.sm.close(True)

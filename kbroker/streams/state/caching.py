@@ -63,8 +63,9 @@ class CacheEntry:
 
 
 class NamedCache:
-    def __init__(self, name):
+    def __init__(self, name, owner=None):
         self.name = name
+        self.owner = owner             # the ThreadCache: keeps the running total of every namespace's bytes
         self.entries = OrderedDict()   # LRU order: first = least recently used
         self.dirty = {}                # key -> None, insertion order = order of the keys' last writes
         self.sorted_keys = []          # the keys in byte order, for range reads (bisect)
@@ -82,11 +83,11 @@ class NamedCache:
     def put(self, key, entry):
         old = self.entries.pop(key, None)
         if old is not None:
-            self.size_bytes -= old.size
+            self._grow(-old.size)
         else:
             bisect.insort(self.sorted_keys, key)
         self.entries[key] = entry
-        self.size_bytes += entry.size
+        self._grow(entry.size)
         if entry.dirty:
             # Kafka's NamedCache removes and re-adds the key: dirty order is the order of each key's LAST write
             self.dirty.pop(key, None)
@@ -95,10 +96,15 @@ class NamedCache:
     def delete(self, key):
         e = self.entries.pop(key, None)
         if e is not None:
-            self.size_bytes -= e.size
+            self._grow(-e.size)
             self.dirty.pop(key, None)
             self._unindex(key)
         return e
+
+    def _grow(self, n):
+        self.size_bytes += n
+        if self.owner is not None:
+            self.owner.total_bytes += n
 
     def _unindex(self, key):
         del self.sorted_keys[bisect.bisect_left(self.sorted_keys, key)]
@@ -128,7 +134,7 @@ class NamedCache:
             return
         key, e = self.entries.popitem(last=False)
         self._unindex(key)
-        self.size_bytes -= e.size
+        self._grow(-e.size)
         self.num_evicts += 1
         if e.dirty:
             self.flush((key, e))
@@ -160,14 +166,15 @@ class ThreadCache:
     def __init__(self, max_bytes=DEFAULT_CACHE_MAX_BYTES):
         self.max_bytes = int(max_bytes)
         self.caches = {}
+        self.total_bytes = 0
 
     def size_bytes(self):
-        return sum(c.size_bytes for c in self.caches.values())
+        return self.total_bytes
 
     def named(self, namespace) -> NamedCache:
         c = self.caches.get(namespace)
         if c is None:
-            c = self.caches[namespace] = NamedCache(namespace)
+            c = self.caches[namespace] = NamedCache(namespace, self)
         return c
 
     def add_dirty_entry_flush_listener(self, namespace, listener):
@@ -184,7 +191,7 @@ class ThreadCache:
 
     def _maybe_evict(self, c):
         # Kafka evicts only from the namespace being written, while the whole cache is over its bound.
-        while self.size_bytes() > self.max_bytes and c.entries:
+        while self.total_bytes > self.max_bytes and c.entries:
             c.evict()
 
     def delete(self, namespace, key):
@@ -198,7 +205,9 @@ class ThreadCache:
 
     def close(self, namespace):
         """Drop a namespace without flushing (a closed or dirty-closed task)."""
-        self.caches.pop(namespace, None)
+        c = self.caches.pop(namespace, None)
+        if c is not None:
+            self.total_bytes -= c.size_bytes
 
     def resize(self, max_bytes):
         self.max_bytes = int(max_bytes)
@@ -268,8 +277,11 @@ class _CachingBase(StateStore):
         """Merge the cache's keys (binary, sorted) over ``stored`` [(binary key, item)], cache winning; returns items
         in binary-key order (reversed if asked). ``self._item(binary, value)`` builds an item from a cache entry."""
         merged = dict(stored)
+        entries = self.cache.named(self.namespace).entries
         for k in cached_keys:
-            e = self.cache.named(self.namespace).entries[k]   # a scan does not refresh LRU (Kafka's neither)
+            e = entries.get(k)   # a scan does not refresh LRU (Kafka's neither); None: evicted meanwhile
+            if e is None:
+                continue
             if e.value is None:
                 merged.pop(k, None)
             else:

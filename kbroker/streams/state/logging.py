@@ -22,7 +22,6 @@ from kbroker.streams.state import session_store as sks
 from kbroker.streams.state import window_store as wks
 from kbroker.streams.state.base import StateStore
 from kbroker.streams.state.keyvalue_store import KeyValueStore
-from kbroker.streams.state.memory import SEQNUM_MASK
 from kbroker.streams.state.session_store import SessionStore
 from kbroker.streams.state.window_store import WindowStore
 
@@ -140,10 +139,6 @@ class ChangeLoggingKeyValueStore(_LoggingBase, KeyValueStore):
 
 
 class ChangeLoggingWindowStore(_LoggingBase, WindowStore):
-    def __init__(self, inner, timestamped=False):
-        super().__init__(inner, timestamped)
-        self._seqnum = 0
-
     def window_size(self):
         return self.inner.window_size()
 
@@ -152,13 +147,13 @@ class ChangeLoggingWindowStore(_LoggingBase, WindowStore):
 
     def put(self, key, value, window_start_ms):
         self.inner.put(key, value, window_start_ms)
-        retain = getattr(self.inner, "retain_duplicates", False)
-        if retain:
+        seq = 0
+        if getattr(self.inner, "retain_duplicates", False):
             if value is None:
-                return
-            # The same counter sequence as the store below (Kafka keeps a twin counter in this layer).
-            self._seqnum = (self._seqnum + 1) & SEQNUM_MASK
-        self._log(wks.to_store_key_binary(bytes(key), window_start_ms, self._seqnum if retain else 0), value)
+                return   # ignored by a duplicates store
+            # the seqnum the store below just used (it also advances past restored ones, so both agree)
+            seq = self.inner.last_seqnum()
+        self._log(wks.to_store_key_binary(bytes(key), window_start_ms, seq), value)
 
     def fetch(self, key, window_start_ms):
         return self.inner.fetch(key, window_start_ms)

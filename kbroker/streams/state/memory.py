@@ -163,6 +163,10 @@ class InMemoryWindowStore(_BytesStoreBase, WindowStore):
     def window_size(self):
         return self._size
 
+    def last_seqnum(self):
+        """The seqnum of the last put of a duplicates store (the changelog key's)."""
+        return self._seqnum
+
     def retention_period(self):
         return self._retention
 
@@ -172,6 +176,8 @@ class InMemoryWindowStore(_BytesStoreBase, WindowStore):
     def restore_batch(self, records):
         for r in records:
             key, start, seq = wks.from_store_key_binary(r.key)
+            if self.retain_duplicates and seq > self._seqnum:
+                self._seqnum = seq   # new puts must not reuse a restored duplicate's seqnum
             self._put_raw(key, start, seq, r.value)
 
     def put(self, key, value, window_start_ms):

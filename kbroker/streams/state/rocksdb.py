@@ -21,9 +21,11 @@ after the upper key; entries are decoded and filtered, so results are exact exce
 a key that is a proper prefix of the upper bound whose timestamp bytes sort above the bound's next byte.
 """
 
+import functools
 import os
 import re
 import shutil
+import threading
 
 from rocksdict import Options, Rdict, WriteOptions
 
@@ -161,6 +163,16 @@ class RocksDBKeyValueStore(_BytesStoreBase, KeyValueStore):
         self.db = None
 
 
+def _locked(fn):
+    """Run under the store's lock: interactive queries read from other threads while the stream thread writes and
+    drops whole segments (closing a segment's database under a reader would break it)."""
+    @functools.wraps(fn)
+    def wrapper(self, *args, **kwargs):
+        with self._lock:
+            return fn(self, *args, **kwargs)
+    return wrapper
+
+
 class _Segments:
     """The segment databases of one store (see the module docstring)."""
 
@@ -215,6 +227,7 @@ class _SegmentedBase(_BytesStoreBase):
         self._retention = retention_ms
         self.segments = _Segments(name, segment_interval_ms)
         self.observed_stream_time = LONG_MIN
+        self._lock = threading.RLock()
 
     def persistent(self):
         return True
@@ -222,14 +235,15 @@ class _SegmentedBase(_BytesStoreBase):
     def retention_period(self):
         return self._retention
 
-    def _time_of(self, binary):
+    def _recover(self, binary):
+        """Called for each key of the newest segment at open: recovers observed stream time (and seqnums)."""
         raise NotImplementedError
 
     def init(self, context, root):
         self.segments.open_existing(os.path.join(context.state_dir(), self._name))
         for sid in self.segments.ids(reverse=True)[:1]:
             for k in self.segments.dbs[sid].keys():
-                self.observed_stream_time = max(self.observed_stream_time, self._time_of(k))
+                self._recover(k)
         self._init(context, root)
 
     def _min_live(self):
@@ -245,10 +259,12 @@ class _SegmentedBase(_BytesStoreBase):
             return False
         return True
 
+    @_locked
     def flush(self):
         if self._open:
             self.segments.flush()
 
+    @_locked
     def close(self):
         if self._open:
             self.segments.close()
@@ -265,12 +281,21 @@ class RocksDBWindowStore(_SegmentedBase, WindowStore):
     def window_size(self):
         return self._size
 
-    def _time_of(self, binary):
-        return wks.from_store_key_binary(binary)[1]
+    def last_seqnum(self):
+        """The seqnum of the last put of a duplicates store (the changelog key's)."""
+        return self._seqnum
+
+    def _recover(self, binary):
+        _, start, seq = wks.from_store_key_binary(binary)
+        self.observed_stream_time = max(self.observed_stream_time, start)
+        if self.retain_duplicates:
+            self._seqnum = max(self._seqnum, seq)
 
     def restore_batch(self, records):
         for r in records:
             key, start, seq = wks.from_store_key_binary(r.key)
+            if self.retain_duplicates and seq > self._seqnum:
+                self._seqnum = seq   # new puts must not reuse a restored duplicate's seqnum
             self._put_raw(key, start, seq, r.value)
 
     def put(self, key, value, window_start_ms):
@@ -283,6 +308,7 @@ class RocksDBWindowStore(_SegmentedBase, WindowStore):
             seq = 0
         self._put_raw(bytes(key), window_start_ms, seq, value)
 
+    @_locked
     def _put_raw(self, key, start, seq, value):
         if not self._advance(start):
             return
@@ -295,6 +321,7 @@ class RocksDBWindowStore(_SegmentedBase, WindowStore):
         else:
             self.segments.get_or_create(sid).put(binary, bytes(value))
 
+    @_locked
     def _single(self, key, time_from, time_to):
         key = bytes(key)
         time_from = max(time_from, self._min_live())
@@ -323,6 +350,7 @@ class RocksDBWindowStore(_SegmentedBase, WindowStore):
     def backward_fetch(self, key, time_from, time_to):
         return KeyValueIterator(reversed(self._single(key, time_from, time_to)))
 
+    @_locked
     def _keys(self, key_from, key_to, time_from, time_to):
         time_from = max(time_from, self._min_live())
         out = []
@@ -361,8 +389,8 @@ class RocksDBSessionStore(_SegmentedBase, SessionStore):
     def __init__(self, name, retention_ms, segment_interval_ms):
         super().__init__(name, retention_ms, segment_interval_ms)
 
-    def _time_of(self, binary):
-        return sks.from_binary(binary)[2]
+    def _recover(self, binary):
+        self.observed_stream_time = max(self.observed_stream_time, sks.from_binary(binary)[2])
 
     def restore_batch(self, records):
         for r in records:
@@ -375,6 +403,7 @@ class RocksDBSessionStore(_SegmentedBase, SessionStore):
     def remove(self, windowed_key):
         self.put(windowed_key, None)
 
+    @_locked
     def _put_raw(self, key, start, end, value):
         if not self._advance(end):
             return
@@ -387,6 +416,7 @@ class RocksDBSessionStore(_SegmentedBase, SessionStore):
         else:
             self.segments.get_or_create(sid).put(binary, bytes(value))
 
+    @_locked
     def _find(self, key_from, key_to, earliest_end, latest_start, single=None):
         earliest_end = max(earliest_end, self._min_live())
         out = []
@@ -424,6 +454,7 @@ class RocksDBSessionStore(_SegmentedBase, SessionStore):
     def find_sessions_range(self, key_from, key_to, earliest_session_end, latest_session_start):
         return KeyValueIterator(self._find(key_from, key_to, earliest_session_end, latest_session_start))
 
+    @_locked
     def fetch_session(self, key, session_start, session_end):
         if session_end < self._min_live():
             return None
