@@ -149,6 +149,11 @@ class Topology:
         self._check_parents(name, parent_names)
         node = ProcessorNode(name, supplier, parent_names)
         self._link(node, parent_names)
+        # Kafka's ConnectedStoreProvider: a supplier with stores() brings its own StoreBuilders, added and
+        # connected to this processor
+        stores = getattr(supplier, "stores", None)
+        for builder in (stores() if callable(stores) else None) or ():
+            self.add_state_store(builder, name)
         return self
 
     def add_sink(self, name, topic_or_extractor, *parent_names, key_serializer=None, value_serializer=None,

@@ -489,3 +489,15 @@ def test_max_task_idle_waits_for_empty_partitions():
     no_idle.add_partitions([("a", 0), ("b", 0)])
     no_idle.add_records("a", 0, [rec("a", 0, 0, 5)])
     assert no_idle.is_processable(0)
+
+
+def test_supplier_with_stores_connects_them():
+    class Supplier:
+        def __call__(self):
+            return Passthrough()
+
+        def stores(self):
+            return [FakeStoreBuilder("own")]
+
+    t = Topology().add_source("src", "in").add_processor("p", Supplier(), "src")
+    assert t.node("p").stores == ["own"] and set(t.store_builders()) == {"own"}
