@@ -354,6 +354,11 @@ class TaskProcessorContext(ProcessorContext):
         """This context's processor node (Kafka's currentNode().name())."""
         return self._node.name
 
+    def metrics(self):
+        """The task's counters (a Counter: "dropped-records", "process-total", "punctuate-total"; processors may
+        add their own), Kafka's context.metrics() reduced to what kbroker.streams counts."""
+        return self._task.metrics
+
     def set_record_metadata(self, metadata):
         """Make ``record_metadata()`` return ``metadata`` (a caching store's flush uses the cached entry's
         metadata, as Kafka restores an entry's record context); returns the previous value."""
