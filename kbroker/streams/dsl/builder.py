@@ -12,6 +12,9 @@ from ``Materialized`` (store supplier or store type), else from the config given
 """
 import re
 
+from kbroker.streams.dsl.grouped import KGroupedStream, KGroupedTable
+from kbroker.streams.dsl.kstream import KStream
+from kbroker.streams.dsl.ktable import KTable
 from kbroker.streams.dsl.nodes import KTableSourceSupplier
 from kbroker.streams.dsl.options import Consumed, Materialized, Named, StoreType, validate_name
 from kbroker.streams.errors import TopologyException
@@ -91,10 +94,37 @@ class StreamsBuilder:
             b.with_caching_disabled()
         return b
 
+    # ------------------------------------------------------------------------------------------ factories
+    # KStream, KTable and the grouped streams create each other through their builder, and reach the windows,
+    # joins and suppression modules through it: the builder is the one module importing them all, so the DSL's
+    # modules form no import cycle (tests/unit/test_architecture.py).
+    def _ktable(self, name, key_serde, value_serde, source_topics, queryable_name, supplier):
+        return KTable(self, name, key_serde, value_serde, source_topics, queryable_name, supplier)
+
+    def _kgrouped_stream(self, name, source_topics, grouped, repartition_required):
+        return KGroupedStream(self, name, source_topics, grouped, repartition_required)
+
+    def _kgrouped_table(self, name, source_topics, grouped):
+        return KGroupedTable(self, name, source_topics, grouped)
+
+    @staticmethod
+    def _joins():
+        from kbroker.streams.dsl import joins
+        return joins
+
+    @staticmethod
+    def _windowed():
+        from kbroker.streams.dsl import windowed
+        return windowed
+
+    @staticmethod
+    def _suppress():
+        from kbroker.streams.dsl import suppress
+        return suppress
+
     # ------------------------------------------------------------------------------------------ public API
     def stream(self, topics, consumed=None):
         """A KStream over one topic, a list of topics, or a compiled regex (pattern subscription)."""
-        from kbroker.streams.dsl.kstream import KStream
         consumed = _consumed(consumed)
         name = self.name_or_generate(consumed.name, SOURCE_NAME)
         if isinstance(topics, re.Pattern):
@@ -111,7 +141,6 @@ class StreamsBuilder:
     def table(self, topic, consumed=None, materialized=None):
         """A KTable over a topic: every record is an update of its key (null value: delete; null key: dropped).
         Materialized in a store only when ``materialized`` names it, or a downstream operator needs it."""
-        from kbroker.streams.dsl.ktable import KTable
         consumed = _consumed(consumed)
         m = materialized if materialized is not None else Materialized()
         store_name = m.store_name if m.store_name is not None else self.new_store_name(topic + "-")

@@ -61,7 +61,6 @@ class KGroupedStream:
 
     def _build_aggregate(self, func_name, store_builder, supplier, key_serde, value_serde, queryable_name):
         """Kafka's GroupedStreamAggregateBuilder.build (see the seam note /work/helpers/s3-s4-seam.md)."""
-        from kbroker.streams.dsl.ktable import KTable
         b = self._builder
         parent, topics = self._name, self._source_topics
         if self._repartition_required:
@@ -77,7 +76,7 @@ class KGroupedStream:
             topics = {topic}
         b._topology.add_processor(func_name, supplier, parent)
         b._topology.add_state_store(store_builder, func_name)
-        return KTable(b, func_name, key_serde, value_serde, topics, queryable_name, supplier)
+        return b._ktable(func_name, key_serde, value_serde, topics, queryable_name, supplier)
 
     def _do_aggregate(self, supplier_factory, named, prefix, m, store_name, queryable, value_serde):
         b = self._builder
@@ -113,8 +112,7 @@ class KGroupedStream:
 
     def windowed_by(self, windows):
         """TimeWindows / SlidingWindows / SessionWindows -> a windowed grouped stream (S4's windowed.py)."""
-        from kbroker.streams.dsl import windowed
-        return windowed.windowed_by(self, windows)
+        return self._builder._windowed().windowed_by(self, windows)
 
 
 class KGroupedTable:
@@ -131,7 +129,6 @@ class KGroupedTable:
         return "KGroupedTable(%s)" % self._name
 
     def _do_aggregate(self, supplier_factory, named, func_prefix, materialized, value_serde):
-        from kbroker.streams.dsl.ktable import KTable
         b = self._builder
         m = materialized if materialized is not None else Materialized()
         store_name = m.store_name if m.store_name is not None else b.new_store_name(TABLE_AGGREGATE_NAME)
@@ -151,7 +148,7 @@ class KGroupedTable:
         supplier = supplier_factory(store_name)
         t.add_processor(func_name, supplier, self._repartition_source)
         t.add_state_store(b.kv_store_builder(store_name, m, key_serde, value_serde), func_name)
-        return KTable(b, func_name, key_serde, value_serde, {topic}, m.store_name, supplier)
+        return b._ktable(func_name, key_serde, value_serde, {topic}, m.store_name, supplier)
 
     def count(self, named=None, materialized=None):
         return self._do_aggregate(

@@ -279,7 +279,6 @@ class KStream:
     # ------------------------------------------------------------------------------------------ tables, groups
     def to_table(self, named=None, materialized=None):
         """A KTable of this stream's records (each one an update of its key)."""
-        from kbroker.streams.dsl.ktable import KTable
         b = self._builder
         name = b.name_or_generate(named, TO_KTABLE_NAME)
         m = materialized if materialized is not None else Materialized()
@@ -298,25 +297,23 @@ class KStream:
         b._topology.add_processor(name, supplier, parent)
         if m.store_name is not None:
             add_store()
-        return KTable(b, name, key_serde, value_serde, topics, m.store_name, supplier)
+        return b._ktable(name, key_serde, value_serde, topics, m.store_name, supplier)
 
     def group_by_key(self, grouped=None):
         """Group by the current key (repartitioned first if an upstream operator changed keys)."""
-        from kbroker.streams.dsl.grouped import KGroupedStream
         if grouped is None:
             grouped = Grouped.with_(self._key_serde, self._value_serde)
-        return KGroupedStream(self._builder, self._name, self._source_topics, grouped, self._repartition_required)
+        return self._builder._kgrouped_stream(self._name, self._source_topics, grouped, self._repartition_required)
 
     def group_by(self, selector, grouped=None):
         """Group by ``selector(key, value)``: a key-selecting node (named after Grouped's name when given) and a
         repartition topic before the aggregation."""
         require(selector, "keySelector")
-        from kbroker.streams.dsl.grouped import KGroupedStream
         if grouped is None:
             grouped = Grouped.with_(None, self._value_serde)
         name = self._add(KEY_SELECT_NAME, grouped.name,
                          Supplier(nodes.KStreamMap, lambda k, v: (selector(k, v), v)))
-        return KGroupedStream(self._builder, name, self._source_topics, grouped, True)
+        return self._builder._kgrouped_stream(name, self._source_topics, grouped, True)
 
     # ------------------------------------------------------------------------------------------ joins (S4)
     def join(self, other, joiner, windows=None, joined=None, with_key=False):
@@ -328,18 +325,16 @@ class KStream:
         return self._join(other, joiner, windows, joined, with_key, "left")
 
     def outer_join(self, other, joiner, windows=None, joined=None, with_key=False):
-        from kbroker.streams.dsl.ktable import KTable
-        if isinstance(other, KTable):
+        if getattr(other, "_is_ktable", False):
             raise TopologyException("outer join of a KStream with a KTable does not exist (Kafka has none)")
         return self._join(other, joiner, windows, joined, with_key, "outer")
 
     def _join(self, other, joiner, windows, joined, with_key, kind):
         require(other, "otherStream")
         require(joiner, "joiner")
-        from kbroker.streams.dsl import joins
-        from kbroker.streams.dsl.ktable import KTable
+        joins = self._builder._joins()
         fn = _joiner(joiner, with_key)
-        if isinstance(other, KTable):
+        if getattr(other, "_is_ktable", False):
             return joins.stream_table_join(self, other, fn, joined, kind)
         if isinstance(other, KStream):
             if windows is None:

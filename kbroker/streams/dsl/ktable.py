@@ -10,7 +10,7 @@ from their parent's values. A source table (builder.table / KStream.to_table) is
 a downstream needs its values (a join's value getter, old values).
 """
 from kbroker.streams.dsl import nodes
-from kbroker.streams.dsl.kstream import require
+from kbroker.streams.dsl.kstream import KStream, require
 from kbroker.streams.dsl.nodes import Supplier
 from kbroker.streams.dsl.options import Grouped
 
@@ -23,6 +23,8 @@ SELECT_NAME = "KTABLE-SELECT-"
 
 
 class KTable:
+    _is_ktable = True       # KStream's joins tell tables apart without importing this module
+
     def __init__(self, builder, name, key_serde, value_serde, source_topics, queryable_name, supplier):
         self._builder = builder
         self._name = name
@@ -119,7 +121,6 @@ class KTable:
 
     def to_stream(self, mapper=None, named=None):
         """The table's updates as a stream (a delete: value None); ``mapper(key, value)`` selects a new key."""
-        from kbroker.streams.dsl.kstream import KStream
         name = self._builder.name_or_generate(named, TOSTREAM_NAME)
         self._builder._topology.add_processor(name, Supplier(nodes.KTableToStream), self._name)
         stream = KStream(self._builder, name, self._key_serde, self._value_serde, self._source_topics, False)
@@ -129,12 +130,11 @@ class KTable:
         """Re-group by ``selector(key, value) -> KeyValue | (key, value)``: the KGroupedTable's aggregations add
         the new value and subtract the old one (old values are sent from here on)."""
         require(selector, "selector")
-        from kbroker.streams.dsl.grouped import KGroupedTable
         grouped = grouped if grouped is not None else Grouped()
         name = self._builder.name_or_generate(grouped.name, SELECT_NAME)
         self._builder._topology.add_processor(name, nodes.KTableRepartitionMapSupplier(selector), self._name)
         self._enable_sending_old_values(True)
-        return KGroupedTable(self._builder, name, self._source_topics, grouped)
+        return self._builder._kgrouped_table(name, self._source_topics, grouped)
 
     # ------------------------------------------------------------------------------------------ S4 delegation
     def join(self, other, joiner, named=None, materialized=None, with_key=False):
@@ -149,10 +149,9 @@ class KTable:
     def _join(self, other, joiner, kind, named, materialized, with_key):
         require(other, "other")
         require(joiner, "joiner")
-        from kbroker.streams.dsl import joins
+        joins = self._builder._joins()
         fn = joiner if with_key else (lambda _k, a, b: joiner(a, b))
         return joins.table_table_join(self, other, fn, kind, named, materialized)
 
     def suppress(self, suppressed):
-        from kbroker.streams.dsl import suppress
-        return suppress.suppress_table(self, suppressed)
+        return self._builder._suppress().suppress_table(self, suppressed)
