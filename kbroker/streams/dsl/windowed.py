@@ -438,11 +438,15 @@ class _SessionAggProcessor(Processor):
     def init(self, context):
         self.context = context
         self.store = context.get_state_store(self.s.store_name)
+        self.cached = False
         if self.on_close:
             self.tracker = _EmitFinalTracker(context)
-            self.forwarder = _DirectForwarder(context)
         else:
-            self.forwarder = TupleForwarder(self.store, context, self.send_old_values)
+            # Kafka's SessionCacheFlushListener: a flushed session is forwarded at its end's timestamp
+            self.cached = bool(self.store.set_flush_listener(self._on_flush, self.send_old_values))
+
+    def _on_flush(self, key, new, old, _timestamp):
+        self.context.forward(Record(key, Change(new, old if self.send_old_values else None), key.window.end))
 
     def process(self, record):
         if record.key is None:
@@ -475,10 +479,10 @@ class _SessionAggProcessor(Processor):
         self._maybe_forward_final(record, close_time)
 
     def _forward(self, windowed, old, new):
-        if self.on_close:
+        if self.on_close or self.cached:
             return
-        self.forwarder.maybe_forward(Record(windowed, Change(new, old if self.send_old_values else None),
-                                            windowed.window.end))
+        self.context.forward(Record(windowed, Change(new, old if self.send_old_values else None),
+                                    windowed.window.end))
 
     def _maybe_forward_final(self, record, close_time):
         if not self.on_close or not self.tracker.should_emit(close_time):

@@ -1,0 +1,300 @@
+"""Joins of kbroker.streams' DSL (kbroker/streams/dsl/joins.py) through the TopologyTestDriver, exact outputs:
+stream-stream inner/left/outer (Kafka 3.1+: non-joined results only once the window closed), stream-table
+inner/left, table-table inner/left/outer, co-partitioning and repartitioning before a join. Scenarios named after
+Apache Kafka's unit tests (KStreamKStreamLeftJoinTest, KStreamKStreamOuterJoinTest) expect Kafka's output."""
+import pytest
+
+from kbroker.streams.dsl import Consumed, Materialized, Produced, StreamsBuilder
+from kbroker.streams.dsl.joins import Joined, StreamJoined
+from kbroker.streams.dsl.windows import JoinWindows
+from kbroker.streams.errors import TopologyException
+from kbroker.streams.serdes import Serdes
+from kbroker.streams.test_driver import TopologyTestDriver
+
+I = Serdes.Integer()
+S = Serdes.String()
+L = Serdes.Long()
+
+
+def _j(a, b):
+    """Kafka's MockValueJoiner.TOSTRING_JOINER: "left+right" with Java's "null"."""
+    return "%s+%s" % ("null" if a is None else a, "null" if b is None else b)
+
+
+def _records(out):
+    return [(r.key, r.value, r.timestamp) for r in out.read_records_to_list()]
+
+
+class _Join:
+    """topic1 (Integer, String) joined with topic2 (Integer, ``right_serde``) into "out"."""
+
+    def __init__(self, kind, windows, right_serde=S, store="in_memory", stream_joined=None):
+        b = StreamsBuilder({"default.dsl.store": store})
+        s1 = b.stream("topic1", Consumed.with_(I, S))
+        s2 = b.stream("topic2", Consumed.with_(I, right_serde))
+        method = {"inner": s1.join, "left": s1.left_join, "outer": s1.outer_join}[kind]
+        sj = stream_joined or StreamJoined.with_(I, S, right_serde)
+        method(s2, _j, windows, sj).to("out", Produced.with_(I, S))
+        self.topology = b.build()
+        self.driver = TopologyTestDriver(self.topology)
+        self.t1 = self.driver.create_input_topic("topic1", I, S)
+        self.t2 = self.driver.create_input_topic("topic2", I, right_serde)
+        self.out = self.driver.create_output_topic("out", I, S)
+
+    def read(self):
+        return _records(self.out)
+
+    def close(self):
+        self.driver.close()
+
+
+# ------------------------------------------------------------------------------------------ stream-stream
+
+@pytest.mark.parametrize("store", ["in_memory", "rocksDB"])
+def test_inner_join_kafka_run_join(store):
+    """Kafka's KStreamKStreamJoinTest.runJoin shape: every pair within the window joins, in store order."""
+    j = _Join("inner", JoinWindows.of_time_difference_and_grace(100, 0), store=store)
+    try:
+        for k in (0, 1):
+            j.t1.pipe_input(k, "A%d" % k, 0)
+        assert j.read() == []
+        for k in (0, 1):
+            j.t2.pipe_input(k, "a%d" % k, 0)
+        assert j.read() == [(0, "A0+a0", 0), (1, "A1+a1", 0)]
+        for k in (0, 1, 2):
+            j.t1.pipe_input(k, "B%d" % k, 0)
+        assert j.read() == [(0, "B0+a0", 0), (1, "B1+a1", 0)]
+        for k in (0, 1, 2, 3):
+            j.t2.pipe_input(k, "b%d" % k, 0)
+        assert j.read() == [(0, "A0+b0", 0), (0, "B0+b0", 0), (1, "A1+b1", 0), (1, "B1+b1", 0), (2, "B2+b2", 0)]
+        # the result's timestamp is the max of both records'
+        j.t1.pipe_input(3, "C3", 50)
+        assert j.read() == [(3, "C3+b3", 50)]
+        # a null key or value never joins: dropped and counted
+        j.t1.pipe_input(None, "X", 50)
+        j.t1.pipe_input(3, None, 50)
+        assert j.read() == []
+        assert j.driver.task.metrics["dropped-records"] == 2
+        # both sides' topics must be co-partitioned
+        assert j.topology.copartition_groups() == [frozenset({"topic1", "topic2"})]
+    finally:
+        j.close()
+
+
+def test_left_join_duplicates_kafka_oracle():
+    """Kafka's KStreamKStreamLeftJoinTest.testLeftJoinDuplicates (window 100, grace 10)."""
+    j = _Join("left", JoinWindows.of_time_difference_and_grace(100, 10))
+    try:
+        j.t1.pipe_input(0, "A0", 0)
+        j.t1.pipe_input(0, "A0-0", 0)
+        j.t2.pipe_input(1, "a0", 111)     # stream time 111 > 0 + 100 + 10: A0's window closed
+        j.t2.pipe_input(2, "dummy", 500)
+        assert j.read() == [(0, "A0+null", 0), (0, "A0-0+null", 0)]
+        j.t1.pipe_input(2, "A2", 1000)
+        j.t1.pipe_input(2, "A2-0", 1000)
+        j.t2.pipe_input(2, "a2", 1001)    # joins both: no spurious "A2+null" later
+        assert j.read() == [(2, "A2+a2", 1001), (2, "A2-0+a2", 1001)]
+        j.t2.pipe_input(3, "a3", 315)     # late right record, no left match: nothing (not an outer side)
+        j.t1.pipe_input(9, "Z", 5000)
+        assert j.read() == []
+    finally:
+        j.close()
+
+
+def test_left_join_waits_for_window_close_and_late_left_record_is_emitted_at_once():
+    j = _Join("left", JoinWindows.of_time_difference_and_grace(10, 5))
+    try:
+        j.t1.pipe_input(1, "A", 100)
+        j.t1.pipe_input(2, "B", 104)
+        assert j.read() == []                          # windows still open: no early "A+null"
+        j.t2.pipe_input(2, "b", 110)                   # joins B (104 in [100, 120])
+        assert j.read() == [(2, "B+b", 110)]
+        j.t1.pipe_input(3, "C", 115)                   # 115 = 100 + 10 + 5: A's window still open
+        assert j.read() == []
+        j.t1.pipe_input(4, "D", 116)                   # A's closed; C's not
+        assert j.read() == [(1, "A+null", 100)]
+        j.t1.pipe_input(5, "E", 90)                    # too late to wait: 90 + 10 < 116: joined with null at once
+        assert j.read() == [(5, "E+null", 90)]
+        j.t2.pipe_input(9, "z", 200)
+        assert j.read() == [(3, "C+null", 115), (4, "D+null", 116)]
+    finally:
+        j.close()
+
+
+def test_outer_join_grace_period_kafka_oracle():
+    """Kafka's KStreamKStreamOuterJoinTest.testGracePeriod (window 100, grace 10)."""
+    j = _Join("outer", JoinWindows.of_time_difference_and_grace(100, 10), right_serde=L)
+    try:
+        j.t1.pipe_input(0, "A0", 0)
+        j.t2.pipe_input(1, 11, 0)
+        assert j.read() == []
+        j.t1.pipe_input(1, "A1", 101)
+        j.t2.pipe_input(0, 10, 101)
+        assert j.read() == []
+        j.t2.pipe_input(0, 100, 112)
+        assert j.read() == [(1, "null+11", 0), (0, "A0+null", 0)]
+    finally:
+        j.close()
+
+
+def test_outer_join_asymmetric_window_kafka_oracle():
+    """Kafka's KStreamKStreamOuterJoinTest.testEmitAllNonJoinedResultsForAsymmetricWindow (before 5, after 20):
+    right records wait ``before`` after their time, left records ``after``."""
+    j = _Join("outer", JoinWindows.of_time_difference_with_no_grace(5).after(20), right_serde=L)
+    try:
+        j.t1.pipe_input(0, "A0", 29)
+        j.t1.pipe_input(1, "A1", 30)
+        j.t2.pipe_input(2, 12, 31)
+        j.t2.pipe_input(3, 13, 36)
+        assert j.read() == []
+        j.t2.pipe_input(4, 14, 37)
+        assert j.read() == [(2, "null+12", 31)]
+        j.t2.pipe_input(5, 15, 50)
+        assert j.read() == [(0, "A0+null", 29), (3, "null+13", 36), (4, "null+14", 37)]
+    finally:
+        j.close()
+
+
+def test_outer_join_ordering_kafka_oracle():
+    """Kafka's KStreamKStreamOuterJoinTest.testOrdering: the expired non-joined record comes before the join."""
+    j = _Join("outer", JoinWindows.of_time_difference_with_no_grace(100), right_serde=L)
+    try:
+        j.t1.pipe_input(0, "A0", 0)
+        j.t1.pipe_input(1, "A1", 100)
+        assert j.read() == []
+        j.t2.pipe_input(1, 11, 110)
+        assert j.read() == [(0, "A0+null", 0), (1, "A1+11", 110)]
+        # the topology has Kafka's names
+        text = str(j.topology.describe())
+        for name in ("KSTREAM-WINDOWED-0000000002", "KSTREAM-OUTERTHIS-0000000004", "KSTREAM-OUTEROTHER-0000000005",
+                     "KSTREAM-MERGE-0000000006", "KSTREAM-OUTERSHARED-0000000004-store",
+                     "KSTREAM-OUTERTHIS-0000000004-store"):
+            assert name in text
+    finally:
+        j.close()
+
+
+def test_outer_join_null_key_is_emitted_at_once_and_names_from_stream_joined():
+    sj = StreamJoined.with_(I, S, S).with_name("j").with_store_name("st")
+    j = _Join("outer", JoinWindows.of_time_difference_with_no_grace(10), stream_joined=sj)
+    try:
+        j.t1.pipe_input(None, "N", 5)
+        assert j.read() == [(None, "N+null", 5)]
+        text = str(j.topology.describe())
+        for name in ("j-this-windowed", "j-outer-this-join", "j-outer-other-join", "j-merge",
+                     "st-outer-this-join-store", "st-outer-other-join-store", "st-outer-shared-join-store"):
+            assert name in text, name
+    finally:
+        j.close()
+
+
+def test_stream_join_after_key_change_repartitions_both_sides_and_emit_interval_throttles():
+    b = StreamsBuilder({"default.dsl.store": "in_memory"})
+    s1 = b.stream("t1", Consumed.with_(S, S)).select_key(lambda k, v: v)
+    s2 = b.stream("t2", Consumed.with_(S, S))
+    s1.left_join(s2, _j, JoinWindows.of_time_difference_with_no_grace(5),
+                 StreamJoined.with_(S, S, S).with_name("x")).to("out", Produced.with_(S, S))
+    topology = b.build()
+    assert set(topology.repartition_topics("app")) == {"app-x-left-repartition"}
+    assert topology.copartition_groups() == [frozenset({"x-left-repartition", "t2"})]
+    # Kafka's internal emit interval (wall clock) throttles the scan for expired non-joined records
+    cfg = {"application.id": "app", "__emit.interval.ms.kstreams.outer.join.spurious.results.fix__": 1000}
+    with TopologyTestDriver(topology, cfg) as d:
+        t1 = d.create_input_topic("t1", S, S)
+        t2 = d.create_input_topic("t2", S, S)
+        out = d.create_output_topic("out", S, S)
+        t1.pipe_input("k1", "a", 0)
+        t1.pipe_input("k2", "b", 1)
+        t2.pipe_input("a", "R", 3)
+        assert _records(out) == [("a", "a+R", 3)]
+        t2.pipe_input("q", "R", 10)          # first scan (wall clock 0): b@1 closed (1 + 5 < 10)
+        assert _records(out) == [("b", "b+null", 1)]
+        t1.pipe_input("k3", "c", 11)
+        t2.pipe_input("q", "R", 30)          # c@11 closed, but the next scan is due at wall clock 1000
+        assert _records(out) == []
+        d.advance_wall_clock_time(1000)
+        t2.pipe_input("q", "R", 31)
+        assert _records(out) == [("c", "c+null", 11)]
+
+
+# ------------------------------------------------------------------------------------------- stream-table
+
+def test_stream_table_inner_and_left_join():
+    b = StreamsBuilder({"default.dsl.store": "in_memory"})
+    stream = b.stream("s", Consumed.with_(S, S))
+    table = b.table("t", Consumed.with_(S, S))
+    stream.join(table, _j).to("inner", Produced.with_(S, S))
+    stream.left_join(table, _j, joined=Joined.as_("lj")).to("left", Produced.with_(S, S))
+    topology = b.build()
+    assert topology.copartition_groups() == [frozenset({"s", "t"})] * 2
+    with TopologyTestDriver(topology) as d:
+        s = d.create_input_topic("s", S, S)
+        t = d.create_input_topic("t", S, S)
+        inner = d.create_output_topic("inner", S, S)
+        left = d.create_output_topic("left", S, S)
+        s.pipe_input("a", "s1", 10)            # table empty
+        t.pipe_input("a", "t1", 20)            # table updates emit nothing
+        s.pipe_input("a", "s2", 5)             # joins the CURRENT table value; the stream record's timestamp
+        t.pipe_input("a", None, 30)            # delete
+        s.pipe_input("a", "s3", 40)
+        s.pipe_input(None, "n", 41)            # null key: dropped by the inner join, joined with null by the left
+        s.pipe_input("a", None, 42)            # null value: dropped by both
+        assert _records(inner) == [("a", "s2+t1", 5)]
+        assert _records(left) == [("a", "s1+null", 10), ("a", "s2+t1", 5), ("a", "s3+null", 40),
+                                  (None, "n+null", 41)]
+        assert d.task.metrics["dropped-records"] == 3
+
+
+def test_stream_table_join_grace_needs_a_versioned_table():
+    b = StreamsBuilder()
+    stream = b.stream("s", Consumed.with_(S, S))
+    table = b.table("t", Consumed.with_(S, S))
+    with pytest.raises(TopologyException, match="KTable must be versioned to use a grace period"):
+        stream.join(table, _j, joined=Joined.as_("x").with_grace_period(10))
+    with pytest.raises(TopologyException, match="outer join of a KStream with a KTable"):
+        stream.outer_join(table, _j)
+
+
+# -------------------------------------------------------------------------------------------- table-table
+
+def _table_join(kind, materialized=None):
+    b = StreamsBuilder({"default.dsl.store": "in_memory"})
+    left = b.table("l", Consumed.with_(S, S))
+    right = b.table("r", Consumed.with_(S, S))
+    method = {"inner": left.join, "left": left.left_join, "outer": left.outer_join}[kind]
+    method(right, _j, materialized=materialized).to_stream().to("out", Produced.with_(S, S))
+    d = TopologyTestDriver(b.build())
+    return d, d.create_input_topic("l", S, S), d.create_input_topic("r", S, S), d.create_output_topic("out", S, S)
+
+
+STEPS = [("l", "a", "L1", 1), ("r", "a", "R1", 2), ("l", "a", "L2", 3), ("r", "b", "Rb", 4), ("r", "a", None, 5),
+         ("l", "a", None, 6), ("l", "b", "Lb", 7)]
+
+
+def _run_steps(lt, rt):
+    for side, key, value, ts in STEPS:
+        (lt if side == "l" else rt).pipe_input(key, value, ts)
+
+
+@pytest.mark.parametrize("kind, expected", [
+    ("inner", [("a", "L1+R1", 2), ("a", "L2+R1", 3), ("a", None, 5), ("b", "Lb+Rb", 7)]),
+    ("left", [("a", "L1+null", 1), ("a", "L1+R1", 2), ("a", "L2+R1", 3), ("a", "L2+null", 5), ("a", None, 6),
+              ("b", "Lb+Rb", 7)]),
+    ("outer", [("a", "L1+null", 1), ("a", "L1+R1", 2), ("a", "L2+R1", 3), ("b", "null+Rb", 4),
+               ("a", "L2+null", 5), ("a", None, 6), ("b", "Lb+Rb", 7)]),
+])
+def test_table_table_joins(kind, expected):
+    d, lt, rt, out = _table_join(kind)
+    with d:
+        _run_steps(lt, rt)
+        assert _records(out) == expected
+
+
+def test_table_table_join_materialized_is_queryable():
+    d, lt, rt, out = _table_join("outer", Materialized.as_("joined").with_value_serde(S))
+    with d:
+        _run_steps(lt, rt)
+        assert _records(out)[-1] == ("b", "Lb+Rb", 7)
+        store = d.get_key_value_store("joined")
+        assert store.get("a") is None
+        assert store.get("b") == "Lb+Rb"
