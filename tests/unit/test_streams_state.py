@@ -142,6 +142,7 @@ def test_window_fetch_semantics(tmp_path, kind):
         assert got == [(W("a", 0), 3), (W("b", 0), 1), (W("a", 10), 2)]
     else:                  # RocksDB: (segment, key, start)
         assert got == [(W("a", 0), 3), (W("a", 10), 2), (W("b", 0), 1)]
+    assert list(w.fetch_keys("a", "a", 0, 20)) == [(W("a", 0), 3), (W("a", 10), 2), (W("a", 20), 4)]
     assert sorted(map(tuple, w.fetch_all(10, 10))) == [(W("a", 10), 2), (W("c", 10), 5)]
     assert len(list(w.all())) == 5
     w.put("a", None, 10)                                                               # delete one window
@@ -224,6 +225,10 @@ def test_session_find_sessions(tmp_path, kind):
     assert list(s.backward_find_sessions("k", 0, 100)) == [(S("k", 50, 50), 3), (S("k", 20, 30), 2),
                                                            (S("k", 0, 10), 1)]
     assert list(s.fetch("j")) == [(S("j", 0, 100), 9)]
+    assert list(s.find_sessions_range("k", "k", 30, 100)) == [(S("k", 20, 30), 2), (S("k", 50, 50), 3)]
+    assert list(s.find_sessions_range("j", "k", 30, 100)) == (
+        [(S("k", 20, 30), 2), (S("k", 50, 50), 3), (S("j", 0, 100), 9)] if kind == "memory"   # (end, key, start)
+        else [(S("j", 0, 100), 9), (S("k", 20, 30), 2), (S("k", 50, 50), 3)])                # (key, end, start)
     assert s.fetch_session("k", 20, 30) == 2 and s.fetch_session("k", 20, 31) is None
     s.remove(S("k", 20, 30))
     assert [kv.key.window for kv in s.fetch("k")] == [Window(0, 10), Window(50, 50)]

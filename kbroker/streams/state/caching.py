@@ -429,6 +429,8 @@ class CachingWindowStore(_CachingBase, WindowStore):
         if self.cache is None:
             return []
         named = self.cache.named(self.namespace)
+        if single is None and key_from is not None and key_from == key_to:
+            single = key_from
         if single is not None:
             candidates = named.keys_in_range(wks.to_store_key_binary(single, max(time_from, 0), 0),
                                              wks.to_store_key_binary(single, time_to, 0))
@@ -529,6 +531,8 @@ class CachingSessionStore(_CachingBase, SessionStore):
         if self.cache is not None:
             observed = getattr(self.inner, "observed_stream_time", None)
             named = self.cache.named(self.namespace)
+            if single is None and key_from is not None and key_from == key_to:
+                single = key_from
             if single is not None:
                 candidates = named.keys_in_range(sks.to_binary(single, 0, max(earliest_end, 0)),
                                                  sks.to_binary(single, LONG_MAX, LONG_MAX))

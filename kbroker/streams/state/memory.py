@@ -6,7 +6,9 @@ too), so writes during an iteration never disturb it. Keys and values are ``byte
 Nothing survives a restart (``persistent()`` is False): the state manager restores them from the changelog start.
 
 Orders (Kafka's): key-value by key bytes; window stores by (window start, key, seqnum); session stores by
-(session end, key, session start).
+(session end, key, session start). Window and session stores also index each key's entries (sorted by time), so
+the per-record lookups of windowed aggregations and joins (one key, a time range) cost O(log n + matches), not a
+scan over every key's windows.
 """
 
 import bisect
@@ -154,7 +156,8 @@ class InMemoryWindowStore(_BytesStoreBase, WindowStore):
         self.retain_duplicates = retain_duplicates
         self._seqnum = 0
         self._map = {}
-        self._index = []   # sorted (start, key, seqnum)
+        self._index = []     # sorted (start, key, seqnum): time-ordered scans and expiry
+        self._by_key = {}    # key -> sorted [(start, seqnum)]: one key's windows without a scan of all keys
         self.observed_stream_time = -1 << 63
 
     def init(self, context, root):
@@ -202,31 +205,44 @@ class InMemoryWindowStore(_BytesStoreBase, WindowStore):
         if value is None:
             if self._map.pop(ident, None) is not None:
                 del self._index[bisect.bisect_left(self._index, ident)]
+                self._unindex_key(key, (start, seq))
             return
         if ident not in self._map:
             bisect.insort(self._index, ident)
+            bisect.insort(self._by_key.setdefault(key, []), (start, seq))
         self._map[ident] = bytes(value)
+
+    def _unindex_key(self, key, item):
+        lst = self._by_key[key]
+        del lst[bisect.bisect_left(lst, item)]
+        if not lst:
+            del self._by_key[key]
 
     def _expire(self):
         cut = bisect.bisect_left(self._index, (self._min_live(),))
         if cut:
             for ident in self._index[:cut]:
                 del self._map[ident]
+                self._unindex_key(ident[1], (ident[0], ident[2]))
             del self._index[:cut]
 
     def _scan(self, key_from, key_to, time_from, time_to, single=None):
         time_from = max(time_from, self._min_live())
         if time_from > time_to:
             return []
+        if single is None and key_from is not None and key_from == key_to:
+            single = key_from
+        if single is not None:
+            lst = self._by_key.get(single, ())
+            lo = bisect.bisect_left(lst, (time_from,))
+            hi = bisect.bisect_left(lst, (time_to + 1,))
+            return [((start, single, seq), self._map[(start, single, seq)]) for start, seq in lst[lo:hi]]
         lo = bisect.bisect_left(self._index, (time_from,))
-        hi = bisect.bisect_left(self._index, (time_to + 1,)) if time_to < (1 << 63) - 1 else len(self._index)
+        hi = bisect.bisect_left(self._index, (time_to + 1,))
         out = []
         for ident in self._index[lo:hi]:
-            start, key, _ = ident
-            if single is not None:
-                if key != single:
-                    continue
-            elif (key_from is not None and key < key_from) or (key_to is not None and key > key_to):
+            key = ident[1]
+            if (key_from is not None and key < key_from) or (key_to is not None and key > key_to):
                 continue
             out.append((ident, self._map[ident]))
         return out
@@ -276,6 +292,7 @@ class InMemoryWindowStore(_BytesStoreBase, WindowStore):
         self._open = False
         self._map.clear()
         self._index.clear()
+        self._by_key.clear()
 
 
 class InMemorySessionStore(_BytesStoreBase, SessionStore):
@@ -285,7 +302,8 @@ class InMemorySessionStore(_BytesStoreBase, SessionStore):
         super().__init__(name)
         self._retention = retention_ms
         self._map = {}
-        self._index = []   # sorted (end, key, start)
+        self._index = []     # sorted (end, key, start): time-ordered scans and expiry
+        self._by_key = {}    # key -> sorted [(end, start)]
         self.observed_stream_time = -1 << 63
 
     def init(self, context, root):
@@ -315,6 +333,7 @@ class InMemorySessionStore(_BytesStoreBase, SessionStore):
             if cut:
                 for ident in self._index[:cut]:
                     del self._map[ident]
+                    self._unindex_key(ident[1], (ident[0], ident[2]))
                 del self._index[:cut]
         if end < self._min_live():
             self.expired_dropped += 1
@@ -323,22 +342,34 @@ class InMemorySessionStore(_BytesStoreBase, SessionStore):
         if value is None:
             if self._map.pop(ident, None) is not None:
                 del self._index[bisect.bisect_left(self._index, ident)]
+                self._unindex_key(key, (end, start))
             return
         if ident not in self._map:
             bisect.insort(self._index, ident)
+            bisect.insort(self._by_key.setdefault(key, []), (end, start))
         self._map[ident] = bytes(value)
 
+    def _unindex_key(self, key, item):
+        lst = self._by_key[key]
+        del lst[bisect.bisect_left(lst, item)]
+        if not lst:
+            del self._by_key[key]
+
     def _find(self, key_from, key_to, earliest_end, latest_start, single=None):
-        lo = bisect.bisect_left(self._index, (max(earliest_end, self._min_live()),))
+        earliest_end = max(earliest_end, self._min_live())
+        if single is None and key_from is not None and key_from == key_to:
+            single = key_from
+        if single is not None:
+            lst = self._by_key.get(single, ())
+            return [KeyValue(Windowed(single, Window(start, end)), self._map[(end, single, start)])
+                    for end, start in lst[bisect.bisect_left(lst, (earliest_end,)):] if start <= latest_start]
+        lo = bisect.bisect_left(self._index, (earliest_end,))
         out = []
         for ident in self._index[lo:]:
             end, key, start = ident
             if start > latest_start:
                 continue
-            if single is not None:
-                if key != single:
-                    continue
-            elif (key_from is not None and key < key_from) or (key_to is not None and key > key_to):
+            if (key_from is not None and key < key_from) or (key_to is not None and key > key_to):
                 continue
             out.append(KeyValue(Windowed(key, Window(start, end)), self._map[ident]))
         return out
@@ -372,3 +403,4 @@ class InMemorySessionStore(_BytesStoreBase, SessionStore):
         self._open = False
         self._map.clear()
         self._index.clear()
+        self._by_key.clear()
