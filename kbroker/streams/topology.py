@@ -259,6 +259,12 @@ class Topology:
                 return node
         return None
 
+    def offset_reset_for(self, topic, app_id=None):
+        """The source's offset reset policy for ``topic`` ("earliest" | "latest" | "none"), or None when the
+        source named none (then the consumer's auto.offset.reset applies: Kafka Streams' default "earliest")."""
+        node = self.source_for_topic(topic, app_id)
+        return node.offset_reset if node is not None else None
+
     def subtopologies(self, app_id=None):
         """The sub-topologies in id order; topic names resolved with ``app_id`` when given (else as sources and
         sinks name them: internal topics by suffix)."""

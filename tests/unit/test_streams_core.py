@@ -183,6 +183,10 @@ def test_subtopologies_and_internal_topic_names():
     assert (cl["app-win-changelog"].windowed, cl["app-win-changelog"].retention_ms) == (True, 5000)
     assert cl["app-counts-changelog"].config == {"min.insync.replicas": "1"}
     assert t.resolve_topic("x-repartition", "app") == "app-x-repartition" and t.resolve_topic("in", "app") == "in"
+    assert t.source_for_topic("app-x-repartition", "app").name == "rep-src" and t.source_for_topic("nope") is None
+    t.add_source("late", "late-topic", offset_reset="latest")
+    assert (t.offset_reset_for("late-topic"), t.offset_reset_for("in"), t.offset_reset_for("zz")) == ("latest", None,
+                                                                                                      None)
 
 
 def test_shared_store_joins_subtopologies_and_ids_follow_insertion_order():
