@@ -121,9 +121,10 @@ def test_left_join_waits_for_window_close_and_late_left_record_is_emitted_at_onc
         j.close()
 
 
-def test_outer_join_grace_period_kafka_oracle():
+@pytest.mark.parametrize("store", ["in_memory", "rocksDB"])
+def test_outer_join_grace_period_kafka_oracle(store):
     """Kafka's KStreamKStreamOuterJoinTest.testGracePeriod (window 100, grace 10)."""
-    j = _Join("outer", JoinWindows.of_time_difference_and_grace(100, 10), right_serde=L)
+    j = _Join("outer", JoinWindows.of_time_difference_and_grace(100, 10), right_serde=L, store=store)
     try:
         j.t1.pipe_input(0, "A0", 0)
         j.t2.pipe_input(1, 11, 0)

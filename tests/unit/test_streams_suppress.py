@@ -176,3 +176,32 @@ def test_suppression_buffer_is_change_logged_unless_disabled(logged):
     w10 = b"a" + (10).to_bytes(8, "big")
     assert [(r.key, r.value is None, r.timestamp) for r in changelog] == [
         (w0, False, 1), (w0, False, 2), (w10, False, 15), (w0, True, 15)]
+
+
+def test_suppressed_table_joined_sees_values_as_before_the_buffered_updates():
+    """Kafka's SuppressScenarioTest.shouldWorkBeforeJoinRight: a join reads a suppressed table through the
+    buffer (the value before its buffered updates), else through to the parent table."""
+    b = StreamsBuilder({"default.dsl.store": "in_memory"})
+    left = b.table("left", Consumed.with_(S, S))
+    right = b.table("right", Consumed.with_(S, S)).suppress(Suppressed.until_time_limit(10, BufferConfig.unbounded()))
+    (left.outer_join(right, lambda l, r: "(%s,%s)" % ("null" if l is None else l, "null" if r is None else r))
+     .to_stream().to("output", Produced.with_(S, S)))
+    with TopologyTestDriver(b.build()) as d:
+        rt = d.create_input_topic("right", S, S)
+        lt = d.create_input_topic("left", S, S)
+        out = d.create_output_topic("output", S, S)
+        rt.pipe_input("B", "1", 0)
+        rt.pipe_input("A", "1", 0)
+        assert _kvts(out) == []
+        rt.pipe_input("tick", "tick", 10)
+        assert _kvts(out) == [("A", "(null,1)", 0), ("B", "(null,1)", 0)]
+        rt.pipe_input("A", "2", 11)
+        assert _kvts(out) == []
+        lt.pipe_input("A", "a", 12)
+        assert _kvts(out) == [("A", "(a,1)", 12)]
+        lt.pipe_input("B", "b", 12)
+        assert _kvts(out) == [("B", "(b,1)", 12)]
+        lt.pipe_input("A", "b", 13)
+        assert _kvts(out) == [("A", "(b,1)", 13)]
+        rt.pipe_input("tick", "tick1", 21)
+        assert _kvts(out) == [("tick", "(null,tick1)", 21), ("A", "(b,2)", 13)]
