@@ -6,8 +6,8 @@ import struct
 
 import pytest
 
-from kbroker.streams import (KeyValue, Processor, PunctuationType, Record, Serdes, StreamsException, Topology,
-                             TopologyTestDriver)
+from kbroker.streams import (KeyValue, Processor, PunctuationType, Record, RecordMetadata, Serdes, StreamsException,
+                             Topology, TopologyTestDriver)
 from kbroker.streams.state import Stores
 from kbroker.streams.test_driver import NoSuchElementException, TestRecord
 
@@ -197,3 +197,31 @@ def test_negative_timestamps_reach_the_timestamp_extractor(tmp_path):
     with TopologyTestDriver(t) as driver:
         with pytest.raises(StreamsException, match="has invalid \\(negative\\) timestamp"):
             driver.create_input_topic("in", S, S).pipe_input("a", "1", -5)
+
+
+def test_context_accessors_in_the_driver():
+    seen = {}
+
+    class Probe(Processor):
+        def init(self, context):
+            self.context = context
+            self.store = context.get_state_store("counts")
+            seen["init"] = (context.application_id(), str(context.task_id()), context.record_metadata(),
+                            context.current_stream_time_ms(), context.current_system_time_ms(),
+                            context.app_configs_with_prefix("my."), os.path.relpath(context.state_dir(),
+                                                                                     context.app_config()["state.dir"]))
+
+        def process(self, record):
+            seen["process"] = (self.context.record_metadata(), self.context.current_stream_time_ms(),
+                               self.context.key_serde().serialize("t", "x"))
+            self.context.commit()
+
+    t = Topology().add_source("src", "in", key_deserializer=S, value_deserializer=S)
+    t.add_processor("probe", Probe, "src")
+    t.add_state_store(Stores.key_value_store_builder(Stores.in_memory_key_value_store("counts"), S, L), "probe")
+    with TopologyTestDriver(t, {"application.id": APP, "my.flag": "1", "default.key.serde": "String"},
+                            initial_wall_clock_ms=42) as driver:
+        driver.create_input_topic("in", S, S).pipe_input("k", "v", 9)
+        driver.create_input_topic("in", S, S).pipe_input("k", "v", 3)
+    assert seen["init"] == (APP, "0_0", None, -1, 42, {"flag": "1"}, os.path.join(APP, "0_0"))
+    assert seen["process"] == (RecordMetadata("in", 0, 1), 9, b"x")
