@@ -112,6 +112,7 @@ class TopologyTestDriver:
         self._wall = initial_wall_clock_ms
         self._offsets = collections.Counter()
         self._outputs = collections.defaultdict(collections.deque)
+        self._produced = set()
         self._collector = _MemoryCollector()
         self._input_topics = topology.source_topic_names(self.application_id)
         self._patterns = [n.pattern for n in topology.nodes().values()
@@ -155,6 +156,14 @@ class TopologyTestDriver:
             return list(self._outputs.get(topic, ()))
         return [r for q in self._outputs.values() for r in q]
 
+    def produced_topic_names(self):
+        """Every topic the topology wrote to so far, read or not (Java's producedTopicNames)."""
+        return set(self._produced)
+
+    def metrics(self):
+        """The task's counters ("dropped-records", "process-total", "punctuate-total", ...)."""
+        return self.task.metrics
+
     def input_topic_names(self):
         return set(self._input_topics)
 
@@ -182,6 +191,7 @@ class TopologyTestDriver:
         """Move the collector's records to the output queues; feed those of input topics back."""
         for r in self._collector.drain():
             self._outputs[r.topic].append(r)
+            self._produced.add(r.topic)
             if self._is_input(r.topic):
                 self._enqueue(r.topic, r.key, r.value, r.timestamp, r.headers)
 
@@ -282,6 +292,7 @@ class TopologyTestDriver:
     def _capture_only(self):
         for r in self._collector.drain():
             self._outputs[r.topic].append(r)
+            self._produced.add(r.topic)
 
     def __enter__(self):
         return self

@@ -164,6 +164,7 @@ def test_repartition_topic_records_are_fed_back_in_order():
             TestRecord("b", "BANANA", 120),                         # after the record that made stream time known
             TestRecord("tick", "120", 120, [("punctuated", b"1")]),  # 100 passed (next: 200)
             TestRecord("a", "AVOCADO", 130)]
+        assert driver.produced_topic_names() == {"upper-out", APP + "-rekey-repartition"}
         # what went through the repartition topic is readable too, by its full name
         assert rep.read_values_to_list() == ["apple", "50", "banana", "120", "avocado"]
         with pytest.raises(NoSuchElementException, match="Empty topic: upper-out"):
