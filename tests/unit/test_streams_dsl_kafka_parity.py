@@ -4,7 +4,7 @@ replayed through our DSL and TopologyTestDriver. Same inputs, same (key, Change(
 store contents as Kafka asserts."""
 import pytest
 
-from kbroker.streams.dsl import Consumed, Grouped, Materialized, StreamsBuilder
+from kbroker.streams.dsl import Consumed, Grouped, Materialized, Produced, StreamsBuilder
 from kbroker.streams.dsl.nodes import Change
 from kbroker.streams.processor import Processor
 from kbroker.streams.serdes import Serdes
@@ -188,3 +188,157 @@ def test_kgroupedtable_count_and_aggregate_materialized():
             ValueAndTimestamp(3, 50), ValueAndTimestamp(2, 60)]
         assert [d.get_timestamped_key_value_store("aggregate").get(k) for k in "12"] == [
             ValueAndTimestamp("0+1+1+1", 50), ValueAndTimestamp("0+2+2", 60)]
+
+
+# Kafka's RepartitionTopicNamingTest.EXPECTED_UNOPTIMIZED_TOPOLOGY (buildTopology("none")): every node, topic and
+# store name of a topology with named/unnamed groupings, three aggregations and a windowed join (S4's part).
+KAFKA_UNOPTIMIZED_TOPOLOGY = (
+    'Topologies:\n'
+    '   Sub-topology: 0\n'
+    '    Source: KSTREAM-SOURCE-0000000000 (topics: [input])\n'
+    '      --> KSTREAM-MAP-0000000001\n'
+    '    Processor: KSTREAM-MAP-0000000001 (stores: [])\n'
+    '      --> KSTREAM-FILTER-0000000029, KSTREAM-FILTER-0000000002, KSTREAM-FILTER-0000000020, '
+    'aggregate-stream-repartition-filter, count-stream-repartition-filter\n'
+    '      <-- KSTREAM-SOURCE-0000000000\n'
+    '    Processor: KSTREAM-FILTER-0000000020 (stores: [])\n'
+    '      --> KSTREAM-PEEK-0000000021\n'
+    '      <-- KSTREAM-MAP-0000000001\n'
+    '    Processor: KSTREAM-FILTER-0000000002 (stores: [])\n'
+    '      --> KSTREAM-MAPVALUES-0000000003\n'
+    '      <-- KSTREAM-MAP-0000000001\n'
+    '    Processor: KSTREAM-FILTER-0000000029 (stores: [])\n'
+    '      --> joined-stream-left-repartition-filter\n'
+    '      <-- KSTREAM-MAP-0000000001\n'
+    '    Processor: KSTREAM-PEEK-0000000021 (stores: [])\n'
+    '      --> reduced-stream-repartition-filter\n'
+    '      <-- KSTREAM-FILTER-0000000020\n'
+    '    Processor: KSTREAM-MAPVALUES-0000000003 (stores: [])\n'
+    '      --> KSTREAM-PROCESSOR-0000000004\n'
+    '      <-- KSTREAM-FILTER-0000000002\n'
+    '    Processor: aggregate-stream-repartition-filter (stores: [])\n'
+    '      --> aggregate-stream-repartition-sink\n'
+    '      <-- KSTREAM-MAP-0000000001\n'
+    '    Processor: count-stream-repartition-filter (stores: [])\n'
+    '      --> count-stream-repartition-sink\n'
+    '      <-- KSTREAM-MAP-0000000001\n'
+    '    Processor: joined-stream-left-repartition-filter (stores: [])\n'
+    '      --> joined-stream-left-repartition-sink\n'
+    '      <-- KSTREAM-FILTER-0000000029\n'
+    '    Processor: reduced-stream-repartition-filter (stores: [])\n'
+    '      --> reduced-stream-repartition-sink\n'
+    '      <-- KSTREAM-PEEK-0000000021\n'
+    '    Processor: KSTREAM-PROCESSOR-0000000004 (stores: [])\n'
+    '      --> none\n'
+    '      <-- KSTREAM-MAPVALUES-0000000003\n'
+    '    Sink: aggregate-stream-repartition-sink (topic: aggregate-stream-repartition)\n'
+    '      <-- aggregate-stream-repartition-filter\n'
+    '    Sink: count-stream-repartition-sink (topic: count-stream-repartition)\n'
+    '      <-- count-stream-repartition-filter\n'
+    '    Sink: joined-stream-left-repartition-sink (topic: joined-stream-left-repartition)\n'
+    '      <-- joined-stream-left-repartition-filter\n'
+    '    Sink: reduced-stream-repartition-sink (topic: reduced-stream-repartition)\n'
+    '      <-- reduced-stream-repartition-filter\n'
+    '\n'
+    '  Sub-topology: 1\n'
+    '    Source: count-stream-repartition-source (topics: [count-stream-repartition])\n'
+    '      --> KSTREAM-AGGREGATE-0000000007\n'
+    '    Processor: KSTREAM-AGGREGATE-0000000007 (stores: [KSTREAM-AGGREGATE-STATE-STORE-0000000006])\n'
+    '      --> KTABLE-TOSTREAM-0000000011\n'
+    '      <-- count-stream-repartition-source\n'
+    '    Processor: KTABLE-TOSTREAM-0000000011 (stores: [])\n'
+    '      --> KSTREAM-SINK-0000000012, joined-stream-other-windowed\n'
+    '      <-- KSTREAM-AGGREGATE-0000000007\n'
+    '    Source: joined-stream-left-repartition-source (topics: [joined-stream-left-repartition])\n'
+    '      --> joined-stream-this-windowed\n'
+    '    Processor: joined-stream-other-windowed (stores: [joined-stream-other-join-store])\n'
+    '      --> joined-stream-other-join\n'
+    '      <-- KTABLE-TOSTREAM-0000000011\n'
+    '    Processor: joined-stream-this-windowed (stores: [joined-stream-this-join-store])\n'
+    '      --> joined-stream-this-join\n'
+    '      <-- joined-stream-left-repartition-source\n'
+    '    Processor: joined-stream-other-join (stores: [joined-stream-this-join-store])\n'
+    '      --> joined-stream-merge\n'
+    '      <-- joined-stream-other-windowed\n'
+    '    Processor: joined-stream-this-join (stores: [joined-stream-other-join-store])\n'
+    '      --> joined-stream-merge\n'
+    '      <-- joined-stream-this-windowed\n'
+    '    Processor: joined-stream-merge (stores: [])\n'
+    '      --> KSTREAM-SINK-0000000038\n'
+    '      <-- joined-stream-this-join, joined-stream-other-join\n'
+    '    Sink: KSTREAM-SINK-0000000012 (topic: outputTopic_0)\n'
+    '      <-- KTABLE-TOSTREAM-0000000011\n'
+    '    Sink: KSTREAM-SINK-0000000038 (topic: outputTopicForJoin)\n'
+    '      <-- joined-stream-merge\n'
+    '\n'
+    '  Sub-topology: 2\n'
+    '    Source: aggregate-stream-repartition-source (topics: [aggregate-stream-repartition])\n'
+    '      --> KSTREAM-AGGREGATE-0000000014\n'
+    '    Processor: KSTREAM-AGGREGATE-0000000014 (stores: [KSTREAM-AGGREGATE-STATE-STORE-0000000013])\n'
+    '      --> KTABLE-TOSTREAM-0000000018\n'
+    '      <-- aggregate-stream-repartition-source\n'
+    '    Processor: KTABLE-TOSTREAM-0000000018 (stores: [])\n'
+    '      --> KSTREAM-SINK-0000000019\n'
+    '      <-- KSTREAM-AGGREGATE-0000000014\n'
+    '    Sink: KSTREAM-SINK-0000000019 (topic: outputTopic_1)\n'
+    '      <-- KTABLE-TOSTREAM-0000000018\n'
+    '\n'
+    '  Sub-topology: 3\n'
+    '    Source: reduced-stream-repartition-source (topics: [reduced-stream-repartition])\n'
+    '      --> KSTREAM-REDUCE-0000000023\n'
+    '    Processor: KSTREAM-REDUCE-0000000023 (stores: [KSTREAM-REDUCE-STATE-STORE-0000000022])\n'
+    '      --> KTABLE-TOSTREAM-0000000027\n'
+    '      <-- reduced-stream-repartition-source\n'
+    '    Processor: KTABLE-TOSTREAM-0000000027 (stores: [])\n'
+    '      --> KSTREAM-SINK-0000000028\n'
+    '      <-- KSTREAM-REDUCE-0000000023\n'
+    '    Sink: KSTREAM-SINK-0000000028 (topic: outputTopic_2)\n'
+    '      <-- KTABLE-TOSTREAM-0000000027\n'
+    '\n'
+)
+
+
+def _normalized(description):
+    """The successor/predecessor lists sorted: Kafka orders them with a TreeSet whose comparator reads subtree
+    sizes that change while the set is filled (InternalTopologyBuilder.describeSubtopology), an order we do not
+    reproduce; every name, edge, topic, store and sub-topology must still match."""
+    out = []
+    for line in description.splitlines():
+        for arrow in ("      --> ", "      <-- "):
+            if line.startswith(arrow):
+                line = arrow + ", ".join(sorted(line[len(arrow):].split(", ")))
+        out.append(line)
+    return out
+
+
+def test_kafka_repartition_topic_naming_unoptimized_topology():
+    from kbroker.streams.dsl.joins import StreamJoined
+    from kbroker.streams.dsl.windows import JoinWindows
+    L = Serdes.Long()
+    b = StreamsBuilder()
+    mapped = b.stream("input", Consumed.with_(S, S)).map(lambda k, v: (k.upper(), v))
+    mapped.filter(lambda k, v: k == "B").map_values(str.upper).process(lambda: _LastValue({}))
+    count_stream = (mapped.group_by_key(Grouped.as_("count-stream")).count(materialized=Materialized.with_(S, L))
+                    .to_stream())
+    count_stream.to("outputTopic_0", Produced.with_(S, L))
+    (mapped.group_by_key(Grouped.as_("aggregate-stream"))
+     .aggregate(lambda: 0, lambda k, v, agg: agg + len(v), materialized=Materialized.with_(S, I))
+     .to_stream().to("outputTopic_1", Produced.with_(S, I)))
+    (mapped.filter(lambda k, v: True).peek(lambda k, v: None).group_by_key(Grouped.as_("reduced-stream"))
+     .reduce(lambda a, v: a + ":" + v, materialized=Materialized.with_(S, S))
+     .to_stream().to("outputTopic_2", Produced.with_(S, S)))
+    (mapped.filter(lambda k, v: k == "A")
+     .join(count_stream, lambda v1, v2: "%s:%s" % (v1, v2), JoinWindows.of_time_difference_with_no_grace(5000),
+           StreamJoined.with_(S, S, L).with_store_name("joined-stream").with_name("joined-stream"))
+     .to("outputTopicForJoin"))
+    assert _normalized(str(b.build().describe())) == _normalized(KAFKA_UNOPTIMIZED_TOPOLOGY)
+
+
+def test_same_grouped_name_on_two_streams_is_refused():
+    """RepartitionTopicNamingTest.shouldFailWithSameRepartitionTopicName (we refuse at declaration, Kafka at
+    build())."""
+    from kbroker.streams.errors import TopologyException
+    b = StreamsBuilder()
+    b.stream("topic").select_key(lambda k, v: k).group_by_key(Grouped.as_("grouping")).count()
+    with pytest.raises(TopologyException, match="grouping-repartition"):
+        b.stream("topicII").select_key(lambda k, v: k).group_by_key(Grouped.as_("grouping")).count()
