@@ -610,6 +610,8 @@ class StreamTask:
     # -------------------------------------------------------------------------------------------- process
     def process(self, max_records=100):
         """Process up to ``max_records`` buffered records, smallest head timestamp first; returns how many."""
+        if self._closed:
+            raise StreamsException("task %s is closed" % (self.task_id,))
         if not self._initialized:
             self.init_processors()
         n = 0
