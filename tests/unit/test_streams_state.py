@@ -625,3 +625,10 @@ def test_duplicates_store_seqnums_continue_after_restore(tmp_path, kind):
     assert list(env.store("w").fetch_range("k", 0, 10)) == [(5, 1), (5, 2), (5, 3)]
     assert env.collector.sent == [("app-w-changelog", b"k" + L(5) + b"\0\0\0\3", L(3), 0, 3)]
     env.sm.close(True)
+
+
+def test_rocksdb_store_opened_twice_names_the_store(tmp_path):
+    env = Env(tmp_path, [kv_builder()])
+    with pytest.raises(ProcessorStateException, match=r"Error opening store kv at location .*0_3/rocksdb/kv"):
+        Env(tmp_path, [kv_builder()])
+    env.sm.close(True)

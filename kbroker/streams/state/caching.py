@@ -326,7 +326,7 @@ class CachingKeyValueStore(_CachingBase, KeyValueStore):
         if e is not None:
             return e.value
         value = self.inner.get(key)
-        if value is not None and self.cache is not None:
+        if value is not None and self.cache is not None and self.cache.max_bytes > 0:
             # Kafka caches a read miss as a clean entry (it refreshes LRU and saves the next lookup)
             self.cache.put(self.namespace, key, CacheEntry(key, value, False, self._ts()))
         return value

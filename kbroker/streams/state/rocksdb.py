@@ -29,6 +29,7 @@ import threading
 
 from rocksdict import Options, Rdict, WriteOptions
 
+from kbroker.streams.errors import ProcessorStateException
 from kbroker.streams.keyvalue import KeyValue, Window, Windowed
 from kbroker.streams.state import session_store as sks
 from kbroker.streams.state import window_store as wks
@@ -42,11 +43,21 @@ LONG_MIN = -1 << 63
 LONG_MAX = (1 << 63) - 1
 
 
+WRITE_BUFFER_SIZE = 16 * 1024 * 1024   # Kafka's RocksDBStore: 16 MB memtables, at most 3 per database
+MAX_WRITE_BUFFERS = 3
+
+
 def _open_db(path):
     os.makedirs(path, exist_ok=True)
     opts = Options(raw_mode=True)
     opts.create_if_missing(True)
-    db = Rdict(path, opts)
+    opts.set_write_buffer_size(WRITE_BUFFER_SIZE)
+    opts.set_max_write_buffer_number(MAX_WRITE_BUFFERS)
+    try:
+        db = Rdict(path, opts)
+    except Exception as e:   # rocksdict raises plain Exception (e.g. the LOCK held by another open of the store)
+        raise ProcessorStateException(f"Error opening store {os.path.basename(path)} at location {path}: {e}") \
+            from e
     wo = WriteOptions()
     wo.disable_wal = True
     db.set_write_options(wo)
@@ -340,6 +351,13 @@ class RocksDBWindowStore(_SegmentedBase, WindowStore):
         return out
 
     def fetch(self, key, window_start_ms):
+        if not self.retain_duplicates:
+            # the hot path of tumbling/hopping aggregations: one point lookup, no iterator
+            with self._lock:
+                if window_start_ms < self._min_live():
+                    return None
+                db = self.segments.dbs.get(self.segments.segment_id(window_start_ms))
+                return None if db is None else db.get(wks.to_store_key_binary(bytes(key), window_start_ms, 0))
         for kv in self._single(key, window_start_ms, window_start_ms):
             return kv.value
         return None
