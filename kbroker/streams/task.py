@@ -65,7 +65,7 @@ class ConsumedRecord(NamedTuple):
     timestamp: int
     key: object
     value: object
-    headers: list = []
+    headers: tuple | list = ()    # (str, bytes | None) pairs; () when none (no shared mutable default)
 
 
 class RecordCollector(Protocol):
