@@ -330,3 +330,16 @@ def test_build_config_default_dsl_store_retypes_default_stores():
     g.count(materialized=Materialized.as_("r").with_store_type("rocksDB"))
     sb = b.build({"default.dsl.store": "in_memory"}).store_builders()
     assert (sb["d"].persistent(), sb["r"].persistent()) == (False, True)
+
+
+def test_materialized_may_stand_where_named_does():
+    """Kafka's count(Materialized) / reduce(reducer, Materialized) / toTable(Materialized) overloads."""
+    b = StreamsBuilder()
+    g = b.stream("in").group_by_key()
+    assert g.count(Materialized.as_("c1")).queryable_store_name() == "c1"
+    assert g.reduce(lambda a, v: v, Materialized.as_("r1")).queryable_store_name() == "r1"
+    assert g.aggregate(lambda: "", lambda k, v, a: v, Materialized.as_("a1")).queryable_store_name() == "a1"
+    assert b.stream("in2").to_table(Materialized.as_("t1")).queryable_store_name() == "t1"
+    assert b.table("in3").filter(lambda k, v: True, Materialized.as_("f1")).queryable_store_name() == "f1"
+    assert set(b.build().store_builders()) == {"c1", "r1", "a1", "t1", "f1"}
+    assert "c1" not in b.build().nodes()            # not taken as the processor's name

@@ -13,7 +13,8 @@ KGroupedTable always repartitions ("<Grouped name or store name>-repartition"), 
 ChangedSerializer format so the aggregation can subtract the old value and add the new one.
 """
 from kbroker.streams.dsl import nodes
-from kbroker.streams.dsl.kstream import SINK_NAME, SOURCE_NAME, create_repartitioned_source, require
+from kbroker.streams.dsl.kstream import (SINK_NAME, SOURCE_NAME, create_repartitioned_source, named_and_materialized,
+                                         require)
 from kbroker.streams.dsl.nodes import ChangedSerde
 from kbroker.streams.dsl.options import Materialized
 from kbroker.streams.serdes import Serdes
@@ -89,6 +90,7 @@ class KGroupedStream:
 
     def count(self, named=None, materialized=None):
         """The number of records per key (records with a null key or value are dropped); Long values."""
+        named, materialized = named_and_materialized(named, materialized)
         if materialized is not None and materialized.store_name is None:
             self._builder.new_store_name(STREAM_AGGREGATE_NAME)   # Kafka burns one more index here
         m, store, queryable = self._materialized(materialized, STREAM_AGGREGATE_NAME)
@@ -98,6 +100,7 @@ class KGroupedStream:
     def reduce(self, reducer, named=None, materialized=None):
         """``reducer(aggregate, value)`` per key; the first value is the initial aggregate."""
         require(reducer, "reducer")
+        named, materialized = named_and_materialized(named, materialized)
         m, store, queryable = self._materialized(materialized, STREAM_REDUCE_NAME)
         return self._do_aggregate(lambda s: nodes.KStreamAggregateSupplier(s, reducer=reducer), named,
                                   STREAM_REDUCE_NAME, m, store, queryable, self._value_serde)
@@ -106,6 +109,7 @@ class KGroupedStream:
         """``aggregator(key, value, aggregate)`` per key, starting from ``initializer()``."""
         require(initializer, "initializer")
         require(aggregator, "aggregator")
+        named, materialized = named_and_materialized(named, materialized)
         m, store, queryable = self._materialized(materialized, STREAM_AGGREGATE_NAME)
         return self._do_aggregate(lambda s: nodes.KStreamAggregateSupplier(s, initializer, aggregator), named,
                                   STREAM_AGGREGATE_NAME, m, store, queryable, None)
@@ -129,6 +133,7 @@ class KGroupedTable:
         return "KGroupedTable(%s)" % self._name
 
     def _do_aggregate(self, supplier_factory, named, func_prefix, materialized, value_serde):
+        named, materialized = named_and_materialized(named, materialized)
         b = self._builder
         m = materialized if materialized is not None else Materialized()
         store_name = m.store_name if m.store_name is not None else b.new_store_name(TABLE_AGGREGATE_NAME)

@@ -51,6 +51,16 @@ def require(value, what):
     return value
 
 
+def named_and_materialized(named, materialized):
+    """Kafka's overloads take a Materialized where a Named may stand (``count(Materialized.as_("x"))``): a
+    Materialized passed positionally as ``named`` is taken as the Materialized."""
+    if isinstance(named, Materialized):
+        if materialized is not None:
+            raise TypeError("two Materialized given")
+        return None, named
+    return named, materialized
+
+
 def _always_true(_k, _v):
     return True
 
@@ -279,6 +289,7 @@ class KStream:
     # ------------------------------------------------------------------------------------------ tables, groups
     def to_table(self, named=None, materialized=None):
         """A KTable of this stream's records (each one an update of its key)."""
+        named, materialized = named_and_materialized(named, materialized)
         b = self._builder
         name = b.name_or_generate(named, TO_KTABLE_NAME)
         m = materialized if materialized is not None else Materialized()

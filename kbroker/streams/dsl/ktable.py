@@ -10,7 +10,7 @@ from their parent's values. A source table (builder.table / KStream.to_table) is
 a downstream needs its values (a join's value getter, old values).
 """
 from kbroker.streams.dsl import nodes
-from kbroker.streams.dsl.kstream import KStream, require
+from kbroker.streams.dsl.kstream import KStream, named_and_materialized, require
 from kbroker.streams.dsl.nodes import Supplier
 from kbroker.streams.dsl.options import Grouped
 
@@ -83,6 +83,7 @@ class KTable:
         return name, queryable
 
     def _stateful_child(self, prefix, named, materialized, supplier_factory, value_serde):
+        named, materialized = named_and_materialized(named, materialized)
         b = self._builder
         name, queryable = self._materialize(prefix, named, materialized)
         key_serde = self._key_serde
@@ -147,6 +148,7 @@ class KTable:
         return self._join(other, joiner, "outer", named, materialized, with_key)
 
     def _join(self, other, joiner, kind, named, materialized, with_key):
+        named, materialized = named_and_materialized(named, materialized)
         require(other, "other")
         require(joiner, "joiner")
         joins = self._builder._joins()
