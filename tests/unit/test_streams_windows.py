@@ -291,3 +291,37 @@ def test_session_windows_aggregate_with_merger():
         assert _records(d.create_output_topic("out", S, S)) == [
             ("[k@0/0]", "a", 0), ("[k@20/20]", "b", 20),
             ("[k@0/0]", None, 0), ("[k@20/20]", None, 20), ("[k@0/20]", "|a|bc", 20)]
+
+
+def test_sliding_windows_emit_on_window_close_kafka_oracle():
+    """Kafka's KStreamSlidingWindowAggregateTest.testAggregateSmallInput with EmitStrategy.onWindowClose():
+    only closed windows' final aggregates (window end + grace < stream time)."""
+    b = _builder()
+    (b.stream("topic", Consumed.with_(S, S)).group_by_key(Grouped.with_(S, S))
+     .windowed_by(SlidingWindows.of_time_difference_and_grace(10, 5)).emit_strategy(EmitStrategy.on_window_close())
+     .aggregate(lambda: "0", _string_adder, materialized=Materialized.as_("store-name").with_value_serde(S))
+     .to_stream().map(lambda k, v: (str(k), v)).to("out", Produced.with_(S, S)))
+    with _driver(b) as d:
+        inp = d.create_input_topic("topic", S, S)
+        for v, ts in SLIDING_INPUT:
+            inp.pipe_input("A", v, ts)
+        assert _records(d.create_output_topic("out", S, S)) == [
+            ("[A@0/10]", "0+1+2", 10), ("[A@4/14]", "0+1+2+3", 14), ("[A@5/15]", "0+1+2+3+4", 15),
+            ("[A@10/20]", "0+1+2+3+4+5", 20), ("[A@11/21]", "0+3+4+5", 20), ("[A@12/22]", "0+3+4+5+6", 22)]
+
+
+def test_session_windows_emit_on_window_close():
+    b = _builder()
+    (b.stream("in", Consumed.with_(S, S)).group_by_key()
+     .windowed_by(SessionWindows.of_inactivity_gap_with_no_grace(5)).emit_strategy(EmitStrategy.on_window_close())
+     .count().to_stream().map(lambda k, v: (str(k), v)).to("out", Produced.with_(S, Serdes.Long())))
+    with _driver(b) as d:
+        inp = d.create_input_topic("in", S, S)
+        out = d.create_output_topic("out", S, Serdes.Long())
+        for key, ts in (("a", 0), ("a", 3), ("b", 8)):
+            inp.pipe_input(key, "x", ts)
+        assert _records(out) == []               # [a@0/3] closes once stream time > 3 + gap 5
+        inp.pipe_input("b", "x", 9)
+        assert _records(out) == [("[a@0/3]", 2, 3)]
+        inp.pipe_input("c", "x", 30)
+        assert _records(out) == [("[b@8/9]", 2, 9)]
