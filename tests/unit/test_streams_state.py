@@ -13,7 +13,7 @@ from kbroker.streams.errors import InvalidStateStoreException, ProcessorStateExc
 from kbroker.streams.keyvalue import KeyValue, Window, Windowed
 from kbroker.streams.processor import TaskId
 from kbroker.streams.serdes import Serdes
-from kbroker.streams.state import (ChangelogRecord, MemoryRestoreConsumer, ProcessorStateManager,
+from kbroker.streams.state import (MemoryRestoreConsumer, ProcessorStateManager,
                                    QueryableStoreTypes, StateRestoreListener, StoreQueryParameters, Stores,
                                    ValueAndTimestamp)
 from kbroker.streams.state.checkpoint import OffsetCheckpoint

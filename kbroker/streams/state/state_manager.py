@@ -213,6 +213,11 @@ class ProcessorStateManager:
         self._closed = False
 
     # -- set-up -----------------------------------------------------------------------------------------------------
+    def register(self, store, restore_callback):
+        """Kafka's registerStore: a store (the root of its stack) and its restore callback (a list of
+        ChangelogRecord per call); stores do it themselves from init through their context."""
+        self._register(store, restore_callback)
+
     def _register(self, store, callback):
         name = store.name()
         if name in self._stores:
@@ -295,7 +300,9 @@ class ProcessorStateManager:
     # -- restore ----------------------------------------------------------------------------------------------------
     def _apply(self, name, records):
         if self.builders[name].timestamped:
-            records = [ChangelogRecord(r.offset, r.key, join_timestamped(r.value, r.timestamp), r.timestamp) for r in records]
+            # a timestamped store's changelog holds the plain value; the record timestamp is the embedded one
+            records = [ChangelogRecord(r.offset, r.key, join_timestamped(r.value, r.timestamp), r.timestamp)
+                       for r in records]
         self._callbacks[name](records)
 
     def apply_changelog_records(self, name: str, records: list) -> None:
