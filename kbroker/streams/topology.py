@@ -431,7 +431,8 @@ class TopologyDescription:
 
     Nodes of a sub-topology (and a node's successors/predecessors) are ordered as Kafka's NodeComparator does:
     larger "size" first, then by name; size = 1 + the sizes of the node's children (Kafka's updateSize: a node
-    reached by two paths counts twice). A pattern source prints "(topics: <regex>)", as Kafka's does.
+    reached by two paths counts twice). A pattern source prints "(topics: <regex>)", as Kafka's does. Topic and
+    store lists are in Java's HashSet order (``_java_hashset_order``), as Kafka prints them.
     """
 
     def __init__(self, topology):
@@ -466,11 +467,12 @@ class TopologyDescription:
                 node = nodes[n]
                 if node.kind == "source":
                     what = ("topics: %s" % node.pattern.pattern if node.pattern is not None
-                            else "topics: [%s]" % ", ".join(node.topics))
+                            else "topics: [%s]" % ", ".join(_java_hashset_order(node.topics)))
                     lines.append("    Source: %s (%s)\n      --> %s\n" % (n, what, names(node.children)))
                 elif node.kind == "processor":
                     lines.append("    Processor: %s (stores: [%s])\n      --> %s\n      <-- %s\n"
-                                 % (n, ", ".join(sorted(node.stores)), names(node.children), names(node.parents)))
+                                 % (n, ", ".join(_java_hashset_order(node.stores)), names(node.children),
+                                    names(node.parents)))
                 else:
                     what = ("topic: %s" % node.topic if isinstance(node.topic, str)
                             else "extractor class: %s" % _callable_name(node.topic))
@@ -481,6 +483,31 @@ class TopologyDescription:
 
     def __repr__(self):
         return str(self)
+
+
+def _java_string_hash(text):
+    """Java's String.hashCode (over UTF-16 code units, int32 arithmetic), as an unsigned 32-bit value."""
+    h = 0
+    units = text.encode("utf-16-be")
+    for i in range(0, len(units), 2):
+        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
+    return h
+
+
+def _java_hashset_order(items):
+    """The iteration order of Java's ``new HashSet<>(items)`` for strings: by bucket -- (hash ^ hash >>> 16) &
+    (table size - 1), table size = the power of two >= max(n / 0.75 + 1, 16) -- then insertion order within a
+    bucket. Kafka's describe() prints topic and store sets in this order, so ours matches it byte for byte."""
+    n = len(items)
+    size = 16
+    while size < int(n / 0.75) + 1:
+        size <<= 1
+
+    def bucket(text):
+        h = _java_string_hash(text)
+        return (h ^ (h >> 16)) & (size - 1)
+
+    return [t for _, _, t in sorted((bucket(t), i, t) for i, t in enumerate(dict.fromkeys(items)))]
 
 
 def _callable_name(fn):

@@ -139,6 +139,7 @@ def two_stage_topology():
 
 
 def test_describe_is_kafkas_text():
+    """Byte for byte what Kafka 4.4.0's Topology.describe() prints for the same Processor API topology."""
     assert str(two_stage_topology().describe()) == (
         "Topologies:\n"
         "   Sub-topology: 0\n"
@@ -505,3 +506,46 @@ def test_supplier_with_stores_connects_them():
 
     t = Topology().add_source("src", "in").add_processor("p", Supplier(), "src")
     assert t.node("p").stores == ["own"] and set(t.store_builders()) == {"own"}
+
+
+def test_describe_orders_sets_as_javas_hashset():
+    """Printed by Kafka 4.4.0's Topology.describe() for the same topology (topics and stores in Java's HashSet
+    order, diamond sizes, a processor without children, a pattern source)."""
+    t = Topology()
+    t.add_source("multi", "zeta", "alpha", "mid", "b", "a", "streams-plaintext-input")
+    t.add_processor("d1", Passthrough, "multi").add_processor("d2", Passthrough, "multi")
+    t.add_processor("join", Passthrough, "d1", "d2")
+    for store in ("store-b", "KSTREAM-AGGREGATE-STATE-STORE-0000000003", "a-store"):
+        t.add_state_store(FakeStoreBuilder(store), "join")
+    t.add_sink("s", "o", "join")
+    t.add_source("pat", pattern="topic-.*").add_sink("s2", "o2", "pat")
+    t.add_source("other", "other").add_processor("other-p", Passthrough, "other")
+    t.connect_processor_and_state_stores("other-p", "a-store")
+    assert str(t.describe()) == (
+        "Topologies:\n"
+        "   Sub-topology: 0\n"
+        "    Source: multi (topics: [zeta, a, b, streams-plaintext-input, alpha, mid])\n"
+        "      --> d1, d2\n"
+        "    Processor: d1 (stores: [])\n"
+        "      --> join\n"
+        "      <-- multi\n"
+        "    Processor: d2 (stores: [])\n"
+        "      --> join\n"
+        "      <-- multi\n"
+        "    Processor: join (stores: [KSTREAM-AGGREGATE-STATE-STORE-0000000003, a-store, store-b])\n"
+        "      --> s\n"
+        "      <-- d1, d2\n"
+        "    Source: other (topics: [other])\n"
+        "      --> other-p\n"
+        "    Processor: other-p (stores: [a-store])\n"
+        "      --> none\n"
+        "      <-- other\n"
+        "    Sink: s (topic: o)\n"
+        "      <-- join\n"
+        "\n"
+        "  Sub-topology: 1\n"
+        "    Source: pat (topics: topic-.*)\n"
+        "      --> s2\n"
+        "    Sink: s2 (topic: o2)\n"
+        "      <-- pat\n"
+        "\n")
