@@ -101,6 +101,23 @@ def test_left_join_duplicates_kafka_oracle():
         j.close()
 
 
+def test_left_join_with_zero_after_kafka_oracle():
+    """Kafka's KStreamKStreamLeftJoinTest.testLeftJoinedRecordsWithZeroAfterAreEmitted: before 100, after 0 --
+    a left record's window closes as soon as stream time passes it; right records look 100 ms ahead."""
+    j = _Join("left", JoinWindows.of_time_difference_with_no_grace(100).after(0))
+    try:
+        for k in range(4):
+            j.t1.pipe_input(k, "A%d" % k, 1000 + k)
+        assert j.read() == [(0, "A0+null", 1000), (1, "A1+null", 1001), (2, "A2+null", 1002)]
+        expected = {999: [0, 1, 2, 3], 1000: [0, 1, 2, 3], 1001: [1, 2, 3], 1002: [2, 3], 1003: [3], 1100: []}
+        for (ts, keys), prefix in zip(expected.items(), "abcdef"):
+            for k in range(4):
+                j.t2.pipe_input(k, "%s%d" % (prefix, k), ts)
+            assert j.read() == [(k, "A%d+%s%d" % (k, prefix, k), 1000 + k) for k in keys]
+    finally:
+        j.close()
+
+
 def test_left_join_waits_for_window_close_and_late_left_record_is_emitted_at_once():
     j = _Join("left", JoinWindows.of_time_difference_and_grace(10, 5))
     try:
