@@ -199,17 +199,17 @@ def apps():
         a.kill()
 
 
-def app_args(broker, app_id, inp, out, state_dir, guarantee, standby=0):
+def app_args(broker, app_id, inp, out, state_dir, guarantee, standby=0, crash_after=40):
     return ["--bootstrap", broker.bootstrap, "--application-id", app_id, "--input", inp, "--output", out,
             "--state-dir", str(state_dir), "--guarantee", guarantee, "--standby", str(standby),
-            "--commit-interval-ms", "300", "--crash-after-armed", "40"]
+            "--commit-interval-ms", "300", "--crash-after-armed", str(crash_after)]
 
 
 def crash(app, phase2):
     """Arm app's crash (SIGUSR1), then run phase2() (produces input); returns the crash event."""
     app.proc.send_signal(signal.SIGUSR1)
     phase2()
-    rc = app.proc.wait(30)
+    rc = app.proc.wait(120)
     assert rc == -signal.SIGKILL, "rc %s\n%s" % (rc, tail(app.log, 40))
     ev = app.events("crash")
     assert len(ev) == 1 and ev[0]["undelivered"] == 0 and not ev[0]["delivery_error"], ev
@@ -226,14 +226,27 @@ def print_restores(*apps_):
 # ------------------------------------------------------------------------------------------------- tests
 
 def test_at_least_once_failover_with_standby(broker, apps, tmp_path):
-    app_id, inp, out = "rt-alos", "rt-alos-in", "rt-alos-out"
+    alos_failover(broker, apps, tmp_path, "rt-alos", 300, 40)
+
+
+@pytest.mark.soak
+@pytest.mark.timeout(900)
+def test_at_least_once_failover_with_standby_soak(broker, apps, tmp_path):
+    """.venv/bin/python -m pytest -m soak tests/integration/test_streams_runtime.py"""
+    alos_failover(broker, apps, tmp_path, "rt-alos-soak", 20000, 3000, timeout=300)
+
+
+def alos_failover(broker, apps, tmp_path, app_id, n, crash_after, timeout=60.0):
+    """Test 1 of the module docstring with ``n`` records per phase, the crash ``crash_after`` records after arming."""
+    inp, out = app_id + "-in", app_id + "-out"
     create_topics(broker.bootstrap, inp, out)
-    truth = produce(broker.bootstrap, inp, 0, 300)
-    args = lambda name: app_args(broker, app_id, inp, out, tmp_path / name, "at_least_once", standby=1)  # noqa: E731
+    truth = produce(broker.bootstrap, inp, 0, n)
+    args = lambda name: app_args(broker, app_id, inp, out, tmp_path / name, "at_least_once",  # noqa: E731
+                                 standby=1, crash_after=crash_after)
     a = App(tmp_path, "A", args("A")).start()
     apps.append(a)
     ends1 = eos_checker.end_offsets(broker.bootstrap, inp, PARTITIONS)
-    wait_committed(broker.bootstrap, app_id, inp, ends1, [a])
+    wait_committed(broker.bootstrap, app_id, inp, ends1, [a], timeout)
     b = App(tmp_path, "B", args("B")).start()
     apps.append(b)
     # B hosts standbys of exactly A's active tasks (3 of 6 with two members) and has replayed their changelogs
@@ -242,21 +255,22 @@ def test_at_least_once_failover_with_standby(broker, apps, tmp_path):
     a_sb = a.wait_event("standby", lambda e: len(e["tasks"]) == 3)
     assert hosted.isdisjoint(a_sb["tasks"]) and len(hosted | set(a_sb["tasks"])) == PARTITIONS, (sb, a_sb)
     wanted = sum(ends1[int(t.split("_")[1])] for t in hosted)    # one changelog record per input record
-    b.wait_event("standby", lambda e: set(e["tasks"]) == hosted and e["replayed"] >= wanted, timeout=30)
+    b.wait_event("standby", lambda e: set(e["tasks"]) == hosted and e["replayed"] >= wanted, timeout=timeout)
 
-    ev = crash(a, lambda: truth.update(merge(truth, produce(broker.bootstrap, inp, 300, 300))))
+    ev = crash(a, lambda: truth.update(merge(truth, produce(broker.bootstrap, inp, n, n))))
     uncommitted = ev["uncommitted"]
-    # the crash came 40 records after arming: up to 40 of them since the last commit (300 ms), at least the last
-    assert 1 <= uncommitted <= 40, ev
+    # the crash came crash_after records after arming: up to that many since the last commit (every 300 ms), at
+    # least the last one
+    assert 1 <= uncommitted <= crash_after, ev
     # B restores A's former tasks from its standbys' checkpoints: only the gap
     for t in hosted:
-        r = b.wait_event("restored", lambda e, t=t: e["task"] == t, timeout=30)
+        r = b.wait_event("restored", lambda e, t=t: e["task"] == t and e["t"] >= ev["t"], timeout=30)
         assert r["start"] > 0 and r["records"] < r["end"], ("standby not used", r)
     a2 = App(tmp_path, "A2", args("A")).start()
     apps.append(a2)
     ends = eos_checker.end_offsets(broker.bootstrap, inp, PARTITIONS)
-    assert sum(ends.values()) == 600
-    wait_committed(broker.bootstrap, app_id, inp, ends, [a2, b])
+    assert sum(ends.values()) == 2 * n
+    wait_committed(broker.bootstrap, app_id, inp, ends, [a2, b], timeout)
     assert a2.stop() == 0 and b.stop() == 0
     got = last_values(eos_checker.read_records(broker.bootstrap, out, PARTITIONS, "read_uncommitted"))
     assert set(got) == set(truth)
@@ -272,26 +286,39 @@ def test_at_least_once_failover_with_standby(broker, apps, tmp_path):
 
 
 def test_exactly_once_v2_failover(broker, apps, tmp_path):
-    app_id, inp, out = "rt-eos", "rt-eos-in", "rt-eos-out"
+    eos_failover(broker, apps, tmp_path, "rt-eos", 300, 40)
+
+
+@pytest.mark.soak
+@pytest.mark.timeout(900)
+def test_exactly_once_v2_failover_soak(broker, apps, tmp_path):
+    """.venv/bin/python -m pytest -m soak tests/integration/test_streams_runtime.py"""
+    eos_failover(broker, apps, tmp_path, "rt-eos-soak", 20000, 3000, timeout=300)
+
+
+def eos_failover(broker, apps, tmp_path, app_id, n, crash_after, timeout=60.0):
+    """Test 2 of the module docstring with ``n`` records per phase, the crash ``crash_after`` records after arming."""
+    inp, out = app_id + "-in", app_id + "-out"
     create_topics(broker.bootstrap, inp, out)
-    truth = produce(broker.bootstrap, inp, 0, 300)
-    args = lambda name: app_args(broker, app_id, inp, out, tmp_path / name, "exactly_once_v2")  # noqa: E731
+    truth = produce(broker.bootstrap, inp, 0, n)
+    args = lambda name: app_args(broker, app_id, inp, out, tmp_path / name, "exactly_once_v2",  # noqa: E731
+                                 crash_after=crash_after)
     a = App(tmp_path, "A", args("A")).start()
     b = App(tmp_path, "B", args("B")).start()
     apps.extend([a, b])
     ends1 = eos_checker.end_offsets(broker.bootstrap, inp, PARTITIONS)
-    wait_committed(broker.bootstrap, app_id, inp, ends1, [a, b])
+    wait_committed(broker.bootstrap, app_id, inp, ends1, [a, b], timeout)
     a.wait_event("state", lambda e: e["new"] == "RUNNING")
-    ev = crash(a, lambda: truth.update(merge(truth, produce(broker.bootstrap, inp, 300, 300))))
-    assert ev["uncommitted"] >= 1, ev
+    ev = crash(a, lambda: truth.update(merge(truth, produce(broker.bootstrap, inp, n, n))))
+    assert 1 <= ev["uncommitted"] <= crash_after, ev
     # B takes every task over (A's after its session expired) and restores A's ones read_committed up to the last
     # stable offset, while A's transaction is still open (aborted by the coordinator after its 5 s timeout)
     wait_until(lambda: {e["task"] for e in b.events("restored", since_pid=b.proc.pid) if e["t"] >= ev["t"]}
-               == {"0_%d" % p for p in range(PARTITIONS)}, 30, 0.2, "B restored all 6 tasks after the crash")
+               == {"0_%d" % p for p in range(PARTITIONS)}, timeout, 0.2, "B restored all 6 tasks after the crash")
     a2 = App(tmp_path, "A2", args("A")).start()
     apps.append(a2)
     ends = eos_checker.end_offsets(broker.bootstrap, inp, PARTITIONS)
-    wait_committed(broker.bootstrap, app_id, inp, ends, [a2, b], timeout=90)
+    wait_committed(broker.bootstrap, app_id, inp, ends, [a2, b], timeout + 30)
     assert a2.stop() == 0 and b.stop() == 0
     committed = eos_checker.read_committed(broker.bootstrap, out, PARTITIONS)
     got = last_values(committed)

@@ -23,7 +23,7 @@ changelogs); SHUTDOWN_CLIENT (also without a handler) stops every thread -> ERRO
 SHUTDOWN_CLIENT for this instance only (Kafka sends the request to every instance through the Streams assignor's
 userdata, which librdkafka's range assignor cannot carry: see docs/streams.md).
 
-Identity: ``process_id`` is a fresh UUID per KafkaStreams object; the consumers' client ids carry it and
+Identity: ``process_id`` is a UUID kept in the state directory (``_process_id``); the consumers' client ids carry it and
 ``application.server`` (metadata.py) so any instance can tell who hosts which task from DescribeGroups.
 
 Interactive queries: ``store(StoreQueryParameters)`` -> a read-only view over this instance's running active
@@ -66,7 +66,7 @@ class KafkaStreams:
     def __init__(self, topology, config):
         self.config = config if isinstance(config, StreamsConfig) else StreamsConfig(config)
         self.topology = topology
-        self.process_id = str(uuid.uuid4())
+        self.process_id, self._dir_lock = _process_id(self.config)
         self.client_id_prefix = self.config["client.id"] or self.config.application_id
         self.state = CREATED
         self._state_lock = threading.RLock()
@@ -220,6 +220,7 @@ class KafkaStreams:
             internal_topics.ensure(admin, self.plan, self.config["replication.factor"])
         except Exception:
             self._set_state(PENDING_ERROR)
+            self._close_shared()
             self._set_state(ERROR)
             raise
         self._set_state(REBALANCING)
@@ -256,6 +257,9 @@ class KafkaStreams:
         if self.standby is not None:
             self.standby.shutdown()
         self._admin = None
+        if self._dir_lock is not None:
+            self._dir_lock.close()          # releases the flock: a later instance may take the process id
+            self._dir_lock = None
 
     def cleanup(self) -> None:
         """Delete this application's local state directory (Kafka's cleanUp: only when not running)."""
@@ -352,6 +356,51 @@ class KafkaStreams:
                                       "%s-restore-consumer" % t.thread_name, frozenset(["%s-producer" % t.thread_name]),
                                       active, standby))
         return out
+
+
+PROCESS_FILE = "kafka-streams-process-metadata"
+
+
+def _process_id(config):
+    """(process id, lock file object or None). The id is kept in ``<state.dir>/<application.id>/
+    kafka-streams-process-metadata`` (JSON ``{"processId": uuid}``, Kafka 3.4+'s file): a restarted instance keeps
+    its id, hence its transactional ids under exactly_once_v2, so its first init_transactions fences (aborts) what
+    its previous incarnation left open instead of leaving it to the transaction timeout. The directory is locked
+    (flock on ``.process.lock``) while the instance lives; when another instance holds it (two instances sharing a
+    state directory), or the file cannot be read or written, the instance gets a fresh UUID that is not kept --
+    two live instances must never share transactional ids."""
+    import fcntl
+    import json
+    app_dir = os.path.join(config["state.dir"], config.application_id)
+    path = os.path.join(app_dir, PROCESS_FILE)
+    try:
+        os.makedirs(app_dir, exist_ok=True)
+        lock = open(os.path.join(app_dir, ".process.lock"), "a")
+    except OSError as exc:
+        log.warning("cannot lock the state directory %s: %s; using a fresh process id", app_dir, exc)
+        return str(uuid.uuid4()), None
+    try:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.close()
+        log.warning("state directory %s is used by another instance; using a fresh process id", app_dir)
+        return str(uuid.uuid4()), None
+    try:
+        with open(path) as f:
+            return str(uuid.UUID(json.load(f)["processId"])), lock
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    pid = str(uuid.uuid4())
+    try:
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump({"processId": pid}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        log.warning("cannot keep the process id in %s: %s", path, exc)
+    return pid, lock
 
 
 def sub_topic(sub) -> str:

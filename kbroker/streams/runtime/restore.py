@@ -3,7 +3,12 @@ joins a group (``assign()`` only): what ProcessorStateManager.restore and the st
 
 * ``offsets(topic, p)`` = (log start offset, end offset) from ListOffsets; under exactly_once_v2 the consumer is
   ``isolation.level=read_committed``, so the end offset is the last stable offset: an open (or aborted) transaction
-  of a crashed instance is never restored.
+  of a crashed instance is never restored. An active task's restore under EOS (``wait_stable_s``) first waits until
+  the LSO equals the high watermark: while a task is being restored nobody may write its changelog, so an open
+  transaction there is a dead or fenced owner's, and restoring only up to its first offset would miss what later
+  owners committed AFTER it (a crashed instance's transaction holds the LSO back until the coordinator aborts it,
+  transaction.timeout.ms; a restarted instance fences its own at once, its process id being kept in the state
+  directory). The wait is bounded by ``wait_stable_s``; then the LSO is used as it is (logged).
 * ``poll(topic, p, position, n)`` assigns the partition at ``position`` when it is not already reading there,
   consumes up to ``n`` records within POLL_WAIT_S, and returns them with the next position. Offsets skip
   (compaction, transaction markers, aborted records under read_committed); the consumer's end-of-partition event
@@ -28,9 +33,12 @@ WATERMARK_TIMEOUT_S = 10.0
 class KafkaRestoreConsumer:
     """RestoreConsumer over a librdkafka consumer configuration (StreamsConfig.restore_consumer_config)."""
 
-    def __init__(self, conf: dict):
+    def __init__(self, conf: dict, wait_stable_s: float | None = None):
         from confluent_kafka import Consumer
         conf = dict(conf)
+        self.wait_stable_s = wait_stable_s
+        self._hw_conf = dict(conf, **{"isolation.level": "read_uncommitted"})
+        self._hw_consumer = None
         conf["enable.partition.eof"] = "true"
         # the broker long-polls a fetch that finds no data below the end (a trailing commit marker, or data above
         # the last stable offset under read_committed) for fetch.wait.max.ms (500 by default): 10 ms instead
@@ -42,8 +50,29 @@ class KafkaRestoreConsumer:
 
     def offsets(self, topic, partition):
         from confluent_kafka import TopicPartition
-        low, high = self.consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=WATERMARK_TIMEOUT_S,
-                                                        cached=False)
+        tp = TopicPartition(topic, partition)
+        low, high = self.consumer.get_watermark_offsets(tp, timeout=WATERMARK_TIMEOUT_S, cached=False)
+        if self.wait_stable_s is not None:
+            from confluent_kafka import Consumer
+            if self._hw_consumer is None:
+                self._hw_consumer = Consumer(self._hw_conf)
+            deadline = time.monotonic() + self.wait_stable_s
+            logged = False
+            while True:
+                hw = self._hw_consumer.get_watermark_offsets(tp, timeout=WATERMARK_TIMEOUT_S, cached=False)[1]
+                if high >= hw:
+                    break
+                if time.monotonic() >= deadline:
+                    log.warning("restore of %s-%d: an open transaction still holds the last stable offset at %d "
+                                "(high watermark %d) after %.0f s; restoring up to it", topic, partition, high, hw,
+                                self.wait_stable_s)
+                    break
+                if not logged:
+                    log.info("restore of %s-%d: waiting for an open transaction of a previous owner to end (last "
+                             "stable offset %d, high watermark %d)", topic, partition, high, hw)
+                    logged = True
+                time.sleep(0.1)
+                low, high = self.consumer.get_watermark_offsets(tp, timeout=WATERMARK_TIMEOUT_S, cached=False)
         self.ends[(topic, partition)] = max(high, 0)
         return max(low, 0), max(high, 0)
 
@@ -99,6 +128,8 @@ class KafkaRestoreConsumer:
 
     def close(self):
         try:
+            if self._hw_consumer is not None:
+                self._hw_consumer.close()
             self.consumer.close()
         except Exception:  # noqa: BLE001 - closing
             pass

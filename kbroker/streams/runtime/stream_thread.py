@@ -116,7 +116,14 @@ class StreamThread(threading.Thread):
 
     def restore_consumer_factory(self):
         from kbroker.streams.runtime.restore import KafkaRestoreConsumer
-        return KafkaRestoreConsumer(self.config.restore_consumer_config("%s-restore-consumer" % self.thread_name))
+        conf = self.config.restore_consumer_config("%s-restore-consumer" % self.thread_name)
+        wait = None
+        if self.eos:
+            # an open transaction on a changelog being restored is a dead owner's: wait for its abort (bounded by
+            # the transaction timeout, which the coordinator enforces, + 5 s)
+            txn_ms = int(self.config.producer_config("x", "x").get("transaction.timeout.ms", 60000))
+            wait = txn_ms / 1000.0 + 5.0
+        return KafkaRestoreConsumer(conf, wait)
 
     # ------------------------------------------------------------------------------------------------- state
     def set_state(self, new):
@@ -172,7 +179,9 @@ class StreamThread(threading.Thread):
                 if self.commit_requested or time.monotonic() - self.last_commit >= commit_s or any(
                         t.commit_requested for t in self.tasks.values()):
                     self.commit_all()
-                if self.state in (PARTITIONS_ASSIGNED, PARTITIONS_REVOKED) and not self.restoring:
+                # RUNNING once the assignment's tasks are restored; after a revocation the thread stays
+                # PARTITIONS_REVOKED until the next assignment (the join may span several polls)
+                if self.state == PARTITIONS_ASSIGNED and not self.restoring:
                     self.set_state(RUNNING)
             except TaskMigratedException as exc:
                 log.warning("%s: %s; closing tasks dirty and rejoining", self.thread_name, exc)
