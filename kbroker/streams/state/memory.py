@@ -113,7 +113,8 @@ class InMemoryKeyValueStore(_BytesStoreBase, KeyValueStore):
                         self._name)
             return []
         m = self._map
-        return [KeyValue(k, m[k]) for k in self._keys[lo:hi]]
+        # .get: an interactive query on another thread may race a delete (reads never raise for it)
+        return [KeyValue(k, v) for k in self._keys[lo:hi] if (v := m.get(k)) is not None]
 
     def range(self, from_key, to_key):
         return KeyValueIterator(self._slice(from_key, to_key))
@@ -134,7 +135,9 @@ class InMemoryKeyValueStore(_BytesStoreBase, KeyValueStore):
         for k in self._keys[lo:]:
             if not k.startswith(prefix):
                 break
-            out.append(KeyValue(k, self._map[k]))
+            v = self._map.get(k)
+            if v is not None:
+                out.append(KeyValue(k, v))
         return KeyValueIterator(out)
 
     def approximate_num_entries(self):
@@ -236,7 +239,9 @@ class InMemoryWindowStore(_BytesStoreBase, WindowStore):
             lst = self._by_key.get(single, ())
             lo = bisect.bisect_left(lst, (time_from,))
             hi = bisect.bisect_left(lst, (time_to + 1,))
-            return [((start, single, seq), self._map[(start, single, seq)]) for start, seq in lst[lo:hi]]
+            m = self._map
+            return [((start, single, seq), v) for start, seq in lst[lo:hi]
+                    if (v := m.get((start, single, seq))) is not None]
         lo = bisect.bisect_left(self._index, (time_from,))
         hi = bisect.bisect_left(self._index, (time_to + 1,))
         out = []
@@ -244,7 +249,9 @@ class InMemoryWindowStore(_BytesStoreBase, WindowStore):
             key = ident[1]
             if (key_from is not None and key < key_from) or (key_to is not None and key > key_to):
                 continue
-            out.append((ident, self._map[ident]))
+            v = self._map.get(ident)
+            if v is not None:
+                out.append((ident, v))
         return out
 
     def fetch(self, key, window_start_ms):
@@ -361,8 +368,10 @@ class InMemorySessionStore(_BytesStoreBase, SessionStore):
             single = key_from
         if single is not None:
             lst = self._by_key.get(single, ())
-            return [KeyValue(Windowed(single, Window(start, end)), self._map[(end, single, start)])
-                    for end, start in lst[bisect.bisect_left(lst, (earliest_end,)):] if start <= latest_start]
+            m = self._map
+            return [KeyValue(Windowed(single, Window(start, end)), v)
+                    for end, start in lst[bisect.bisect_left(lst, (earliest_end,)):]
+                    if start <= latest_start and (v := m.get((end, single, start))) is not None]
         lo = bisect.bisect_left(self._index, (earliest_end,))
         out = []
         for ident in self._index[lo:]:
@@ -371,7 +380,9 @@ class InMemorySessionStore(_BytesStoreBase, SessionStore):
                 continue
             if (key_from is not None and key < key_from) or (key_to is not None and key > key_to):
                 continue
-            out.append(KeyValue(Windowed(key, Window(start, end)), self._map[ident]))
+            v = self._map.get(ident)
+            if v is not None:
+                out.append(KeyValue(Windowed(key, Window(start, end)), v))
         return out
 
     def find_sessions(self, key, earliest_session_end, latest_session_start):
