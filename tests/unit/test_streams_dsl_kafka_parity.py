@@ -342,3 +342,256 @@ def test_same_grouped_name_on_two_streams_is_refused():
     b.stream("topic").select_key(lambda k, v: k).group_by_key(Grouped.as_("grouping")).count()
     with pytest.raises(TopologyException, match="grouping-repartition"):
         b.stream("topicII").select_key(lambda k, v: k).group_by_key(Grouped.as_("grouping")).count()
+
+
+# ---- KStreamImplTest's toTable tests: Kafka's exact topology descriptions and outputs
+
+def _blocks(description):
+    """{sub-topology header: set of node blocks (a node's line + its sorted arrow lines)}: names, edges, topics
+    and stores exactly; the order of nodes and of arrow lists left out (see _normalized)."""
+    out, current, block = {}, None, None
+    for line in _normalized(description):
+        if line.startswith("   Sub-topology") or line.startswith("  Sub-topology"):
+            current = line.strip()
+            out[current] = set()
+        elif line.startswith("    ") and not line.startswith("      "):
+            block = [line]
+            out[current].add(tuple(block))
+        elif line.startswith("      "):
+            out[current].discard(tuple(block))
+            block.append(line)
+            out[current].add(tuple(block))
+    return out
+
+
+def _assert_same_topology(topology, kafka_text):
+    assert _blocks(str(topology.describe())) == _blocks(kafka_text)
+
+
+def _pipe(d, topic, records, serdes=(S, S)):
+    i = d.create_input_topic(topic, *serdes)
+    for r in records:
+        i.pipe_input(*r)
+
+
+def test_kstream_to_table_not_materialized():
+    b = StreamsBuilder()
+    b.stream("input", Consumed.with_(S, S)).to_table().to_stream().to("output")
+    t = b.build()
+    assert str(t.describe()) == (
+        "Topologies:\n"
+        "   Sub-topology: 0\n"
+        "    Source: KSTREAM-SOURCE-0000000000 (topics: [input])\n"
+        "      --> KSTREAM-TOTABLE-0000000001\n"
+        "    Processor: KSTREAM-TOTABLE-0000000001 (stores: [])\n"
+        "      --> KTABLE-TOSTREAM-0000000003\n"
+        "      <-- KSTREAM-SOURCE-0000000000\n"
+        "    Processor: KTABLE-TOSTREAM-0000000003 (stores: [])\n"
+        "      --> KSTREAM-SINK-0000000004\n"
+        "      <-- KSTREAM-TOTABLE-0000000001\n"
+        "    Sink: KSTREAM-SINK-0000000004 (topic: output)\n"
+        "      <-- KTABLE-TOSTREAM-0000000003\n\n")
+    with TopologyTestDriver(t, CONFIG) as d:
+        records = [("A", "01", 5), ("B", "02", 100), ("C", "03", 0), ("D", "04", 0), ("A", "05", 10), ("A", "06", 8)]
+        _pipe(d, "input", records)
+        got = d.create_output_topic("output", S, S).read_records_to_list()
+        assert [(r.key, r.value, r.timestamp) for r in got] == records
+
+
+def test_kstream_to_table_materialized_with_a_store_supplier():
+    from kbroker.streams.state import Stores
+    b = StreamsBuilder()
+    b.stream("input", Consumed.with_(S, S)).to_table(Materialized.as_(Stores.in_memory_key_value_store("store")))
+    t = b.build()
+    assert str(t.describe()) == (
+        "Topologies:\n"
+        "   Sub-topology: 0\n"
+        "    Source: KSTREAM-SOURCE-0000000000 (topics: [input])\n"
+        "      --> KSTREAM-TOTABLE-0000000001\n"
+        "    Processor: KSTREAM-TOTABLE-0000000001 (stores: [store])\n"
+        "      --> none\n"
+        "      <-- KSTREAM-SOURCE-0000000000\n\n")
+    with TopologyTestDriver(t, CONFIG) as d:
+        _pipe(d, "input", [("A", "01", 0), ("B", "02", 0), ("A", "03", 0)])
+        assert {kv.key: kv.value for kv in d.get_key_value_store("store").all()} == {"A": "03", "B": "02"}
+
+
+def test_kstream_to_table_after_key_change():
+    b = StreamsBuilder()
+    (b.stream("input", Consumed.with_(S, S)).map(lambda k, v: (ord(k[0]) - ord("A"), v))
+     .to_table(Materialized.with_(I, None)).to_stream().to("output"))
+    t = b.build()
+    assert str(t.describe()) == (
+        "Topologies:\n"
+        "   Sub-topology: 0\n"
+        "    Source: KSTREAM-SOURCE-0000000000 (topics: [input])\n"
+        "      --> KSTREAM-MAP-0000000001\n"
+        "    Processor: KSTREAM-MAP-0000000001 (stores: [])\n"
+        "      --> KSTREAM-FILTER-0000000005\n"
+        "      <-- KSTREAM-SOURCE-0000000000\n"
+        "    Processor: KSTREAM-FILTER-0000000005 (stores: [])\n"
+        "      --> KSTREAM-SINK-0000000004\n"
+        "      <-- KSTREAM-MAP-0000000001\n"
+        "    Sink: KSTREAM-SINK-0000000004 (topic: KSTREAM-TOTABLE-0000000002-repartition)\n"
+        "      <-- KSTREAM-FILTER-0000000005\n"
+        "\n"
+        "  Sub-topology: 1\n"
+        "    Source: KSTREAM-SOURCE-0000000006 (topics: [KSTREAM-TOTABLE-0000000002-repartition])\n"
+        "      --> KSTREAM-TOTABLE-0000000002\n"
+        "    Processor: KSTREAM-TOTABLE-0000000002 (stores: [])\n"
+        "      --> KTABLE-TOSTREAM-0000000007\n"
+        "      <-- KSTREAM-SOURCE-0000000006\n"
+        "    Processor: KTABLE-TOSTREAM-0000000007 (stores: [])\n"
+        "      --> KSTREAM-SINK-0000000008\n"
+        "      <-- KSTREAM-TOTABLE-0000000002\n"
+        "    Sink: KSTREAM-SINK-0000000008 (topic: output)\n"
+        "      <-- KTABLE-TOSTREAM-0000000007\n\n")
+    with TopologyTestDriver(t, CONFIG) as d:
+        _pipe(d, "input", [("A", "01", 5), ("B", "02", 100), ("C", "03", 0), ("D", "04", 0), ("A", "05", 10),
+                           ("A", "06", 8)])
+        got = d.create_output_topic("output", I, S).read_records_to_list()
+    assert [(r.key, r.value, r.timestamp) for r in got] == [(0, "01", 5), (1, "02", 100), (2, "03", 0),
+                                                            (3, "04", 0), (0, "05", 10), (0, "06", 8)]
+
+
+def test_kstream_to_table_group_by_count():
+    b = StreamsBuilder()
+    (b.stream("input", Consumed.with_(S, S)).to_table().group_by(lambda k, v: (v, v), Grouped.with_(S, S))
+     .count().to_stream().to("output", Produced.with_(S, Serdes.Long())))
+    t = b.build()
+    _assert_same_topology(t, (
+        "Topologies:\n"
+        "   Sub-topology: 0\n"
+        "    Source: KSTREAM-SOURCE-0000000000 (topics: [input])\n"
+        "      --> KSTREAM-TOTABLE-0000000001\n"
+        "    Processor: KSTREAM-TOTABLE-0000000001 (stores: [KSTREAM-TOTABLE-STATE-STORE-0000000002])\n"
+        "      --> KTABLE-SELECT-0000000003\n"
+        "      <-- KSTREAM-SOURCE-0000000000\n"
+        "    Processor: KTABLE-SELECT-0000000003 (stores: [])\n"
+        "      --> KSTREAM-SINK-0000000005\n"
+        "      <-- KSTREAM-TOTABLE-0000000001\n"
+        "    Sink: KSTREAM-SINK-0000000005 (topic: KTABLE-AGGREGATE-STATE-STORE-0000000004-repartition)\n"
+        "      <-- KTABLE-SELECT-0000000003\n"
+        "\n"
+        "  Sub-topology: 1\n"
+        "    Source: KSTREAM-SOURCE-0000000006 (topics: [KTABLE-AGGREGATE-STATE-STORE-0000000004-repartition])\n"
+        "      --> KTABLE-AGGREGATE-0000000007\n"
+        "    Processor: KTABLE-AGGREGATE-0000000007 (stores: [KTABLE-AGGREGATE-STATE-STORE-0000000004])\n"
+        "      --> KTABLE-TOSTREAM-0000000008\n"
+        "      <-- KSTREAM-SOURCE-0000000006\n"
+        "    Processor: KTABLE-TOSTREAM-0000000008 (stores: [])\n"
+        "      --> KSTREAM-SINK-0000000009\n"
+        "      <-- KTABLE-AGGREGATE-0000000007\n"
+        "    Sink: KSTREAM-SINK-0000000009 (topic: output)\n"
+        "      <-- KTABLE-TOSTREAM-0000000008\n\n"))
+    with TopologyTestDriver(t, CONFIG) as d:
+        _pipe(d, "input", [("A", "green", 10), ("B", "green", 9), ("A", "blue", 12), ("C", "yellow", 15),
+                           ("D", "green", 11)])
+        got = d.create_output_topic("output", S, Serdes.Long()).read_records_to_list()
+    assert [(r.key, r.value, r.timestamp) for r in got] == [
+        ("green", 1, 10), ("green", 2, 10), ("green", 1, 12), ("blue", 1, 12), ("yellow", 1, 15), ("green", 2, 12)]
+
+
+def test_kstream_to_table_map_values_materialized():
+    b = StreamsBuilder()
+    (b.stream("input", Consumed.with_(S, S)).to_table()
+     .map_values(lambda v: ord(v[0]) - ord("a"), Materialized.as_("store").with_key_serde(S).with_value_serde(I))
+     .to_stream().to("output", Produced.with_(S, I)))
+    t = b.build()
+    assert str(t.describe()) == (
+        "Topologies:\n"
+        "   Sub-topology: 0\n"
+        "    Source: KSTREAM-SOURCE-0000000000 (topics: [input])\n"
+        "      --> KSTREAM-TOTABLE-0000000001\n"
+        "    Processor: KSTREAM-TOTABLE-0000000001 (stores: [])\n"
+        "      --> KTABLE-MAPVALUES-0000000003\n"
+        "      <-- KSTREAM-SOURCE-0000000000\n"
+        "    Processor: KTABLE-MAPVALUES-0000000003 (stores: [store])\n"
+        "      --> KTABLE-TOSTREAM-0000000004\n"
+        "      <-- KSTREAM-TOTABLE-0000000001\n"
+        "    Processor: KTABLE-TOSTREAM-0000000004 (stores: [])\n"
+        "      --> KSTREAM-SINK-0000000005\n"
+        "      <-- KTABLE-MAPVALUES-0000000003\n"
+        "    Sink: KSTREAM-SINK-0000000005 (topic: output)\n"
+        "      <-- KTABLE-TOSTREAM-0000000004\n\n")
+    with TopologyTestDriver(t, CONFIG) as d:
+        _pipe(d, "input", [("A", "green", 10), ("B", "green", 9), ("A", "blue", 12), ("C", "yellow", 15),
+                           ("D", "green", 11)])
+        assert {kv.key: kv.value for kv in d.get_key_value_store("store").all()} == {"A": 1, "B": 6, "C": 24, "D": 6}
+        got = d.create_output_topic("output", S, I).read_records_to_list()
+    assert [(r.key, r.value, r.timestamp) for r in got] == [
+        ("A", 6, 10), ("B", 6, 9), ("A", 1, 12), ("C", 24, 15), ("D", 6, 11)]
+
+
+def _lhs_rhs(d, left, right):
+    out = d.create_output_topic("output", S, S)
+    _pipe(d, right, [("lhs1", "rhsValue1", 0), ("rhs2", "rhsValue2", 0), ("lhs3", "rhsValue3", 0)])
+    assert out.read_key_values_to_map() == {}
+    _pipe(d, left, [("lhs1", "lhsValue1", 0), ("lhs2", "lhsValue2", 0)])
+    assert out.read_key_values_to_map() == {"lhs1": "lhsValue1+rhsValue1"}
+    _pipe(d, left, [("lhs3", "lhsValue3", 0)])
+    assert out.read_key_values_to_map() == {"lhs3": "lhsValue3+rhsValue3"}
+    _pipe(d, left, [("lhs1", "lhsValue4", 0)])
+    assert out.read_key_values_to_map() == {"lhs1": "lhsValue4+rhsValue1"}
+
+
+def test_table_table_join_of_kstream_to_ktable():
+    b = StreamsBuilder()
+    t1 = b.stream("left", Consumed.with_(S, S)).to_table()
+    t2 = b.stream("right", Consumed.with_(S, S)).to_table()
+    t1.join(t2, lambda a, c: a + "+" + c).to_stream().to("output")
+    t = b.build()
+    _assert_same_topology(t, (
+        "Topologies:\n"
+        "   Sub-topology: 0\n"
+        "    Source: KSTREAM-SOURCE-0000000000 (topics: [left])\n"
+        "      --> KSTREAM-TOTABLE-0000000001\n"
+        "    Source: KSTREAM-SOURCE-0000000003 (topics: [right])\n"
+        "      --> KSTREAM-TOTABLE-0000000004\n"
+        "    Processor: KSTREAM-TOTABLE-0000000001 (stores: [KSTREAM-TOTABLE-STATE-STORE-0000000002])\n"
+        "      --> KTABLE-JOINTHIS-0000000007\n"
+        "      <-- KSTREAM-SOURCE-0000000000\n"
+        "    Processor: KSTREAM-TOTABLE-0000000004 (stores: [KSTREAM-TOTABLE-STATE-STORE-0000000005])\n"
+        "      --> KTABLE-JOINOTHER-0000000008\n"
+        "      <-- KSTREAM-SOURCE-0000000003\n"
+        "    Processor: KTABLE-JOINOTHER-0000000008 (stores: [KSTREAM-TOTABLE-STATE-STORE-0000000002])\n"
+        "      --> KTABLE-MERGE-0000000006\n"
+        "      <-- KSTREAM-TOTABLE-0000000004\n"
+        "    Processor: KTABLE-JOINTHIS-0000000007 (stores: [KSTREAM-TOTABLE-STATE-STORE-0000000005])\n"
+        "      --> KTABLE-MERGE-0000000006\n"
+        "      <-- KSTREAM-TOTABLE-0000000001\n"
+        "    Processor: KTABLE-MERGE-0000000006 (stores: [])\n"
+        "      --> KTABLE-TOSTREAM-0000000009\n"
+        "      <-- KTABLE-JOINTHIS-0000000007, KTABLE-JOINOTHER-0000000008\n"
+        "    Processor: KTABLE-TOSTREAM-0000000009 (stores: [])\n"
+        "      --> KSTREAM-SINK-0000000010\n"
+        "      <-- KTABLE-MERGE-0000000006\n"
+        "    Sink: KSTREAM-SINK-0000000010 (topic: output)\n"
+        "      <-- KTABLE-TOSTREAM-0000000009\n\n"))
+    with TopologyTestDriver(t, CONFIG) as d:
+        _lhs_rhs(d, "left", "right")
+
+
+def test_stream_table_join_of_kstream_to_ktable():
+    b = StreamsBuilder()
+    stream = b.stream("streamTopic", Consumed.with_(S, S))
+    table = b.stream("tableTopic", Consumed.with_(S, S)).to_table()
+    stream.join(table, lambda a, c: a + "+" + c).to("output")
+    t = b.build()
+    _assert_same_topology(t, (
+        "Topologies:\n"
+        "   Sub-topology: 0\n"
+        "    Source: KSTREAM-SOURCE-0000000000 (topics: [streamTopic])\n"
+        "      --> KSTREAM-JOIN-0000000004\n"
+        "    Processor: KSTREAM-JOIN-0000000004 (stores: [KSTREAM-TOTABLE-STATE-STORE-0000000003])\n"
+        "      --> KSTREAM-SINK-0000000005\n"
+        "      <-- KSTREAM-SOURCE-0000000000\n"
+        "    Source: KSTREAM-SOURCE-0000000001 (topics: [tableTopic])\n"
+        "      --> KSTREAM-TOTABLE-0000000002\n"
+        "    Sink: KSTREAM-SINK-0000000005 (topic: output)\n"
+        "      <-- KSTREAM-JOIN-0000000004\n"
+        "    Processor: KSTREAM-TOTABLE-0000000002 (stores: [KSTREAM-TOTABLE-STATE-STORE-0000000003])\n"
+        "      --> none\n"
+        "      <-- KSTREAM-SOURCE-0000000001\n\n"))
+    with TopologyTestDriver(t, CONFIG) as d:
+        _lhs_rhs(d, "streamTopic", "tableTopic")
