@@ -4,7 +4,7 @@ replayed through our DSL and TopologyTestDriver. Same inputs, same (key, Change(
 store contents as Kafka asserts."""
 import pytest
 
-from kbroker.streams.dsl import Consumed, Grouped, Materialized, Produced, StreamsBuilder
+from kbroker.streams.dsl import Consumed, Grouped, Materialized, Named, Produced, StreamsBuilder
 from kbroker.streams.dsl.nodes import Change
 from kbroker.streams.processor import Processor
 from kbroker.streams.serdes import Serdes
@@ -595,3 +595,38 @@ def test_stream_table_join_of_kstream_to_ktable():
         "      <-- KSTREAM-SOURCE-0000000001\n\n"))
     with TopologyTestDriver(t, CONFIG) as d:
         _lhs_rhs(d, "streamTopic", "tableTopic")
+
+
+@pytest.mark.parametrize("values", [False, True])
+def test_named_process_and_process_values_burn_no_index(values):
+    """KStreamImplTest.shouldBindStateWithOldProcessor / shouldProcessValues: Named.as("p") -> "p", the sink
+    after it is KSTREAM-SINK-0000000001."""
+    class Length(Processor):
+        def init(self, context):
+            self.context = context
+
+        def process(self, record):
+            self.context.forward(record.with_value(len(record.value)))
+
+    b = StreamsBuilder()
+    s = b.stream("input", Consumed.with_(S, S))
+    s = s.process_values(Length, named=Named.as_("fkp")) if values else s.process(Length, named=Named.as_("p"))
+    s.to("output", Produced.value_serde_(I))
+    name = "fkp" if values else "p"
+    t = b.build()
+    assert str(t.describe()) == (
+        "Topologies:\n"
+        "   Sub-topology: 0\n"
+        "    Source: KSTREAM-SOURCE-0000000000 (topics: [input])\n"
+        "      --> %s\n"
+        "    Processor: %s (stores: [])\n"
+        "      --> KSTREAM-SINK-0000000001\n"
+        "      <-- KSTREAM-SOURCE-0000000000\n"
+        "    Sink: KSTREAM-SINK-0000000001 (topic: output)\n"
+        "      <-- %s\n\n" % (name, name, name))
+    with TopologyTestDriver(t, CONFIG) as d:
+        records = [("A", "0", 5), ("B", "00", 100), ("C", "000", 0), ("D", "0000", 0), ("A", "00000", 10),
+                   ("A", "000000", 8)]
+        _pipe(d, "input", records)
+        got = d.create_output_topic("output", S, I).read_records_to_list()
+    assert [(r.key, r.value, r.timestamp) for r in got] == [(k, len(v), ts) for k, v, ts in records]

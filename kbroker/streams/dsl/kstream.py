@@ -15,8 +15,8 @@ import re
 
 from kbroker.streams.dsl import nodes
 from kbroker.streams.dsl.nodes import Supplier
-from kbroker.streams.dsl.options import (Branched, Consumed, Grouped, Materialized, Printed, Produced,
-                                         Repartitioned)
+from kbroker.streams.dsl.options import (Branched, Consumed, Grouped, Materialized, Named, Printed, Produced,
+                                         Repartitioned, validate_name)
 from kbroker.streams.errors import TopologyException
 
 __all__ = ["KStream", "BranchedKStream"]
@@ -114,6 +114,14 @@ class KStream:
     def _add(self, prefix, named, supplier, parents=None):
         name = self._builder.name_or_generate(named, prefix)
         self._builder._topology.add_processor(name, supplier, *(parents or [self._name]))
+        return name
+
+    def _add_unburned(self, prefix, named, supplier):
+        """process()/process_values(): Kafka takes a user's name as is, without burning an index."""
+        name = named.name if isinstance(named, Named) else validate_name(named)
+        if name is None:
+            name = self._builder.new_processor_name(prefix)
+        self._builder._topology.add_processor(name, supplier, self._name)
         return name
 
     def _derive(self, name, key_serde, value_serde, repartition_required=None):
@@ -273,7 +281,7 @@ class KStream:
         """A user Processor (``supplier()`` -> Processor) connected to ``store_names`` (added with
         builder.add_state_store). The result may have new keys: marked for repartitioning (Kafka 3.3+)."""
         require(supplier, "processorSupplier")
-        name = self._add(PROCESSOR_NAME, named, supplier)
+        name = self._add_unburned(PROCESSOR_NAME, named, supplier)
         if store_names:
             self._builder._topology.connect_processor_and_state_stores(name, *store_names)
         return self._derive(name, None, None, True)
@@ -281,7 +289,7 @@ class KStream:
     def process_values(self, supplier, *store_names, named=None):
         """Like ``process`` for a processor that keeps keys (Kafka's FixedKeyProcessor): no repartitioning."""
         require(supplier, "processorSupplier")
-        name = self._add(PROCESSVALUES_NAME, named, supplier)
+        name = self._add_unburned(PROCESSVALUES_NAME, named, supplier)
         if store_names:
             self._builder._topology.connect_processor_and_state_stores(name, *store_names)
         return self._derive(name, self._key_serde, None)
