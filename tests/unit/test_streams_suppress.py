@@ -205,3 +205,56 @@ def test_suppressed_table_joined_sees_values_as_before_the_buffered_updates():
         assert _kvts(out) == [("A", "(b,1)", 13)]
         rt.pipe_input("tick", "tick1", 21)
         assert _kvts(out) == [("tick", "(null,tick1)", 21), ("A", "(b,2)", 13)]
+
+
+def test_a_restarted_suppression_processor_rebuilds_its_buffer_from_the_store():
+    """What restore gives a new task is the buffer store's content (its changelog's): a fresh processor over the
+    same store emits the entries the old one buffered, in buffer-time order, with their timestamps and headers."""
+    from kbroker.streams.dsl.nodes import Change
+    from kbroker.streams.keyvalue import Window, Windowed
+    from kbroker.streams.processor import Record
+
+    b = StreamsBuilder({"default.dsl.store": "in_memory"})
+    (b.stream("input", Consumed.with_(S, S)).group_by_key()
+     .windowed_by(TimeWindows.of_size_and_grace(10, 10))
+     .count(materialized=Materialized.with_(S, L).with_caching_disabled())
+     .suppress(Suppressed.until_window_closes(BufferConfig.unbounded()).with_name("final"))
+     .to_stream().to("out"))
+    topology = b.build()
+    with TopologyTestDriver(topology, {"application.id": "app"}) as d:
+        inp = d.create_input_topic("input", S, S)
+        inp.pipe_input("b", "x", 3, headers=[("h", b"1")])
+        inp.pipe_input("a", "x", 1)
+        inp.pipe_input("a", "x", 12)
+        store = d.get_state_store("final-store")
+        assert store.approximate_num_entries() == 3
+
+        forwarded = []
+
+        class Context:
+            def application_id(self):
+                return "app"
+
+            def get_state_store(self, name):
+                assert name == "final-store"
+                return store
+
+            def key_serde(self):
+                return S
+
+            def value_serde(self):
+                return S
+
+            def record_metadata(self):
+                return None
+
+            def forward(self, record, child_name=None):
+                forwarded.append(record)
+
+        restarted = topology.node("final").supplier()
+        restarted.init(Context())
+        # stream time 25 closes the windows ending at 10 (10 + grace 10 <= 25), not [10,20)
+        restarted.process(Record(Windowed("a", Window(20, 30)), Change(1, None), 25))
+        assert store.approximate_num_entries() == 2
+    assert [(r.key, r.value.new_value, r.timestamp, r.headers) for r in forwarded] == [
+        (Windowed("a", Window(0, 10)), 1, 1, []), (Windowed("b", Window(0, 10)), 1, 3, [("h", b"1")])]

@@ -155,11 +155,13 @@ class _TimeWindowAggProcessor(Processor):
         else:
             self.forwarder = TupleForwarder(self.store, context, self.send_old_values)
 
-    def forward_update(self, key, window, old, new, ts):
+    def forward_update(self, record, window, old, new, ts):
+        """Forward (or leave to the cache) the window's update; the input record's headers are kept (Kafka's
+        record.withKey(...).withValue(...).withTimestamp(...))."""
         if self.on_close:
             return
-        self.forwarder.maybe_forward(Record(Windowed(key, window),
-                                            Change(new, old if self.send_old_values else None), ts))
+        self.forwarder.maybe_forward(Record(Windowed(record.key, window),
+                                            Change(new, old if self.send_old_values else None), ts, record.headers))
 
     def drop_expired(self, record, window_text, close_time):
         record_dropped(self.context, "expired window. timestamp=[%d] window=%s expiration=[%d] streamTime=[%d]"
@@ -237,7 +239,7 @@ class _WindowAggProcessor(_TimeWindowAggProcessor):
                     old_agg, new_ts = old.value, max(ts, old.timestamp)
                 new_agg = s.aggregator(record.key, record.value, old_agg)
                 self.store.put(record.key, ValueAndTimestamp(new_agg, new_ts), start)
-                self.forward_update(record.key, window, old_agg, new_agg, new_ts)
+                self.forward_update(record, window, old_agg, new_agg, new_ts)
             else:
                 self.drop_expired(record, "[%d,%d)" % (start, window.end), close_time)
 
@@ -385,7 +387,7 @@ class _SlidingAggProcessor(_TimeWindowAggProcessor):
         diff = self.s.windows.time_difference_ms
         window = Window(record.timestamp + 1, record.timestamp + 1 + diff)
         self.store.put(record.key, right_agg, window.start)
-        self.forward_update(record.key, window, None, right_agg.value, right_agg.timestamp)
+        self.forward_update(record, window, None, right_agg.value, right_agg.timestamp)
 
     def _create_previous_right(self, start, record, close_time):
         diff = self.s.windows.time_difference_ms
@@ -398,7 +400,7 @@ class _SlidingAggProcessor(_TimeWindowAggProcessor):
             new_agg = self.s.aggregator(record.key, record.value, old_agg)
             new_ts = record.timestamp if old_agg is None else max(record.timestamp, vat.timestamp)
             self.store.put(record.key, ValueAndTimestamp(new_agg, new_ts), window.start)
-            self.forward_update(record.key, window, old_agg, new_agg, new_ts)
+            self.forward_update(record, window, old_agg, new_agg, new_ts)
         else:
             self.drop_expired(record, "[%d,%d]" % window, close_time)
 
