@@ -1,6 +1,11 @@
 """TopologyTestDriver with Processor API topologies and real state stores: exact outputs (keys, values, timestamps,
 order), changelog records, caches flushed after every piped record, repartition topics fed back, punctuation by
-stream time and by the driver's wall clock."""
+stream time and by the driver's wall clock.
+
+The expected outputs of the word count, caching and feedback tests are what Kafka 4.4.0's own TopologyTestDriver
+(kafka-streams-test-utils) produced for the same topologies written in Java (Processor API, same inputs, same
+initial wall clock; the feedback topic there is a plain topic both written and read, which Java's driver feeds back
+like an internal one)."""
 import os
 import struct
 
