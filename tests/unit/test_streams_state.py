@@ -632,3 +632,29 @@ def test_rocksdb_store_opened_twice_names_the_store(tmp_path):
     with pytest.raises(ProcessorStateException, match=r"Error opening store kv at location .*0_3/rocksdb/kv"):
         Env(tmp_path, [kv_builder()])
     env.sm.close(True)
+
+
+def test_standby_under_eos_keeps_and_writes_its_checkpoint(tmp_path):
+    tp = ("app-kv-changelog", 3)
+    cp_path = os.path.join(tmp_path, APP, "0_3", ".checkpoint")
+    consumer = MemoryRestoreConsumer({tp: [(b"a", L(1), 0), (b"b", L(2), 0)]})
+    changelogs = {"kv": "app-kv-changelog"}
+    sm = ProcessorStateManager(TASK, APP, str(tmp_path), [kv_builder()], changelogs, True, {}, None, True)
+    sm.init_stores(None, lambda: 0)
+    assert sm.restore(consumer)["kv"][:3] == (0, 2, 2)
+    sm.checkpoint()                                          # a standby checkpoints under EOS too
+    assert open(cp_path, "rb").read() == b"0\n1\napp-kv-changelog 3 1\n"
+    sm.close(True)
+    sm2 = ProcessorStateManager(TASK, APP, str(tmp_path), [kv_builder()], changelogs, True, {}, None, True)
+    sm2.init_stores(None, lambda: 0)
+    assert os.path.exists(cp_path)                           # not deleted at a standby's init
+    consumer.append(*tp, (b"c", L(3), 0))
+    assert sm2.restore(consumer)["kv"][:3] == (2, 3, 1)      # only the gap
+    assert [kv.key for kv in sm2.get_store("kv").all()] == ["a", "b", "c"]
+    sm2.close(True)
+    # promotion: the active task (EOS) reads the standby's checkpoint, deletes it, restores nothing
+    env = Env(tmp_path, [kv_builder()], eos=True)
+    assert not os.path.exists(cp_path)
+    assert env.sm.restore(consumer)["kv"][:3] == (3, 3, 0)
+    assert env.store("kv").get("c") == 3
+    env.sm.close(True)

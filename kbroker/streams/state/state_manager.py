@@ -264,8 +264,9 @@ class ProcessorStateManager:
             checkpointed = {}
             for name in self.builders:
                 self._wipe(name)
-        if self.eos:
-            # A crash from here on must not find a checkpoint: the stores may then hold uncommitted writes.
+        if self.eos and not self.standby:
+            # A crash from here on must not find a checkpoint: the stores may then hold uncommitted writes. (A
+            # standby only ever holds committed data -- it reads read_committed -- so its checkpoint stays valid.)
             self._checkpoint_file.delete()
         self._context = StoreContext(self, collector, timestamp_fn)
         for name, builder in self.builders.items():
