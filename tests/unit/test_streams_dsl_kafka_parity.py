@@ -4,7 +4,7 @@ replayed through our DSL and TopologyTestDriver. Same inputs, same (key, Change(
 store contents as Kafka asserts."""
 import pytest
 
-from kbroker.streams.dsl import Consumed, Grouped, Materialized, Named, Produced, StreamsBuilder
+from kbroker.streams.dsl import Branched, Consumed, Grouped, Materialized, Named, Printed, Produced, StreamsBuilder
 from kbroker.streams.dsl.nodes import Change
 from kbroker.streams.processor import Processor
 from kbroker.streams.serdes import Serdes
@@ -630,3 +630,37 @@ def test_named_process_and_process_values_burn_no_index(values):
         _pipe(d, "input", records)
         got = d.create_output_topic("output", S, I).read_records_to_list()
     assert [(r.key, r.value, r.timestamp) for r in got] == [(k, len(v), ts) for k, v, ts in records]
+
+
+def test_streams_builder_test_specified_names():
+    """StreamsBuilderTest.shouldUseSpecifiedNameFor{TableSourceProcessor, SinkProcessor, SplitOperation,
+    MergeOperation, PrintOperation, ToStreamWithMapper, AggregateOperationGivenTable}: processor (and store)
+    names in Kafka's order."""
+    def names(build):
+        b = StreamsBuilder()
+        build(b)
+        t = b.build()
+        return list(t.nodes()), list(t.store_builders())
+
+    assert names(lambda b: (b.table("stream-topic", Consumed.as_("source-node")), b.table("stream-topic-two"))) == (
+        ["source-node-source", "source-node", "KSTREAM-SOURCE-0000000004", "KTABLE-SOURCE-0000000005"], [])
+
+    def sinks(b):
+        s = b.stream("stream-topic")
+        s.to("stream-topic-two", Produced.as_("sink-processor"))
+        s.to("stream-topic-two")
+    assert names(sinks)[0] == ["KSTREAM-SOURCE-0000000000", "sink-processor", "KSTREAM-SINK-0000000002"]
+
+    assert names(lambda b: b.stream("stream-topic").split(Named.as_("branch-processor"))
+                 .branch(lambda k, v: True, Branched.as_("-1")).branch(lambda k, v: False, Branched.as_("-2")))[0] == \
+        ["KSTREAM-SOURCE-0000000000", "branch-processor", "branch-processor-1", "branch-processor-2"]
+    assert names(lambda b: b.stream("topic-1").merge(b.stream("topic-2"), Named.as_("merge-processor")))[0] == \
+        ["KSTREAM-SOURCE-0000000000", "KSTREAM-SOURCE-0000000001", "merge-processor"]
+    assert names(lambda b: b.stream("stream-topic").print(Printed.to_sys_out().with_name("print-processor")))[0] == \
+        ["KSTREAM-SOURCE-0000000000", "print-processor"]
+    assert names(lambda b: b.table("stream-topic").to_stream(lambda k, v: k, Named.as_("to-stream")))[0] == \
+        ["KSTREAM-SOURCE-0000000001", "KTABLE-SOURCE-0000000002", "to-stream", "KSTREAM-KEY-SELECT-0000000004"]
+    assert names(lambda b: b.table("stream-topic").group_by(lambda k, v: (k, v), Grouped.as_("group-operation"))
+                 .count(Named.as_("op"))) == (
+        ["KSTREAM-SOURCE-0000000001", "KTABLE-SOURCE-0000000002", "group-operation", "op-sink", "op-source", "op"],
+        ["stream-topic-STATE-STORE-0000000000", "KTABLE-AGGREGATE-STATE-STORE-0000000004"])

@@ -25,7 +25,7 @@ __all__ = ["StreamsBuilder"]
 
 SOURCE_NAME = "KSTREAM-SOURCE-"
 TABLE_SOURCE_NAME = "KTABLE-SOURCE-"
-TABLE_SOURCE_SUFFIX = "-table-source"
+TABLE_SOURCE_SUFFIX = "-source"
 
 _OPTIMIZATION_KEY = "topology.optimization"
 
