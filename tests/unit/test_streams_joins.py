@@ -316,3 +316,23 @@ def test_table_table_join_materialized_is_queryable():
         store = d.get_key_value_store("joined")
         assert store.get("a") is None
         assert store.get("b") == "Lb+Rb"
+
+
+def test_joins_read_a_non_materialized_join_result_through_both_sides():
+    """A table-table join's result, not materialized, is read by a later table join and a stream-table join
+    through its two parents' values (Kafka's KTableKTable*JoinValueGetter)."""
+    b = StreamsBuilder({"default.dsl.store": "in_memory"})
+    a, c, e = (b.table(t, Consumed.with_(S, S)) for t in "ace")
+    ac = a.left_join(c, _j)
+    ac.join(e, lambda x, y: "[%s|%s]" % (x, y)).to_stream().to("out", Produced.with_(S, S))
+    b.stream("s", Consumed.with_(S, S)).join(ac, lambda x, y: x + ":" + y).to("out2", Produced.with_(S, S))
+    with TopologyTestDriver(b.build()) as d:
+        ta, tc, te, ts = (d.create_input_topic(t, S, S) for t in "aces")
+        ta.pipe_input("k", "A", 1)
+        te.pipe_input("k", "E", 2)        # looks up a left-join c = "A+null"
+        tc.pipe_input("k", "C", 3)
+        ts.pipe_input("k", "s", 4)
+        ta.pipe_input("k", None, 5)       # the left join's delete reaches the inner join as a tombstone
+        assert _records(d.create_output_topic("out", S, S)) == [
+            ("k", "[A+null|E]", 2), ("k", "[A+C|E]", 3), ("k", None, 5)]
+        assert _records(d.create_output_topic("out2", S, S)) == [("k", "s:A+C", 4)]
