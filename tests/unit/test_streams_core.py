@@ -414,6 +414,14 @@ def test_timestamp_extractors():
     task.add_records("in", 0, [rec("in", 0, 0, 5)])
     task.process()
     assert collector.sent[0][3] == 999
+    # a source's own extractor sees the deserialized record and the partition time
+    seen = []
+    per_source = Topology().add_source("src", "in", timestamp_extractor=lambda r, pt: seen.append(pt) or
+                                       1000 * len(r.value)).add_sink("out", "output", "src")
+    task, collector = make_task(per_source)
+    task.add_records("in", 0, [rec("in", 0, 0, 5, value=b"ab"), rec("in", 0, 1, 6, value=b"a")])
+    task.process()
+    assert [c[3] for c in collector.sent] == [2000, 1000] and seen == [-1, 2000]
 
 
 def test_processor_exception_is_wrapped_with_task_node_and_record():
