@@ -325,3 +325,19 @@ def test_session_windows_emit_on_window_close():
         assert _records(out) == [("[a@0/3]", 2, 3)]
         inp.pipe_input("c", "x", 30)
         assert _records(out) == [("[b@8/9]", 2, 9)]
+
+
+def test_windowed_tables_carry_kafkas_windowed_key_serdes_to_sinks():
+    """Without Produced serdes a windowed count writes Kafka's bytes: key + 8-byte window start (time windows),
+    key + 8-byte end + 8-byte start (sessions); the count as an 8-byte big-endian long."""
+    b = _builder()
+    grouped = b.stream("in", Consumed.with_(S, S)).group_by_key()
+    grouped.windowed_by(TimeWindows.of_size_with_no_grace(10)).count().to_stream().to("out")
+    grouped.windowed_by(SessionWindows.of_inactivity_gap_with_no_grace(10)).count().to_stream().to("out2")
+    with _driver(b) as d:
+        d.create_input_topic("in", S, S).pipe_input("ab", "x", 12)
+        one = (1).to_bytes(8, "big")
+        r = d.read_produced("out")
+        assert (r.key, r.value, r.timestamp) == (b"ab" + (10).to_bytes(8, "big"), one, 12)
+        r = d.read_produced("out2")
+        assert (r.key, r.value, r.timestamp) == (b"ab" + (12).to_bytes(8, "big") * 2, one, 12)
