@@ -440,6 +440,39 @@ def test_repartition_topics_and_purge(broker, tmp_path):
         2, {"cleanup.policy": "compact"})
 
 
+def test_source_offset_reset_latest(broker, tmp_path):
+    """Topology.add_source(offset_reset="latest"): without committed offsets the source starts at the end (the
+    consumer's own auto.offset.reset is Streams' earliest): records written before the start are not read."""
+    from confluent_kafka import Producer
+
+    from kbroker.streams.runtime import KafkaStreams
+    from kbroker.streams.serdes import Serdes
+    from kbroker.streams.topology import Topology
+    inp, out = "rt-latest-in", "rt-latest-out"
+    create_topics(broker.bootstrap, inp, out, partitions=2)
+    p = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(4):
+        p.produce(inp, key=b"k", value=struct.pack(">q", i), partition=i % 2)
+    assert p.flush(10) == 0
+    topo = (Topology().add_source("s", inp, key_deserializer=Serdes.String(), value_deserializer=Serdes.Long(),
+                                  offset_reset="latest")
+            .add_sink("k", out, "s", key_serializer=Serdes.String(), value_serializer=Serdes.Long()))
+    ks = KafkaStreams(topo, _config(broker, "rt-latest", tmp_path))
+    ks.start()
+    try:
+        wait_until(lambda: ks.state == "RUNNING", 30, 0.1, "RUNNING")
+        for i in range(4, 8):
+            p.produce(inp, key=b"k", value=struct.pack(">q", i), partition=i % 2)
+        assert p.flush(10) == 0
+        wait_until(lambda: eos_checker.committed_offsets(broker.bootstrap, "rt-latest", inp, 2) == {0: 4, 1: 4}, 30,
+                   0.2, "the 4 new records committed")
+    finally:
+        assert ks.close(30)
+    got = sorted(struct.unpack(">q", v)[0] for part in
+                 eos_checker.read_records(broker.bootstrap, out, 2, "read_uncommitted").values() for _, _, v in part)
+    assert got == [4, 5, 6, 7]
+
+
 def test_replace_thread(broker, tmp_path):
     """An exception in a processor ends the thread; the handler answers REPLACE_THREAD: a new thread with the same
     index takes the tasks back (the failed record is processed again) and every record comes out."""
@@ -498,8 +531,9 @@ def test_interactive_queries_and_internal_topic_checks(broker, tmp_path):
     inp, out = "rt-iq-in", "rt-iq-out"
     create_topics(broker.bootstrap, inp, out)
     truth = produce(broker.bootstrap, inp, 0, 120)
-    ks = KafkaStreams(build_topology(inp, out), _config(broker, "rt-iq", tmp_path,
-                                                        **{"application.server": "node-a:7070"}))
+    # two threads: two group members in one instance, each with part of the tasks; IQ spans both
+    ks = KafkaStreams(build_topology(inp, out), _config(broker, "rt-iq", tmp_path, **{
+        "application.server": "node-a:7070", "num.stream.threads": 2}))
     ks.start()
     try:
         wait_until(lambda: eos_checker.committed_offsets(broker.bootstrap, "rt-iq", inp, PARTITIONS)
@@ -513,9 +547,11 @@ def test_interactive_queries_and_internal_topic_checks(broker, tmp_path):
         [meta] = ks.metadata_for_all_stream_clients()
         assert meta.host_info == HostInfo("node-a", 7070) and meta.state_store_names == frozenset(["totals"])
         assert meta.topic_partitions == frozenset((inp, p) for p in range(PARTITIONS))
-        [thread] = ks.local_thread_metadata()
-        assert thread.thread_state == "RUNNING" and len(thread.active_tasks) == PARTITIONS
-        assert thread.consumer_client_id == "rt-iq-%s-StreamThread-1-consumer@node-a%%3A7070" % ks.process_id
+        threads = ks.local_thread_metadata()
+        assert [t.thread_state for t in threads] == ["RUNNING", "RUNNING"]
+        assert sorted(m.task_id.partition for t in threads for m in t.active_tasks) == list(range(PARTITIONS))
+        assert all(t.active_tasks for t in threads), threads
+        assert threads[1].consumer_client_id == "rt-iq-%s-StreamThread-2-consumer@node-a%%3A7070" % ks.process_id
     finally:
         assert ks.close(30)
     assert ks.state == "NOT_RUNNING"

@@ -84,6 +84,7 @@ class KafkaStreams:
         self.committed_offsets = {}      # (topic, partition) -> next offset, last commit of any thread here
         self._admin = None
         self.repartition_topic_names = frozenset()
+        self.source_offset_resets = {}   # source topic -> "earliest" | "latest" | "none" (Topology.add_source)
 
     # ---------------------------------------------------------------------------------------------- states
     def set_state_listener(self, listener) -> None:
@@ -211,6 +212,11 @@ class KafkaStreams:
                 raise StreamsException("pattern sources are not supported by the kbroker.streams runtime")
             self._subs = {sub.id: sub for sub in subs}
             self.topic_subtopology = {t: sub.id for sub in subs for t in sub.source_topics}
+            self.source_offset_resets = {}
+            for t in self.topic_subtopology:
+                node = self.topology.source_for_topic(t, app_id)
+                if node is not None and node.offset_reset is not None:
+                    self.source_offset_resets[t] = node.offset_reset
             self._changelogs = self.topology.changelog_topics(app_id)
             repartition = self.topology.repartition_topics(app_id)
             self.repartition_topic_names = frozenset(repartition)
@@ -232,6 +238,8 @@ class KafkaStreams:
         self.threads = [st.StreamThread(self, i + 1) for i in range(self.config["num.stream.threads"])]
         for t in self.threads:
             t.start()
+        if not self.threads:
+            self._set_state(RUNNING)          # num.stream.threads=0: nothing to rebalance (Kafka's behaviour)
 
     def close(self, timeout_s: float | None = None) -> bool:
         """Graceful shutdown (module docstring); True when every thread finished within ``timeout_s``."""

@@ -314,8 +314,32 @@ class StreamThread(threading.Thread):
                 if tid not in self.tasks:
                     self._create_task(tid)
             self.last_commit = time.monotonic()
+            self._apply_source_resets(consumer, partitions)
         if self.streams.standby is not None:
             self.streams.standby.on_rebalance()
+
+    def _apply_source_resets(self, consumer, partitions):
+        """Per-source ``offset_reset`` (Topology.add_source): a partition of such a source without a committed
+        offset starts at its beginning ("earliest") or end ("latest"); "none" fails the thread (Kafka's
+        NoOffsetForPartitionException). Other partitions follow the consumer's auto.offset.reset."""
+        from confluent_kafka import OFFSET_BEGINNING, OFFSET_END
+        resets = self.streams.source_offset_resets
+        if not partitions or not any(p.topic in resets for p in partitions):
+            return
+        committed = consumer.committed(list(partitions), timeout=30)
+        changed = False
+        for tp in committed:
+            policy = resets.get(tp.topic)
+            if policy is None or tp.offset >= 0:
+                continue
+            if policy == "none":
+                raise StreamsException("No valid committed offset found for input topic %s (partition %d) and no "
+                                       "valid reset policy configured (offset_reset='none')" % (tp.topic,
+                                                                                               tp.partition))
+            tp.offset = OFFSET_BEGINNING if policy == "earliest" else OFFSET_END
+            changed = True
+        if changed:
+            consumer.assign(committed)      # replaces the default assign() after this callback
 
     def _on_revoke(self, consumer, partitions):
         with self.lock:
