@@ -658,3 +658,22 @@ def test_standby_under_eos_keeps_and_writes_its_checkpoint(tmp_path):
     assert env.sm.restore(consumer)["kv"][:3] == (3, 3, 0)
     assert env.store("kv").get("c") == 3
     env.sm.close(True)
+
+
+def test_reads_from_another_thread_leave_the_cache_alone(tmp_path):
+    import threading
+    env, kv, out = cached_kv(tmp_path, cache_bytes=90)
+    kv.put("a", 1)
+    env.sm.flush()
+    kv.put("b", 2)
+    kv.put("c", 3)
+    kv.put("d", 4)                                          # evicts a (clean): "a" now only in the store below
+    seen = []
+    t = threading.Thread(target=lambda: seen.extend([kv.get("a"), kv.get("b")]))
+    t.start()
+    t.join()
+    assert seen == [1, 2]
+    assert env.sm.thread_cache.size_bytes() == 90           # no clean entry for "a" from the query thread
+    kv.put("e", 5)                                          # evicts b: the query did not refresh it
+    assert [o[0] for o in out] == ["a", "b", "c", "d", "e"]
+    env.sm.close(True)

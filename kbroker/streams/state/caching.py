@@ -23,6 +23,7 @@ cached delete hides the stored value).
 
 import bisect
 import logging
+import threading
 from collections import OrderedDict
 
 from kbroker.streams.keyvalue import KeyValue, Window, Windowed
@@ -223,6 +224,7 @@ class _CachingBase(StateStore):
         self.namespace = None
         self.listener = None
         self.send_old_values = False
+        self._writer = None   # the thread that writes (the stream thread): only it may reorder or fill the cache
 
     def name(self):
         return self.inner.name()
@@ -252,14 +254,24 @@ class _CachingBase(StateStore):
     def _ts(self):
         return self.context.timestamp() if self.context is not None else 0
 
+    def _on_writer_thread(self):
+        return self._writer is None or threading.get_ident() == self._writer
+
     def _cache_put(self, binary_key, value):
+        self._writer = threading.get_ident()
         if self.cache is None:
             self._flush_entries([(binary_key, CacheEntry(binary_key, value, True, self._ts()))])
             return
         self.cache.put(self.namespace, binary_key, CacheEntry(binary_key, value, True, self._ts()))
 
     def _cache_get(self, binary_key):
-        return None if self.cache is None else self.cache.get(self.namespace, binary_key)
+        if self.cache is None:
+            return None
+        if not self._on_writer_thread():
+            # an interactive query: peek without touching the LRU order (the stream thread owns the cache)
+            c = self.cache.caches.get(self.namespace)
+            return None if c is None else c.entries.get(binary_key)
+        return self.cache.get(self.namespace, binary_key)
 
     def _flush_entries(self, batch):
         scope = getattr(self.context, "timestamp_scope", None)
@@ -326,7 +338,7 @@ class CachingKeyValueStore(_CachingBase, KeyValueStore):
         if e is not None:
             return e.value
         value = self.inner.get(key)
-        if value is not None and self.cache is not None and self.cache.max_bytes > 0:
+        if value is not None and self.cache is not None and self.cache.max_bytes > 0 and self._on_writer_thread():
             # Kafka caches a read miss as a clean entry (it refreshes LRU and saves the next lookup)
             self.cache.put(self.namespace, key, CacheEntry(key, value, False, self._ts()))
         return value
