@@ -3,13 +3,17 @@ WordCount (caching off and on), KGroupedStream count/reduce/aggregate (timestamp
 filter/map_values/to_stream, KStream.to_table, KGroupedTable aggregations with subtractors (Change(new, old) over
 the repartition topic in Kafka's ChangedSerializer format), caching's one-update-per-key-per-commit."""
 import re
+import tempfile
 
 import pytest
 
 from kbroker.streams.dsl import Consumed, Grouped, Materialized, Produced, StreamsBuilder
 from kbroker.streams.dsl.nodes import Change, ChangedSerde
 from kbroker.streams.errors import StreamsException
+from kbroker.streams.processor import TaskId
 from kbroker.streams.serdes import Serdes
+from kbroker.streams.state import ProcessorStateManager
+from kbroker.streams.task import ConsumedRecord, StreamTask
 from kbroker.streams.test_driver import TestRecord, TopologyTestDriver
 
 S = Serdes.String()
@@ -343,3 +347,49 @@ def test_materialized_may_stand_where_named_does():
     assert b.table("in3").filter(lambda k, v: True, Materialized.as_("f1")).queryable_store_name() == "f1"
     assert set(b.build().store_builders()) == {"c1", "r1", "a1", "t1", "f1"}
     assert "c1" not in b.build().nodes()            # not taken as the processor's name
+
+
+def test_quickstart_wordcount_with_caching_one_commit():
+    """What a running app with caching on emits when the 3 lines fall in one commit interval: one record per word
+    with its final count, in the order of each word's LAST update (Kafka's NamedCache dirty-key order) -- driven
+    through a StreamTask directly, since the test driver commits after every record."""
+
+    class Collector:
+        def __init__(self):
+            self.sent = []
+
+        def send(self, topic, key, value, timestamp, headers, partition):
+            self.sent.append((topic, key, value, timestamp))
+
+        def flush(self):
+            pass
+
+    topology = _wc_builder(CONFIG, caching=True)
+    with tempfile.TemporaryDirectory() as state_dir:
+        config = dict(CONFIG, **{"state.dir": state_dir})
+        builders = list(topology.store_builders().values())
+        changelogs = {s.store: t for t, s in topology.changelog_topics(APP).items()}
+        sm = ProcessorStateManager(TaskId(0, 0), APP, state_dir, builders, changelogs, False, config)
+        collector = Collector()
+        task = StreamTask(TaskId(0, 0), None, topology, config, sm, collector, lambda: 0)
+        task.initialize()
+        task.add_records("streams-plaintext-input", 0, [
+            ConsumedRecord("streams-plaintext-input", 0, n, (n + 1) * 1000, None, S.serialize("t", line), [])
+            for n, line in enumerate(LINES)])
+        repartition = APP + "-counts-store-repartition"
+        offset = 0
+        while task.has_records_queued():
+            task.process(100)
+            fed = [r for r in collector.sent if r[0] == repartition]
+            collector.sent = [r for r in collector.sent if r[0] != repartition]
+            task.add_records(repartition, 0, [ConsumedRecord(repartition, 0, offset + i, ts, k, v, [])
+                                              for i, (_, k, v, ts) in enumerate(fed)])
+            offset += len(fed)
+        assert [r for r in collector.sent if r[0] == "streams-wordcount-output"] == []    # all in the cache
+        task.flush_state()                                                                # the commit
+        out = [(S.deserialize("t", k), L.deserialize("t", v), ts) for topic, k, v, ts in collector.sent
+               if topic == "streams-wordcount-output"]
+        task.close(clean=True)
+    assert out == [("all", 1, 1000), ("lead", 1, 1000), ("to", 1, 1000), ("hello", 1, 2000), ("streams", 2, 2000),
+                   ("join", 1, 3000), ("kafka", 3, 3000), ("summit", 1, 3000)]
+    assert dict((k, v) for k, v, _ in out) == LAST_VALUES
