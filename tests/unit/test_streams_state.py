@@ -677,3 +677,40 @@ def test_reads_from_another_thread_leave_the_cache_alone(tmp_path):
     kv.put("e", 5)                                          # evicts b: the query did not refresh it
     assert [o[0] for o in out] == ["a", "b", "c", "d", "e"]
     env.sm.close(True)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_changelog_round_trip_restores_every_store_type(tmp_path, kind):
+    def builders():
+        return [
+            Stores.key_value_store_builder(kv_supplier(kind), Serdes.String(), Serdes.Long()),
+            Stores.timestamped_window_store_builder(window_supplier(kind, 10_000, 100), Serdes.String(),
+                                                    Serdes.Long()).with_caching_enabled(),
+            Stores.session_store_builder(session_supplier(kind, 10_000), Serdes.String(), Serdes.Long()),
+        ]
+    env = Env(tmp_path / "one", builders())
+    kv, w, s = env.store("kv"), env.store("w"), env.store("s")
+    for i in range(20):
+        env.ts = 1000 + i
+        kv.put(f"k{i % 7}", i)
+        w.put(f"k{i % 3}", ValueAndTimestamp(i, 1000 + i), (i % 4) * 100)
+        s.put(Windowed(f"k{i % 5}", Window(i * 10, i * 10 + 5)), i)
+        if i % 6 == 5:
+            kv.delete(f"k{i % 7}")
+            s.remove(Windowed(f"k{i % 5}", Window(i * 10, i * 10 + 5)))
+    env.sm.flush()
+    def contents(e):
+        return list(e.store("kv").all()), list(e.store("w").all()), list(e.store("s").fetch_range(None, None))
+    expected = contents(env)
+    logs = {}
+    for topic, key, value, ts, partition in env.collector.sent:
+        logs.setdefault((topic, partition), []).append((key, value, ts))
+    assert set(logs) == {("app-kv-changelog", 3), ("app-w-changelog", 3), ("app-s-changelog", 3)}
+    env.sm.close(True)
+    env2 = Env(tmp_path / "two", builders())
+    results = env2.sm.restore(MemoryRestoreConsumer(logs))
+    assert {name: r.records for name, r in results.items()} == {name: len(logs[(f"app-{name}-changelog", 3)])
+                                                                for name in ("kv", "w", "s")}
+    assert contents(env2) == expected
+    assert len(expected[0]) == 6 and len(expected[1]) == 12 and len(expected[2]) == 17
+    env2.sm.close(True)
