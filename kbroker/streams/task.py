@@ -580,12 +580,17 @@ class StreamTask:
                 if self._handler(self.task_id, raw, exc) == CONTINUE:
                     self._drop(raw)
                     continue
+                q.raw.appendleft(raw)    # still unconsumed: a retry fails on it again instead of skipping it
                 raise StreamsException(
                     "Deserialization exception handler is set to fail upon a deserialization error (task %s, topic "
                     "%s, partition %d, offset %d: %s). If you would rather have the streaming pipeline continue after "
                     "a deserialization error, please set the default.deserialization.exception.handler "
                     "appropriately." % (self.task_id, raw.topic, raw.partition, raw.offset, exc)) from exc
-            ts = extract(rec, q.partition_time)
+            try:
+                ts = extract(rec, q.partition_time)
+            except Exception:
+                q.raw.appendleft(raw)
+                raise
             if ts is None or ts < 0:
                 log.warning("task %s: skipping record %s with invalid timestamp %r", self.task_id,
                             _describe(raw), ts)

@@ -382,6 +382,8 @@ def test_deserialization_log_and_fail_names_the_record():
         task.process()
     assert "LongDeserializer is not 8" in str(info.value)
     assert len(collector.sent) == 1 and task.committable_offsets() == {("in", 3): 1}
+    with pytest.raises(StreamsException, match="offset 1"):    # not skipped by a retry
+        task.process()
 
 
 @pytest.mark.parametrize("handler", ["logAndContinue",
