@@ -714,3 +714,19 @@ def test_changelog_round_trip_restores_every_store_type(tmp_path, kind):
     assert contents(env2) == expected
     assert len(expected[0]) == 6 and len(expected[1]) == 12 and len(expected[2]) == 17
     env2.sm.close(True)
+
+
+def test_lru_map_evicts_least_recently_used_and_logs_tombstones(tmp_path):
+    env = Env(tmp_path, [Stores.key_value_store_builder(Stores.lru_map("lru", 2), Serdes.String(), Serdes.Long())])
+    lru = env.store("lru")
+    lru.put("a", 1)
+    lru.put("b", 2)
+    assert lru.get("a") == 1          # a is now the most recently used
+    lru.put("c", 3)                   # evicts b
+    assert list(lru.all()) == [("a", 1), ("c", 3)] and lru.approximate_num_entries() == 2
+    # the eviction happens inside the put below the logging layer: b's tombstone precedes c (Kafka's order too)
+    assert env.collector.sent == [("app-lru-changelog", b"a", L(1), 0, 3), ("app-lru-changelog", b"b", L(2), 0, 3),
+                                  ("app-lru-changelog", b"b", None, 0, 3), ("app-lru-changelog", b"c", L(3), 0, 3)]
+    with pytest.raises(ValueError, match="maxCacheSize cannot be negative"):
+        Stores.lru_map("x", -1)
+    env.sm.close(True)

@@ -95,6 +95,12 @@ class _LoggingBase(StateStore):
 
 
 class ChangeLoggingKeyValueStore(_LoggingBase, KeyValueStore):
+    def init(self, context, root):
+        super().init(context, root)
+        if hasattr(self.inner, "eviction_listener"):
+            # an LRU map's evictions are deletes the changelog must carry (Kafka logs them as tombstones)
+            self.inner.eviction_listener = lambda key: self._log(bytes(key), None)
+
     def get(self, key):
         return self.inner.get(key)
 

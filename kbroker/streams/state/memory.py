@@ -149,6 +149,51 @@ class InMemoryKeyValueStore(_BytesStoreBase, KeyValueStore):
         self._keys.clear()
 
 
+class LRUKeyValueStore(InMemoryKeyValueStore):
+    """Kafka's MemoryNavigableLRUCache (Stores.lru_map): at most ``max_entries`` keys; a put beyond that removes
+    the least recently used key (gets and puts refresh recency) and reports it to ``eviction_listener(key)``, which
+    the change-logging layer sets to log a tombstone -- so a restore rebuilds the same bounded map."""
+
+    def __init__(self, name, max_entries):
+        super().__init__(name)
+        if max_entries < 0:
+            raise ValueError("maxCacheSize cannot be negative")
+        self.max_entries = max_entries
+        self._lru = {}                 # key -> None in recency order (first = least recently used)
+        self.eviction_listener = None
+
+    def _touch(self, key):
+        self._lru.pop(key, None)
+        self._lru[key] = None
+
+    def get(self, key):
+        value = super().get(key)
+        if value is not None:
+            self._touch(bytes(key))
+        return value
+
+    def put(self, key, value):
+        key = bytes(key)
+        if value is None:
+            self.delete(key)
+            return
+        super().put(key, value)
+        self._touch(key)
+        while len(self._lru) > self.max_entries:
+            eldest = next(iter(self._lru))
+            self.delete(eldest)
+            if self.eviction_listener is not None:
+                self.eviction_listener(eldest)
+
+    def delete(self, key):
+        self._lru.pop(bytes(key), None)
+        return super().delete(key)
+
+    def close(self):
+        super().close()
+        self._lru.clear()
+
+
 class InMemoryWindowStore(_BytesStoreBase, WindowStore):
     """Entries keyed (window start, key, seqnum); retention as the module docstring of window_store.py says."""
 

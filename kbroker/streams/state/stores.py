@@ -32,11 +32,12 @@ def _check_non_negative(what, value):
 
 
 class KeyValueBytesStoreSupplier:
-    """Makes a bytes KeyValueStore: kind "rocksdb" or "memory"."""
+    """Makes a bytes KeyValueStore: kind "rocksdb", "memory" or "lru" (Stores.lru_map: ``max_entries`` keys)."""
 
-    def __init__(self, name, kind):
+    def __init__(self, name, kind, max_entries=None):
         self._name = _check_name(name)
         self.kind = kind
+        self.max_entries = max_entries
 
     def name(self):
         return self._name
@@ -48,6 +49,9 @@ class KeyValueBytesStoreSupplier:
         if self.kind == "rocksdb":
             from kbroker.streams.state.rocksdb import RocksDBKeyValueStore
             return RocksDBKeyValueStore(self._name)
+        if self.kind == "lru":
+            from kbroker.streams.state.memory import LRUKeyValueStore
+            return LRUKeyValueStore(self._name, self.max_entries)
         from kbroker.streams.state.memory import InMemoryKeyValueStore
         return InMemoryKeyValueStore(self._name)
 
@@ -187,6 +191,12 @@ class Stores:
     @staticmethod
     def in_memory_key_value_store(name) -> KeyValueBytesStoreSupplier:
         return KeyValueBytesStoreSupplier(name, "memory")
+
+    @staticmethod
+    def lru_map(name, max_cache_size) -> KeyValueBytesStoreSupplier:
+        """Kafka's Stores.lruMap: an in-memory key-value store bounded to ``max_cache_size`` keys (LRU evicted)."""
+        _check_non_negative("maxCacheSize", max_cache_size)
+        return KeyValueBytesStoreSupplier(name, "lru", max_cache_size)
 
     @staticmethod
     def persistent_window_store(name, retention_ms, window_size_ms, retain_duplicates=False):
