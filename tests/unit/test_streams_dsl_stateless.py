@@ -311,3 +311,19 @@ def test_null_functions_are_refused_at_build_time():
                        (lambda: s.split().branch(None), "predicate")]:
         with pytest.raises(TypeError, match="%s can't be null" % what):
             call()
+
+
+def test_printed_to_file_and_consumed_options_reach_the_source(tmp_path):
+    path = tmp_path / "printed.txt"
+    b = StreamsBuilder()
+    s = b.stream("in", Consumed.with_(S, S).with_offset_reset_policy("earliest")
+                 .with_timestamp_extractor(lambda record, partition_time: 777))
+    s.print(Printed.to_file(str(path)).with_label("f"))
+    s.to("out")
+    t = b.build()
+    assert t.node("KSTREAM-SOURCE-0000000000").offset_reset == "earliest"
+    out = run(b, [("in", "k", "v", 1)], ["out"])
+    assert out["out"] == recs(("k", "v", 777))       # the Consumed's timestamp extractor was used
+    assert path.read_text() == "[f]: k, v\n"
+    with pytest.raises(ValueError, match="earliest"):
+        Consumed.with_(S, S).with_offset_reset_policy("smallest")
