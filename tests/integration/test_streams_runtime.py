@@ -410,7 +410,8 @@ def test_repartition_topics_and_purge(broker, tmp_path):
     create_topics(broker.bootstrap, inp, out, partitions=2)
     ks = KafkaStreams(build_topology(inp, out), _config(broker, "rt-wc", tmp_path, **{
         "processing.guarantee": "exactly_once_v2", "cache.max.bytes.buffering": 0, "repartition.purge.interval.ms": 0,
-        "default.key.serde": STRING_SERDE, "default.value.serde": STRING_SERDE}))
+        "default.key.serde": STRING_SERDE, "default.value.serde": STRING_SERDE,
+        "replication.factor": -1}))     # Kafka's default: the broker's default.replication.factor
     ks.start()
     try:
         p = Producer({"bootstrap.servers": broker.bootstrap})

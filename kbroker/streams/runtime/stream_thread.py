@@ -74,8 +74,7 @@ class StreamThread(threading.Thread):
         self.error = None
         self.last_commit = time.monotonic()
         self.processed = 0              # records processed (all time)
-        self.committed_total = 0        # records whose offsets were committed
-        self.restored = {}              # "<store> <changelog>-<p>" -> (records restored, ms) (last restoration)
+        self.restored = {}              # "<store> <changelog>-<p>" -> (records restored, ms), last restoration
         self.commits = 0
         self.tasks_committed = 0
         self.punctuated = 0
