@@ -195,6 +195,11 @@ class _TimeTracker:
         self.min_time = min(ts, self.min_time)
 
 
+def _wrap64(n):
+    """``n`` as a Java long (two's complement, 64 bits)."""
+    return ((n + (1 << 63)) & ((1 << 64) - 1)) - (1 << 63)
+
+
 class _TimeTrackers:
     def __init__(self):
         self._by_task = {}
@@ -319,8 +324,10 @@ class _StreamStreamJoinProcessor(Processor):
     def _emit_non_joined(self, record):
         t = self.tracker
         s = self.s
-        # only scan when some parked record's window may have closed (Kafka: the store's all() is expensive)
-        if t.min_time + s.join_after + self.grace >= t.stream_time:
+        # only scan when some parked record's window may have closed (Kafka: the store's all() is expensive).
+        # Java's long arithmetic: with nothing parked (min time = Long.MAX_VALUE) the sum wraps negative, so the
+        # (empty) scan runs and takes the throttle's slot -- reproduced, it decides when later scans may run
+        if _wrap64(t.min_time + s.join_after + self.grace) >= t.stream_time:
             return
         now = self.context.current_system_time_ms()
         if now < t.next_time_to_emit:
