@@ -16,12 +16,12 @@ Topology (Processor API, one sub-topology, so one task per input partition):
 The final value per key in OUT (the last record of that key) is the aggregate of every input record of that key
 processed; a record processed twice (at_least_once after a crash) counts twice.
 
-Crash on request: SIGUSR1 arms the crash; the ``--crash-after-armed``-th record ``agg`` processes after it (after its
-put and forward) makes the process flush its producer (every changelog and output record written so far is acknowledged), print
-``crash`` with ``uncommitted`` = the records this process's thread processed since its last commit (the current one
-included), and SIGKILL itself -- kill -9 at a known point: under at_least_once exactly those records are processed
-again by the next owner (their state updates already in the changelog), under exactly_once_v2 their transaction
-is never committed.
+Crash on request: SIGUSR1 arms the crash; the ``--crash-after-armed``-th record ``agg`` processes after it (after
+its put and forward) makes the process flush its producer (every changelog and output record written so far is
+acknowledged), print ``crash`` with ``uncommitted`` = the records this process's thread processed since its last
+commit (the current one included), and SIGKILL itself -- kill -9 at a known point: under at_least_once exactly
+those records are processed again by the next owner (their state updates already in the changelog), under
+exactly_once_v2 their transaction is never committed.
 
 Output: one JSON object a line on stdout (flushed): ``started`` (process id, pid), ``state`` (new, old),
 ``restored`` (task, store, changelog, start/end offsets, records, ms -- one per restored store), ``standby``

@@ -41,7 +41,6 @@ import signal
 import struct
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
