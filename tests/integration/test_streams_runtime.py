@@ -520,6 +520,52 @@ def test_replace_thread(broker, tmp_path):
     assert sorted(set(values)) == list(range(6)) and values[-3:] == [3, 4, 5], values
 
 
+def test_key_metadata_and_stale_stores_with_standbys(broker, tmp_path):
+    """Two in-process instances with num.standby.replicas=1: query_metadata_for_key names the active host (the
+    instance running the key's task) and the other as standby host; the standby's stores answer stale queries
+    (enable_stale_stores) with the same values; metadata_for_all_stream_clients lists both."""
+    from kbroker.streams.partitioner import default_partition
+    from kbroker.streams.runtime import HostInfo, KafkaStreams
+    from kbroker.streams.serdes import Serdes
+    from kbroker.streams.state.queryable import QueryableStoreTypes, StoreQueryParameters
+    from tests.integration.streams_app import build_topology
+
+    inp, out = "rt-sb-in", "rt-sb-out"
+    create_topics(broker.bootstrap, inp, out)
+    truth = produce(broker.bootstrap, inp, 0, 120)
+    hosts = {"a": HostInfo("host-a", 1001), "b": HostInfo("host-b", 1002)}
+    instances = {}
+    try:
+        for name, host in hosts.items():
+            instances[name] = KafkaStreams(build_topology(inp, out), _config(broker, "rt-sb", tmp_path / name, **{
+                "application.server": str(host), "num.standby.replicas": 1}))
+            instances[name].start()
+        ends = eos_checker.end_offsets(broker.bootstrap, inp, PARTITIONS)
+        wait_until(lambda: eos_checker.committed_offsets(broker.bootstrap, "rt-sb", inp, PARTITIONS) == ends
+                   and all(k.state == "RUNNING" and len(k.standby.tasks()) == 3 for k in instances.values()),
+                   30, 0.2, "both instances RUNNING with 3 standby tasks each")
+        key = "k7"
+        p = default_partition(key.encode(), PARTITIONS)
+        active = next(n for n, k in instances.items() if any(t.partition == p for th in k.threads for t in th.tasks))
+        other = "b" if active == "a" else "a"
+        for k in instances.values():
+            md = k.query_metadata_for_key("totals", key, Serdes.String())
+            assert md.partition == p and md.active_host == hosts[active] and md.standby_hosts == {hosts[other]}
+        stale = StoreQueryParameters.from_name_and_type("totals", QueryableStoreTypes.key_value_store()) \
+            .enable_stale_stores().with_partition(p)
+        wait_until(lambda: instances[other].store(stale).get(key) == "%d,%d" % truth[key], 10, 0.1,
+                   "the standby's store has the active's value")
+        assert instances[active].store(stale).get(key) == "%d,%d" % truth[key]
+        metas = sorted(instances["a"].metadata_for_all_stream_clients(), key=lambda m: m.host_info)
+        assert [m.host_info for m in metas] == [hosts["a"], hosts["b"]]
+        for m in metas:
+            assert len(m.topic_partitions) == 3 and len(m.standby_topic_partitions) == 3
+            assert {q for _, q in m.topic_partitions}.isdisjoint(q for _, q in m.standby_topic_partitions)
+    finally:
+        for k in instances.values():
+            k.close(30)
+
+
 def test_interactive_queries_and_internal_topic_checks(broker, tmp_path):
     from kbroker.streams.errors import StreamsException
     from kbroker.streams.partitioner import default_partition
