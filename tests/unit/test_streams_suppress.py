@@ -150,6 +150,8 @@ def test_until_window_closes_needs_a_windowed_table_and_a_strict_buffer():
         table.suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
     with pytest.raises(ValueError, match="StrictBufferConfig"):
         Suppressed.until_window_closes(BufferConfig.max_records(3))
+    with pytest.raises(TopologyException, match="illegal"):
+        Suppressed.until_time_limit(1, BufferConfig.unbounded()).with_name("bad name")
 
 
 @pytest.mark.parametrize("logged", [True, False])

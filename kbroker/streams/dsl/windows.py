@@ -412,7 +412,9 @@ class Suppressed:
         return Suppressed(Suppressed.TIME_LIMIT, buffer_config, ms)
 
     def with_name(self, name):
-        return Suppressed(self.kind, self.buffer_config, self.time_to_wait_ms, name)
+        """Name the processor (and its buffer store "<name>-store"); Kafka's naming rules (TopologyException)."""
+        from kbroker.streams.dsl.options import validate_name
+        return Suppressed(self.kind, self.buffer_config, self.time_to_wait_ms, validate_name(name))
 
     def __repr__(self):
         return "Suppressed(%s, %r, wait=%r, name=%r)" % (self.kind, self.buffer_config, self.time_to_wait_ms,
