@@ -730,3 +730,22 @@ def test_lru_map_evicts_least_recently_used_and_logs_tombstones(tmp_path):
     with pytest.raises(ValueError, match="maxCacheSize cannot be negative"):
         Stores.lru_map("x", -1)
     env.sm.close(True)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_cached_range_merges_cache_over_store(tmp_path, kind):
+    env, kv, out = cached_kv(tmp_path, kind)
+    for k, v in (("b", 1), ("d", 2), ("f", 3), ("h", 4)):
+        kv.put(k, v)
+    env.sm.flush()                                # b, d, f, h in the store below
+    kv.put("a", 10)                               # cached only, before every stored key
+    kv.put("d", 20)                               # cached over a stored key
+    kv.delete("f")                                # cached delete hides the stored f
+    kv.put("g", 30)                               # cached only, between stored keys
+    kv.put("z", 40)                               # cached only, after every stored key
+    assert list(kv.all()) == [("a", 10), ("b", 1), ("d", 20), ("g", 30), ("h", 4), ("z", 40)]
+    assert list(kv.reverse_all()) == [("z", 40), ("h", 4), ("g", 30), ("d", 20), ("b", 1), ("a", 10)]
+    assert list(kv.range("c", "g")) == [("d", 20), ("g", 30)]
+    assert list(kv.reverse_range("b", "h")) == [("h", 4), ("g", 30), ("d", 20), ("b", 1)]
+    assert list(kv.prefix_scan("g", Serdes.String())) == [("g", 30)]
+    env.sm.close(True)

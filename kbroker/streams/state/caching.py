@@ -22,6 +22,7 @@ cached delete hides the stored value).
 """
 
 import bisect
+import itertools
 import logging
 import threading
 from collections import OrderedDict
@@ -367,12 +368,40 @@ class CachingKeyValueStore(_CachingBase, KeyValueStore):
     def _range(self, from_key, to_key, reverse):
         if from_key is not None and to_key is not None and from_key > to_key:
             return KeyValueIterator([])
-        stored = [(kv.key, kv) for kv in self.inner.range(from_key, to_key)]
+        stored = self.inner.reverse_range(from_key, to_key) if reverse else self.inner.range(from_key, to_key)
         if self.cache is None:
-            items = [kv for _, kv in stored]
-            return KeyValueIterator(reversed(items) if reverse else items)
+            return stored
         cached = self.cache.named(self.namespace).keys_in_range(from_key, to_key)
-        return KeyValueIterator(self._merged(cached, stored, reverse))
+        if reverse:
+            cached = cached[::-1]
+        return KeyValueIterator(self._lazy_merge(stored, cached, reverse))
+
+    def _lazy_merge(self, stored, cached_keys, reverse):
+        """Merge the store's iterator with the cache's keys (a snapshot, same direction) without reading the whole
+        range into memory (Kafka's MergedSortedCacheKeyValueBytesStoreIterator): the cache wins on equal keys and
+        its deletes hide stored entries."""
+        entries = self.cache.named(self.namespace).entries
+        before = (lambda a, b: a > b) if reverse else (lambda a, b: a < b)
+        i, n = 0, len(cached_keys)
+        for kv in stored:
+            while i < n and before(cached_keys[i], kv.key):
+                e = entries.get(cached_keys[i])
+                i += 1
+                if e is not None and e.value is not None:
+                    yield KeyValue(cached_keys[i - 1], e.value)
+            if i < n and cached_keys[i] == kv.key:
+                e = entries.get(cached_keys[i])
+                i += 1
+                if e is None:
+                    yield kv           # evicted since the snapshot: flushed, so the store holds it
+                elif e.value is not None:
+                    yield KeyValue(kv.key, e.value)
+                continue
+            yield kv
+        for k in cached_keys[i:]:
+            e = entries.get(k)
+            if e is not None and e.value is not None:
+                yield KeyValue(k, e.value)
 
     def range(self, from_key, to_key):
         return self._range(from_key, to_key, False)
@@ -388,7 +417,9 @@ class CachingKeyValueStore(_CachingBase, KeyValueStore):
 
     def prefix_scan(self, prefix, prefix_serializer=None):
         prefix = bytes(prefix)
-        return KeyValueIterator([kv for kv in self._range(prefix, None, False) if kv.key.startswith(prefix)])
+        # keys are sorted: the prefix's keys are one run starting at the prefix itself
+        return KeyValueIterator(itertools.takewhile(lambda kv: kv.key.startswith(prefix),
+                                                    self._range(prefix, None, False)))
 
     def approximate_num_entries(self):
         return self.inner.approximate_num_entries()
