@@ -179,7 +179,9 @@ class _TimeWindowAggProcessor(Processor):
         lower = self.emit_lower(close_time)
         if not self.should_range_fetch(lower, upper):
             return
-        for kv in list(self.store.fetch_all(lower, upper)):
+        # by window start, then key bytes: Kafka's emit-on-close stores are time-ordered; our stores return
+        # (start, key) in memory and (segment, key, start) in RocksDB, so a stable sort on the start gives both
+        for kv in sorted(self.store.fetch_all(lower, upper), key=lambda kv: kv.key.window.start):
             vat = _vat(kv.value)
             self.context.forward(Record(kv.key, Change(vat.value, None), vat.timestamp, record.headers))
         self.tracker.last_emit_close_time = close_time
@@ -500,7 +502,9 @@ class _SessionAggProcessor(Processor):
         if upper < lower:
             return
         # sessions with lower <= end <= upper, every key (Kafka's findSessions(earliestEnd, latestEnd))
-        for kv in list(self.store.find_sessions_range(None, None, lower, upper)):
+        # by session end, then key bytes (Kafka's time-ordered session store), see maybe_forward_final above
+        found = self.store.find_sessions_range(None, None, lower, upper)
+        for kv in sorted(found, key=lambda kv: kv.key.window.end):
             if kv.key.window.end <= upper:
                 self.context.forward(Record(kv.key, Change(kv.value, None), kv.key.window.end, record.headers))
         self.tracker.last_emit_close_time = close_time
