@@ -520,6 +520,45 @@ def test_replace_thread(broker, tmp_path):
     assert sorted(set(values)) == list(range(6)) and values[-3:] == [3, 4, 5], values
 
 
+def test_shutdown_application(broker, tmp_path):
+    """SHUTDOWN_APPLICATION from one instance's handler stops BOTH instances (ERROR), the other one through the
+    signal member it sees in the group after the rebalance that member causes."""
+    from confluent_kafka import Producer
+
+    from kbroker.streams.processor import Processor
+    from kbroker.streams.runtime import KafkaStreams
+    from kbroker.streams.serdes import Serdes
+    from kbroker.streams.topology import Topology
+    inp, out = "rt-sa-in", "rt-sa-out"
+    create_topics(broker.bootstrap, inp, out, partitions=1)
+
+    class Fail(Processor):
+        def process(self, record):
+            raise RuntimeError("poison %d" % record.value)
+
+    topo = (Topology().add_source("s", inp, key_deserializer=Serdes.String(), value_deserializer=Serdes.Long())
+            .add_processor("p", Fail, "s")
+            .add_sink("k", out, "p", key_serializer=Serdes.String(), value_serializer=Serdes.Long()))
+    handled = []
+    instances = []
+    try:
+        for name in ("a", "b"):
+            k = KafkaStreams(topo, _config(broker, "rt-sa", tmp_path / name))
+            k.set_uncaught_exception_handler(lambda exc, name=name: handled.append(name) or "SHUTDOWN_APPLICATION")
+            k.start()
+            instances.append(k)
+        wait_until(lambda: all(k.state == "RUNNING" for k in instances), 30, 0.1, "both RUNNING")
+        p = Producer({"bootstrap.servers": broker.bootstrap})
+        p.produce(inp, key=b"k", value=struct.pack(">q", 1), partition=0)
+        assert p.flush(10) == 0
+        wait_until(lambda: [k.state for k in instances] == ["ERROR", "ERROR"], 30, 0.2,
+                   "both instances in ERROR after SHUTDOWN_APPLICATION")
+        assert len(handled) == 1, handled        # one instance owned the partition and failed; the other followed
+    finally:
+        for k in instances:
+            k.close(10)
+
+
 def test_key_metadata_and_stale_stores_with_standbys(broker, tmp_path):
     """Two in-process instances with num.standby.replicas=1: query_metadata_for_key names the active host (the
     instance running the key's task) and the other as standby host; the standby's stores answer stale queries

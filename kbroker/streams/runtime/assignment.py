@@ -22,7 +22,8 @@ Given up versus Kafka's StreamsPartitionAssignor (KIP-441 / KIP-429):
   * no cooperative rebalancing: every task pauses during a rebalance;
   * standby placement is computed by each instance from DescribeGroups (standby.py), not by the group leader;
   * the assignment's userdata (host info, SHUTDOWN_APPLICATION requests, version probing) cannot be carried:
-    application.server travels in the consumers' client ids (metadata.py) instead;
+    application.server travels in the consumers' client ids (metadata.py) instead, and SHUTDOWN_APPLICATION
+    through a signal member joining the group (kafka_streams.py); version probing has no equivalent;
   * a sub-topology whose source topics have different partition counts (not co-partitioned) gets max(count)
     tasks, but the range assignor may give partition p of the two topics to different members, each then running
     a task (s, p) with part of its input -- correct for stateless sub-topologies, not for stateful ones with

@@ -19,9 +19,13 @@ checkpoints, closes its tasks and leaves the group; returns False when a thread 
 Uncaught exceptions (Kafka's StreamsUncaughtExceptionHandler): ``set_uncaught_exception_handler(fn(exc) ->
 "REPLACE_THREAD" | "SHUTDOWN_CLIENT" | "SHUTDOWN_APPLICATION")``. REPLACE_THREAD starts a new thread with the
 same index (its tasks were closed dirty: the group gives them back after the rebalance, restored from the
-changelogs); SHUTDOWN_CLIENT (also without a handler) stops every thread -> ERROR; SHUTDOWN_APPLICATION is
-SHUTDOWN_CLIENT for this instance only (Kafka sends the request to every instance through the Streams assignor's
-userdata, which librdkafka's range assignor cannot carry: see docs/streams.md).
+changelogs); SHUTDOWN_CLIENT (also without a handler) stops every thread -> ERROR; SHUTDOWN_APPLICATION stops
+this instance the same way and asks every other instance to do so: Kafka carries the request in the Streams
+assignor's error code, which librdkafka's range assignor cannot; here a *signal member* joins the group (a consumer
+whose client id is ``<client.id>-<process uuid>-shutdown-application``, metadata.py), which makes every member
+rebalance; after each rebalance the first thread of every instance describes the group and, seeing a signal
+member, shuts its instance down (PENDING_ERROR -> ERROR). The signal member stays until no Streams member is left
+in the group (bounded by SIGNAL_MAX_S).
 
 Identity: ``process_id`` is a UUID kept in the state directory (``_process_id``); the consumers' client ids carry it and
 ``application.server`` (metadata.py) so any instance can tell who hosts which task from DescribeGroups.
@@ -37,6 +41,7 @@ import logging
 import os
 import shutil
 import threading
+import time
 import uuid
 
 from kbroker.streams.errors import (InvalidStateStoreException, StreamsException, StreamsNotStartedException,
@@ -58,6 +63,7 @@ _TRANSITIONS = {
     ERROR: set(),
 }
 REPLACE_THREAD, SHUTDOWN_CLIENT, SHUTDOWN_APPLICATION = "REPLACE_THREAD", "SHUTDOWN_CLIENT", "SHUTDOWN_APPLICATION"
+SIGNAL_MAX_S = 120.0      # longest a SHUTDOWN_APPLICATION signal member stays in the group
 
 
 class KafkaStreams:
@@ -80,6 +86,7 @@ class KafkaStreams:
         self._subs = {}
         self.topic_subtopology = {}
         self._closing = threading.Event()
+        self._signal_stop = threading.Event()
         self.restore_log = []            # (thread, task id, store, changelog, start, end, records, ms)
         self.committed_offsets = {}      # (topic, partition) -> next offset, last commit of any thread here
         self._admin = None
@@ -149,10 +156,46 @@ class KafkaStreams:
             new.start()
             return
         if action == SHUTDOWN_APPLICATION:
-            log.error("SHUTDOWN_APPLICATION: this instance shuts down; the request cannot reach the other "
-                      "instances (no Streams assignor userdata with librdkafka)")
+            threading.Thread(target=self._signal_application_shutdown, name="streams-shutdown-signal",
+                             daemon=True).start()
         self._set_state(PENDING_ERROR)
         threading.Thread(target=self._shutdown_after_error, name="streams-error-shutdown", daemon=True).start()
+
+    def on_application_shutdown_requested(self, requester: str) -> None:
+        """A thread saw another instance's SHUTDOWN_APPLICATION signal member: shut this instance down."""
+        if self._closing.is_set() or self.state in (PENDING_ERROR, ERROR):
+            return
+        log.error("stream-client [%s] shutdown of the application requested by %s", self.client_id_prefix,
+                  requester)
+        self._set_state(PENDING_ERROR)
+        threading.Thread(target=self._shutdown_after_error, name="streams-error-shutdown", daemon=True).start()
+
+    def _signal_application_shutdown(self):
+        """The signal member (module docstring): joins the group, polls until no Streams member is left."""
+        from confluent_kafka import Consumer
+
+        from kbroker.streams.runtime.metadata import GroupView, shutdown_signal_client_id
+        conf = self.config.main_consumer_config(shutdown_signal_client_id(self.client_id_prefix, self.process_id))
+        consumer = Consumer(conf)
+        deadline = time.monotonic() + SIGNAL_MAX_S
+        try:
+            consumer.subscribe(sorted(self.plan.source_partitions))
+            next_check = 0.0
+            while time.monotonic() < deadline and not self._signal_stop.is_set():
+                consumer.consume(num_messages=100, timeout=0.2)     # membership only: records are ignored
+                if time.monotonic() >= next_check:
+                    next_check = time.monotonic() + 1.0
+                    try:
+                        view = GroupView.describe(self._admin_client(), self.config.application_id)
+                    except Exception as exc:  # noqa: BLE001 - retried next second
+                        log.debug("shutdown signal: describe failed: %s", exc)
+                        continue
+                    if not view.processes():
+                        break
+        except Exception as exc:  # noqa: BLE001 - best effort
+            log.warning("shutdown signal member failed: %s", exc)
+        finally:
+            consumer.close()
 
     def _shutdown_after_error(self):
         self._closing.set()
@@ -243,6 +286,7 @@ class KafkaStreams:
 
     def close(self, timeout_s: float | None = None) -> bool:
         """Graceful shutdown (module docstring); True when every thread finished within ``timeout_s``."""
+        self._signal_stop.set()             # a SHUTDOWN_APPLICATION signal member leaves now
         if self.state in (NOT_RUNNING, ERROR):
             return True
         self._closing.set()

@@ -6,7 +6,8 @@ each StreamThread's consumer carries them in its ``client.id``, which DescribeGr
 
     <client.id or application.id>-<process uuid>-StreamThread-<n>-consumer[@<application.server, percent-encoded>]
 
-``parse_member_client_id`` reads it back. ``GroupView`` (one DescribeGroups answer) gives, per member, its
+``parse_member_client_id`` reads it back. A member whose client id ends with ``-shutdown-application`` is a
+SHUTDOWN_APPLICATION signal (kafka_streams.py), not a Streams member. ``GroupView`` (one DescribeGroups answer) gives, per member, its
 process, host and assigned partitions; from it: which process owns task (subtopology, partition) actively
 (the member assigned that partition of the subtopology's source topics), and the standby owners (standby.py's
 ring rule).
@@ -86,6 +87,14 @@ def member_client_id(prefix: str, process_id: str, thread: int, application_serv
     return cid
 
 
+SHUTDOWN_SUFFIX = "-shutdown-application"
+
+
+def shutdown_signal_client_id(prefix: str, process_id: str) -> str:
+    """Client id of the SHUTDOWN_APPLICATION signal member (kafka_streams.py)."""
+    return "%s-%s%s" % (prefix, process_id, SHUTDOWN_SUFFIX)
+
+
 def parse_member_client_id(client_id: str):
     """(process uuid, thread index, application.server or None), or None for a client id of another form."""
     m = _THREAD.match(client_id or "")
@@ -113,6 +122,10 @@ class GroupView:
             members.append(MemberInfo(m.member_id, m.client_id, parsed[0] if parsed else None,
                                       parsed[1] if parsed else -1, parsed[2] if parsed else None, parts))
         return cls(members, str(getattr(desc, "state", "")))
+
+    def shutdown_requesters(self) -> list:
+        """Client ids of SHUTDOWN_APPLICATION signal members in the group."""
+        return sorted(m.client_id for m in self.members if m.client_id.endswith(SHUTDOWN_SUFFIX))
 
     def processes(self) -> list:
         """Sorted distinct process ids of the group's Streams members."""

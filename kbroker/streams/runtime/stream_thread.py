@@ -80,6 +80,7 @@ class StreamThread(threading.Thread):
         self.punctuated = 0
         self._summary = (0, 0, 0)       # (processed, punctuated, tasks committed) at the last summary line
         self.paused = set()             # (topic, partition) paused: the task's queue is full
+        self.check_shutdown_signal = False  # after an assignment, the first thread looks for a shutdown signal
         self.last_purge = time.monotonic()
         self.lock = threading.RLock()   # held while tasks are created/closed (IQ reads take it)
 
@@ -178,6 +179,8 @@ class StreamThread(threading.Thread):
                 if self.commit_requested or time.monotonic() - self.last_commit >= commit_s or any(
                         t.commit_requested for t in self.tasks.values()):
                     self.commit_all()
+                if self.check_shutdown_signal:
+                    self._check_shutdown_signal()
                 # RUNNING once the assignment's tasks are restored; after a revocation the thread stays
                 # PARTITIONS_REVOKED until the next assignment (the join may span several polls)
                 if self.state == PARTITIONS_ASSIGNED and not self.restoring:
@@ -212,6 +215,19 @@ class StreamThread(threading.Thread):
                 from confluent_kafka import TopicPartition
                 self.consumer.pause([TopicPartition(topic, partition)])
                 self.paused.add((topic, partition))
+
+    def _check_shutdown_signal(self):
+        """After a rebalance: a SHUTDOWN_APPLICATION signal member in the group shuts this instance down."""
+        from kbroker.streams.runtime.metadata import GroupView
+        self.check_shutdown_signal = False
+        try:
+            view = GroupView.describe(self.streams._admin_client(), self.config.application_id)
+        except Exception as exc:  # noqa: BLE001 - checked again at the next rebalance
+            log.debug("%s: describe for the shutdown signal failed: %s", self.thread_name, exc)
+            return
+        requesters = view.shutdown_requesters()
+        if requesters:
+            self.streams.on_application_shutdown_requested(requesters[0])
 
     def _resume_drained(self):
         if not self.paused:
@@ -306,6 +322,7 @@ class StreamThread(threading.Thread):
             self.set_state(PARTITIONS_ASSIGNED)
             self.assignment = [(p.topic, p.partition) for p in partitions]
             self.paused.clear()        # a new assignment starts unpaused
+            self.check_shutdown_signal = self.index == min(t.index for t in self.streams.threads)
             log.info("%s: assigned %s", self.thread_name, sorted(self.assignment))
             for tid, tps in sorted(self._tasks_of(self.assignment).items()):
                 for tp in tps:
