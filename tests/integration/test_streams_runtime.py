@@ -368,9 +368,9 @@ def test_deserialization_handlers(broker, tmp_path):
     try:
         wait_committed_1 = lambda: eos_checker.committed_offsets(broker.bootstrap, "rt-bad-c", inp, 1) == {0: 5}  # noqa
         wait_until(wait_committed_1, 30, 0.2, "rt-bad-c committed offset 5")
-        dropped = sum(t.metrics["dropped-records"] for th in ks.threads for t in th.tasks.values())
     finally:
         assert ks.close(30)
+    dropped = ks.metrics()["dropped-records-total"]
     outs = eos_checker.read_records(broker.bootstrap, "rt-bad-out-c", 1, "read_uncommitted")[0]
     assert [struct.unpack(">q", v)[0] for _, _, v in outs] == [10, 11, 13, 14]
     assert dropped == 1
@@ -514,6 +514,7 @@ def test_replace_thread(broker, tmp_path):
     finally:
         assert ks.close(30)
     assert len(seen) == 1 and "boom at 3" in repr(seen[0].__cause__ or seen[0]), seen
+    assert ks.metrics()["process-total"] >= 6      # the failed thread's records and its replacement's
     values = [struct.unpack(">q", v)[0] for _, _, v in
               eos_checker.read_records(broker.bootstrap, out, 1, "read_uncommitted")[0]]
     # at_least_once: 0..2 may come out twice (processed before the failure, not committed), 3..5 once

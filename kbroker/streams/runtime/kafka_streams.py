@@ -87,6 +87,7 @@ class KafkaStreams:
         self.topic_subtopology = {}
         self._closing = threading.Event()
         self._signal_stop = threading.Event()
+        self._dead_threads = []          # threads replaced after an uncaught exception (their metrics count)
         self.restore_log = []            # (thread, task id, store, changelog, start, end, records, ms)
         self.committed_offsets = {}      # (topic, partition) -> next offset, last commit of any thread here
         self._admin = None
@@ -152,6 +153,7 @@ class KafkaStreams:
         log.error("stream-thread [%s] uncaught exception %r: %s", thread.thread_name, exc, action)
         if action == REPLACE_THREAD:
             new = st.StreamThread(self, thread.index)
+            self._dead_threads.append(thread)
             self.threads = [new if t is thread else t for t in self.threads]
             new.start()
             return
@@ -392,6 +394,15 @@ class KafkaStreams:
                             sb_parts.add((topic, p))
             out.append(StreamsMetadata(HostInfo.parse(view.server_of(proc)), proc, frozenset(stores),
                                        frozenset(parts), frozenset(sb_stores), frozenset(sb_parts)))
+        return out
+
+    def metrics(self) -> dict:
+        """Totals over this instance's threads (replaced ones included): process-total, commit-total,
+        punctuate-total, dropped-records-total (records skipped by logAndContinue or an invalid timestamp)."""
+        out = {"process-total": 0, "commit-total": 0, "punctuate-total": 0, "dropped-records-total": 0}
+        for t in self.threads + self._dead_threads:
+            for k, v in t.metrics().items():
+                out[k] += v
         return out
 
     def local_thread_metadata(self) -> list:

@@ -78,6 +78,7 @@ class StreamThread(threading.Thread):
         self.commits = 0
         self.tasks_committed = 0
         self.punctuated = 0
+        self.dropped_closed = 0         # dropped-records of tasks already closed
         self._summary = (0, 0, 0)       # (processed, punctuated, tasks committed) at the last summary line
         self.paused = set()             # (topic, partition) paused: the task's queue is full
         self.check_shutdown_signal = False  # after an assignment, the first thread looks for a shutdown signal
@@ -246,6 +247,12 @@ class StreamThread(threading.Thread):
                 log.debug("%s: resume %s: %s", self.thread_name, drained, exc)
             self.paused.difference_update(drained)
 
+    def metrics(self) -> dict:
+        """This thread's counters since it started (tasks come and go with rebalances; these stay)."""
+        return {"process-total": self.processed, "commit-total": self.commits, "punctuate-total": self.punctuated,
+                "dropped-records-total": self.dropped_closed + sum(t.metrics["dropped-records"]
+                                                                   for t in list(self.tasks.values()))}
+
     def _log_summary(self):
         log.info("%s: Processed %d total records, ran %d punctuators, and committed %d total tasks since the last "
                  "update", self.thread_name, self.processed - self._summary[0],
@@ -387,6 +394,7 @@ class StreamThread(threading.Thread):
             self._checkpoint(tid)      # after a commit: every changelog record of the task is acknowledged
         task = self.tasks.pop(tid)
         self.state_managers.pop(tid, None)
+        self.dropped_closed += task.metrics["dropped-records"]
         try:
             task.close(clean)
         except Exception as exc:  # noqa: BLE001 - a dirty close must go on with the other tasks
