@@ -473,6 +473,44 @@ def test_source_offset_reset_latest(broker, tmp_path):
     assert got == [4, 5, 6, 7]
 
 
+def test_wall_clock_punctuation(broker, tmp_path):
+    """A processor's WALL_CLOCK_TIME punctuation runs in the stream thread's loop without input (every 100 ms), and
+    what it forwards reaches the sink."""
+    from kbroker.streams.processor import Processor, PunctuationType, Record
+    from kbroker.streams.runtime import KafkaStreams
+    from kbroker.streams.serdes import Serdes
+    from kbroker.streams.topology import Topology
+    inp, out = "rt-punct-in", "rt-punct-out"
+    create_topics(broker.bootstrap, inp, out, partitions=1)
+
+    class Ticker(Processor):
+        def init(self, context):
+            self.n = 0
+            context.schedule(100, PunctuationType.WALL_CLOCK_TIME, self.tick)
+            self.context = context
+
+        def tick(self, now):
+            self.n += 1
+            self.context.forward(Record("tick", self.n, now))
+
+        def process(self, record):
+            pass
+
+    topo = (Topology().add_source("s", inp, key_deserializer=Serdes.String(), value_deserializer=Serdes.String())
+            .add_processor("p", Ticker, "s")
+            .add_sink("k", out, "p", key_serializer=Serdes.String(), value_serializer=Serdes.Long()))
+    ks = KafkaStreams(topo, _config(broker, "rt-punct", tmp_path))
+    ks.start()
+    try:
+        def ticks():
+            part = eos_checker.read_records(broker.bootstrap, out, 1, "read_uncommitted", timeout=10)[0]
+            return [struct.unpack(">q", v)[0] for _, _, v in part]
+        got = wait_until(lambda: (lambda t: t if len(t) >= 3 else None)(ticks()), 30, 0.3, "3 ticks in the output")
+    finally:
+        assert ks.close(30)
+    assert got[:3] == [1, 2, 3] and ks.metrics()["punctuate-total"] >= 3
+
+
 def test_replace_thread(broker, tmp_path):
     """An exception in a processor ends the thread; the handler answers REPLACE_THREAD: a new thread with the same
     index takes the tasks back (the failed record is processed again) and every record comes out."""
