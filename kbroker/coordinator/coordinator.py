@@ -727,6 +727,20 @@ class GroupCoordinator:
             return err, {}
         return NONE, result
 
+    def on_partitions_deleted(self, partitions):
+        """Kafka's GroupCoordinator.onPartitionsDeleted: the committed (and pending transactional) offsets of the
+        deleted ``partitions`` [(topic, p)] are tombstoned in every group this broker coordinates, so a topic
+        created again under the same name is not read from a stale offset (Kafka Streams' repartition topics after
+        kafka-streams-application-reset). Called for StopReplica with delete=true; a group whose tombstones cannot
+        be written keeps its offsets (logged)."""
+        if not self.active or not partitions:
+            return
+        for group in list(self.groups.values()):
+            err = self.metadata.delete_offsets(group, partitions)
+            if err:
+                log.warning("group %s: the offsets of deleted partitions were not removed (error %d)",
+                            group.group_id, err)
+
     def delete_group(self, group_id):
         err = self._check(group_id, allow_empty=True)
         if err:

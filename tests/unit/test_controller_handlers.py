@@ -49,6 +49,16 @@ class RecordingReplicas:
         return {}
 
 
+class RecordingGroups:
+    """The group coordinator collaborator: records the partitions StopReplica deleted (onPartitionsDeleted)."""
+
+    def __init__(self):
+        self.deleted = []
+
+    def on_partitions_deleted(self, partitions):
+        self.deleted.append(partitions)
+
+
 class Node:
     """The collaborators of one broker's cluster handlers; ``services`` builds its Services with ``controller``."""
 
@@ -58,6 +68,7 @@ class Node:
         self.registrar = FakeRegistrar(BROKER_EPOCH)
         self.control_plane = ControlPlane(self.controller_view, control_plane_listener, self.registrar)
         self.replicas = RecordingReplicas()
+        self.groups = RecordingGroups()
         self.controller = None
 
     @property
@@ -67,7 +78,7 @@ class Node:
     @property
     def services(self):
         return make_services(metadata=self.metadata_cache, control_plane=self.control_plane,
-                             replicas=self.replicas, controller=self.controller)
+                             replicas=self.replicas, controller=self.controller, groups=self.groups)
 
 
 @pytest.fixture
@@ -215,6 +226,7 @@ def test_stop_replica_versions(node):
     assert resp == {"error_code": 0, "partition_errors": [{"topic_name": "u", "partition_index": p, "error_code": 0}
                                                           for p in (2, 3)]}
     assert [c[2] for c in node.calls] == [[("t", 0, True), ("t", 1, False)], [("u", 2, True), ("u", 3, True)]]
+    assert node.groups.deleted == [[("t", 0)], [("u", 2), ("u", 3)]]        # their group offsets go too
 
 
 def test_update_metadata_applies(node):
