@@ -51,12 +51,16 @@ BROKER_OVERRIDES = {"offsets.topic.num.partitions": 1, "offsets.topic.replicatio
                     "transaction.state.log.replication.factor": 1, "transaction.state.log.min.isr": 1,
                     "default.replication.factor": 1}
 INPUT = "streams-plaintext-input"
+OLD_INPUT = "streams-file-input"          # the 0.10.1 quickstart's name (wordcount --input-topic)
 LINES = ["all streams lead to kafka", "hello kafka streams", "join kafka summit"]
 EXPECTED = [("all", 1), ("streams", 1), ("lead", 1), ("to", 1), ("kafka", 1), ("hello", 1), ("kafka", 2),
             ("streams", 2), ("join", 1), ("kafka", 3), ("summit", 1)]
 LAST_VALUES = {"all": 1, "streams": 2, "lead": 1, "to": 1, "kafka": 3, "hello": 1, "join": 1, "summit": 1}
 STORE = "KSTREAM-AGGREGATE-STATE-STORE-0000000003"
 JAVA_APPS = (("java-wc-alos", "java-out-alos", "at_least_once"), ("java-wc-eos", "java-out-eos", "exactly_once_v2"))
+# kbroker.streams' WordCount: (application id, input, output, guarantee); the ALOS one reads the 0.10.1 topic name.
+PY_APPS = (("py-wc-alos", OLD_INPUT, "py-out-alos", "at_least_once"),
+           ("py-wc-eos", INPUT, "py-out-eos", "exactly_once_v2"))
 # Short timeouts: the apps leave the group on close, and commit every 100 ms (EOS' default) so output shows fast.
 STREAMS_EXTRA = {"commit.interval.ms": 100, "replication.factor": 1, "consumer.session.timeout.ms": 10000,
                  "consumer.heartbeat.interval.ms": 1000}
@@ -67,12 +71,14 @@ def broker(tmp_path_factory):
     b = BrokerProcess(tmp_path_factory.mktemp("streams-examples-broker"), overrides=BROKER_OVERRIDES)
     b.start()
     admin = AdminClient({"bootstrap.servers": b.bootstrap})
-    topics = [NewTopic(INPUT, 1, 1)] + [NewTopic(out, 1, 1) for _, out, _ in JAVA_APPS]
+    outputs = [out for _, out, _ in JAVA_APPS] + [out for _, _, out, _ in PY_APPS]
+    topics = [NewTopic(t, 1, 1) for t in (INPUT, OLD_INPUT, *outputs)]
     for fut in admin.create_topics(topics, operation_timeout=10).values():
         fut.result(timeout=15)
     p = Producer({"bootstrap.servers": b.bootstrap})
-    for line in LINES:
-        p.produce(INPUT, line.encode())
+    for topic in (INPUT, OLD_INPUT):
+        for line in LINES:
+            p.produce(topic, line.encode())
     assert p.flush(15) == 0
     yield b
     b.close()
@@ -223,37 +229,134 @@ def test_reset_refused_while_the_application_runs(java_run):
                                  "tool. You can use option '--force' to remove active members from the group."), err
 
 
-def test_reset_after_the_application_stopped(broker, java_run):
+@pytest.fixture(scope="module")
+def reset_run(broker, java_run):
+    """streams-application-reset of Kafka's ALOS application once it stopped: a dry run, then the real one."""
     app_id = "java-wc-alos"
-    internal = ["%s-%s-changelog" % (app_id, STORE), "%s-%s-repartition" % (app_id, STORE)]
+    seen = {}
     with KAdmin(broker.bootstrap) as admin:
         wait_until(lambda: not admin.describe_groups([app_id])[app_id].members, 15, 0.2, "the group to be empty")
-        before = admin.list_group_offsets(app_id)
-    assert before[(INPUT, 0)] == 3, before
+        seen["before"] = admin.list_group_offsets(app_id)
     argv = ["--bootstrap-server", broker.bootstrap, "--application-id", app_id, "--input-topics", INPUT]
-    status, lines, err = reset_tool(*argv, "--dry-run")
-    assert (status, err) == (0, "")
-    assert lines == ["----Dry run displays the actions which will be performed when running Streams Reset Tool----",
-                     "Reset-offsets for input topics [%s]" % INPUT,
-                     "Following input topics offsets will be reset to (for consumer group %s)" % app_id,
-                     "Topic: %s Partition: 0 Offset: 0" % INPUT,
-                     "Done.",
-                     "Deleting inferred internal topics [%s]" % ", ".join(internal),
-                     "Done."]
+    seen["dry"] = reset_tool(*argv, "--dry-run")
     with KAdmin(broker.bootstrap) as admin:
-        assert admin.list_group_offsets(app_id) == before        # a dry run changes nothing
-        assert set(internal) <= set(admin.list_topics())
-    status, lines, err = reset_tool(*argv)
-    assert (status, err) == (0, "")
-    assert lines == ["Reset-offsets for input topics [%s]" % INPUT,
-                     "Following input topics offsets will be reset to (for consumer group %s)" % app_id,
-                     "Topic: %s Partition: 0 Offset: 0" % INPUT,
-                     "Done.",
-                     "Deleting inferred internal topics [%s]" % ", ".join(internal),
-                     "Done."]
+        seen["after_dry"] = (admin.list_group_offsets(app_id), admin.list_topics())
+    seen["real"] = reset_tool(*argv)
     with KAdmin(broker.bootstrap) as admin:
-        assert admin.list_group_offsets(app_id)[(INPUT, 0)] == 0
-        wait_until(lambda: not set(internal) & set(admin.list_topics()), 15, 0.2, "the internal topics deleted")
-        topics = set(admin.list_topics())
-    # Only the application's own internal topics: the other app's, the input and the outputs stay.
-    assert {INPUT, "java-out-alos", "java-out-eos", "java-wc-eos-%s-changelog" % STORE} <= topics
+        seen["after"] = admin.list_group_offsets(app_id)
+        seen["topics"] = wait_until(lambda: (lambda t: t if not [x for x in t if x.startswith(app_id + "-")]
+                                             else None)(admin.list_topics()), 15, 0.2, "the internal topics deleted")
+    return seen
+
+
+def test_reset_after_the_application_stopped(reset_run):
+    app_id = "java-wc-alos"
+    internal = ["%s-%s-changelog" % (app_id, STORE), "%s-%s-repartition" % (app_id, STORE)]
+    # Kafka Streams commits its repartition topic's offsets too (11 words went through it).
+    assert reset_run["before"] == {(INPUT, 0): 3, (internal[1], 0): 11}
+    body = ["Reset-offsets for input topics [%s]" % INPUT,
+            "Following input topics offsets will be reset to (for consumer group %s)" % app_id,
+            "Topic: %s Partition: 0 Offset: 0" % INPUT,
+            "Done.",
+            "Deleting inferred internal topics [%s]" % ", ".join(internal),
+            "Done."]
+    dry_banner = "----Dry run displays the actions which will be performed when running Streams Reset Tool----"
+    assert reset_run["dry"] == (0, [dry_banner] + body, "")
+    offsets, topics = reset_run["after_dry"]
+    assert offsets == reset_run["before"] and set(internal) <= set(topics)      # a dry run changes nothing
+    assert reset_run["real"] == (0, body, "")
+    # The repartition topic's committed offset went with the topic (the broker tombstones the offsets of deleted
+    # partitions, Kafka's onPartitionsDeleted): a re-created repartition topic is read from its start.
+    assert reset_run["after"] == {(INPUT, 0): 0}
+    # Only the application's own internal topics went: the other app's, the inputs and the outputs stay.
+    assert {INPUT, OLD_INPUT, "java-out-alos", "java-out-eos", "java-wc-eos-%s-changelog" % STORE,
+            "java-wc-eos-%s-repartition" % STORE} <= set(reset_run["topics"])
+
+
+# -------------------------------------------------------------------------------- kbroker.streams' WordCount
+
+def start_wordcount(broker, tmp, app_id, input_topic, output_topic, guarantee):
+    """``python -m kbroker.streams.examples.wordcount`` as a user runs it (stderr to <tmp>/<app_id>.log)."""
+    log = open(tmp / ("%s.log" % app_id), "ab")
+    argv = [sys.executable, "-m", "kbroker.streams.examples.wordcount", "--bootstrap-server", broker.bootstrap,
+            "--application-id", app_id, "--input-topic", input_topic, "--output-topic", output_topic,
+            "--processing-guarantee", guarantee, "--state-dir", str(tmp / ("state-" + app_id)),
+            "--commit-interval-ms", "100"]
+    argv += ["--config=%s=%s" % kv for kv in STREAMS_EXTRA.items() if kv[0] != "commit.interval.ms"]
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
+                            cwd=str(REPO_ROOT), env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)))
+    log.close()
+    return proc
+
+
+def stop_wordcount(proc, tmp, app_id):
+    """SIGTERM (the example closes the application: commit, leave the group) -> its exit status."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(40)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+        raise AssertionError("wordcount %s did not exit on SIGTERM:\n%s"
+                             % (app_id, (tmp / ("%s.log" % app_id)).read_text()[-3000:]))
+
+
+@pytest.fixture(scope="module")
+def python_run(broker, tmp_path_factory):
+    """kbroker.streams' WordCount, both guarantees at once, until both outputs hold 11 records; then stopped."""
+    tmp = tmp_path_factory.mktemp("streams-python")
+    procs = {app_id: start_wordcount(broker, tmp, app_id, src, out, g) for app_id, src, out, g in PY_APPS}
+    seen = {}
+    try:
+        for app_id, _, out, guarantee in PY_APPS:
+            seen[app_id] = wait_counts(broker.bootstrap, out, guarantee != "at_least_once", timeout=60)
+    finally:
+        seen["exit"] = {app_id: stop_wordcount(proc, tmp, app_id) for app_id, proc in procs.items()}
+    seen["tmp"] = tmp
+    return seen
+
+
+def test_kbroker_streams_wordcount_quickstart(broker, python_run):
+    assert python_run["exit"] == {app_id: 0 for app_id, _, _, _ in PY_APPS}
+    for app_id, _, out, guarantee in PY_APPS:
+        assert python_run[app_id] == EXPECTED, (guarantee, python_run[app_id])
+        assert dict(python_run[app_id]) == LAST_VALUES
+    # After the close: still exactly the 11 (the final commit wrote nothing twice).
+    assert read_counts(broker.bootstrap, "py-out-alos", False) == EXPECTED
+    assert read_counts(broker.bootstrap, "py-out-eos", False) == EXPECTED
+
+
+def test_kbroker_streams_equals_kafka_streams(broker, java_run, python_run):
+    """The oracle: Kafka's library and ours give the same records in the same order, and name and configure
+    their internal topics alike."""
+    for (java_app, java_out, guarantee), (py_app, _, py_out, py_guarantee) in zip(JAVA_APPS, PY_APPS):
+        assert guarantee == py_guarantee
+        assert python_run[py_app] == java_run[java_app]
+    from kbroker.streams.examples import wordcount
+    java_description = java_run["app"].topology["java-wc-alos"].strip()
+    assert str(wordcount.build_topology(INPUT, "java-out-alos").describe()).strip() == java_description
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    md = admin.list_topics(timeout=10)
+    keys = ("cleanup.policy", "segment.bytes", "retention.ms")
+    for kind in ("changelog", "repartition"):
+        java_topic, py_topic = ("%s-%s-%s" % (app, STORE, kind) for app in ("java-wc-eos", "py-wc-eos"))
+        assert len(md.topics[py_topic].partitions) == len(md.topics[java_topic].partitions) == 1
+        described = admin.describe_configs([ConfigResource("topic", java_topic), ConfigResource("topic", py_topic)],
+                                           request_timeout=10)
+        java_cfg, py_cfg = ({k: (c[k].value, c[k].source) for k in keys}
+                            for c in (f.result(timeout=15) for f in described.values()))
+        assert py_cfg == java_cfg, (kind, py_cfg, java_cfg)
+
+
+def test_reset_then_reprocess_from_scratch(broker, reset_run, tmp_path_factory):
+    """After streams-application-reset, kbroker.streams' WordCount under Kafka's application id reads the input
+    again from offset 0 with empty state (the internal topics are gone): the same 11 records follow the first 11."""
+    tmp = tmp_path_factory.mktemp("streams-reprocess")
+    proc = start_wordcount(broker, tmp, "java-wc-alos", INPUT, "java-out-alos", "at_least_once")
+    try:
+        got = wait_counts(broker.bootstrap, "java-out-alos", False, n=2 * len(EXPECTED), timeout=60)
+    finally:
+        assert stop_wordcount(proc, tmp, "java-wc-alos") == 0
+    assert got == EXPECTED + EXPECTED
+    with KAdmin(broker.bootstrap) as admin:
+        assert admin.list_group_offsets("java-wc-alos")[(INPUT, 0)] == 3

@@ -13,6 +13,7 @@ import java.util.Properties;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.common.utils.internals.AppInfoParser;
+import org.apache.kafka.streams.CloseOptions;
 import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
@@ -39,8 +40,8 @@ import org.apache.kafka.streams.kstream.Produced;
  * Protocol on stdout, one line each: {@code VERSION <kafka-streams version>}, {@code TOPOLOGY <app id>} followed by
  * the topology description, {@code STATE <app id> <new state> <old state>} at every state change, and at the end
  * {@code CLOSED <app id> <final state> <true|false: closed within the bound>}. The JVM runs until its stdin reaches
- * end-of-file or a line "stop", then closes every instance (commit, leave the group) and exits 0; 2 when an
- * instance reached ERROR.
+ * end-of-file or a line "stop", then closes every instance (commit, leave the group: CloseOptions LEAVE_GROUP,
+ * KIP-1092) and exits 0; 2 when an instance reached ERROR.
  */
 public final class WordCount {
     private WordCount() {
@@ -133,7 +134,10 @@ public final class WordCount {
             }
         }
         for (int i = 0; i < instances.size(); i++) {
-            boolean done = instances.get(i).close(Duration.ofSeconds(30));
+            // Leave the group (Streams' default close does not: a restarted instance would get its tasks back
+            // without a rebalance), so the reset tool and the tests need not wait for the session timeout.
+            boolean done = instances.get(i).close(CloseOptions.groupMembershipOperation(
+                CloseOptions.GroupMembershipOperation.LEAVE_GROUP).withTimeout(Duration.ofSeconds(30)));
             say("CLOSED " + appIds.get(i) + " " + instances.get(i).state() + " " + done);
         }
         System.exit(failed[0] ? 2 : 0);
