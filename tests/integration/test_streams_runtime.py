@@ -442,7 +442,8 @@ def test_repartition_topics_and_purge(broker, tmp_path):
 
 def test_source_offset_reset_latest(broker, tmp_path):
     """Topology.add_source(offset_reset="latest"): without committed offsets the source starts at the end (the
-    consumer's own auto.offset.reset is Streams' earliest): records written before the start are not read."""
+    consumer's own auto.offset.reset is Streams' earliest): records written before the start are not read. Also
+    the state cleaner (state.cleanup.delay.ms)."""
     from confluent_kafka import Producer
 
     from kbroker.streams.runtime import KafkaStreams
@@ -457,10 +458,16 @@ def test_source_offset_reset_latest(broker, tmp_path):
     topo = (Topology().add_source("s", inp, key_deserializer=Serdes.String(), value_deserializer=Serdes.Long(),
                                   offset_reset="latest")
             .add_sink("k", out, "s", key_serializer=Serdes.String(), value_serializer=Serdes.Long()))
-    ks = KafkaStreams(topo, _config(broker, "rt-latest", tmp_path))
+    # state.cleanup.delay.ms=0: an unused task directory is deleted at once (Kafka's cleaner), others stay
+    obsolete, other = tmp_path / "state" / "rt-latest" / "0_9", tmp_path / "state" / "rt-latest" / "not-a-task"
+    obsolete.mkdir(parents=True)
+    other.mkdir()
+    ks = KafkaStreams(topo, _config(broker, "rt-latest", tmp_path, **{"state.cleanup.delay.ms": 0}))
     ks.start()
     try:
         wait_until(lambda: ks.state == "RUNNING", 30, 0.1, "RUNNING")
+        wait_until(lambda: not obsolete.exists(), 10, 0.1, "obsolete task directory 0_9 deleted")
+        assert other.is_dir()
         for i in range(4, 8):
             p.produce(inp, key=b"k", value=struct.pack(">q", i), partition=i % 2)
         assert p.flush(10) == 0

@@ -117,7 +117,7 @@ DEFAULT_ONLY = frozenset([
     "rack.aware.assignment.strategy", "rack.aware.assignment.traffic_cost", "rack.aware.assignment.non_overlap_cost",
     "task.assignor.class", "built.in.metrics.version", "metrics.num.samples", "metrics.recording.level",
     "metrics.sample.window.ms", "metric.reporters", "processing.exception.handler", "group.protocol",
-    "topology.optimization", "acceptable.recovery.lag", "state.cleanup.delay.ms", "task.timeout.ms",
+    "topology.optimization", "acceptable.recovery.lag", "task.timeout.ms",
     "default.production.exception.handler", "ensure.explicit.internal.resource.naming", "default.dsl.store",
     "window.size.ms", "windowed.inner.class.serde",
 ])
@@ -252,7 +252,8 @@ class StreamsConfig:
         for key, low in (("num.stream.threads", 0), ("commit.interval.ms", 0), ("statestore.cache.max.bytes", 0),
                          ("num.standby.replicas", 0), ("poll.ms", 0), ("buffered.records.per.partition", 1),
                          ("max.task.idle.ms", -1), ("windowstore.changelog.additional.retention.ms", 0),
-                         ("repartition.purge.interval.ms", 0), ("log.summary.interval.ms", 0)):
+                         ("repartition.purge.interval.ms", 0), ("log.summary.interval.ms", 0),
+                         ("state.cleanup.delay.ms", 0)):
             if v[key] < low:
                 raise StreamsConfigError("Invalid value %s for configuration %s: Value must be at least %d"
                                          % (v[key], key, low))

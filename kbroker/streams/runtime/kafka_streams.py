@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import threading
 import time
@@ -88,6 +89,8 @@ class KafkaStreams:
         self._closing = threading.Event()
         self._signal_stop = threading.Event()
         self._dead_threads = []          # threads replaced after an uncaught exception (their metrics count)
+        self.dirs_lock = threading.Lock()   # task directories: opened (tasks, standbys) vs deleted (cleaner)
+        self._next_clean = 0.0
         self.restore_log = []            # (thread, task id, store, changelog, start, end, records, ms)
         self.committed_offsets = {}      # (topic, partition) -> next offset, last commit of any thread here
         self._admin = None
@@ -315,6 +318,40 @@ class KafkaStreams:
             self._dir_lock.close()          # releases the flock: a later instance may take the process id
             self._dir_lock = None
 
+    def maybe_clean_state(self) -> list:
+        """Kafka's state cleaner: delete the task directories under ``<state.dir>/<application.id>`` that no active
+        or standby task of this instance uses and that were last modified (checkpoint written, store opened) at
+        least ``state.cleanup.delay.ms`` ago. Runs at most every min(delay, 60 s); returns the names deleted."""
+        delay_ms = self.config["state.cleanup.delay.ms"]
+        now = time.monotonic()
+        if now < self._next_clean:
+            return []
+        self._next_clean = now + min(delay_ms / 1000.0, 60.0)
+        app_dir = os.path.join(self.config["state.dir"], self.config.application_id)
+        deleted = []
+        with self.dirs_lock:
+            owned = {str(tid) for t in list(self.threads) for tid in list(t.tasks)}
+            if self.standby is not None:
+                owned |= {str(tid) for tid in list(self.standby.standbys)}
+            try:
+                names = os.listdir(app_dir)
+            except OSError:
+                return []
+            for name in sorted(names):
+                path = os.path.join(app_dir, name)
+                if name in owned or not _TASK_DIR.match(name) or not os.path.isdir(path):
+                    continue
+                try:
+                    age_ms = (time.time() - os.path.getmtime(path)) * 1000
+                except OSError:
+                    continue
+                if age_ms >= delay_ms:
+                    log.info("Deleting obsolete state directory %s for task %s as %d ms has elapsed (cleanup delay "
+                             "is %d ms).", path, name, age_ms, delay_ms)
+                    shutil.rmtree(path, ignore_errors=True)
+                    deleted.append(name)
+        return deleted
+
     def cleanup(self) -> None:
         """Delete this application's local state directory (Kafka's cleanUp: only when not running)."""
         if self.state not in (CREATED, NOT_RUNNING, ERROR):
@@ -422,6 +459,7 @@ class KafkaStreams:
 
 
 PROCESS_FILE = "kafka-streams-process-metadata"
+_TASK_DIR = re.compile(r"^\d+_\d+$")          # "<subtopology>_<partition>"
 
 
 def _process_id(config):

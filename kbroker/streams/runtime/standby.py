@@ -133,7 +133,8 @@ class StandbyManager(threading.Thread):
             for tid in sorted(set(self.standbys) - wanted):
                 self._close(tid, self.standbys.pop(tid), clean=True)
             for tid in sorted(wanted - set(self.standbys)):
-                self.standbys[tid] = self._open(tid)
+                with self.streams.dirs_lock:      # not deleted by the state cleaner while opened
+                    self.standbys[tid] = self._open(tid)
             self.history.append((time.time(), sorted(str(t) for t in self.standbys)))
             log.info("standby tasks hosted: %s", sorted(str(t) for t in self.standbys))
 

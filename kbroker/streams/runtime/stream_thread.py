@@ -182,6 +182,8 @@ class StreamThread(threading.Thread):
                     self.commit_all()
                 if self.check_shutdown_signal:
                     self._check_shutdown_signal()
+                if self.index == 1:
+                    self.streams.maybe_clean_state()
                 # RUNNING once the assignment's tasks are restored; after a revocation the thread stays
                 # PARTITIONS_REVOKED until the next assignment (the join may span several polls)
                 if self.state == PARTITIONS_ASSIGNED and not self.restoring:
@@ -283,18 +285,20 @@ class StreamThread(threading.Thread):
         task_dir = streams.task_dir(tid)
         if streams.standby is not None:
             streams.standby.release(tid)      # closes (and checkpoints) a standby of this task: promotion
-        if self.eos and not os.path.exists(os.path.join(task_dir, ".checkpoint")) and os.path.isdir(task_dir):
-            # no checkpoint under EOS: the local state may hold uncommitted writes (Kafka's TaskCorrupted): wipe it
-            shutil.rmtree(task_dir, ignore_errors=True)
-        config = streams.task_config(self)
-        sm = None
-        if builders:
-            sm = ProcessorStateManager(tid, self.config.application_id, self.config["state.dir"], builders,
-                                       changelogs, self.eos, config, self.thread_cache())
-        task = StreamTask(tid, sub, streams.topology, config, sm, self.collector, now_ms)
-        task.init_stores()
-        self.state_managers[tid] = sm
-        self.tasks[tid] = task
+        with streams.dirs_lock:      # the state cleaner never deletes a directory being opened
+            if self.eos and not os.path.exists(os.path.join(task_dir, ".checkpoint")) and os.path.isdir(task_dir):
+                # no checkpoint under EOS: the local state may hold uncommitted writes (Kafka's TaskCorrupted):
+                # wipe it
+                shutil.rmtree(task_dir, ignore_errors=True)
+            config = streams.task_config(self)
+            sm = None
+            if builders:
+                sm = ProcessorStateManager(tid, self.config.application_id, self.config["state.dir"], builders,
+                                           changelogs, self.eos, config, self.thread_cache())
+            task = StreamTask(tid, sub, streams.topology, config, sm, self.collector, now_ms)
+            task.init_stores()
+            self.state_managers[tid] = sm
+            self.tasks[tid] = task
         self.restoring.append(tid)
         return task
 
