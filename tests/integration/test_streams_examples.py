@@ -360,3 +360,25 @@ def test_reset_then_reprocess_from_scratch(broker, reset_run, tmp_path_factory):
     assert got == EXPECTED + EXPECTED
     with KAdmin(broker.bootstrap) as admin:
         assert admin.list_group_offsets("java-wc-alos")[(INPUT, 0)] == 3
+
+
+def test_reset_force_removes_the_members(broker):
+    """--force: the members of a live group are removed with LeaveGroup v3+ (Kafka's removeMembersFromConsumerGroup)
+    before the (dry) run; without it the tool refuses."""
+    group = "force-me"
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "session.timeout.ms": 6000,
+                  "enable.auto.commit": False})
+    try:
+        c.subscribe([INPUT])
+        wait_until(lambda: c.poll(0.1) is not None or c.assignment(), 20, 0.05, "the consumer's assignment")
+        argv = ["--bootstrap-server", broker.bootstrap, "--application-id", group, "--input-topics", INPUT,
+                "--dry-run"]
+        status, lines, err = reset_tool(*argv)
+        assert status == 1 and "Consumer group 'force-me' is still active" in err
+        status, lines, err = reset_tool(*argv, "--force")
+        assert (status, err) == (0, ""), err
+        assert lines[:2] == ["Force deleting all active members in the group: %s" % group,
+                             "----Dry run displays the actions which will be performed when running Streams Reset "
+                             "Tool----"]
+    finally:
+        c.close()
