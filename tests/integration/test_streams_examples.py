@@ -26,7 +26,8 @@ Kafka Streams 4.4.0 (tests/kafka_streams: our WordCount main with WordCountDemo'
 kbroker.streams' WordCount (``python -m kbroker.streams.examples.wordcount``) over the same input gives the same
 11 records in the same order, with both guarantees. kbroker-admin streams-application-reset refuses while Kafka's
 application runs (Kafka's message), and afterwards resets the input offset to 0 and deletes exactly the two internal
-topics; the application then reprocesses the input from scratch (the same 11 records again).
+topics; the application then reprocesses the input from scratch (the same 11 records again). Beside Kafka 4.4.0's
+own StreamsResetter (tests/kafka_tools) on the same group and topics, it prints the same lines and exits alike.
 """
 import os
 import signal
@@ -39,6 +40,7 @@ import pytest
 
 from kbroker.cli.admin import main as admin_main
 from kbroker.client.admin import AdminClient as KAdmin
+from kbroker.client.admin import NewTopic as NewTopicK
 from tests.integration.harness import REPO_ROOT, BrokerProcess, wait_until
 from tests.kafka_streams import KafkaStreamsWordCount, classpath
 
@@ -382,3 +384,59 @@ def test_reset_force_removes_the_members(broker):
                              "Tool----"]
     finally:
         c.close()
+
+
+# -------------------------------------------------------------------------------- the reset tool beside Kafka's
+
+def kafka_reset_tool(*argv):
+    """Kafka 4.4.0's own kafka-streams-application-reset (org.apache.kafka.tools.StreamsResetter, tests/kafka_tools'
+    jars) -> (exit status, stdout lines)."""
+    from tests import kafka_tools
+    done = subprocess.run(["java", *kafka_tools.JVM_FLAGS, "-cp", kafka_tools.classpath(),
+                           "org.apache.kafka.tools.StreamsResetter", *argv], capture_output=True, timeout=60)
+    return done.returncode, done.stdout.decode().splitlines()
+
+
+def same_order(lines):
+    """Kafka's tool lists partitions and inferred topics in Java HashSet order (unspecified); ours sorts them: both
+    sorted here -- each run of "Topic: T Partition: P ..." lines, and the topic list of the "Deleting" line."""
+    import re
+    out, block = [], []
+    for line in lines:
+        if line.startswith("Topic: ") and " Partition: " in line:
+            block.append(line)
+            continue
+        out += sorted(block)
+        block = []
+        m = re.fullmatch(r"(Deleting (?:inferred|specified) internal topics )\[(.*)\]", line)
+        if m:
+            line = "%s[%s]" % (m.group(1), ", ".join(sorted(t for t in m.group(2).split(", ") if t)))
+        out.append(line)
+    return out + sorted(block)
+
+
+@pytest.mark.parametrize("argv", [
+    ["--input-topics", "rs-in,rs-nope", "--intermediate-topics", "rs-mid", "--dry-run"],
+    ["--input-topics", "rs-in,rs-app-in-changelog", "--to-offset", "7", "--internal-topics", "rs-app-s-changelog",
+     "--dry-run"],
+    ["--input-topics", "rs-in", "--shift-by", "-2", "--dry-run"],
+    ["--dry-run"],
+], ids=["intermediate-missing", "to-offset-specified-internal", "shift-by", "nothing"])
+def test_reset_output_equals_kafkas_tool(broker, argv):
+    """Kafka's tool and ours against the same group and topics print the same lines (up to Java's HashSet order)
+    and exit alike. The input's partition 0 holds 5 records, partition 1 holds 5; committed offsets 3 and 4."""
+    with KAdmin(broker.bootstrap) as admin:
+        if "rs-in" not in admin.list_topics():
+            admin.create_topics([NewTopicK(t, n, 1, None, {}) for t, n in (
+                ("rs-in", 2), ("rs-mid", 1), ("rs-app-s-changelog", 1), ("rs-app-r-repartition", 1),
+                ("rs-app-in-changelog", 1))])
+            p = Producer({"bootstrap.servers": broker.bootstrap})
+            for i in range(10):
+                p.produce("rs-in", b"x", partition=i % 2)
+                p.produce("rs-mid", b"y")
+            assert p.flush(15) == 0
+        admin.alter_group_offsets("rs-app", {("rs-in", 0): 3, ("rs-in", 1): 4})
+    full = ["--bootstrap-server", broker.bootstrap, "--application-id", "rs-app", *argv]
+    java_status, java_lines = kafka_reset_tool(*full)
+    status, lines, err = reset_tool(*full)
+    assert (status, same_order(lines)) == (java_status, same_order(java_lines)), (err, java_lines, lines)
