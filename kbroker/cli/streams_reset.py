@@ -29,8 +29,8 @@ Output (stdout), line for line as Kafka's tool prints it, e.g. for ``--input-top
 Partitions are listed in (topic, partition) order and inferred topics sorted (Kafka iterates HashSets: an
 unspecified order); otherwise the lines are those of Kafka 4.4.0's tool (tests/integration/test_streams_examples.py
 runs both). A topic of ``--input-topics`` that does not exist is listed after ``Following input topics are not
-found, skipping them`` and makes the exit status 1; the rest still runs. Errors print ``ERROR: <Java exception class>: <message>`` on stderr
-(what Kafka's ``"ERROR: " + e`` prints) and exit 1; a bad command line prints the problem and the usage on stderr
+found, skipping them`` and makes the exit status 1; the rest still runs. Errors print ``ERROR: <Java exception
+class>: <message>`` on stderr (what Kafka's ``"ERROR: " + e`` prints) and exit 1; a bad command line prints the problem and the usage on stderr
 and exits 1 (Kafka's CommandLineUtils.printUsageAndExit).
 
 The pure parts -- argument checks (``parse_args``), the offsets (``reset_offsets``, ``clamp``), the internal topics
