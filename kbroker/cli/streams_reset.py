@@ -30,8 +30,8 @@ Partitions are listed in (topic, partition) order and inferred topics sorted (Ka
 unspecified order); otherwise the lines are those of Kafka 4.4.0's tool (tests/integration/test_streams_examples.py
 runs both). A topic of ``--input-topics`` that does not exist is listed after ``Following input topics are not
 found, skipping them`` and makes the exit status 1; the rest still runs. Errors print ``ERROR: <Java exception
-class>: <message>`` on stderr (what Kafka's ``"ERROR: " + e`` prints) and exit 1; a bad command line prints the problem and the usage on stderr
-and exits 1 (Kafka's CommandLineUtils.printUsageAndExit).
+class>: <message>`` on stderr (what Kafka's ``"ERROR: " + e`` prints) and exit 1; a bad command line prints the
+problem and the usage on stderr and exits 1 (Kafka's CommandLineUtils.printUsageAndExit).
 
 The pure parts -- argument checks (``parse_args``), the offsets (``reset_offsets``, ``clamp``), the internal topics
 (``inferred_internal_topics``, ``topics_to_delete``), the time formats (``parse_datetime``, ``parse_duration``) --
