@@ -28,6 +28,7 @@ kbroker.streams' WordCount (``python -m kbroker.streams.examples.wordcount``) ov
 application runs (Kafka's message), and afterwards resets the input offset to 0 and deletes exactly the two internal
 topics; the application then reprocesses the input from scratch (the same 11 records again). Beside Kafka 4.4.0's
 own StreamsResetter (tests/kafka_tools) on the same group and topics, it prints the same lines and exits alike.
+The windowed example (tumbling counts + suppression) prints and writes only the final counts of a closed window.
 """
 import os
 import signal
@@ -59,6 +60,10 @@ EXPECTED = [("all", 1), ("streams", 1), ("lead", 1), ("to", 1), ("kafka", 1), ("
             ("streams", 2), ("join", 1), ("kafka", 3), ("summit", 1)]
 LAST_VALUES = {"all": 1, "streams": 2, "lead": 1, "to": 1, "kafka": 3, "hello": 1, "join": 1, "summit": 1}
 STORE = "KSTREAM-AGGREGATE-STATE-STORE-0000000003"
+# windowed_count with 10 s windows, no grace: [0, 10000) closes when stream time reaches 10000 ("c" at 10500);
+# the late "a" at 2000 is dropped; [10000, 20000) stays open (nothing newer).
+WINDOWED_INPUT = [("a b", 1000), ("A", 9999), ("b", 4000), ("c", 10500), ("a", 2000)]
+WINDOWED_FINAL = ["a@0/10000 2", "b@0/10000 2"]
 JAVA_APPS = (("java-wc-alos", "java-out-alos", "at_least_once"), ("java-wc-eos", "java-out-eos", "exactly_once_v2"))
 # kbroker.streams' WordCount: (application id, input, output, guarantee); the ALOS one reads the 0.10.1 topic name.
 PY_APPS = (("py-wc-alos", OLD_INPUT, "py-out-alos", "at_least_once"),
@@ -73,14 +78,16 @@ def broker(tmp_path_factory):
     b = BrokerProcess(tmp_path_factory.mktemp("streams-examples-broker"), overrides=BROKER_OVERRIDES)
     b.start()
     admin = AdminClient({"bootstrap.servers": b.bootstrap})
-    outputs = [out for _, out, _ in JAVA_APPS] + [out for _, _, out, _ in PY_APPS]
-    topics = [NewTopic(t, 1, 1) for t in (INPUT, OLD_INPUT, *outputs)]
+    outputs = [out for _, out, _ in JAVA_APPS] + [out for _, _, out, _ in PY_APPS] + ["windowed-out"]
+    topics = [NewTopic(t, 1, 1) for t in (INPUT, OLD_INPUT, "windowed-in", *outputs)]
     for fut in admin.create_topics(topics, operation_timeout=10).values():
         fut.result(timeout=15)
     p = Producer({"bootstrap.servers": b.bootstrap})
     for topic in (INPUT, OLD_INPUT):
         for line in LINES:
             p.produce(topic, line.encode())
+    for line, ts in WINDOWED_INPUT:
+        p.produce("windowed-in", line.encode(), timestamp=ts)
     assert p.flush(15) == 0
     yield b
     b.close()
@@ -440,3 +447,22 @@ def test_reset_output_equals_kafkas_tool(broker, argv):
     java_status, java_lines = kafka_reset_tool(*full)
     status, lines, err = reset_tool(*full)
     assert (status, same_order(lines)) == (java_status, same_order(java_lines)), (err, java_lines, lines)
+
+
+def test_windowed_count_example_prints_final_counts(broker, tmp_path):
+    """``python -m kbroker.streams.examples.windowed_count``: tumbling counts with suppression on the real runtime,
+    final results only, on stdout and in the output topic (String key word@start, Long count)."""
+    argv = [sys.executable, "-m", "kbroker.streams.examples.windowed_count", "--bootstrap-server", broker.bootstrap,
+            "--input-topic", "windowed-in", "--output-topic", "windowed-out", "--window-ms", "10000",
+            "--state-dir", str(tmp_path / "state"), "--commit-interval-ms", "100",
+            "--config", "consumer.session.timeout.ms=10000"]
+    with open(tmp_path / "windowed.log", "wb") as log:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
+                                cwd=str(REPO_ROOT), env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)))
+    try:
+        got = wait_counts(broker.bootstrap, "windowed-out", False, n=len(WINDOWED_FINAL), timeout=60)
+    finally:
+        assert stop_wordcount(proc, tmp_path, "windowed") == 0
+    printed = proc.stdout.read().decode().splitlines()
+    assert printed == WINDOWED_FINAL
+    assert got == [("a@0", 2), ("b@0", 2)]
