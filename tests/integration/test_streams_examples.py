@@ -177,7 +177,11 @@ def test_kafka_streams_wordcount_output_exact(broker, java_run):
     for app_id, out, guarantee in JAVA_APPS:
         assert java_run[app_id] == EXPECTED, (guarantee, java_run[app_id])
         assert dict(java_run[app_id]) == LAST_VALUES
-        assert java_run["app"].states[app_id] == ["REBALANCING", "RUNNING", "PENDING_SHUTDOWN", "NOT_RUNNING"]
+        # A second rebalance (Streams re-joins once its internal topics exist) may show as REBALANCING again.
+        states = java_run["app"].states[app_id]
+        assert states[:2] == ["REBALANCING", "RUNNING"] and states[-2:] == ["PENDING_SHUTDOWN", "NOT_RUNNING"], \
+            states
+        assert set(states) == {"REBALANCING", "RUNNING", "PENDING_SHUTDOWN", "NOT_RUNNING"}, states
     # Nothing more was written after the 11 (no duplicates from a retried batch or a second rebalance).
     assert read_counts(broker.bootstrap, "java-out-alos", False) == EXPECTED
 
