@@ -177,7 +177,7 @@ def stop_replica(ctx, req):
     except Exception as e:  # noqa: BLE001
         return answer(error_code(e))
     deleted = [(t, p) for t, p, delete in parts if delete and not result.get((t, p), 0)]
-    if deleted and getattr(ctx.services, "groups", None) is not None:
+    if deleted:
         ctx.services.groups.on_partitions_deleted(deleted)     # Kafka's onPartitionsDeleted: no stale offsets
     return answer(0, result)
 

@@ -239,6 +239,10 @@ class GroupCoordination(Protocol):
 
     def delete_offsets(self, group_id, partitions): ...
 
+    def on_partitions_deleted(self, partitions):
+        """StopReplica deleted these [(topic, p)] here: their committed offsets go from every group (Kafka's
+        onPartitionsDeleted), so a topic created again under the name is not read from a stale offset."""
+
 
 class TransactionCoordination(Protocol):
     """The transaction coordinator (kbroker/transaction/coordinator.py TransactionCoordinator); every answer is a
