@@ -27,6 +27,7 @@ import threading
 
 import pytest
 
+from tests.integration.eos_checker import read_records
 from tests.integration.harness import BrokerProcess, free_port, recv_exact, wait_until
 from tests.integration.test_clients_common import create_topic
 
@@ -133,25 +134,6 @@ def relayed_broker(tmp_path):
         proxy.close()
 
 
-def read_committed(bootstrap: str) -> list[tuple[int, bytes]]:
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
-
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "reused-seq-check", "isolation.level": "read_committed",
-                  "enable.partition.eof": True, "enable.auto.commit": False})
-    out = []
-    try:
-        c.assign([TopicPartition(TOPIC, 0, 0)])
-        while True:
-            m = c.poll(10)
-            assert m is not None, f"no end of partition within 10 s after {out}"
-            if m.error() is not None:
-                assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
-                return out
-            out.append((m.offset(), m.value()))
-    finally:
-        c.close()
-
-
 def test_records_reusing_the_sequences_of_an_aborted_retry_are_written_once(relayed_broker):
     from confluent_kafka import KafkaException, Producer
 
@@ -200,4 +182,5 @@ def test_records_reusing_the_sequences_of_an_aborted_retry_are_written_once(rela
         p2.produce(TOPIC, value=b"new-%d" % i, partition=0)
     p2.commit_transaction(30)
     # offsets: old 0-3, ABORT 4, (the refused batch wrote nothing), the fencing ABORT 5, new 6-9, COMMIT 10
-    assert read_committed(bootstrap) == [(6 + i, b"new-%d" % i) for i in range(4)]
+    assert [(o, v) for o, _, v in read_records(bootstrap, TOPIC, 1, "read_committed")[0]] == [
+        (6 + i, b"new-%d" % i) for i in range(4)]
