@@ -19,7 +19,7 @@ from kbroker.streams.state import session_store as sks
 from kbroker.streams.state import window_store as wks
 from kbroker.streams.state.base import KeyValueIterator
 from kbroker.streams.state.keyvalue_store import KeyValueStore
-from kbroker.streams.state.session_store import SessionStore
+from kbroker.streams.state.session_store import SessionQueriesByScan, SessionStore
 from kbroker.streams.state.window_store import WindowStore
 
 log = logging.getLogger(__name__)
@@ -347,7 +347,7 @@ class InMemoryWindowStore(_BytesStoreBase, WindowStore):
         self._by_key.clear()
 
 
-class InMemorySessionStore(_BytesStoreBase, SessionStore):
+class InMemorySessionStore(_BytesStoreBase, SessionQueriesByScan, SessionStore):
     """Entries keyed (session end, key, session start); a session expires when end <= stream time - retention."""
 
     def __init__(self, name, retention_ms):
@@ -430,30 +430,10 @@ class InMemorySessionStore(_BytesStoreBase, SessionStore):
                 out.append(KeyValue(Windowed(key, Window(start, end)), v))
         return out
 
-    def find_sessions(self, key, earliest_session_end, latest_session_start):
-        return KeyValueIterator(self._find(None, None, earliest_session_end, latest_session_start,
-                                           single=bytes(key)))
-
-    def backward_find_sessions(self, key, earliest_session_end, latest_session_start):
-        return KeyValueIterator(reversed(self._find(None, None, earliest_session_end, latest_session_start,
-                                                    single=bytes(key))))
-
-    def find_sessions_range(self, key_from, key_to, earliest_session_end, latest_session_start):
-        return KeyValueIterator(self._find(key_from, key_to, earliest_session_end, latest_session_start))
-
     def fetch_session(self, key, session_start, session_end):
         if session_end < self._min_live():
             return None
         return self._map.get((session_end, bytes(key), session_start))
-
-    def fetch(self, key):
-        return self.find_sessions(key, -1 << 63, (1 << 63) - 1)
-
-    def backward_fetch(self, key):
-        return self.backward_find_sessions(key, -1 << 63, (1 << 63) - 1)
-
-    def fetch_range(self, key_from, key_to):
-        return self.find_sessions_range(key_from, key_to, -1 << 63, (1 << 63) - 1)
 
     def close(self):
         self._open = False

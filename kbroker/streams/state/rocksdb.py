@@ -36,7 +36,7 @@ from kbroker.streams.state import window_store as wks
 from kbroker.streams.state.base import KeyValueIterator
 from kbroker.streams.state.keyvalue_store import KeyValueStore
 from kbroker.streams.state.memory import SEQNUM_MASK, _BytesStoreBase
-from kbroker.streams.state.session_store import SessionStore
+from kbroker.streams.state.session_store import SessionQueriesByScan, SessionStore
 from kbroker.streams.state.window_store import WindowStore
 
 LONG_MIN = -1 << 63
@@ -212,6 +212,15 @@ class _Segments:
             db = self.dbs[sid] = _open_db(os.path.join(self.dir, f"{self.name}.{sid * self.interval}"))
         return db
 
+    def write(self, sid, binary, value):
+        """Put ``binary`` -> ``value`` in segment ``sid`` (created on demand); None deletes it (no segment made)."""
+        if value is None:
+            db = self.dbs.get(sid)
+            if db is not None:
+                db.delete(binary)
+        else:
+            self.get_or_create(sid).put(binary, bytes(value))
+
     def drop_before(self, min_id):
         for sid in [s for s in self.dbs if s < min_id]:
             db = self.dbs.pop(sid)
@@ -323,14 +332,7 @@ class RocksDBWindowStore(_SegmentedBase, WindowStore):
     def _put_raw(self, key, start, seq, value):
         if not self._advance(start):
             return
-        sid = self.segments.segment_id(start)
-        binary = wks.to_store_key_binary(key, start, seq)
-        if value is None:
-            db = self.segments.dbs.get(sid)
-            if db is not None:
-                db.delete(binary)
-        else:
-            self.segments.get_or_create(sid).put(binary, bytes(value))
+        self.segments.write(self.segments.segment_id(start), wks.to_store_key_binary(key, start, seq), value)
 
     @_locked
     def _single(self, key, time_from, time_to):
@@ -403,7 +405,7 @@ class RocksDBWindowStore(_SegmentedBase, WindowStore):
         return self.backward_fetch_all(LONG_MIN, LONG_MAX)
 
 
-class RocksDBSessionStore(_SegmentedBase, SessionStore):
+class RocksDBSessionStore(_SegmentedBase, SessionQueriesByScan, SessionStore):
     def __init__(self, name, retention_ms, segment_interval_ms):
         super().__init__(name, retention_ms, segment_interval_ms)
 
@@ -425,14 +427,7 @@ class RocksDBSessionStore(_SegmentedBase, SessionStore):
     def _put_raw(self, key, start, end, value):
         if not self._advance(end):
             return
-        sid = self.segments.segment_id(end)
-        binary = sks.to_binary(key, start, end)
-        if value is None:
-            db = self.segments.dbs.get(sid)
-            if db is not None:
-                db.delete(binary)
-        else:
-            self.segments.get_or_create(sid).put(binary, bytes(value))
+        self.segments.write(self.segments.segment_id(end), sks.to_binary(key, start, end), value)
 
     @_locked
     def _find(self, key_from, key_to, earliest_end, latest_start, single=None):
@@ -461,17 +456,6 @@ class RocksDBSessionStore(_SegmentedBase, SessionStore):
                     out.append(KeyValue(Windowed(key, Window(start, end)), v))
         return out
 
-    def find_sessions(self, key, earliest_session_end, latest_session_start):
-        return KeyValueIterator(self._find(None, None, earliest_session_end, latest_session_start,
-                                           single=bytes(key)))
-
-    def backward_find_sessions(self, key, earliest_session_end, latest_session_start):
-        return KeyValueIterator(reversed(self._find(None, None, earliest_session_end, latest_session_start,
-                                                    single=bytes(key))))
-
-    def find_sessions_range(self, key_from, key_to, earliest_session_end, latest_session_start):
-        return KeyValueIterator(self._find(key_from, key_to, earliest_session_end, latest_session_start))
-
     @_locked
     def fetch_session(self, key, session_start, session_end):
         if session_end < self._min_live():
@@ -479,11 +463,3 @@ class RocksDBSessionStore(_SegmentedBase, SessionStore):
         db = self.segments.dbs.get(self.segments.segment_id(session_end))
         return None if db is None else db.get(sks.to_binary(bytes(key), session_start, session_end))
 
-    def fetch(self, key):
-        return self.find_sessions(key, LONG_MIN, LONG_MAX)
-
-    def backward_fetch(self, key):
-        return self.backward_find_sessions(key, LONG_MIN, LONG_MAX)
-
-    def fetch_range(self, key_from, key_to):
-        return self.find_sessions_range(key_from, key_to, LONG_MIN, LONG_MAX)

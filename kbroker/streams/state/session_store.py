@@ -16,7 +16,7 @@ earliest_end = ts - gap, latest_start = ts + gap), ascending by end then start.
 import abc
 import struct
 
-from kbroker.streams.state.base import StateStore
+from kbroker.streams.state.base import KeyValueIterator, StateStore
 
 _TWO_TS = struct.Struct(">qq")
 SUFFIX_SIZE = 16
@@ -71,3 +71,32 @@ class SessionStore(StateStore):
 
     @abc.abstractmethod
     def remove(self, windowed_key) -> None: ...
+
+
+_ALL_END, _ALL_START = -1 << 63, (1 << 63) - 1     # Long.MIN_VALUE / MAX_VALUE: every session
+
+
+class SessionQueriesByScan:
+    """The queries of a bytes-level session store, derived from its one scan ``_find(key_from, key_to,
+    earliest_end, latest_start, single=None) -> [KeyValue(Windowed, value)]`` in ascending order (the in-memory
+    and the RocksDB stores; list it before SessionStore in the bases so these override the abstract methods)."""
+
+    def find_sessions(self, key, earliest_session_end, latest_session_start):
+        return KeyValueIterator(self._find(None, None, earliest_session_end, latest_session_start,
+                                           single=bytes(key)))
+
+    def backward_find_sessions(self, key, earliest_session_end, latest_session_start):
+        return KeyValueIterator(reversed(self._find(None, None, earliest_session_end, latest_session_start,
+                                                    single=bytes(key))))
+
+    def find_sessions_range(self, key_from, key_to, earliest_session_end, latest_session_start):
+        return KeyValueIterator(self._find(key_from, key_to, earliest_session_end, latest_session_start))
+
+    def fetch(self, key):
+        return self.find_sessions(key, _ALL_END, _ALL_START)
+
+    def backward_fetch(self, key):
+        return self.backward_find_sessions(key, _ALL_END, _ALL_START)
+
+    def fetch_range(self, key_from, key_to):
+        return self.find_sessions_range(key_from, key_to, _ALL_END, _ALL_START)
