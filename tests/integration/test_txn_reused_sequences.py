@@ -68,7 +68,11 @@ class CutOnceProxy:
                 client, _ = self.server.accept()
             except OSError:
                 return
-            upstream = socket.create_connection(self.target)
+            try:
+                upstream = socket.create_connection(self.target)
+            except OSError:             # the broker is gone (teardown): refuse this client, keep accepting
+                client.close()
+                continue
             self.socks += [client, upstream]
             pending = {}   # correlation id of the Produce to swallow the answer of
             threading.Thread(target=self._requests, args=(client, upstream, pending), daemon=True).start()
