@@ -172,8 +172,15 @@ class Broker:
         self.topic_configs = TopicConfigs(cfg, self.topic_store, lambda: self.log_manager, lambda: self.partitions)
         # Logs found on disk start with their topic's config (retention, compaction and rolls apply to them before
         # any LeaderAndIsr hosts them), as Kafka's LogManager loads them with the topic overrides from ZooKeeper.
-        self.log_manager = LogManager(cfg.log_dirs, default_log_config(cfg), broker_id=self.broker_id,
-                                      topic_config=self.topic_configs.log_config)
+        # num.recovery.threads.per.data.dir native threads open the logs of each dir (LogManager._load_dir).
+        load_threads = cfg["num.recovery.threads.per.data.dir"]
+        load_pool = ThreadPool(load_threads) if load_threads > 1 else None
+        try:
+            self.log_manager = LogManager(cfg.log_dirs, default_log_config(cfg), broker_id=self.broker_id,
+                                          topic_config=self.topic_configs.log_config, load_pool=load_pool)
+        finally:
+            if load_pool is not None:
+                load_pool.kill()
         # The log cleaner never cleans past a partition's last stable offset (KIP-98; asked on the event loop).
         self.log_manager.cleaner.stable_offset_of = self._last_stable_offset
         self.metadata_cache.deletion_listeners.append(self.topic_configs.forget)

@@ -70,7 +70,7 @@ RESTART_KEYS = {
     "num.network.threads": _THREADS % "network",
     "background.threads": _THREADS % "background",
     "num.replica.fetchers": "a follower fetches from each leader broker in one greenlet; there is no pool to resize",
-    "num.recovery.threads.per.data.dir": "logs are recovered one after another at startup only",
+    "num.recovery.threads.per.data.dir": "the logs are loaded once, at startup",
     "log.cleaner.threads": "kbroker runs exactly one cleaner",
     "log.cleaner.io.max.bytes.per.second": "the cleaner is not throttled",
     "log.cleaner.dedupe.buffer.size": "the cleaner's key map is sized at startup",

@@ -201,9 +201,11 @@ _KEYS = [
     _k("inter.broker.protocol.version", "string", "3.0-IV1", _VERSION, M,
        "Kafka: protocol version brokers speak to each other (rolling upgrades)",
        effect=no_effect("a kbroker cluster runs one broker version; there is no rolling-upgrade protocol switch")),
-    _k("num.recovery.threads.per.data.dir", "int", 1, Range(1), H, "Log recovery workers per directory",
-       effect=no_effect("kbroker recovers the logs of a directory one after another at startup; the value is a "
-                        "parallelism knob only")),
+    _k("num.recovery.threads.per.data.dir", "int", 1, Range(1), H,
+       "Threads opening (after a crash: recovering) the logs of each log dir at startup; dirs load one after another. "
+       "kbroker reads a few pages of every partition's files even after a clean shutdown, so with thousands of "
+       "partitions on a cold page cache more threads overlap the disk's latency (8: 10,000 partitions in ~12 s "
+       "instead of ~90 s, docs/performance.md)"),
     _k("message.max.bytes", "int", _LOG.max_message_bytes, Range(0), H,
        "Largest record batch accepted. Modern default 1048588 (1 MiB + 12-byte log overhead); 0.10.1 had 1000012"),
     _k("compression.type", "string", _LOG.compression_type, _COMPRESSION, H,

@@ -179,6 +179,7 @@ class Connection:
         self.reader = FrameReader(limits.max_request_size)
         self.authenticator = authenticator
         self.tls = isinstance(sock, _SSL_SOCKETS)   # no sendfile through TLS
+        self._more = 0 if self.tls else _socket.MSG_MORE  # SSL sockets refuse send flags
         if authenticator is not None:   # frames before authentication: sasl.server.max.receive.size at most
             self.reader.max_size = min(limits.max_request_size, authenticator.max_receive_size)
         self._dispatching = False
@@ -525,7 +526,12 @@ class Connection:
                         done.append(c)
                     else:
                         if pending:
-                            sock.sendall(b"".join(pending))
+                            # MSG_MORE: the bytes before a file region (a response's header, a partition's entry
+                            # up to its records) go out in the region's first segment, not as a packet of their
+                            # own. Without it a 6-partition Fetch answer cost ~5 extra loopback packets, each a
+                            # softirq delivery and a wakeup of the client: 15 % of the broker's consume CPU.
+                            # An empty region would send nothing to push them: those go unflagged.
+                            sock.sendall(b"".join(pending), self._more if c.size > 0 else 0)
                             pending = []
                         self._sendfile(c)
                 if pending:

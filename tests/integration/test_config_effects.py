@@ -102,7 +102,7 @@ def test_check_config_on_kafkas_shipped_file_warns_and_exits_0(tmp_path):
     assert rc == 0, out
     warned = sorted(re.findall(r"WARNING kbroker\.config: The configuration '([^']+)' has no effect in kbroker: ",
                                out))
-    assert warned == sorted(["num.network.threads", "num.io.threads", "num.recovery.threads.per.data.dir"]), out
+    assert warned == sorted(["num.network.threads", "num.io.threads"]), out
     assert "used       socket.send.buffer.bytes=102400  (file)" in out.splitlines()   # kbroker/cli/check_config.py
     assert "defaulted  log.cleaner.threads=1" in out.splitlines()
     assert "kbroker started" not in out

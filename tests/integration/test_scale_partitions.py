@@ -95,7 +95,9 @@ def _high_watermarks(broker, names, partitions):
 def _scenario(tmp_path, topics, partitions, per_partition, metadata_bound, ready_bound):
     names = ["scale-%04d" % i for i in range(topics)]
     total = topics * partitions
-    broker = BrokerProcess(tmp_path / "b0", overrides={"auto.create.topics.enable": "false"})
+    # 4 load threads: the restarts below open (and after kill -9 recover) the logs in LogManager's load pool.
+    broker = BrokerProcess(tmp_path / "b0", overrides={"auto.create.topics.enable": "false",
+                                                      "num.recovery.threads.per.data.dir": 4})
     broker.start()
     try:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})

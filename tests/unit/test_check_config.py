@@ -112,8 +112,6 @@ def test_kafka_0101_server_properties_with_every_documented_default():
         "down-converts per Fetch version, as Kafka >= 3.0 does (which ignores this key too)",
         "ignored    num.io.threads=8  (file) " + _THREADS % "request handler",
         "ignored    num.network.threads=3  (file) " + _THREADS % "network",
-        "ignored    num.recovery.threads.per.data.dir=1  (file) no effect: kbroker recovers the logs of a directory "
-        "one after another at startup; the value is a parallelism knob only",
         "ignored    num.replica.fetchers=1  (file) no effect: a follower fetches from each leader broker in one "
         "greenlet; the value is a parallelism knob only",
         "ignored    producer.purgatory.purge.interval.requests=1000  (file) " + _PURGATORY,
@@ -146,7 +144,7 @@ def test_kafka_0101_server_properties_with_every_documented_default():
             "(file)") in used
     assert "used       zookeeper.connect=localhost:2181  (file)" in used
     check_defaulted(defaulted, props)
-    assert last == summary(0, 0, 21, 94, 115)
+    assert last == summary(0, 0, 20, 95, 115)
     assert code == 0
 
 

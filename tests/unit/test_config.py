@@ -570,7 +570,7 @@ def test_no_effect_keys_warn_once_each_naming_the_key(caplog):
         c = BrokerConfig.from_sources(None, overrides)
     assert [name for name, _ in c.no_effect] == [k.name for k in NO_EFFECT_KEYS]
     recs = [r.getMessage() for r in caplog.records if r.name == "kbroker.config"]
-    assert len(recs) == len(NO_EFFECT_KEYS) == 18  # 4 of them: the Java Kerberos login-thread keys (GSSAPI)
+    assert len(recs) == len(NO_EFFECT_KEYS) == 17  # 4 of them: the Java Kerberos login-thread keys (GSSAPI)
     for k, msg in zip(NO_EFFECT_KEYS, recs):
         assert msg == "The configuration '%s' has no effect in kbroker: %s" % (k.name, effect_of(k)[1])
         assert "\n" not in msg
@@ -665,10 +665,10 @@ producer.purgatory.purge.interval.requests=100
 
 
 @pytest.mark.parametrize("text, unknown, warned, buffers", [
-    (KAFKA_0101_SERVER_PROPERTIES, [], ["num.network.threads", "num.io.threads", "num.recovery.threads.per.data.dir"],
+    (KAFKA_0101_SERVER_PROPERTIES, [], ["num.network.threads", "num.io.threads"],
      {"SO_SNDBUF": 102400, "SO_RCVBUF": 102400}),
     (KAFKA_MODERN_SERVER_PROPERTIES, [],
-     ["num.network.threads", "num.io.threads", "num.recovery.threads.per.data.dir"],
+     ["num.network.threads", "num.io.threads"],
      {"SO_SNDBUF": 102400, "SO_RCVBUF": 102400}),
     (KAFKA_0101_PRODUCTION_CONFIG, ["controller.message.queue.size"],
      ["num.network.threads", "num.io.threads", "queued.max.requests", "zookeeper.sync.time.ms",

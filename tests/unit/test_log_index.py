@@ -72,6 +72,39 @@ def test_mapped_index_holds_no_descriptor(tmp_path):
     assert os.path.getsize(idx.path) == 199 * 8 and os.path.getsize(tidx.path) == 199 * 12
 
 
+def _vm_flags_of(addr):
+    """The VmFlags of the mapping of this process that contains ``addr`` (proc(5): ``rr`` = MADV_RANDOM)."""
+    with open("/proc/self/smaps") as f:
+        inside = False
+        for line in f:
+            head = line.split()[0]
+            if "-" in head and not head.endswith(":"):
+                lo, hi = (int(x, 16) for x in head.split("-"))
+                inside = lo <= addr < hi
+            elif inside and head == "VmFlags:":
+                return line.split()[1:]
+    raise AssertionError("no mapping holds %#x" % addr)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs Linux /proc/<pid>/smaps")
+def test_index_mappings_are_advised_random_access(tmp_path):
+    """Every mapping an index makes (its first append's, a regrow's, a reopened one's) is MADV_RANDOM, so a fault
+    reads one page, not read_ahead_kb of zero-filled sparse file (module docstring, "Read-ahead")."""
+    idx = OffsetIndex(str(tmp_path / "00000000000000000000.index"), 0, 1 << 20)
+    tidx = TimeIndex(str(tmp_path / "00000000000000000000.timeindex"), 0, 1 << 20)
+    idx.append(3, 4100)
+    tidx.append(1000, 3)
+    assert "rr" in _vm_flags_of(idx._mapping.addr) and "rr" in _vm_flags_of(tidx._mapping.addr)
+    idx.trim_to_valid_size()
+    idx.append(6, 8200)                        # regrown to its preallocated size: a new mapping
+    assert "rr" in _vm_flags_of(idx._mapping.addr)
+    idx.close()
+    tidx.close()
+    again = OffsetIndex(idx.path, 0, 1 << 20)  # an existing index, mapped at its size by the constructor
+    assert again.lookup(6) == (6, 8200) and "rr" in _vm_flags_of(again._mapping.addr)
+    again.close()
+
+
 def test_offset_index_sanity_check(tmp_path):
     path = str(tmp_path / "00000000000000000007.index")
     with open(path, "wb") as f:

@@ -161,3 +161,77 @@ def test_interrupted_delete_of_a_long_topic_is_finished_at_load(tmp_path):
     assert sorted(mgr.all_logs()) == [(topic, 1)]
     assert mgr.get_log((topic, 1)).log_end_offset == 3
     mgr.shutdown()
+
+
+class _RecordingPool:
+    """A ``load_pool`` (LogManager's seam) running ``fn`` in native threads, recording which ran it."""
+
+    def __init__(self, threads):
+        from concurrent.futures import ThreadPoolExecutor
+        import threading
+
+        self._ex, self._ident, self.idents, self.calls = ThreadPoolExecutor(threads), threading.get_ident, set(), 0
+
+    def map(self, fn, items):
+        self.calls += 1
+
+        def run(item):
+            self.idents.add(self._ident())
+            return fn(item)
+        try:
+            return list(self._ex.map(run, items))
+        finally:
+            self._ex.shutdown()
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_logs_open_in_the_load_pool_with_the_same_state(tmp_path, clean):
+    """num.recovery.threads.per.data.dir > 1: the broker hands LogManager a pool and every partition of a dir is
+    opened (after a crash: recovered) in it, with the state a one-by-one load gives."""
+    import threading
+
+    d = str(tmp_path / "logs")
+    mgr = LogManager([d], CFG, broker_id=1)
+    for p in range(12):
+        log = mgr.get_or_create_log(("t", p))
+        for i in range(p % 4 + 1):
+            append_batch(log, VALUES, ts=1000 + i)
+    expected = {("t", p): 3 * (p % 4 + 1) for p in range(12)}
+    mgr.shutdown() if clean else mgr.close_without_marker()
+    pool = _RecordingPool(4)
+    mgr = LogManager([d], CFG, broker_id=1, load_pool=pool)
+    assert pool.calls == 1 and threading.get_ident() not in pool.idents and len(pool.idents) >= 1
+    assert {tp: mgr.get_log(tp).log_end_offset for tp in expected} == expected
+    assert all(mgr.get_log(tp).recovery_point == (n if clean else 0) for tp, n in expected.items())
+    mgr.shutdown()
+
+
+def test_a_log_failing_in_the_load_pool_fails_its_dir_and_closes_the_others(tmp_path, monkeypatch):
+    """One partition's OSError in a worker takes its dir offline (as a one-by-one load does); the logs the other
+    workers opened are closed, not leaked, and the next start loads them all."""
+    from kbroker.log import log as log_module
+
+    d = str(tmp_path / "logs")
+    mgr = LogManager([d], CFG, broker_id=1)
+    for p in range(6):
+        append_batch(mgr.get_or_create_log(("t", p)), VALUES)
+    mgr.shutdown()
+    real_init, closed = log_module.Log.__init__, []
+
+    def init(self, dir_path, *a, **kw):
+        if dir_path.endswith("t-3"):
+            raise OSError(5, "Input/output error", dir_path)
+        real_init(self, dir_path, *a, **kw)
+    monkeypatch.setattr(log_module.Log, "__init__", init)
+    real_close = log_module.Log.close
+    monkeypatch.setattr(log_module.Log, "close", lambda self: (closed.append(self.dir), real_close(self))[1])
+    d2 = str(tmp_path / "other")
+    mgr = LogManager([d, d2], CFG, broker_id=1, load_pool=_RecordingPool(3))
+    assert d in mgr.failures.offline and d2 not in mgr.failures.offline
+    assert sorted(os.path.basename(p) for p in closed) == ["t-0", "t-1", "t-2", "t-4", "t-5"]
+    assert [tp for tp in ((("t", p)) for p in range(6)) if mgr.get_log(tp) is not None] == []
+    mgr.shutdown()
+    monkeypatch.undo()
+    mgr = LogManager([d], CFG, broker_id=1, load_pool=_RecordingPool(3))
+    assert [mgr.get_log(("t", p)).log_end_offset for p in range(6)] == [3] * 6
+    mgr.shutdown()
