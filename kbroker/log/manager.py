@@ -305,13 +305,19 @@ class LogManager:
         def open_log(job):
             tp, path, config, point, start = job
             try:
-                return tp, path, Log(path, config, recovery_point=point, clean_shutdown=clean, log_start_offset=start)
+                return tp, Log(path, config, recovery_point=point, clean_shutdown=clean, log_start_offset=start)
             except BaseException as exc:  # noqa: BLE001 - re-raised below, after the opened logs are registered
-                return tp, path, exc
-        opened = self._load_pool.map(open_log, jobs) if self._load_pool is not None and len(jobs) > 1 else \
-            [open_log(job) for job in jobs]
+                return tp, exc
+        if self._load_pool is not None and len(jobs) > 1:
+            opened = self._load_pool.map(open_log, jobs)
+        else:
+            opened = []
+            for job in jobs:      # one after another: stop at the first failure, as before the pool existed
+                opened.append(open_log(job))
+                if isinstance(opened[-1][1], BaseException):
+                    break
         failed = None
-        for tp, _path, log in opened:
+        for tp, log in opened:
             if isinstance(log, BaseException):
                 failed = failed or log
                 continue
