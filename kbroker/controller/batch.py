@@ -8,6 +8,15 @@ KIP-380). LeaderAndIsr states are frozen ``PartitionLeadership`` values until ``
 UpdateMetadata partition states are read from the controller at send time
 (``controller.partitions.update_metadata_state``), so they carry the final state of the event (a partition deleted
 meanwhile is sent with leader -2, LeaderDuringDelete).
+
+Size: a request carries at most ``MAX_ELEMENTS`` (50,000) decoded values -- partition states and the entries of
+their replica lists -- and a larger set goes as several requests of the same API in a row, each a complete request
+(partition states are independent; every UpdateMetadata repeats the live brokers). A receiving broker refuses a
+request of more than ``request.max.elements`` (100,000 by default, kbroker/server/limits.py) and closes the
+connection: with 27,000 partitions at RF 2 one UpdateMetadata of every partition was ~135,000 values, refused
+over and over, and the cluster never converged (docs/performance.md, issue 15 session 9). Kafka has no such limit
+and sends one request; splitting changes nothing a broker can observe except the count of requests. Half the
+default limit leaves room for the topic entries and tagged fields the count below leaves out.
 """
 import logging
 
@@ -18,6 +27,27 @@ from .channel import LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA
 log = logging.getLogger("kbroker.controller")
 
 ALL = object()  # UpdateMetadata for every partition
+MAX_ELEMENTS = 50_000
+
+
+def _weight(wire):
+    """Decoded values of one partition state: itself and the entries of its lists (replicas, isr, ...)."""
+    return 1 + sum(len(v) for v in wire.values() if isinstance(v, list))
+
+
+def _chunks(wire_states):
+    """{tp: wire state} -> [{tp: wire state}, ...] in partition order, each under ``MAX_ELEMENTS`` values."""
+    out, cur, size = [], {}, 0
+    for tp, st in sorted(wire_states.items()):
+        w = _weight(st)
+        if cur and size + w > MAX_ELEMENTS:
+            out.append(cur)
+            cur, size = {}, 0
+        cur[tp] = st
+        size += w
+    if cur or not out:
+        out.append(cur)
+    return out
 
 
 def _group(tps_to_state):
@@ -89,17 +119,17 @@ class RequestBatch:
         cid, epoch = controller.broker_id, controller.epoch
         brokers, partitions = controller.brokers, controller.partitions
         for b, states in sorted(self.leader_and_isr.items()):
-            leaders = sorted({s.leader_and_isr.leader for s in states.values() if s.leader_and_isr.leader >= 0})
-            live_leaders = []
-            for lid in leaders:
-                ep = brokers.inter_broker_endpoint(lid)
-                if ep is not None:
-                    live_leaders.append({"broker_id": lid, "host_name": ep[0], "port": ep[1]})
-            body = {"controller_id": cid, "controller_epoch": epoch, "broker_epoch": brokers.broker_epoch(b),
-                    "topic_states": _group({tp: s.to_wire() for tp, s in states.items()}),
-                    "live_leaders": live_leaders}
-            controller.channel.send(b, LEADER_AND_ISR, body,
-                                    self.leader_and_isr_callbacks.get(b) or _leader_and_isr_answer(controller, b))
+            for chunk in _chunks({tp: s.to_wire() for tp, s in states.items()}):
+                leaders = sorted({st["leader"] for st in chunk.values() if st["leader"] >= 0})
+                live_leaders = []
+                for lid in leaders:
+                    ep = brokers.inter_broker_endpoint(lid)
+                    if ep is not None:
+                        live_leaders.append({"broker_id": lid, "host_name": ep[0], "port": ep[1]})
+                body = {"controller_id": cid, "controller_epoch": epoch, "broker_epoch": brokers.broker_epoch(b),
+                        "topic_states": _group(chunk), "live_leaders": live_leaders}
+                controller.channel.send(b, LEADER_AND_ISR, body, self.leader_and_isr_callbacks.get(b)
+                                        or _leader_and_isr_answer(controller, b))
         if self.update_metadata:
             live = brokers.update_metadata_brokers()
             for b, tps in sorted(self.update_metadata.items()):
@@ -108,16 +138,18 @@ class RequestBatch:
                 states = {}
                 for tp in tps:
                     states[tp] = partitions.update_metadata_state(tp)
-                body = {"controller_id": cid, "controller_epoch": epoch, "broker_epoch": brokers.broker_epoch(b),
-                        "topic_states": _group(states), "live_brokers": live}
-                controller.channel.send(b, UPDATE_METADATA, body, _log_errors(UPDATE_METADATA, b))
+                for chunk in _chunks(states):
+                    body = {"controller_id": cid, "controller_epoch": epoch, "broker_epoch": brokers.broker_epoch(b),
+                            "topic_states": _group(chunk), "live_brokers": live}
+                    controller.channel.send(b, UPDATE_METADATA, body, _log_errors(UPDATE_METADATA, b))
         for b, parts in sorted(self.stop_replica.items()):
             states = {tp: {"partition_index": tp[1], "leader_epoch": le, "delete_partition": d}
                       for tp, (d, le) in parts.items()}
-            body = {"controller_id": cid, "controller_epoch": epoch, "broker_epoch": brokers.broker_epoch(b),
-                    "topic_states": _group(states)}
             cb = self.stop_callbacks.get(b)
-            controller.channel.send(b, STOP_REPLICA, body,
-                                    (lambda resp, b=b, cb=cb: cb(b, resp)) if cb is not None
-                                    else _log_errors(STOP_REPLICA, b))
+            for chunk in _chunks(states):
+                body = {"controller_id": cid, "controller_epoch": epoch, "broker_epoch": brokers.broker_epoch(b),
+                        "topic_states": _group(chunk)}
+                controller.channel.send(b, STOP_REPLICA, body,
+                                        (lambda resp, b=b, cb=cb: cb(b, resp)) if cb is not None
+                                        else _log_errors(STOP_REPLICA, b))
         self.__init__()

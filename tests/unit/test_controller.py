@@ -597,3 +597,33 @@ def test_guarded_events_are_ignored_by_an_inactive_controller(cluster, backend, 
     # Dropped before the still-controller check: no resignation, no failed handler, nothing sent.
     assert [r.getMessage() for r in caplog.records if r.name == "kbroker.controller"] == []
     assert idle.ctx is None and not idle.active and cluster.channels[2].sent == []
+
+
+def test_large_request_sets_are_split_under_the_element_budget(cluster, monkeypatch):
+    """More partition states than MAX_ELEMENTS decoded values go to a broker as several complete requests of the
+    same API (a broker refuses one of more than request.max.elements and closes the connection: 27,000 partitions
+    at RF 2 never converged): each under the budget, together exactly the states one request would carry."""
+    from kbroker.controller import batch
+
+    def weight(body):
+        return sum(1 + sum(len(v) for v in ps.values() if isinstance(v, list))
+                   for ts in body["topic_states"] for ps in ts["partition_states"])
+    monkeypatch.setattr(batch, "MAX_ELEMENTS", 16)      # a partition state at RF 2 weighs 5 (LAI) / 5 (UM)
+    ch = cluster.channel()
+    ch.take()
+    cluster.store.create_topic("big", {p: [1 + p % 3, 1 + (p + 1) % 3] for p in range(20)})
+    cluster.settle()
+    sent = ch.take()
+    for api, states_of in ((LAI, lai_states), (UM, um_states)):
+        for b in (1, 2, 3):
+            bodies = [body for bb, k, body in sent if k == api and bb == b]
+            assert all(0 < weight(body) <= 16 for body in bodies)
+            merged = {}
+            for body in bodies:
+                merged.update(states_of(body))
+            expected = [("big", p) for p in range(20)] if api == UM else \
+                [("big", p) for p in range(20) if b in (1 + p % 3, 1 + (p + 1) % 3)]
+            assert sorted(merged) == expected and sum(len(states_of(x)) for x in bodies) == len(expected)
+            assert len(bodies) == -(-len(expected) // 3)          # 3 states of weight 5 fit in 16
+            if api == UM:
+                assert all(sorted(x["id"] for x in body["live_brokers"]) == [1, 2, 3] for body in bodies)
