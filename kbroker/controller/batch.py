@@ -9,12 +9,12 @@ UpdateMetadata partition states are read from the controller at send time
 (``controller.partitions.update_metadata_state``), so they carry the final state of the event (a partition deleted
 meanwhile is sent with leader -2, LeaderDuringDelete).
 
-Size: a request carries at most ``MAX_ELEMENTS`` (50,000) decoded values -- partition states and the entries of
-their replica lists -- and a larger set goes as several requests of the same API in a row, each a complete request
+Size: a request carries at most ``MAX_ELEMENTS`` (50,000) decoded values -- each partition state, its fields and
+the entries of its replica lists, ~15 at RF 2 -- and a larger set goes as several requests of the same API in a row, each a complete request
 (partition states are independent; every UpdateMetadata repeats the live brokers). A receiving broker refuses a
 request of more than ``request.max.elements`` (100,000 by default, kbroker/server/limits.py) and closes the
-connection: with 27,000 partitions at RF 2 one UpdateMetadata of every partition was ~135,000 values, refused
-over and over, and the cluster never converged (docs/performance.md, issue 15 session 9). Kafka has no such limit
+connection: with 27,000 partitions at RF 2 one UpdateMetadata of every partition (~400,000 values) and the
+LeaderAndIsr of a restarted broker's 18,000 were refused over and over, and the cluster never converged (docs/performance.md, issue 15 session 9). Kafka has no such limit
 and sends one request; splitting changes nothing a broker can observe except the count of requests. Half the
 default limit leaves room for the topic entries and tagged fields the count below leaves out.
 """
@@ -31,19 +31,24 @@ MAX_ELEMENTS = 50_000
 
 
 def _weight(wire):
-    """Decoded values of one partition state: itself and the entries of its lists (replicas, isr, ...)."""
-    return 1 + sum(len(v) for v in wire.values() if isinstance(v, list))
+    """What one partition state costs a receiver's element budget (``schema.py``: an array's struct element is
+    itself plus each of its field values): 1 + its fields + the entries of its lists (replicas, isr, ...). The
+    dict may hold fields the sent version lacks: an overestimate, which only makes the chunks smaller."""
+    return 1 + len(wire) + sum(len(v) for v in wire.values() if isinstance(v, list))
 
 
 def _chunks(wire_states):
-    """{tp: wire state} -> [{tp: wire state}, ...] in partition order, each under ``MAX_ELEMENTS`` values."""
-    out, cur, size = [], {}, 0
+    """{tp: wire state} -> [{tp: wire state}, ...] in partition order, each under ``MAX_ELEMENTS`` values (its
+    topic entries included: 3 each, the entry and its two fields; the request's other fields are not counted)."""
+    out, cur, size, topic = [], {}, 0, None
     for tp, st in sorted(wire_states.items()):
-        w = _weight(st)
+        w = _weight(st) + (3 if tp[0] != topic or not cur else 0)
         if cur and size + w > MAX_ELEMENTS:
             out.append(cur)
             cur, size = {}, 0
+            w = _weight(st) + 3
         cur[tp] = st
+        topic = tp[0]
         size += w
     if cur or not out:
         out.append(cur)
