@@ -9,14 +9,15 @@ UpdateMetadata partition states are read from the controller at send time
 (``controller.partitions.update_metadata_state``), so they carry the final state of the event (a partition deleted
 meanwhile is sent with leader -2, LeaderDuringDelete).
 
-Size: a request carries at most ``MAX_ELEMENTS`` (50,000) decoded values -- each partition state, its fields and
-the entries of its replica lists, ~15 at RF 2 -- and a larger set goes as several requests of the same API in a row, each a complete request
-(partition states are independent; every UpdateMetadata repeats the live brokers). A receiving broker refuses a
-request of more than ``request.max.elements`` (100,000 by default, kbroker/server/limits.py) and closes the
-connection: with 27,000 partitions at RF 2 one UpdateMetadata of every partition (~400,000 values) and the
-LeaderAndIsr of a restarted broker's 18,000 were refused over and over, and the cluster never converged (docs/performance.md, issue 15 session 9). Kafka has no such limit
-and sends one request; splitting changes nothing a broker can observe except the count of requests. Half the
-default limit leaves room for the topic entries and tagged fields the count below leaves out.
+Size: a request carries at most ``MAX_ELEMENTS`` (50,000) decoded values -- each partition state, its fields,
+the entries of its replica lists (~15 at RF 2) and its topic's entry -- and a larger set goes as several requests
+of the same API in a row, each a complete request (partition states are independent; every UpdateMetadata repeats
+the live brokers). A receiving broker refuses a request of more than ``request.max.elements`` (100,000 by default,
+kbroker/server/limits.py) and closes the connection: with 27,000 partitions at RF 2 one UpdateMetadata of every
+partition (~400,000 values) and the LeaderAndIsr of a restarted broker's 18,000 were refused over and over, and
+the cluster never converged (docs/performance.md, issue 15 session 9). Kafka has no such limit and sends one
+request; splitting changes nothing a broker can observe but the number of requests. Half the default limit leaves
+room for what the count leaves out: the live brokers or leaders of each request and any tagged fields.
 """
 import logging
 

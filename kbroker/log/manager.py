@@ -300,7 +300,7 @@ class LogManager:
             jobs.append((tp, path, config, points.get(tp, 0), starts.get(tp, 0)))
         # Opening a log reads a few pages of each of its files (the first batch's magic, the indexes' last entries,
         # the tail batch, the epoch checkpoint): ~9 ms a partition from a cold page cache on this project's disk,
-        # 90 s for 10,000 partitions one after another. Those waits overlap in threads: 2,000 cold partitions
+        # so ~90 s for 10,000 partitions one after another. Those waits overlap in threads: 2,000 cold partitions
         # 20.1 s -> 2.4 s with 8 (docs/performance.md). A Log's construction touches nothing shared.
         def open_log(job):
             tp, path, config, point, start = job
