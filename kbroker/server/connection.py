@@ -179,7 +179,7 @@ class Connection:
         self.reader = FrameReader(limits.max_request_size)
         self.authenticator = authenticator
         self.tls = isinstance(sock, _SSL_SOCKETS)   # no sendfile through TLS
-        self._more = 0 if self.tls else _socket.MSG_MORE  # SSL sockets refuse send flags
+        self._more = 0 if self.tls else _socket.MSG_MORE  # TLS sockets take no send flags
         if authenticator is not None:   # frames before authentication: sasl.server.max.receive.size at most
             self.reader.max_size = min(limits.max_request_size, authenticator.max_receive_size)
         self._dispatching = False
@@ -531,8 +531,12 @@ class Connection:
                             # own. Without it a 6-partition Fetch answer cost ~5 extra loopback packets, each a
                             # softirq delivery and a wakeup of the client (py-spy: 15 % of the broker's consume
                             # samples on those sends; 1 KB consume 0.52 -> 0.44 CPU s/GB, docs/performance.md).
-                            # An empty region would send nothing to push them: those go unflagged.
-                            sock.sendall(b"".join(pending), self._more if c.size > 0 else 0)
+                            # An empty region would send nothing to push them: those go unflagged, and so does
+                            # everything on TLS (its sendall takes no flags; the region goes through it too).
+                            if self._more and c.size > 0:
+                                sock.sendall(b"".join(pending), self._more)
+                            else:
+                                sock.sendall(b"".join(pending))
                             pending = []
                         self._sendfile(c)
                 if pending:
