@@ -28,8 +28,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import re
+import shutil
 import sys
 import tempfile
 import time
