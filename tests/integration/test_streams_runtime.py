@@ -267,6 +267,9 @@ def alos_failover(broker, apps, tmp_path, app_id, n, crash_after, timeout=60.0):
         assert r["start"] > 0 and r["records"] < r["end"], ("standby not used", r)
     a2 = App(tmp_path, "A2", args("A")).start()
     apps.append(a2)
+    # A2 must be in the group before the check: B alone may have committed everything already, and a SIGTERM
+    # during A2's imports (before its handler exists) kills it with -15 (seen once in CI).
+    a2.wait_event("state", lambda e: e["new"] == "RUNNING", timeout=timeout)
     ends = eos_checker.end_offsets(broker.bootstrap, inp, PARTITIONS)
     assert sum(ends.values()) == 2 * n
     wait_committed(broker.bootstrap, app_id, inp, ends, [a2, b], timeout)
@@ -316,6 +319,7 @@ def eos_failover(broker, apps, tmp_path, app_id, n, crash_after, timeout=60.0):
                == {"0_%d" % p for p in range(PARTITIONS)}, timeout, 0.2, "B restored all 6 tasks after the crash")
     a2 = App(tmp_path, "A2", args("A")).start()
     apps.append(a2)
+    a2.wait_event("state", lambda e: e["new"] == "RUNNING", timeout=timeout)   # in the group (as above)
     ends = eos_checker.end_offsets(broker.bootstrap, inp, PARTITIONS)
     wait_committed(broker.bootstrap, app_id, inp, ends, [a2, b], timeout + 30)
     assert a2.stop() == 0 and b.stop() == 0
