@@ -43,23 +43,23 @@ def _chunks(wire_states):
     topic entries included: 3 each, the entry and its two fields; the request's other fields are not counted)."""
     out, cur, size, topic = [], {}, 0, None
     for tp, st in sorted(wire_states.items()):
-        w = _weight(st) + (3 if tp[0] != topic or not cur else 0)
-        if cur and size + w > MAX_ELEMENTS:
+        w = _weight(st)
+        if cur and size + w + 3 * (tp[0] != topic) > MAX_ELEMENTS:
             out.append(cur)
             cur, size = {}, 0
-            w = _weight(st) + 3
+        size += w + 3 * (not cur or tp[0] != topic)
         cur[tp] = st
         topic = tp[0]
-        size += w
     if cur or not out:
         out.append(cur)
     return out
 
 
 def _group(tps_to_state):
-    """{(topic, p): state} -> [{"topic_name", "partition_states": [...]}] in topic, partition order."""
+    """{(topic, p): state} in topic, partition order (a ``_chunks`` chunk) -> [{"topic_name", "partition_states":
+    [...]}] in that order."""
     out = {}
-    for (topic, _p), st in sorted(tps_to_state.items()):
+    for (topic, _p), st in tps_to_state.items():
         out.setdefault(topic, []).append(st)
     return [{"topic_name": t, "partition_states": states} for t, states in out.items()]
 

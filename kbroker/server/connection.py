@@ -179,7 +179,6 @@ class Connection:
         self.reader = FrameReader(limits.max_request_size)
         self.authenticator = authenticator
         self.tls = isinstance(sock, _SSL_SOCKETS)   # no sendfile through TLS
-        self._more = 0 if self.tls else _socket.MSG_MORE  # TLS sockets take no send flags
         if authenticator is not None:   # frames before authentication: sasl.server.max.receive.size at most
             self.reader.max_size = min(limits.max_request_size, authenticator.max_receive_size)
         self._dispatching = False
@@ -533,8 +532,8 @@ class Connection:
                             # samples on those sends; 1 KB consume 0.52 -> 0.44 CPU s/GB, docs/performance.md).
                             # An empty region would send nothing to push them: those go unflagged, and so does
                             # everything on TLS (its sendall takes no flags; the region goes through it too).
-                            if self._more and c.size > 0:
-                                sock.sendall(b"".join(pending), self._more)
+                            if not self.tls and c.size > 0:
+                                sock.sendall(b"".join(pending), _socket.MSG_MORE)
                             else:
                                 sock.sendall(b"".join(pending))
                             pending = []
