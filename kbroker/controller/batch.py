@@ -38,11 +38,17 @@ def _weight(wire):
     return 1 + len(wire) + sum(len(v) for v in wire.values() if isinstance(v, list))
 
 
-def _chunks(wire_states):
+def _no_tick():
+    pass
+
+
+def _chunks(wire_states, tick=_no_tick):
     """{tp: wire state} -> [{tp: wire state}, ...] in partition order, each under ``MAX_ELEMENTS`` values (its
-    topic entries included: 3 each, the entry and its two fields; the request's other fields are not counted)."""
+    topic entries included: 3 each, the entry and its two fields; the request's other fields are not counted).
+    ``tick()`` runs once per partition (the controller's time slice)."""
     out, cur, size, topic = [], {}, 0, None
     for tp, st in sorted(wire_states.items()):
+        tick()
         w = _weight(st)
         if cur and size + w + 3 * (tp[0] != topic) > MAX_ELEMENTS:
             out.append(cur)
@@ -124,8 +130,13 @@ class RequestBatch:
         """Queue everything on ``controller.channel``; the batch is empty afterwards."""
         cid, epoch = controller.broker_id, controller.epoch
         brokers, partitions = controller.brokers, controller.partitions
+        tick = getattr(controller, "tick", _no_tick)     # once per partition state built (controller.tick)
         for b, states in sorted(self.leader_and_isr.items()):
-            for chunk in _chunks({tp: s.to_wire() for tp, s in states.items()}):
+            wire = {}
+            for tp, s in states.items():
+                tick()
+                wire[tp] = s.to_wire()
+            for chunk in _chunks(wire, tick):
                 leaders = sorted({st["leader"] for st in chunk.values() if st["leader"] >= 0})
                 live_leaders = []
                 for lid in leaders:
@@ -143,8 +154,9 @@ class RequestBatch:
                     tps = partitions.all_partitions()
                 states = {}
                 for tp in tps:
+                    tick()
                     states[tp] = partitions.update_metadata_state(tp)
-                for chunk in _chunks(states):
+                for chunk in _chunks(states, tick):
                     body = {"controller_id": cid, "controller_epoch": epoch, "broker_epoch": brokers.broker_epoch(b),
                             "topic_states": _group(chunk), "live_brokers": live}
                     controller.channel.send(b, UPDATE_METADATA, body, _log_errors(UPDATE_METADATA, b))
@@ -152,7 +164,7 @@ class RequestBatch:
             states = {tp: {"partition_index": tp[1], "leader_epoch": le, "delete_partition": d}
                       for tp, (d, le) in parts.items()}
             cb = self.stop_callbacks.get(b)
-            for chunk in _chunks(states):
+            for chunk in _chunks(states, tick):
                 body = {"controller_id": cid, "controller_epoch": epoch, "broker_epoch": brokers.broker_epoch(b),
                         "topic_states": _group(chunk)}
                 controller.channel.send(b, STOP_REPLICA, body,

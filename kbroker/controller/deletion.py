@@ -82,7 +82,9 @@ class TopicDeletion:
         batch = RequestBatch()
         # Brokers drop the partitions from their metadata first (leader -2), so clients stop using them.
         batch.add_update_metadata(sorted(ctx.live_brokers), tps)
+        tick = self.core.tick
         for tp in tps:
+            tick()
             ctx.partition_states[tp] = OFFLINE
             for r in ctx.assignments[tp]:
                 if ctx.replica_states.get((tp, r)) == R_DELETION_SUCCESSFUL:
@@ -99,7 +101,9 @@ class TopicDeletion:
         ctx = self.core.ctx
         bid, resp = event.broker_id, event.response
         top = resp.get("error_code", 0)
+        tick = self.core.tick
         for pe in resp.get("partition_errors") or ():
+            tick()
             tp = (pe["topic_name"], pe["partition_index"])
             if tp[0] not in ctx.topics_to_delete or ctx.replica_states.get((tp, bid)) != R_DELETION_STARTED:
                 continue
@@ -115,6 +119,7 @@ class TopicDeletion:
         core.topics.unwatch(topic)
         tps = self._topic_tps(topic)
         for tp in tps:
+            core.tick()
             ctx.partition_states[tp] = NON_EXISTENT
         try:
             core.topic_store.delete_topic(topic)

@@ -179,6 +179,7 @@ class PartitionStateMachine:
         out = {}
         plans = []
         for tp, choose in choices.items():
+            core.tick()
             cur = ctx.leadership.get(tp)
             res = choose(cur) if cur is not None else None
             if res is None:
@@ -196,6 +197,7 @@ class PartitionStateMachine:
         except BadVersionError as e:
             raise ControllerMoved("/controller_epoch is not at this term's version: %s" % e) from None
         for (tp, cur, leader, isr), result in zip(plans, results):
+            core.tick()
             if isinstance(result, NoNodeError):
                 ctx.leadership.pop(tp, None)
                 out[tp] = None
@@ -248,6 +250,7 @@ class PartitionStateMachine:
         todo = [tp for tp in sorted(tps) if tp[0] not in ctx.topics_to_delete]
         created = self._create_states([tp for tp in todo if ctx.partition_states.get(tp, NON_EXISTENT) == NEW])
         for tp in todo:
+            self.core.tick()
             if ctx.partition_states.get(tp, NON_EXISTENT) == NEW:
                 self._init_leadership(batch, tp, created.get(tp))
         # Offline partitions' elections in one batched write (a failed broker's 10,000 partitions: a few ZooKeeper
@@ -260,16 +263,18 @@ class PartitionStateMachine:
         Returns {tp: ((leader, isr), create result or CoordinationError)} for those with a live replica."""
         core = self.core
         allowed = core.brokers.leaders_allowed()
-        plans = []
+        plans, creates = [], []
         for tp in tps:
+            core.tick()
             res = election.new_partition_leader(core.ctx.assignments[tp], allowed)
             if res is not None:
                 plans.append((tp, res))
+                leader, isr = res
+                creates.append((TopicPartitionStateZNode.path(*tp),
+                                TopicPartitionStateZNode.encode(leader, 0, isr, core.epoch), True))
         if not plans:
             return {}
-        results = core.backend.create_many(
-            [(TopicPartitionStateZNode.path(*tp), TopicPartitionStateZNode.encode(leader, 0, isr, core.epoch), True)
-             for tp, (leader, isr) in plans])
+        results = core.backend.create_many(creates)
         return {tp: (plan, result) for (tp, plan), result in zip(plans, results)}
 
     def _init_leadership(self, batch, tp, created):
@@ -309,6 +314,7 @@ class PartitionStateMachine:
         unclean_chosen = set()
         elected = {}
         for tp, new in self.write_many({tp: self._offline_choice(tp, unclean_chosen) for tp in tps}).items():
+            self.core.tick()
             if new is None:
                 log.warning("%s-%d: no live in-sync replica (replicas %s); stays offline",
                             tp[0], tp[1], ctx.assignments[tp])

@@ -108,7 +108,9 @@ class TopicChanges:
         core = self.core
         ctx = core.ctx
         batch = RequestBatch()
+        tick = core.tick
         for tp in tps:
+            tick()
             if tp in ctx.leadership:  # state znode already present (e.g. written before a failover)
                 st = ctx.leadership[tp]
                 ctx.partition_states[tp] = ONLINE if st.leader in core.brokers.leaders_allowed() else OFFLINE
@@ -117,6 +119,7 @@ class TopicChanges:
             for r in ctx.assignments[tp]:
                 ctx.replica_states[(tp, r)] = R_NEW if r in ctx.live_brokers else R_OFFLINE
         for tp in tps:
+            tick()
             if ctx.partition_states[tp] == ONLINE:
                 core.partitions.send_leadership(batch, tp)
         core.partitions.trigger_online(batch, tps)
@@ -127,11 +130,13 @@ class TopicChanges:
         core = self.core
         ctx = core.ctx
         for tp in [tp for tp in ctx.assignments if tp[0] == topic]:
+            core.tick()
             ctx.assignments.pop(tp, None)
             ctx.leadership.pop(tp, None)
             ctx.partition_states.pop(tp, None)
             core.reassignments.drop(tp)
         for key in [k for k in ctx.replica_states if k[0][0] == topic]:
+            core.tick()
             del ctx.replica_states[key]
         ctx.topics_to_delete.discard(topic)
         self.unwatch(topic)

@@ -61,6 +61,7 @@ from kbroker.protocol.apis import APIS
 from kbroker.security.acl import CLUSTER_ACTION
 from kbroker.server.context import IN_PROCESS, RequestContext
 from kbroker.server.router import _REGISTRY, handler
+from kbroker.timeslice import TimeSlice
 
 log = logging.getLogger("kbroker.handlers.cluster")
 
@@ -224,6 +225,9 @@ def local_dispatcher(services):
     in-process (identity ``IN_PROCESS``: no listener, no connection)."""
     def dispatch(api_key, version, body):
         api = APIS[api_key]
-        req = api.decode_request(version, api.encode_request(version, body).getvalue())
+        # Through the bytes, so the handler sees exactly what a remote broker decodes; in time slices, as the
+        # server decodes (a 10,000-partition StopReplica: ~0.15 s of encoding and decoding otherwise in one piece).
+        pause = TimeSlice().tick
+        req = api.decode_request(version, api.encode_request(version, body, pause=pause).getvalue(), pause=pause)
         return _REGISTRY[api_key].fn(RequestContext(IN_PROCESS, services, api_key, version), req)
     return dispatch

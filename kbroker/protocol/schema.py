@@ -592,26 +592,31 @@ class Api:
             return c.decode(buf, pos)[0]
         return decode_limited(c.decode, buf, pos, UNLIMITED if max_elements is None else max_elements, pause)[0]
 
-    def decode_response(self, version, buf, pos=0):
-        d, pos = self._compiled("resp", version).decode(buf, pos)
-        return d
+    def decode_response(self, version, buf, pos=0, pause=None):
+        """The response dict. ``pause``: see PAUSE_EVERY."""
+        c = self._compiled("resp", version)
+        if pause is None:
+            return c.decode(buf, pos)[0]
+        return decode_limited(c.decode, buf, pos, UNLIMITED, pause)[0]
 
-    def encode_request(self, version, msg, w=None):
-        w = w or Writer()
-        self._compiled("req", version).encode(w, msg)
-        return w
+    def encode_request(self, version, msg, w=None, pause=None):
+        """``msg`` appended to ``w`` (a new Writer when None). ``pause``: see PAUSE_EVERY."""
+        return self._encode("req", version, msg, w, pause)
 
     def encode_response(self, version, msg, w=None, pause=None):
         """``msg`` appended to ``w`` (a new Writer when None). ``pause``: see PAUSE_EVERY."""
+        return self._encode("resp", version, msg, w, pause)
+
+    def _encode(self, which, version, msg, w, pause):
         w = w or Writer()
         if pause is None:
-            self._compiled("resp", version).encode(w, msg)
+            self._compiled(which, version).encode(w, msg)
             return w
         b = _budget
         saved = b.pause
         b.pause = pause
         try:
-            self._compiled("resp", version).encode(w, msg)
+            self._compiled(which, version).encode(w, msg)
         finally:
             b.pause = saved
         return w

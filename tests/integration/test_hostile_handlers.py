@@ -107,11 +107,9 @@ def test_create_topic_of_10000_partitions_hosts_every_one(broker, wide):
     assert_healthy(broker, what="CreateTopics of 10,000 partitions")
 
 
-@pytest.mark.xfail(strict=False, reason="the controller holds the loop 0.6-1.0 s for a 10,000-partition topic: one "
-                   "event elects and queues every new partition (controller/partitions.trigger_online), and the "
-                   "in-process LeaderAndIsr is encoded and decoded in one piece (~0.3 s); the broker side stays under "
-                   "50 ms. Not strict: timing near the bound must not fail the suite either way (issue 15's work)")
 def test_create_topic_of_10000_partitions_keeps_the_bystander_under_half_a_second(wide):
+    # 0.6-1.0 s while the controller elected and queued every new partition in one event and the in-process
+    # LeaderAndIsr was encoded and decoded in one piece; 0.07-0.09 s here with both in time slices
     _answer, _took, watch = wide
     assert watch.worst < 0.5, watch.worst
 
@@ -238,5 +236,5 @@ def test_delete_topic_of_10000_partitions(broker, wide):
         assert [(r["name"], r["error_code"]) for r in resp["responses"]] == [(WIDE, 0)]
         assert partitions_led(c, WIDE) == {}
     assert not any(n.startswith(WIDE + "-") for n in os.listdir(broker.log_dir))
-    assert watch.worst < 0.5, watch.worst                   # 5.4 s before
+    assert watch.worst < 0.5, watch.worst       # 5.4 s, then 0.22 s (0.64 s in a loaded CI); 0.06-0.08 s now
     assert_healthy(broker, watch, what="DeleteTopics of a 10,000-partition topic")
