@@ -72,6 +72,22 @@ def herder(leader=False, owns=()):
     return h, store
 
 
+def test_create_answers_no_tasks_even_when_they_are_generated_before_the_answer():
+    """Kafka's DistributedHerder answers a create with the tasks of the snapshot from before the write: [] for a
+    new connector, always. The leader's own task generation may already have committed task 0 by the time the
+    answer is built (it did in CI): the answer must not depend on that race."""
+    h, store = herder(leader=True)
+    real = store.put_connector_config
+
+    def write_then_generate(name, props, target_state=None):
+        real(name, props, target_state)
+        store.tasks[(name, 0)] = {"file": "/tmp/generated"}
+    store.put_connector_config = write_then_generate
+    created, info = h.put_connector_config("new", dict(SRC, name="new"), False)
+    assert created and info["tasks"] == []
+    assert h.connector_info("new")["tasks"] == [{"connector": "new", "task": 0}]   # a GET afterwards sees it
+
+
 def test_follower_sends_config_writes_to_the_leader():
     h, store = herder(leader=False)
     for call in (lambda: h.put_connector_config("new", dict(SRC, name="new"), False),

@@ -762,9 +762,14 @@ class DistributedHerder(WorkerHerder):
             if exists and not allow_replace:
                 raise AlreadyExistsError("Connector %s already exists" % name)
             self._configs.put_connector_config(name, config, None if exists else target_state)
-            snap = self._current()
             log.info("%s connector %s", "Reconfigured" if exists else "Created", name)
-            return not exists, self._info(snap, name)
+            # Kafka's DistributedHerder answers with the written config and the tasks of the snapshot from before
+            # the write: a new connector's "tasks" is always [] (they are generated after the answer, on the rebalance
+            # it triggers), an updated one's are its old tasks. Reading the snapshot again here raced with this
+            # leader's own task generation and sometimes answered a new connector's task 0.
+            return not exists, {"name": name, "config": dict(config),
+                                "tasks": [t.to_json() for t in snap.tasks(name)] if exists else [],
+                                "type": self._type(config)}
 
     def delete_connector(self, name):
         self._check_rebalance()
