@@ -35,7 +35,6 @@ from kbroker.coord import make_backend
 from kbroker.coord.metadata_store import TopicStore
 from kbroker.coord.controller_view import ControllerView
 from kbroker.coord.registration import BrokerRegistrar, cluster_id as read_cluster_id, generate_broker_id
-from kbroker.coord.errors import BadVersionError
 from kbroker.coord.znodes import ensure_persistent_paths
 from kbroker.gcpolicy import GcPolicy
 from kbroker.internal_topics import GROUP_METADATA_TOPIC
@@ -47,6 +46,7 @@ from kbroker.producer_ids import ProducerIdManager
 from kbroker.quota.manager import ClientQuotas
 from kbroker.quota.store import CONSUMER as _CONSUMER_QUOTA, PRODUCER as _PRODUCER_QUOTA, QuotaAdmin, QuotaLimits
 from kbroker.quota.replication import RATE_KEYS as _REPLICATION_RATE_KEYS, ReplicationQuotas
+from kbroker.replica.isr_writes import IsrWriteBatcher
 from kbroker.replica.manager import ReplicaManager
 from kbroker.config import listener_sasl, listener_ssl
 from kbroker.config.dynamic import DynamicBrokerConfig
@@ -93,6 +93,7 @@ class Broker:
         self.rack = config.get("broker.rack")
         self.backend = make_backend(config)
         self.topic_store = TopicStore(self.backend)
+        self._isr_writes = IsrWriteBatcher(self.topic_store)   # leaders' ISR changes, batched (isr_writes.py)
         self.metadata_cache = MetadataCache()
         self.topic_configs = None
         self.topic_admin = None
@@ -371,6 +372,7 @@ class Broker:
         gevent.killall(self._tasks)
         if self.replica_manager is not None:
             self.replica_manager.shutdown()
+        self._isr_writes.stop()
         if self.registrar is not None:
             try:
                 self.registrar.deregister()
@@ -594,31 +596,12 @@ class Broker:
 
     def write_isr(self, topic, p, leader, leader_epoch, new_isr, zk_version):
         """The leader's ISR change: a conditional write of the partition state znode (Kafka's JSON, the
-        controller epoch it was given), then an /isr_change_notification for the controller. None when the
-        znode moved on (a controller decision won the race): the leader keeps its old ISR."""
+        controller epoch it was given), then an /isr_change_notification for the controller -- batched with the
+        other leaders' changes in flight (kbroker/replica/isr_writes.py). None when the znode moved on (a
+        controller decision won the race): the leader keeps its old ISR."""
         part = self.replica_manager.get_partition(topic, p)
         controller_epoch = part.controller_epoch if part is not None else -1
-        try:
-            version = self.topic_store.set_partition_state(topic, p, leader, new_isr, leader_epoch,
-                                                           controller_epoch, expected_version=zk_version)
-        except BadVersionError:
-            # Kafka's ReplicationUtils.checkLeaderAndIsrZkData: the write may have been applied while its answer was
-            # lost with the ZooKeeper connection, and the retry on the new connection then fails against our own
-            # write. If the znode holds exactly what we wrote, it is ours: take its version. (Without this the
-            # leader kept its old ISR and a stale version for good -- found by scripts/fault_soak.py after a
-            # whole-ensemble outage: ISR [1, 0] in ZooKeeper, [1, 0, 2] in memory, never expanded again.)
-            now = self.topic_store.partition_state(topic, p)
-            if now is not None and (now.leader, now.leader_epoch, list(now.isr), now.controller_epoch) == \
-                    (leader, leader_epoch, list(new_isr), controller_epoch):
-                log.info("ISR update of %s-%d: our own write was applied (zk version %d)", topic, p,
-                         now.zk_version)
-                self.topic_store.notify_isr_change(topic, p)
-                return now.zk_version
-            log.info("ISR update of %s-%d lost a race (zk version %d); waiting for the controller",
-                     topic, p, zk_version)
-            return None
-        self.topic_store.notify_isr_change(topic, p)
-        return version
+        return self._isr_writes.write(topic, p, leader, leader_epoch, controller_epoch, new_isr, zk_version)
 
     # ------------------------------------------------------------------------------------ group coordinator
     # The consumer-group coordinator (kbroker/coordinator) owns the groups of the __consumer_offsets partitions

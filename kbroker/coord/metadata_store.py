@@ -21,6 +21,9 @@ from .znodes import (
 )
 
 MAX_NAME_LENGTH = 249
+# Partitions per ISR change notification node: ~45 bytes each in JSON (a 40-character topic name), so 5,000 make
+# ~225 KB, well under ZooKeeper's 1 MiB jute.maxbuffer, and the controller reads them in one get.
+ISR_NOTIFICATION_MAX = 5000
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 
 
@@ -239,11 +242,28 @@ class TopicStore:
             except NodeExistsError:
                 return self.backend.set(path, data).version
 
+    def set_partition_states_if(self, writes):
+        """Conditional writes of several ``.../partitions/<p>/state`` znodes (leaders' ISR changes) in one
+        ``backend.set_many``: ``writes`` [(name, partition, leader, isr, leader_epoch, controller_epoch,
+        expected_version)] -> one entry per write, in order: its new data version, or the CoordinationError the
+        single conditional write would have raised (BadVersionError, NoNodeError, ConnectionLossError)."""
+        results = self.backend.set_many(
+            [(TopicPartitionStateZNode.path(name, p), TopicPartitionStateZNode.encode(leader, epoch, isr, cepoch),
+              version) for name, p, leader, isr, epoch, cepoch, version in writes])
+        return [r if isinstance(r, Exception) else r.version for r in results]
+
     def notify_isr_change(self, name, partition):
         """Announce a leader's ISR change to the controller (Kafka's /isr_change_notification sequential node)."""
-        self.backend.create(IsrChangeNotificationSequenceZNode.path_prefix(),
-                            IsrChangeNotificationSequenceZNode.encode([(name, partition)]), sequence=True,
-                            makepath=True)
+        self.notify_isr_changes([(name, partition)])
+
+    def notify_isr_changes(self, tps):
+        """Announce several partitions' ISR changes: sequential nodes of up to ``ISR_NOTIFICATION_MAX`` partitions
+        each (Kafka's format lists many per node: ReplicaManager.maybePropagateIsrChanges)."""
+        tps = list(tps)
+        for i in range(0, len(tps), ISR_NOTIFICATION_MAX):
+            self.backend.create(IsrChangeNotificationSequenceZNode.path_prefix(),
+                                IsrChangeNotificationSequenceZNode.encode(tps[i:i + ISR_NOTIFICATION_MAX]),
+                                sequence=True, makepath=True)
 
     def partition_state(self, name, partition):
         """PartitionState(leader, leader_epoch, isr, controller_epoch, zk_version) or None if never written."""

@@ -36,6 +36,7 @@ import time
 
 import gevent
 from gevent.lock import RLock
+from gevent.pool import Pool
 
 from kbroker import errors
 from kbroker.config.keys import CONFIG_KEYS
@@ -55,6 +56,9 @@ state_change_log = logging.getLogger("state.change.logger")
 TRACE = 5
 
 HW_CHECKPOINT = "replication-offset-checkpoint"
+# ISR shrinks in flight at once (maybe_shrink_isr): a few ISR write batches' worth; each waiting greenlet holds a
+# few KB, so 2,000 cost a few MB for the seconds a mass shrink lasts.
+SHRINK_CONCURRENCY = 2000
 
 # The keys read here; a dict ``config`` may omit them, and their defaults come from the broker key table.
 _SETTINGS = ("replica.lag.time.max.ms", "replica.fetch.wait.max.ms", "replica.fetch.min.bytes",
@@ -645,9 +649,20 @@ class ReplicaManager:
 
     # -------------------------------------------------------------------------------------- periodic work
     def maybe_shrink_isr(self, now=None):
-        """ISR expiry over every led partition; returns the partitions whose ISR shrank."""
+        """ISR expiry over every led partition; returns the partitions whose ISR shrank.
+
+        The due shrinks run together, each in a greenlet of a pool of ``SHRINK_CONCURRENCY``, so their ZooKeeper
+        writes meet in the broker's ISR write batches (kbroker/replica/isr_writes.py). One after another, each
+        waited for its own round trip: a dead broker's ~4,800 followers took ~50 s to leave the ISRs of one
+        survivor, and its controller noticed the death behind them (docs/performance.md, issue 15)."""
         now = self.clock() if now is None else now
-        return [tp for tp, part in list(self._partitions.items()) if part.is_leader and part.maybe_shrink_isr(now)]
+        due = [(tp, part) for tp, part in list(self._partitions.items()) if part.out_of_sync_replicas(now)]
+        if len(due) <= 1:
+            return [tp for tp, part in due if part.maybe_shrink_isr(now)]
+        pool = Pool(SHRINK_CONCURRENCY)
+        jobs = [(tp, pool.spawn(part.maybe_shrink_isr, now)) for tp, part in due]
+        pool.join()
+        return [tp for tp, job in jobs if job.value]
 
     def high_watermarks(self):
         return {tp: part.high_watermark for tp, part in self._partitions.items()}

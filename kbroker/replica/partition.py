@@ -423,10 +423,10 @@ class Partition:
             return True
         return False
 
-    def maybe_shrink_isr(self, now=None):
-        """Drop followers not caught up for replica_lag_time_max_ms (run every lag/2). True if the ISR changed."""
+    def out_of_sync_replicas(self, now=None):
+        """The followers in the ISR not caught up for replica_lag_time_max_ms (empty when not leading)."""
         if not self.is_leader or len(self.isr) <= 1:
-            return False
+            return set()
         now = self.clock() if now is None else now
         lag = self.replica_lag_time_max_ms
         out = set()
@@ -436,6 +436,11 @@ class Partition:
             st = self.followers.get(r)
             if st is None or now - st.last_caught_up_ms > lag:
                 out.add(r)
+        return out
+
+    def maybe_shrink_isr(self, now=None):
+        """Drop followers not caught up for replica_lag_time_max_ms (run every lag/2). True if the ISR changed."""
+        out = self.out_of_sync_replicas(now)
         if not out:
             return False
         log.info("%s-%d: shrinking ISR %s by %s", self.topic, self.index, self.isr, sorted(out))
