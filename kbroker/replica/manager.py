@@ -418,7 +418,7 @@ class ReplicaManager:
             try:
                 part = Partition(topic, p, new_logs.logs.get(tp) or existing[tp], configs[topic], self.broker_id,
                                  flusher=self.flusher, clock=self.clock, high_watermark=hw_checkpoint.get(tp, 0),
-                                 isr_writer=self.isr_writer, replica_lag_time_max_ms=lag,
+                                 isr_writer=self.isr_writer, isr_spawn=gevent.spawn, replica_lag_time_max_ms=lag,
                                  new_log=tp in new_logs.fresh, isr_stats=self.isr_stats)
                 if tp in leading and part.epoch_cache.assign(leading[tp], part.log.log_end_offset, flush=False):
                     epochs[tp] = epoch_cache.snapshot(part.epoch_cache)

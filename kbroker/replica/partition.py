@@ -100,12 +100,14 @@ class ReplicaState:
 
 class Partition:
     def __init__(self, topic, index, log, log_config, broker_id, flusher=None, clock=now_ms, high_watermark=None,
-                 isr_writer=None, replica_lag_time_max_ms=10000, new_log=False, isr_stats=None):
+                 isr_writer=None, replica_lag_time_max_ms=10000, new_log=False, isr_stats=None, isr_spawn=None):
         """``flusher(log)`` fsyncs a log off the event loop (flush.messages); ``clock()`` -> ms;
         ``high_watermark``: the checkpointed HW (None: the LEO -- a standalone leader); ``isr_writer`` as in
         the module docstring (None: ISR changes apply locally, zk_version + 1); ``new_log``: the log was just
         created in a new directory (nothing to rebuild; the epoch cache's first write needs no fsync,
-        epoch_cache.py); ``isr_stats``: the ReplicaManager's ``IsrStats`` (None: the partition's own)."""
+        epoch_cache.py); ``isr_stats``: the ReplicaManager's ``IsrStats`` (None: the partition's own);
+        ``isr_spawn(fn, *args)``: runs an ISR expansion's write in a greenlet of its own, so the follower's Fetch
+        that caught up is answered without waiting for ZooKeeper (None: the expansion is written in the call)."""
         self.topic = topic
         self.index = index
         self.log = log
@@ -113,6 +115,7 @@ class Partition:
         self.flusher = flusher
         self.clock = clock
         self.isr_writer = isr_writer
+        self.isr_spawn = isr_spawn
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.leader = broker_id
         self.leader_epoch = 0
@@ -337,7 +340,10 @@ class Partition:
         st.leo = fetch_offset
         if (replica_id not in self.isr and fetch_offset >= self.high_watermark
                 and fetch_offset >= self.epoch_cache.start_offset_of(self.leader_epoch)):
-            self._change_isr(self.isr + [replica_id])
+            # In the background with ``isr_spawn``: a restarted follower catches up on thousands of partitions in
+            # a few fetches, and one write after another, each waited for in turn, kept its fetches waiting
+            # ~10 ms a partition; in greenlets of their own the writes meet in the broker's ISR write batches.
+            self._change_isr(self.isr + [replica_id], wait=self.isr_spawn is None)
         self.maybe_advance_hw()
 
     def read_for_follower(self, replica_id, fetch_offset, max_bytes, min_one=True, record=True, log_start_offset=-1):
@@ -463,24 +469,34 @@ class Partition:
             self.isr = list(la.isr)
         return True
 
-    def _change_isr(self, new_isr):
+    def _change_isr(self, new_isr, wait=True):
+        """Write ``new_isr`` (through ``isr_writer``) and take it once written; True if it was taken. At most one
+        write in flight (another change meanwhile is dropped: the next check retries it). ``wait`` False: the
+        write runs in ``isr_spawn`` and this returns False at once (the ISR changes when the write lands)."""
         if self._isr_write_pending:
             return False
         epoch, leadership = self.leader_epoch, self.leadership
         if self.isr_writer is None:
-            version = self.zk_version + 1
-        else:
-            self._isr_write_pending = True
-            self._pending_isr = list(new_isr)
-            try:
-                version = self.isr_writer(self.topic, self.index, self.broker_id, epoch, list(new_isr),
-                                          self.zk_version)
-            except Exception:  # noqa: BLE001 - a failed write is a lost race: keep the old ISR
-                log.exception("%s-%d: ISR write failed", self.topic, self.index)
-                version = None
-            finally:
-                self._isr_write_pending = False
-                self._pending_isr = None
+            return self._take_isr(new_isr, epoch, leadership, self.zk_version + 1)
+        self._isr_write_pending = True
+        self._pending_isr = list(new_isr)
+        if not wait:
+            self.isr_spawn(self._write_isr, list(new_isr), epoch, leadership)
+            return False
+        return self._write_isr(new_isr, epoch, leadership)
+
+    def _write_isr(self, new_isr, epoch, leadership):
+        try:
+            version = self.isr_writer(self.topic, self.index, self.broker_id, epoch, list(new_isr), self.zk_version)
+        except Exception:  # noqa: BLE001 - a failed write is a lost race: keep the old ISR
+            log.exception("%s-%d: ISR write failed", self.topic, self.index)
+            version = None
+        finally:
+            self._isr_write_pending = False
+            self._pending_isr = None
+        return self._take_isr(new_isr, epoch, leadership, version)
+
+    def _take_isr(self, new_isr, epoch, leadership, version):
         if version is None or self.leader_epoch != epoch or self.leadership != leadership or not self.is_leader:
             return False
         if len(new_isr) < len(self.isr):

@@ -215,6 +215,38 @@ def test_single_member_fast_path_waits_for_a_pending_expansion(tmp_path):
     assert part.high_watermark == 5
 
 
+def test_isr_expansion_in_the_background_does_not_hold_the_fetch(tmp_path):
+    """With ``isr_spawn`` (the ReplicaManager's gevent.spawn) a follower's catch-up returns at once: the
+    expansion's write runs in its own greenlet (where concurrent writes meet in the broker's ISR write batches),
+    the HW waits over the maximal ISR meanwhile, and the ISR is taken when the write lands. A second catch-up
+    while the write is in flight starts no second write."""
+    from gevent.event import Event
+    release = Event()
+    writes = []
+
+    def slow_writer(topic, p, leader, epoch, isr, version):
+        writes.append(list(isr))
+        release.wait(5)
+        return version + 1
+    lc = LogConfig()
+    part = Partition("t", 0, Log(str(tmp_path / "t-0"), lc), lc, 1, clock=Clock(), isr_writer=slow_writer,
+                     isr_spawn=gevent.spawn)
+    part.make_leader(1, [1, 2], [1, 2, 3], 0)
+    part.append(batch(5), None, 1)
+    part.update_follower(2, 5)
+    assert part.high_watermark == 5
+    part.update_follower(3, 5)                        # caught up: returns without waiting for the write
+    part.update_follower(3, 5)
+    assert part.isr == [1, 2] and part.maximal_isr() == [1, 2, 3]
+    gevent.sleep(0)
+    assert writes == [[1, 2, 3]]
+    release.set()
+    deadline = time.monotonic() + 5
+    while part.isr != [1, 2, 3] and time.monotonic() < deadline:
+        gevent.sleep(0.001)
+    assert part.isr == [1, 2, 3] and part.zk_version == 1 and writes == [[1, 2, 3]]
+
+
 def test_isr_write_lost_race_keeps_old_isr(tmp_path):
     clock = Clock()
     part = make_partition(tmp_path, clock=clock, writer=lambda *a: None)
