@@ -273,6 +273,11 @@ class TopicStore:
             return None
         return TopicPartitionStateZNode.decode(data, stat.version)
 
+    def partition_states(self, tps):
+        """``partition_state`` of several partitions in one pipelined read: [PartitionState or None] in order."""
+        got = self.backend.get_many([TopicPartitionStateZNode.path(t, p) for t, p in tps])
+        return [None if data is None else TopicPartitionStateZNode.decode(data, stat.version) for data, stat in got]
+
     def partitions_with_state(self, name):
         try:
             return sorted(int(p) for p in self.backend.get_children(TopicPartitionsZNode.path(name)))

@@ -37,6 +37,8 @@ log = logging.getLogger("kbroker.replica.isr")
 # Most requests in one batch: 10 of ZooKeeper's multi transactions (1,000 sets each, coord/zk.py MULTI_SETS), a
 # few MB of requests; more queued wait for the next batch, sent as soon as this one is answered.
 MAX_BATCH = 10_000
+# A failed notification (no ZooKeeper connection) is retried this much later, or with the next batch.
+NOTIFY_RETRY_S = 1.0
 
 
 class IsrWriteBatcher:
@@ -48,6 +50,7 @@ class IsrWriteBatcher:
         self._queue = []                 # [(write tuple, AsyncResult)]
         self._wake = Event()
         self._writer = None
+        self._unannounced = []           # [(topic, p)] written but not yet notified (a failed notification)
         self.batches = 0                 # batches written (tests, logs)
         self.largest = 0                 # most requests in one batch
 
@@ -69,8 +72,10 @@ class IsrWriteBatcher:
 
     def _run(self):
         while True:
-            self._wake.wait()
+            woken = self._wake.wait(timeout=NOTIFY_RETRY_S if self._unannounced else None)
             self._wake.clear()
+            if not woken:                # a failed notification's retry is due (the next batch would carry it)
+                self._announce([])
             while self._queue:
                 batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
                 self._write(batch)
@@ -84,32 +89,53 @@ class IsrWriteBatcher:
         except Exception as e:  # noqa: BLE001 - the whole batch failed (no connection): each request re-reads
             log.warning("ISR writes of %d partitions failed: %s; re-reading their states", len(writes), e)
             outcomes = [e] * len(writes)
-        versions = [v if not isinstance(v, Exception) else self._ours_after_all(w, v)
-                    for w, v in zip(writes, outcomes)]
+        versions = self._versions(writes, outcomes)
         changed = [(w[0], w[1]) for w, v in zip(writes, versions) if v is not None]
-        if changed:
-            try:
-                self.topic_store.notify_isr_changes(changed)
-            except Exception:  # noqa: BLE001 - the writes stand; the controller learns of them at its next read
-                log.exception("ISR change notification of %d partitions failed", len(changed))
+        self._announce(changed)
         for (_w, result), v in zip(batch, versions):
             result.set(v)
         if len(writes) > 1:
             log.info("wrote %d ISR changes in one batch (%d applied)", len(writes), len(changed))
 
-    def _ours_after_all(self, w, error):
-        """The version of a failed write's znode when it holds exactly what ``w`` wrote (the write applied and its
-        answer was lost), else None."""
-        topic, p, leader, isr, epoch, cepoch, version = w
+    def _announce(self, changed):
+        """Notify the controller of ``changed`` and of what an earlier failed notification left; a failure keeps
+        them all for the next batch or ``NOTIFY_RETRY_S`` later (the writes stand: until the controller reads them
+        its metadata shows the old ISRs)."""
+        tps = self._unannounced + changed
+        if not tps:
+            return
         try:
-            now = self.topic_store.partition_state(topic, p)
+            self.topic_store.notify_isr_changes(tps)
+            self._unannounced = []
+        except Exception as e:  # noqa: BLE001
+            log.warning("ISR change notification of %d partitions failed (%s); retrying in %.0f s", len(tps), e,
+                        NOTIFY_RETRY_S)
+            self._unannounced = tps
+
+    def _versions(self, writes, outcomes):
+        """The new version of each write, or None: a failed write's znode is re-read (all of them in one pipelined
+        read: a batch that lost its race against the controller can hold hundreds) and the write is ours when the
+        znode holds exactly what it wrote (applied, its answer lost), else lost."""
+        failed = [i for i, v in enumerate(outcomes) if isinstance(v, Exception)]
+        versions = [None if isinstance(v, Exception) else v for v in outcomes]
+        if not failed:
+            return versions
+        try:
+            states = self.topic_store.partition_states([(writes[i][0], writes[i][1]) for i in failed])
         except CoordinationError as e:
-            log.warning("ISR update of %s-%d failed (%s) and its state could not be re-read: %s", topic, p, error, e)
-            return None
-        if now is not None and (now.leader, now.leader_epoch, list(now.isr), now.controller_epoch) == \
-                (leader, epoch, isr, cepoch):
-            log.info("ISR update of %s-%d: our own write was applied (zk version %d)", topic, p, now.zk_version)
-            return now.zk_version
-        log.info("ISR update of %s-%d lost a race (zk version %d: %s); waiting for the controller", topic, p,
-                 version, error)
-        return None
+            log.warning("%d ISR updates failed (%s) and their states could not be re-read: %s", len(failed),
+                        outcomes[failed[0]], e)
+            return versions
+        lost = []
+        for i, now in zip(failed, states):
+            topic, p, leader, isr, epoch, cepoch, version = writes[i]
+            if now is not None and (now.leader, now.leader_epoch, list(now.isr), now.controller_epoch) == \
+                    (leader, epoch, isr, cepoch):
+                log.info("ISR update of %s-%d: our own write was applied (zk version %d)", topic, p, now.zk_version)
+                versions[i] = now.zk_version
+            else:
+                lost.append("%s-%d" % (topic, p))
+        if lost:
+            log.info("ISR updates of %d partitions lost a race (%s, first: %s); waiting for the controller",
+                     len(lost), outcomes[failed[0]], ", ".join(lost[:5]))
+        return versions

@@ -483,3 +483,19 @@ def test_create_many_is_pipelined_and_reports_per_item(backends, raw, chroot):
     assert raw.get(chroot + "/brokers/topics/t/partitions/299/state")[0] == b'{"p":299}'
     assert sorted(raw.get_children(chroot + "/brokers/topics/t/partitions"), key=int) == [str(p) for p in range(300)]
     assert raw.get(chroot + "/x")[0] == b"1"
+
+
+def test_concurrent_pipelines_from_many_greenlets_all_answer(backends):
+    """Ten greenlets each pipelining 2,000 reads at once (a controller's re-reads beside leaders' ISR batches):
+    every read answers. kazoo writes one wake-up byte per request to a socketpair, and once its buffer is full only
+    one greenlet may wait to write; before the submissions were serialised the others got ConnectionClosedError
+    ("client is stopped") on a healthy session, and their requests were stranded in kazoo's queue."""
+    b = backends()
+    paths = ["/many/p%04d" % i for i in range(2000)]
+    assert not any(isinstance(r, Exception) for r in b.create_many([(p, b"v%d" % i, True)
+                                                                     for i, p in enumerate(paths)]))
+    jobs = [gevent.spawn(b.get_many, paths) for _ in range(10)]
+    gevent.joinall(jobs, timeout=60)
+    assert [j.exception for j in jobs] == [None] * 10
+    assert all([data for data, _st in j.value] == [b"v%d" % i for i in range(2000)] for j in jobs)
+    assert b.get("/many/p1999")[0] == b"v1999"          # the session still serves a plain call afterwards

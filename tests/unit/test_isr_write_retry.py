@@ -10,6 +10,7 @@ said [1, 0] at version 9, so it never expanded the ISR again.
 Rules: BadVersion + the znode holds exactly (leader, leader_epoch, isr, controller_epoch) we wrote -> our write, its
 version returned and the controller notified; anything else (a controller's election, another ISR) -> None.
 """
+import time
 from types import SimpleNamespace
 
 import gevent
@@ -135,3 +136,27 @@ def test_stop_answers_queued_writes_with_none(store):
     batcher.stop()
     assert second.get(timeout=5) is None
     first.kill()
+
+
+def test_a_failed_notification_is_sent_again(store, monkeypatch):
+    """The writes stand when their notification fails (no connection): the partitions are announced again with
+    the next batch or NOTIFY_RETRY_S later, so the controller learns of every ISR change."""
+    from kbroker.replica import isr_writes
+    monkeypatch.setattr(isr_writes, "NOTIFY_RETRY_S", 0.05)
+    batcher = IsrWriteBatcher(store)
+    real = store.notify_isr_changes
+    calls = []
+
+    def flaky(tps):
+        calls.append(list(tps))
+        if len(calls) == 1:
+            raise ConnectionError("connection loss")
+        real(tps)
+    store.notify_isr_changes = flaky
+    assert batcher.write("t", 0, 1, 3, 5, [1, 0], 0) == 1
+    assert notifications(store) == []
+    deadline = time.monotonic() + 5
+    while not notifications(store) and time.monotonic() < deadline:
+        gevent.sleep(0.01)
+    assert calls == [[("t", 0)], [("t", 0)]] and len(notifications(store)) == 1
+    batcher.stop()
