@@ -48,6 +48,7 @@ class IsrWriteBatcher:
     def __init__(self, topic_store):
         self.topic_store = topic_store
         self._queue = []                 # [(write tuple, AsyncResult)]
+        self._inflight = []              # the batch being written
         self._wake = Event()
         self._writer = None
         self._unannounced = []           # [(topic, p)] written but not yet notified (a failed notification)
@@ -66,9 +67,10 @@ class IsrWriteBatcher:
         if self._writer is not None:
             self._writer.kill()
             self._writer = None
-        queued, self._queue = self._queue, []
+        queued, self._queue, self._inflight = self._inflight + self._queue, [], []
         for _w, result in queued:
-            result.set(None)             # the broker is stopping: the leader keeps its old ISR
+            if not result.ready():
+                result.set(None)         # the broker is stopping: the leader keeps its old ISR
 
     def _run(self):
         while True:
@@ -78,7 +80,15 @@ class IsrWriteBatcher:
                 self._announce([])
             while self._queue:
                 batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
-                self._write(batch)
+                self._inflight = batch
+                try:
+                    self._write(batch)
+                except Exception:  # noqa: BLE001 - never leave a caller waiting: its write counts as lost
+                    log.exception("ISR write batch of %d partitions failed", len(batch))
+                    for _w, result in batch:
+                        if not result.ready():
+                            result.set(None)
+                self._inflight = []
 
     def _write(self, batch):
         writes = [w for w, _r in batch]
