@@ -25,8 +25,7 @@ import logging
 import os
 
 from .index import CorruptIndexError
-from .segment import (INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, UnsupportedLogFormatError,
-                      filename_prefix, iter_file_batches, old_format_at)
+from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, filename_prefix, iter_file_batches
 from .txn_index import TXN_INDEX_SUFFIX
 
 log = logging.getLogger(__name__)
@@ -100,21 +99,6 @@ def _complete_swap(dir_path, name, max_message_size):
     log.info("completed interrupted swap %s in %s (offsets %d..%d)", name, dir_path, base, next_offset)
 
 
-def _refuse_old_format(log_path):
-    """Checked before the segment is opened for writing, rebuilt or cut, clean shutdown or not (segment.recover
-    checks later positions too: a v2 log whose later batches are v1)."""
-    fd = os.open(log_path, os.O_RDONLY)
-    try:
-        old = old_format_at(fd, 0, os.fstat(fd).st_size)
-    finally:
-        os.close(fd)
-    if old:
-        raise UnsupportedLogFormatError(
-            "%s holds message format v0/v1 (written by Kafka < 0.11 or with log.message.format.version <= "
-            "0.10.2): kbroker stores record batches v2 only and leaves this log untouched; copy the data with "
-            "kbroker-mirror-maker instead (docs/upgrading.md)" % log_path)
-
-
 def load_segments(dir_path, config, recovery_point=0, clean_shutdown=False):
     """Open (and if needed recover) every segment of a partition directory; returns a LoadResult."""
     max_message_size = config.max_message_bytes
@@ -135,8 +119,9 @@ def load_segments(dir_path, config, recovery_point=0, clean_shutdown=False):
     for base in log_bases:
         prefix = os.path.join(dir_path, filename_prefix(base))
         missing = not (os.path.exists(prefix + INDEX_SUFFIX) and os.path.exists(prefix + TIME_INDEX_SUFFIX))
-        _refuse_old_format(prefix + LOG_SUFFIX)
-        segment = LogSegment(dir_path, base, config)
+        # v0/v1 (Kafka < 0.11) is refused before anything touches the segment, clean shutdown or not
+        # (segment.recover checks later positions too: a v2 log whose later batches are v1).
+        segment = LogSegment(dir_path, base, config, refuse_old_format=True)
         needs_rebuild = missing
         if not missing:
             try:

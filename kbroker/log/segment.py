@@ -142,7 +142,10 @@ def old_format_at(fd, position, file_size):
 
 
 class LogSegment:
-    def __init__(self, dir_path, base_offset, config, suffix="", created_ms=None):
+    def __init__(self, dir_path, base_offset, config, suffix="", created_ms=None, refuse_old_format=False):
+        """``refuse_old_format``: UnsupportedLogFormatError (file closed, no index created) when the ``.log``
+        starts with a message set v0/v1 (the loader's check of every segment it opens, through this segment's
+        own descriptor: one open of the file at load, not two)."""
         self.dir = dir_path
         self.base_offset = base_offset
         self.config = config
@@ -152,6 +155,12 @@ class LogSegment:
         self.file = open(self.log_path, "ab+", buffering=0)
         self._fd = self.file.fileno()
         self._size = os.fstat(self._fd).st_size
+        if refuse_old_format and old_format_at(self._fd, 0, self._size):
+            self.file.close()
+            raise UnsupportedLogFormatError(
+                "%s holds message format v0/v1 (written by Kafka < 0.11 or with log.message.format.version <= "
+                "0.10.2): kbroker stores record batches v2 only and leaves this log untouched; copy the data with "
+                "kbroker-mirror-maker instead (docs/upgrading.md)" % self.log_path)
         self.offset_index = OffsetIndex(prefix + INDEX_SUFFIX + suffix, base_offset, config.segment_index_bytes)
         self.time_index = TimeIndex(prefix + TIME_INDEX_SUFFIX + suffix, base_offset, config.segment_index_bytes)
         self.txn_index = TransactionIndex(prefix + TXN_INDEX_SUFFIX + suffix, base_offset)
