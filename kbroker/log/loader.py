@@ -62,7 +62,8 @@ def _unlink(path):
 
 
 def _delete_leftovers(dir_path):
-    swaps = []
+    """Step 1. Returns (the ``.log.swap`` names to complete, the names left in the directory)."""
+    swaps, kept = [], []
     for name in sorted(os.listdir(dir_path)):
         path = os.path.join(dir_path, name)
         if name.endswith(DELETED_SUFFIX) or name.endswith(CLEANED_SUFFIX):
@@ -72,7 +73,9 @@ def _delete_leftovers(dir_path):
                 swaps.append(name)
             else:
                 _unlink(path)
-    return swaps
+        else:
+            kept.append(name)
+    return swaps, kept
 
 
 def _complete_swap(dir_path, name, max_message_size):
@@ -102,12 +105,14 @@ def _complete_swap(dir_path, name, max_message_size):
 def load_segments(dir_path, config, recovery_point=0, clean_shutdown=False):
     """Open (and if needed recover) every segment of a partition directory; returns a LoadResult."""
     max_message_size = config.max_message_bytes
-    for swap in _delete_leftovers(dir_path):
+    swaps, names = _delete_leftovers(dir_path)
+    for swap in swaps:
         _complete_swap(dir_path, swap, max_message_size)
-
-    names = os.listdir(dir_path)
+    if swaps:
+        names = os.listdir(dir_path)     # one listing a partition otherwise (10,000 of them at a broker's start)
     log_bases = sorted(b for b in (_base_of(n) for n in names if n.endswith(LOG_SUFFIX)) if b is not None)
     have = set(log_bases)
+    present = set(names)
     for name in names:
         if name.endswith(INDEX_SUFFIX) or name.endswith(TIME_INDEX_SUFFIX) or name.endswith(TXN_INDEX_SUFFIX):
             base = _base_of(name)
@@ -118,7 +123,8 @@ def load_segments(dir_path, config, recovery_point=0, clean_shutdown=False):
     rebuilt = {}  # base offset -> bytes truncated while rebuilding a missing/corrupt index
     for base in log_bases:
         prefix = os.path.join(dir_path, filename_prefix(base))
-        missing = not (os.path.exists(prefix + INDEX_SUFFIX) and os.path.exists(prefix + TIME_INDEX_SUFFIX))
+        missing = not (filename_prefix(base) + INDEX_SUFFIX in present
+                       and filename_prefix(base) + TIME_INDEX_SUFFIX in present)
         # v0/v1 (Kafka < 0.11) is refused before anything touches the segment, clean shutdown or not
         # (segment.recover checks later positions too: a v2 log whose later batches are v1).
         segment = LogSegment(dir_path, base, config, refuse_old_format=True)
