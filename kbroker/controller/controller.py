@@ -155,10 +155,13 @@ class Controller:
         if self._controller_watch is not None:
             self._controller_watch.cancel()
         was_active = self.active
+        # The event greenlet first (Kafka closes its event manager before resigning): an event may be paused in a
+        # time slice or a ZooKeeper call, and must not resume on the state the resignation clears.
+        in_loop = self._loop is not None and self._loop is gevent.getcurrent()
+        if self._loop is not None and not in_loop:
+            self._loop.kill()
         if self.active:
             self._resign()
-        if self._loop is not None:
-            self._loop.kill()
         self._pending = 0
         self._idle.set()
         # Not connected (the ensemble down): the read would only wait out the operation timeout; our /controller
@@ -170,6 +173,8 @@ class Controller:
                     self.backend.delete(ControllerZNode.path(), version=stat.version)
             except Exception:  # noqa: BLE001 -- gone already / session closed
                 pass
+        if in_loop:
+            self._loop.kill()            # stopped from one of its own events: it ends here
 
     def wait_idle(self, timeout=5.0):
         """Block until the event queue is empty and no event is being handled; False on timeout (tests)."""
