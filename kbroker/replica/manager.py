@@ -256,7 +256,7 @@ class ReplicaManager:
             result.update(self._prepare_leader_epochs(accepted, result))
             endpoints = {b: (h, port) for b, h, port in (live_leaders or ())}
             logged = state_change_log.isEnabledFor(logging.INFO)
-            for st in accepted:
+            for st in self._apply_order(accepted):
                 if st.tp not in result:
                     result[st.tp] = self._apply_one(st, endpoints)
                 if logged:
@@ -269,7 +269,21 @@ class ReplicaManager:
                         la.leader, ",".join(map(str, la.isr)), la.leader_epoch, result[st.tp])
                 slice_.tick()
             self._drop_idle_fetchers()
-            return result
+            # Answered in the request's order, whatever order the partitions were applied in.
+            return {st.tp: result[st.tp] for st in partition_states if st.tp in result}
+
+    def _apply_order(self, accepted):
+        """``accepted`` with the partitions this broker already leads and keeps leading in a new epoch last. Those
+        write their new epoch's checkpoint durably one by one in ``make_leader`` (two fsyncs each, on the loop:
+        ``_prepare_leader_epochs`` cannot batch them, they keep appending meanwhile); the others' epochs are
+        written already. After a broker failure the controller's broker got ~9,000 of each kind in one request,
+        and the new leaderships -- the partitions clients were waiting for -- came ~4 s late behind the ISR-shrink
+        epochs interleaved with them (bench/controller_scale.py, 27,000 partitions)."""
+        def bumps(st):
+            part = self._partitions.get(st.tp)
+            return part is not None and part.is_leader and st.leader_and_isr.leader == self.broker_id
+        first = [st for st in accepted if not bumps(st)]
+        return first + [st for st in accepted if bumps(st)] if len(first) < len(accepted) else accepted
 
     def _prepare_leader_epochs(self, accepted, result):
         """The new leader epochs of the hosted partitions this broker is to lead, recorded in their caches and

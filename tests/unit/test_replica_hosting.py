@@ -450,3 +450,24 @@ def test_a_partition_that_already_leads_starts_its_new_epoch_where_make_leader_f
     assert rm.get_partition("l", 13).epoch_cache.entries() == [(5, 0), (7, 4)]  # led throughout: starts at its end
     assert rm.get_partition("l", 3).epoch_cache.entries() == [(7, 0)]          # follower -> leader: batched
     lm.shutdown()
+
+
+def test_new_leaderships_are_applied_before_epoch_bumps_of_partitions_already_led(tmp_path, pool):
+    """One LeaderAndIsr after a broker failure: partitions this broker already leads get a new epoch (their ISR
+    shrank), others it followed become leaders. The new leaderships are applied first -- the bumps write their
+    checkpoints one fsync'd file at a time -- and the answer keeps the request's order."""
+    lm, rm = make_rm(tmp_path, pool)
+    led = states("a", 4, replicas=(0, 1))                       # led here at epoch 5
+    followed = states("b", 4, leader=1, replicas=(1, 0))         # followed here at epoch 5
+    assert set(rm.apply_leader_and_isr(0, 1, led + followed, []).values()) == {0}
+    order = []
+    rm.leadership_listeners.append(lambda tp, was, now: order.append(tp))
+    # Interleaved in the request: a-0, b-0, a-1, b-1, ...
+    mixed = [st for pair in zip(states("a", 4, epoch=6, replicas=(0,)), states("b", 4, epoch=6, replicas=(0,)))
+             for st in pair]
+    result = rm.apply_leader_and_isr(0, 1, mixed, [])
+    assert list(result) == [st.tp for st in mixed] and set(result.values()) == {0}
+    assert order == [("b", p) for p in range(4)] + [("a", p) for p in range(4)]
+    assert all(rm.get_partition(t, p).is_leader and rm.get_partition(t, p).leader_epoch == 6
+               for t in "ab" for p in range(4))
+    lm.shutdown()
