@@ -481,13 +481,15 @@ class Partition:
         self._isr_write_pending = True
         self._pending_isr = list(new_isr)
         if not wait:
-            self.isr_spawn(self._write_isr, list(new_isr), epoch, leadership)
+            # The znode version of now, not of when the greenlet runs: a LeaderAndIsr landing in between (a new
+            # epoch, a new version) must make this write fail, not pass with the old epoch at the new version.
+            self.isr_spawn(self._write_isr, list(new_isr), epoch, leadership, self.zk_version)
             return False
-        return self._write_isr(new_isr, epoch, leadership)
+        return self._write_isr(new_isr, epoch, leadership, self.zk_version)
 
-    def _write_isr(self, new_isr, epoch, leadership):
+    def _write_isr(self, new_isr, epoch, leadership, zk_version):
         try:
-            version = self.isr_writer(self.topic, self.index, self.broker_id, epoch, list(new_isr), self.zk_version)
+            version = self.isr_writer(self.topic, self.index, self.broker_id, epoch, list(new_isr), zk_version)
         except Exception:  # noqa: BLE001 - a failed write is a lost race: keep the old ISR
             log.exception("%s-%d: ISR write failed", self.topic, self.index)
             version = None

@@ -545,3 +545,28 @@ def test_producer_state_and_epoch_cache_rebuilt_from_the_log(tmp_path):
     assert again.producers.last_sequence(9) == 2
     assert again.epoch_cache.entries() == [(0, 0), (4, 3)]
     again.log.close()
+
+
+def test_a_background_expansion_writes_at_the_version_it_was_decided_on(tmp_path):
+    """A LeaderAndIsr landing between the catch-up and its background write (new epoch, new znode version) must make
+    the write conditional on the version the expansion was decided on -- so ZooKeeper refuses it -- not on the new
+    one, where it would pass and put the old leader epoch back."""
+    writes = []
+
+    def writer(topic, p, leader, epoch, isr, version):
+        writes.append((epoch, list(isr), version))
+        return None                                   # the znode moved on: a lost race
+
+    lc = LogConfig()
+    spawned = []
+    part = Partition("t", 0, Log(str(tmp_path / "t-0"), lc), lc, 1, clock=Clock(), isr_writer=writer,
+                     isr_spawn=lambda fn, *args: spawned.append((fn, args)))
+    part.make_leader(1, [1, 2], [1, 2, 3], 4)
+    part.append(batch(5), None, 1)
+    part.update_follower(2, 5)
+    part.update_follower(3, 5)                        # decided at epoch 1, znode version 4
+    part.make_leader(2, [1, 2], [1, 2, 3], 7)         # the controller's new epoch lands first
+    fn, args = spawned.pop()
+    assert fn(*args) is False
+    assert writes == [(1, [1, 2, 3], 4)]              # conditional on version 4: refused, nothing taken
+    assert part.isr == [1, 2] and part.leader_epoch == 2 and part.zk_version == 7
