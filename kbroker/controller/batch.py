@@ -38,11 +38,7 @@ def _weight(wire):
     return 1 + len(wire) + sum(len(v) for v in wire.values() if isinstance(v, list))
 
 
-def _no_tick():
-    pass
-
-
-def _chunks(wire_states, tick=_no_tick):
+def _chunks(wire_states, tick):
     """{tp: wire state} -> [{tp: wire state}, ...] in partition order, each under ``MAX_ELEMENTS`` values (its
     topic entries included: 3 each, the entry and its two fields; the request's other fields are not counted).
     ``tick()`` runs once per partition (the controller's time slice)."""
@@ -130,7 +126,7 @@ class RequestBatch:
         """Queue everything on ``controller.channel``; the batch is empty afterwards."""
         cid, epoch = controller.broker_id, controller.epoch
         brokers, partitions = controller.brokers, controller.partitions
-        tick = getattr(controller, "tick", _no_tick)     # once per partition state built (controller.tick)
+        tick = controller.tick                            # once per partition state built
         for b, states in sorted(self.leader_and_isr.items()):
             wire = {}
             for tp, s in states.items():

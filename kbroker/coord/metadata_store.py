@@ -252,10 +252,6 @@ class TopicStore:
               version) for name, p, leader, isr, epoch, cepoch, version in writes])
         return [r if isinstance(r, Exception) else r.version for r in results]
 
-    def notify_isr_change(self, name, partition):
-        """Announce a leader's ISR change to the controller (Kafka's /isr_change_notification sequential node)."""
-        self.notify_isr_changes([(name, partition)])
-
     def notify_isr_changes(self, tps):
         """Announce several partitions' ISR changes: sequential nodes of up to ``ISR_NOTIFICATION_MAX`` partitions
         each (Kafka's format lists many per node: ReplicaManager.maybePropagateIsrChanges)."""

@@ -33,10 +33,11 @@ class Clock:
         return self.t
 
 
-def make_partition(tmp_path, isr=(1, 2, 3), min_isr=1, clock=None, writer=None, lag=10000, name="t-0"):
+def make_partition(tmp_path, isr=(1, 2, 3), min_isr=1, clock=None, writer=None, lag=10000, name="t-0", spawn=None):
     lc = LogConfig(min_insync_replicas=min_isr)
     lg = Log(str(tmp_path / name), lc)
-    part = Partition("t", 0, lg, lc, 1, clock=clock or Clock(), isr_writer=writer, replica_lag_time_max_ms=lag)
+    part = Partition("t", 0, lg, lc, 1, clock=clock or Clock(), isr_writer=writer, replica_lag_time_max_ms=lag,
+                     isr_spawn=spawn)
     part.make_leader(1, list(isr), [1, 2, 3], 0)
     return part
 
@@ -228,10 +229,7 @@ def test_isr_expansion_in_the_background_does_not_hold_the_fetch(tmp_path):
         writes.append(list(isr))
         release.wait(5)
         return version + 1
-    lc = LogConfig()
-    part = Partition("t", 0, Log(str(tmp_path / "t-0"), lc), lc, 1, clock=Clock(), isr_writer=slow_writer,
-                     isr_spawn=gevent.spawn)
-    part.make_leader(1, [1, 2], [1, 2, 3], 0)
+    part = make_partition(tmp_path, isr=[1, 2], writer=slow_writer, spawn=gevent.spawn)
     part.append(batch(5), None, 1)
     part.update_follower(2, 5)
     assert part.high_watermark == 5
@@ -557,11 +555,9 @@ def test_a_background_expansion_writes_at_the_version_it_was_decided_on(tmp_path
         writes.append((epoch, list(isr), version))
         return None                                   # the znode moved on: a lost race
 
-    lc = LogConfig()
     spawned = []
-    part = Partition("t", 0, Log(str(tmp_path / "t-0"), lc), lc, 1, clock=Clock(), isr_writer=writer,
-                     isr_spawn=lambda fn, *args: spawned.append((fn, args)))
-    part.make_leader(1, [1, 2], [1, 2, 3], 4)
+    part = make_partition(tmp_path, isr=[1, 2], writer=writer, spawn=lambda fn, *args: spawned.append((fn, args)))
+    part.make_leader(1, [1, 2], [1, 2, 3], 4)         # still leading, the znode at version 4
     part.append(batch(5), None, 1)
     part.update_follower(2, 5)
     part.update_follower(3, 5)                        # decided at epoch 1, znode version 4
