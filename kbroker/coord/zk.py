@@ -32,10 +32,12 @@ Security (Kafka's section 7.6; the ACL rule and the credentials are in zk_securi
 ZkSaslCredentials, makes every session (the chroot-creating one too) log in with SASL DIGEST-MD5 before its first
 request; ``start()`` then makes one round trip, so wrong credentials stop it at once with a CoordinationError naming
 the user and where the credentials came from (kazoo reports CONNECTED before the SASL exchange ends, and ZooKeeper
-answers a failed login by closing the connection: without the round trip a broker would start and then find
-every operation refused); a login refused *later* (a server restarted with another JAAS file) loses the session
-and a new one is tried every RELOGIN_BACKOFF_S until one succeeds, as Kafka's ZooKeeperClient reinitializes after an
-auth failure (kazoo itself would stop connecting for good). ``secure_acls`` (``zookeeper.set.acl``) creates every
+answers a failed login with an AUTHFAILED reply and a closed connection: without the round trip a broker would start
+and then find every operation refused); a login refused *later* (a server restarted with another JAAS file) loses
+the session and a new one is tried every RELOGIN_BACKOFF_S until one succeeds, as Kafka's ZooKeeperClient
+reinitializes after an auth failure (kazoo itself would stop connecting for good); meanwhile requests wait for it
+(retried as connection losses within operation_timeout_ms). A connection dropped *during* the exchange with no
+reply (a node restarting) is a connection loss with the session kept, not a refusal. ``secure_acls`` (``zookeeper.set.acl``) creates every
 znode with ``default_acls(True, path)`` -- also the chroot and the parents a create makes on its way, each with its own
 path's ACL, which kazoo's ``makepath`` would not give (it copies the leaf's ACL to every parent: a sensitive leaf
 would hide its world-readable parents) -- and requires ``sasl`` (Kafka: "zookeeper.set.acl is true, but the
@@ -158,6 +160,25 @@ class _SerialSubmitClient(KazooClient):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._submit_lock = self.handler.lock_object()
+        self._connection._authenticate_with_sasl = self._sasl_exchange(self._connection._authenticate_with_sasl)
+
+    @staticmethod
+    def _sasl_exchange(exchange):
+        """kazoo reports a connection dropped in the middle of the SASL exchange as AuthFailedError, and after one it
+        stops connecting for good (the session is lost). But ZooKeeper 3.5+ refuses a login with an AUTHFAILED
+        reply (kazoo raises that one from the reply's error code, left as it is); a bare drop is a server going away
+        -- a node restarting during a rolling restart, or not yet serving, closes the connection whatever arrives.
+        Seen in CI: rolling a 3-node ensemble to enforced SASL cost a broker its session (controller resigned,
+        CreateTopics answered "client is stopped"). As the Java client does, the drop is a connection loss: kazoo
+        tries the next server with the same session."""
+        def authenticate(host, timeout):
+            try:
+                return exchange(host, timeout)
+            except kz.AuthFailedError as e:
+                if isinstance(e.__cause__, kz.ConnectionDropped):
+                    raise kz.ConnectionDropped("connection dropped during the SASL exchange with %s" % host) from e
+                raise
+        return authenticate
 
     def _call(self, request, async_object):
         with self._submit_lock:
@@ -188,6 +209,7 @@ class ZooKeeperBackend(CoordinationBackend):
         self._handler = None
         self._session_id = 0
         self._expired = False      # a session was lost and no new one is established yet
+        self._relogin = False      # a refused login's client waits out RELOGIN_BACKOFF_S before its next session
         self._stopping = False
         self._expired_hooks = []
         self._reconnected_hooks = []
@@ -336,6 +358,7 @@ class ZooKeeperBackend(CoordinationBackend):
                 # member of the ensemble restarted with a wrong JAAS file must not cut this broker off for good.
                 log.error("ZooKeeper at %s refused the SASL login of user %r; retrying with a new session",
                           self.connect_string, getattr(self.sasl, "username", None))
+                self._relogin = True
                 self._handler.spawn(self._reinitialize, client)
             if not self._expired:   # one expiry per session: a failed re-login loses no second session
                 log.warning("ZooKeeper session 0x%x expired (%s)", self._session_id, self.connect_string)
@@ -362,6 +385,7 @@ class ZooKeeperBackend(CoordinationBackend):
         if not self._expired:   # check and clear with no yield between: one call per new session
             return
         self._expired = False
+        self._relogin = False      # the login is confirmed (SASL: _after_login's answer)
         log.info("new ZooKeeper session 0x%x established", self._session_id)
         self._spawn_hooks(self._reconnected_hooks)
 
@@ -437,6 +461,13 @@ class ZooKeeperBackend(CoordinationBackend):
                 return method(*a, **kw).get(timeout=left)
             except gevent.Timeout:   # what AsyncResult.get raises (kazoo's timeout_exception is a subclass)
                 raise kz.OperationTimeoutError("no answer within %d ms" % self.operation_timeout_ms) from None
+            except (kz.AuthFailedError, kz.ConnectionClosedError):
+                # Between a refused login and the next session (RELOGIN_BACKOFF_S) kazoo refuses every request at
+                # once; the broker has not stopped, so this is a connection loss: retried while time is left, as
+                # Kafka's requests wait for the reinitialized session.
+                if self._relogin and self._client is client and not self._stopping:
+                    raise kz.ConnectionLoss("re-login to ZooKeeper pending") from None
+                raise
 
         return client.retry(attempt, *args, **kwargs)
 
