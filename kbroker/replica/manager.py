@@ -253,53 +253,73 @@ class ReplicaManager:
                     continue
                 accepted.append(st)
             result.update(self._host_new({st.tp: st for st in accepted}))
-            result.update(self._prepare_leader_epochs(accepted, result))
-            endpoints = {b: (h, port) for b, h, port in (live_leaders or ())}
-            logged = state_change_log.isEnabledFor(logging.INFO)
-            for st in self._apply_order(accepted):
-                if st.tp not in result:
-                    result[st.tp] = self._apply_one(st, endpoints)
-                if logged:
-                    la = st.leader_and_isr
-                    state_change_log.info(
-                        "Broker %d completed LeaderAndIsr request from controller %d epoch %d for the %s "
-                        "transition for partition [%s,%d] (Leader:%d,ISR:%s,LeaderEpoch:%d): error %d",
-                        self.broker_id, controller_id, controller_epoch,
-                        "become-leader" if la.leader == self.broker_id else "become-follower", st.tp[0], st.tp[1],
-                        la.leader, ",".join(map(str, la.isr)), la.leader_epoch, result[st.tp])
-                slice_.tick()
+            gates = {}                              # tp -> (Partition, gate): appends held (_prepare_leader_epochs)
+            try:
+                result.update(self._prepare_leader_epochs(accepted, result, gates))
+                self._apply_all(accepted, result, gates, live_leaders, controller_id, controller_epoch, slice_)
+            finally:
+                for part, gate in gates.values():   # an exception on the way: no append may wait forever
+                    part.release_appends(gate)
             self._drop_idle_fetchers()
             # Answered in the request's order, whatever order the partitions were applied in.
             return {st.tp: result[st.tp] for st in partition_states if st.tp in result}
 
+    def _apply_all(self, accepted, result, gates, live_leaders, controller_id, controller_epoch, slice_):
+        endpoints = {b: (h, port) for b, h, port in (live_leaders or ())}
+        logged = state_change_log.isEnabledFor(logging.INFO)
+        for st in self._apply_order(accepted):
+            if st.tp not in result:
+                result[st.tp] = self._apply_one(st, endpoints)
+            held = gates.pop(st.tp, None)
+            if held is not None:
+                held[0].release_appends(held[1])
+            if logged:
+                la = st.leader_and_isr
+                state_change_log.info(
+                    "Broker %d completed LeaderAndIsr request from controller %d epoch %d for the %s "
+                    "transition for partition [%s,%d] (Leader:%d,ISR:%s,LeaderEpoch:%d): error %d",
+                    self.broker_id, controller_id, controller_epoch,
+                    "become-leader" if la.leader == self.broker_id else "become-follower", st.tp[0], st.tp[1],
+                    la.leader, ",".join(map(str, la.isr)), la.leader_epoch, result[st.tp])
+            slice_.tick()
+
     def _apply_order(self, accepted):
-        """``accepted`` with the partitions this broker already leads and keeps leading in a new epoch last. Those
-        write their new epoch's checkpoint durably one by one in ``make_leader`` (two fsyncs each, on the loop:
-        ``_prepare_leader_epochs`` cannot batch them, they keep appending meanwhile); the others' epochs are
-        written already. After a broker failure the controller's broker got ~9,000 of each kind in one request,
-        and the new leaderships -- the partitions clients were waiting for -- came ~4 s late behind the ISR-shrink
-        epochs interleaved with them (bench/controller_scale.py, 27,000 partitions)."""
+        """``accepted`` with the partitions this broker already leads and keeps leading in a new epoch last: the new
+        leaderships -- the partitions clients are waiting for -- first. After a broker failure the controller's
+        broker got ~9,000 of each kind in one request (bench/controller_scale.py, 27,000 partitions); the bumped
+        ones keep serving fetches in the meantime (their appends wait, ``_prepare_leader_epochs``)."""
         def bumps(st):
             part = self._partitions.get(st.tp)
             return part is not None and part.is_leader and st.leader_and_isr.leader == self.broker_id
         first = [st for st in accepted if not bumps(st)]
         return first + [st for st in accepted if bumps(st)] if len(first) < len(accepted) else accepted
 
-    def _prepare_leader_epochs(self, accepted, result):
+    def _prepare_leader_epochs(self, accepted, result, gates):
         """The new leader epochs of the hosted partitions this broker is to lead, recorded in their caches and
         written to their checkpoints together in ``offload`` (one syncfs per file system) before any of them leads;
         ``make_leader`` then finds its epoch recorded. One partition at a time, ``make_leader`` wrote two fsyncs
-        each on the event loop: 750 partitions took 47 s on a busy disk (issue 15). Only followers (and new
-        replicas) becoming leader: their fetchers are stopped first, so no append moves a log end meanwhile. A
-        partition that already leads keeps taking produce requests while this yields, so its new epoch must start
-        at the log end make_leader sees: make_leader writes it (durably, as before). Returns {tp: error code} of
-        the partitions whose checkpoint could not be written (they do not lead)."""
+        each on the event loop: 750 partitions took 47 s on a busy disk (issue 15).
+
+        Followers (and new replicas) becoming leader: their fetchers are stopped first, so no append moves a log
+        end meanwhile. Partitions this broker already leads (a new epoch after the controller shrank the ISR:
+        ~9,000 of them on the controller's broker when a broker of 27,000 partitions failed, 36 % of its samples
+        in these fsyncs) keep taking produce requests, so their appends and markers are held (``hold_appends``)
+        from the moment the epoch is recorded at the log end until ``make_leader`` stamps it on their batches --
+        Kafka holds leaderIsrUpdateLock over makeLeader the same way; ``gates`` ({tp: (Partition, gate)}, the
+        caller's, which releases whatever is left in it) gets the holds to release once applied. Returns {tp: error
+        code} of the partitions whose checkpoint could not be written: they do not lead (a bumped one is taken
+        offline: nothing may be appended in the old epoch after a file that may name the new one)."""
         snaps = {}
         for st in accepted:
             tp = st.tp
             la = st.leader_and_isr
             part = self._partitions.get(tp)
-            if tp in result or la.leader != self.broker_id or part is None or part.is_leader:
+            if tp in result or la.leader != self.broker_id or part is None:
+                continue
+            if part.is_leader:
+                gates[tp] = (part, part.hold_appends())
+                if part.epoch_cache.assign(la.leader_epoch, part.log.log_end_offset, flush=False):
+                    snaps[tp] = epoch_cache.snapshot(part.epoch_cache)
                 continue
             self._remove_from_fetchers(tp)
             if part.epoch_cache.assign(la.leader_epoch, part.log.log_end_offset, flush=False):
@@ -324,6 +344,13 @@ class ReplicaManager:
                     epoch_cache.settle([snap], ok)     # on the loop: a cache changed meanwhile is flushed again
                 except Exception as e:  # noqa: BLE001 - that partition cannot lead: its error code
                     failed[tp] = e
+        for tp in failed:
+            if tp in gates:
+                log.error("%s-%d: its new leader epoch's checkpoint could not be written: it stops leading", *tp)
+                part, gate = gates.pop(tp)
+                part.make_offline()
+                part.release_appends(gate)
+                self._notify(tp, True, False)
         return {tp: _error_code(e) for tp, e in failed.items()}
 
     def _apply_one(self, st, endpoints):

@@ -45,6 +45,8 @@ Transactions (KIP-98; the rules are in producer_state.py):
 import logging
 import time
 
+import gevent.event
+
 from kbroker import errors
 from kbroker.errors import NotEnoughReplicas, NotLeaderOrFollower
 from kbroker.log import producer_snapshot
@@ -127,6 +129,10 @@ class Partition:
         self.leadership = 0
         self.isr_stats = isr_stats if isr_stats is not None else IsrStats()
         self._isr_write_pending = False
+        # Set while the checkpoint of a new leader epoch of this (already leading) partition is written together with
+        # thousands of others (ReplicaManager._prepare_leader_epochs): appends wait for it, as Kafka's appends wait
+        # for leaderIsrUpdateLock during makeLeader. None almost always.
+        self._append_gate = None
         # The ISR being written to ZooKeeper, None when no write is in flight. Until the write lands the high
         # watermark is computed over the union of both ISRs (Kafka's "maximal ISR", KIP-497): a replica being added
         # is already named in ZooKeeper, where the controller may elect it, so the HW must not pass its LEO.
@@ -243,7 +249,26 @@ class Partition:
         self._wake()
 
     # ---------------------------------------------------------------------------------------- leader write
+    def hold_appends(self):
+        """Appends and markers wait from now until ``release_appends(gate)``: the log end stays where it is while
+        a new epoch starting there is made durable. Returns the gate. Never called from an append."""
+        gate = self._append_gate = gevent.event.Event()
+        return gate
+
+    def release_appends(self, gate):
+        if self._append_gate is gate:
+            self._append_gate = None
+        gate.set()
+
+    def _wait_for_gate(self):
+        gate = self._append_gate
+        while gate is not None:      # re-read: a later LeaderAndIsr may have set another gate meanwhile
+            gate.wait()
+            gate = self._append_gate
+
     def append(self, records, produce_version, acks):
+        if self._append_gate is not None:
+            self._wait_for_gate()
         if not self.is_leader:
             raise NotLeaderOrFollower("broker %d is not the leader of %s-%d" % (self.broker_id, self.topic,
                                                                                  self.index))
@@ -278,6 +303,8 @@ class Partition:
         NotLeaderOrFollower, NotEnoughReplicas (ISR below min.insync.replicas), InvalidProducerEpoch (epoch older
         than the producer's), TransactionCoordinatorFenced (coordinator epoch older than the last marker's). Closes
         the producer's transaction; an ABORT indexes it. Returns the AppendResult of the marker's offset."""
+        if self._append_gate is not None:
+            self._wait_for_gate()
         if not self.is_leader:
             raise NotLeaderOrFollower("broker %d is not the leader of %s-%d" % (self.broker_id, self.topic,
                                                                                  self.index))

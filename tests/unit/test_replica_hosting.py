@@ -429,33 +429,77 @@ def test_overwrite_in_place_writes_exact_bytes_shorter_longer_or_new(tmp_path, m
     assert sorted(os.listdir(tmp_path)) == [FILE_NAME] and fsyncs == []
 
 
-def test_a_partition_that_already_leads_starts_its_new_epoch_where_make_leader_finds_the_log_end(tmp_path, pool):
+def test_a_partition_that_already_leads_holds_its_appends_while_its_new_epoch_is_written(tmp_path, pool):
     """A leader -> leader LeaderAndIsr (a new epoch, e.g. after the controller shrank the ISR) whose batch also
-    makes followers leaders: produce requests keep coming while the batched epoch write yields, and the new epoch
-    of a partition that led throughout starts at the log end make_leader sees (after those records), the
-    followers' where their logs ended."""
+    makes followers leaders: the epochs of both kinds are written together (one offload), and a produce request
+    arriving meanwhile to a partition that led throughout waits (Kafka's leaderIsrUpdateLock): its records are
+    appended after make_leader, stamped with the new epoch, which starts at the log end it was recorded at."""
     lm, rm = make_rm(tmp_path, pool)
     assert set(rm.apply_leader_and_isr(0, 1, states("l", 20, replicas=(0, 1)), []).values()) == {0}
+    rm.get_partition("l", 13).append(build_batch([Record(i, 1000, None, b"v", ()) for i in range(2)]), None, 1)
     real = rm.offload
+    producers = []
+    written = []
 
     def offload_with_a_produce(fn, *args):
         if fn.__name__ == "_write_together":   # while the batched epoch checkpoints are written
-            rm.get_partition("l", 13).append(build_batch([Record(i, 1000, None, b"v", ()) for i in range(4)]), None,
-                                             1)
+            written.append(len(args[0]))
+            producers.append(gevent.spawn(rm.get_partition("l", 13).append,
+                                          build_batch([Record(i, 1000, None, b"v", ()) for i in range(4)]), None, 1))
+            gevent.sleep(0.05)
+            assert not producers[-1].ready()   # held
         return real(fn, *args)
     rm.offload = offload_with_a_produce
     # partitions 0-9 move to broker 1 (followers), then back: 10-19 stay leaders with a new epoch
     assert set(rm.apply_leader_and_isr(0, 1, states("l", 10, leader=1, epoch=6, replicas=(0, 1)), []).values()) == {0}
     assert set(rm.apply_leader_and_isr(0, 1, states("l", 20, epoch=7, replicas=(0, 1)), []).values()) == {0}
-    assert rm.get_partition("l", 13).epoch_cache.entries() == [(5, 0), (7, 4)]  # led throughout: starts at its end
+    assert written == [20]                  # 10 followers -> leaders and 10 bumps, one batched write
+    producers[0].join(5)
+    assert producers[0].successful() and producers[0].value.base_offset == 2
+    part = rm.get_partition("l", 13)
+    assert part.epoch_cache.entries() == [(5, 0), (7, 2)]        # led throughout: starts at its end
+    assert [h.partition_leader_epoch for h in part.log.batch_headers()] == [5, 7]
+    assert part._append_gate is None
     assert rm.get_partition("l", 3).epoch_cache.entries() == [(7, 0)]          # follower -> leader: batched
+    from kbroker.replica.epoch_cache import parse_entries
+    with open(part.epoch_cache.path) as f:
+        assert parse_entries(f.read()) == [(5, 0), (7, 2)]
+    lm.shutdown()
+
+
+def test_a_bumped_leader_whose_epoch_cannot_be_written_stops_leading_and_releases_its_appends(tmp_path, pool):
+    """The batched write fails and so does the partition's own retry: it answers KAFKA_STORAGE_ERROR, leads no
+    more (nothing may be appended in the old epoch after a file that may name the new one), and a produce request
+    held meanwhile is answered NOT_LEADER_OR_FOLLOWER instead of waiting."""
+    lm, rm = make_rm(tmp_path, pool)
+    assert set(rm.apply_leader_and_isr(0, 1, states("f", 3, replicas=(0, 1)), []).values()) == {0}
+    producers = []
+    real = rm.offload
+
+    def failing(fn, *args):
+        if fn.__name__ == "_write_together":
+            producers.append(gevent.spawn(rm.get_partition("f", 1).append,
+                                          build_batch([Record(0, 1000, None, b"v", ())]), None, 1))
+            gevent.sleep(0.05)
+            raise OSError(5, "Input/output error")
+        return real(fn, *args)
+    rm.offload = failing
+    caches = [rm.get_partition("f", p).epoch_cache for p in range(3)]
+    broken = caches[1]
+    broken.flush = lambda: (_ for _ in ()).throw(OSError(5, "Input/output error"))
+    result = rm.apply_leader_and_isr(0, 1, states("f", 3, epoch=6, replicas=(0,)), [])
+    assert result == {("f", 0): 0, ("f", 1): errors.KAFKA_STORAGE_ERROR, ("f", 2): 0}
+    assert not rm.get_partition("f", 1).is_leader
+    producers[0].join(5)
+    assert isinstance(producers[0].exception, errors.NotLeaderOrFollower)
+    assert rm.get_partition("f", 0).leader_epoch == 6 and rm.get_partition("f", 0).is_leader
     lm.shutdown()
 
 
 def test_new_leaderships_are_applied_before_epoch_bumps_of_partitions_already_led(tmp_path, pool):
     """One LeaderAndIsr after a broker failure: partitions this broker already leads get a new epoch (their ISR
-    shrank), others it followed become leaders. The new leaderships are applied first -- the bumps write their
-    checkpoints one fsync'd file at a time -- and the answer keeps the request's order."""
+    shrank), others it followed become leaders. The new leaderships are applied first -- the bumps' appends wait
+    for theirs -- and the answer keeps the request's order."""
     lm, rm = make_rm(tmp_path, pool)
     led = states("a", 4, replicas=(0, 1))                       # led here at epoch 5
     followed = states("b", 4, leader=1, replicas=(1, 0))         # followed here at epoch 5
