@@ -172,9 +172,35 @@ def kill9(cluster: Cluster, topics: list[str], session_ms: int) -> dict:
             errors.append(err)
         else:
             acked[(msg.topic(), msg.partition())] = time.monotonic()
+    # Where the time goes: each survivor's Metadata (the sampled topics only) polled in a thread until it names a
+    # new leader for every sampled partition.
+    import threading
+    from confluent_kafka.admin import AdminClient
+    sample_topics = sorted({t for t, _ in sample})
+    metadata_new: dict[int, float] = {}
+    stop_polling = threading.Event()
+
+    def poll_metadata(b):
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        while not stop_polling.is_set():
+            try:
+                leaders = {}
+                for t in sample_topics:
+                    md = admin.list_topics(t, timeout=5).topics[t]
+                    leaders.update(((t, p), pm.leader) for p, pm in md.partitions.items())
+                if all(leaders.get(tp, victim) not in (victim, -1) for tp in sample):
+                    metadata_new[b.broker_id] = time.monotonic()
+                    return
+            except Exception:  # noqa: BLE001 - the broker is busy: ask again
+                pass
+            time.sleep(0.05)
     z0 = zxid(cluster)
     cluster.broker(victim).kill9()
     t0, wall0 = time.monotonic(), time.time()
+    pollers = [threading.Thread(target=poll_metadata, args=(b,), daemon=True)
+               for b in cluster.running() if b.broker_id != victim]
+    for th in pollers:
+        th.start()
     for t, p in sample:
         producer.produce(t, value=b"after-kill", partition=p, on_delivery=delivered)
     deadline = t0 + 300
@@ -182,6 +208,10 @@ def kill9(cluster: Cluster, topics: list[str], session_ms: int) -> dict:
         producer.poll(0.05)
     assert not errors and len(acked) == len(sample), (errors[:3], len(acked))
     serving = max(acked.values()) - t0
+    stop_polling.set()
+    for th in pollers:
+        th.join(10)
+    acks = sorted(v - t0 for v in acked.values())
     written = wait_until(lambda: last_line(ctl, r"controller: brokers \[%d\] failed:" % victim, mark), 300, 0.2,
                          "the controller's failure line")
     z1 = zxid(cluster)
@@ -191,7 +221,12 @@ def kill9(cluster: Cluster, topics: list[str], session_ms: int) -> dict:
             # From the kill to the controller's "brokers [n] failed" line: ZooKeeper's session expiry + the watch.
             "noticed_s": round(log_time(noticed) - wall0, 2) if noticed else None,
             "controller_write_ms": float(re.search(r"written in (\d+) ms", written).group(1)),
-            "zk_transactions": z1 - z0 - 1}
+            "zk_transactions": z1 - z0 - 1,
+            # Timeline (s from the kill): the controller's state written, each survivor's Metadata naming the new
+            # leaders, the first / median / last sampled ack.
+            "written_s": round(log_time(written) - wall0, 2),
+            "metadata_new_s": {b: round(v - t0, 2) for b, v in sorted(metadata_new.items())},
+            "acks_s": [round(acks[0], 2), round(acks[len(acks) // 2], 2), round(acks[-1], 2)]}
 
 
 def run_on(cluster: Cluster, partitions: int, n_topics: int, rf: int, session_ms: int, prefix: str = "scale") -> dict:

@@ -36,15 +36,15 @@ answers a failed login with an AUTHFAILED reply and a closed connection: without
 and then find every operation refused); a login refused *later* (a server restarted with another JAAS file) loses
 the session and a new one is tried every RELOGIN_BACKOFF_S until one succeeds, as Kafka's ZooKeeperClient
 reinitializes after an auth failure (kazoo itself would stop connecting for good); meanwhile requests wait for it
-(retried as connection losses within operation_timeout_ms). A connection dropped *during* the exchange with no
-reply (a node restarting) is a connection loss with the session kept, not a refusal. ``secure_acls`` (``zookeeper.set.acl``) creates every
-znode with ``default_acls(True, path)`` -- also the chroot and the parents a create makes on its way, each with its own
-path's ACL, which kazoo's ``makepath`` would not give (it copies the leaf's ACL to every parent: a sensitive leaf
-would hide its world-readable parents) -- and requires ``sasl`` (Kafka: "zookeeper.set.acl is true, but the
-verification of the JAAS login file failed"): without an authenticated identity the creator-only ACLs would name
-nobody. Without ``secure_acls`` nodes are world-open, as Kafka creates them. ``get_acls`` / ``set_acls`` and
-``set_default_acls`` (the migration tool's pipelined tree walk) exist on this backend only; a ZooKeeper refusal
-(the node's ACL does not let this session do that) is NoAuthError.
+(retried as connection losses within operation_timeout_ms). A connection dropped *during* the exchange with no reply
+(a node restarting) is a connection loss with the session kept, not a refusal. ``secure_acls``
+(``zookeeper.set.acl``) creates every znode with ``default_acls(True, path)`` -- also the chroot and the parents a
+create makes on its way, each with its own path's ACL, which kazoo's ``makepath`` would not give (it copies the
+leaf's ACL to every parent: a sensitive leaf would hide its world-readable parents) -- and requires ``sasl`` (Kafka:
+"zookeeper.set.acl is true, but the verification of the JAAS login file failed"): without an authenticated identity
+the creator-only ACLs would name nobody. Without ``secure_acls`` nodes are world-open, as Kafka creates them.
+``get_acls`` / ``set_acls`` and ``set_default_acls`` (the migration tool's pipelined tree walk) exist on this
+backend only; a ZooKeeper refusal (the node's ACL does not let this session do that) is NoAuthError.
 
 Session hooks: ``on_session_expired(cb)`` runs ``cb()`` when the session is lost (ephemeral nodes are gone);
 ``on_reconnected(cb)`` runs ``cb()`` once a *new* session is established after an expiry (re-register ephemerals,

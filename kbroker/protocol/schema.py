@@ -319,6 +319,13 @@ class _Compiled:
     __slots__ = ("decode", "encode", "defaults", "min_size", "values")
 
 
+class Encoded(bytes):
+    """One struct's bytes, encoded beforehand with ``Api.encode_element`` for the same message, version and field:
+    given in place of that struct's dict, they are written as they are. For answers repeated unchanged across
+    requests (a Metadata topic entry: 1,000 partitions are ~1 ms of encoding, the same bytes each time)."""
+    __slots__ = ()
+
+
 def _copy_default(v):
     return list(v) if isinstance(v, list) else (dict(v) if isinstance(v, dict) else v)
 
@@ -360,6 +367,9 @@ def _compile_fields(fields, version, flexible):
         return d, pos
 
     def encode(w, d):
+        if d.__class__ is Encoded:     # encoded beforehand (Api.encode_element): its bytes as they are
+            w.buf += d
+            return
         get = d.get
         for name, _, enc, default in regular:
             v = get(name, default)
@@ -606,6 +616,24 @@ class Api:
     def encode_response(self, version, msg, w=None, pause=None):
         """``msg`` appended to ``w`` (a new Writer when None). ``pause``: see PAUSE_EVERY."""
         return self._encode("resp", version, msg, w, pause)
+
+    def encode_element(self, which, version, field, value):
+        """``value``, one element of the top-level struct array ``field`` of the request (``which`` "req") or
+        response ("resp") at ``version``, encoded on its own: an Encoded to put in that array of a later message
+        of the same version."""
+        k = (which, version, field)
+        c = self._cache.get(k)
+        if c is None:
+            if not _in(self.valid, version):
+                raise SchemaError("%s v%d is not described" % (self.name, version))
+            fields = self.request_fields if which == "req" else self.response_fields
+            f = next((f for f in fields if f.name == field and f.type == "[]" and _in(f.versions, version)), None)
+            if f is None:
+                raise SchemaError("%s v%d has no struct array %r" % (self.name, version, field))
+            c = self._cache[k] = _compile_fields(f.fields, version, self.is_flexible(version))
+        w = Writer()
+        c.encode(w, value)
+        return Encoded(w.getvalue())
 
     def _encode(self, which, version, msg, w, pause):
         w = w or Writer()

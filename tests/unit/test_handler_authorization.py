@@ -784,7 +784,7 @@ def test_the_in_process_path_asks_nothing():
     a = Authorizer()
     services = make_services(authorizer=a, metadata=Cache(), topics=AutoCreate(Cache()),
                              config={"auto.create.topics.enable": False})
-    resp = _REGISTRY[3].fn(RequestContext(IN_PROCESS, services, 3, 9), request(3, 9, {"topics": None}))
+    resp = roundtrip(3, 9, _REGISTRY[3].fn(RequestContext(IN_PROCESS, services, 3, 9), request(3, 9, {"topics": None})))
     assert sorted(t["name"] for t in resp["topics"]) == ["t", "u"] and a.asked == []
 
 
