@@ -1,6 +1,6 @@
 """How long a broker takes to lead N partitions it already hosts on disk: the restart path (the first LeaderAndIsr
-after a restart hosts every partition again and records its new leader epoch) and the failover path (a follower of
-N partitions becomes their leader). In-process: a LogManager and a ReplicaManager as broker.py wires them (a real
+after a restart hosts every partition again and records its new leader epoch), the failover path (a follower of
+N partitions becomes their leader) and the bump path (a leader of N partitions gets a new epoch for each). In-process: a LogManager and a ReplicaManager as broker.py wires them (a real
 gevent thread pool as ``offload``), no network; the time is the LeaderAndIsr call's wall time and fsync count.
 
     .venv/bin/python bench/become_leader.py [--partitions 3000] [--dir /var/tmp/kb-become-leader]
@@ -75,6 +75,8 @@ def main():
         timed(rm.apply_leader_and_isr, 0, 1, states(a.partitions, 1, 3), [])
         out["failover_lead_s"], out["failover_fsyncs"] = timed(rm.apply_leader_and_isr, 0, 1,
                                                                states(a.partitions, 0, 4), [])
+        # a leader -> leader LeaderAndIsr (a new epoch after the controller shrank the ISR)
+        out["bump_lead_s"], out["bump_fsyncs"] = timed(rm.apply_leader_and_isr, 0, 1, states(a.partitions, 0, 5), [])
         lm.shutdown()
     finally:
         pool.kill()
