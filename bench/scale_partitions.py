@@ -269,7 +269,8 @@ def main():
             res["produce"] = {"one_partition": {"s": round(s1, 2), "cpu_s_per_gb": round(c1 / total * 1e9, 3)},
                               "spread": {"partitions": len(spread), "s": round(s2, 2),
                                          "cpu_s_per_gb": round(c2 / total * 1e9, 3)},
-                              "ratio": round(c2 / c1, 2), "linger_ms": args.linger_ms}
+                              "ratio": round(c2 / c1, 2) if c1 else None,   # too little to measure
+                              "linger_ms": args.linger_ms}
             print("produce", res["produce"], flush=True)
         if args.fill_mb:
             every = [(names[i // args.partitions], i % args.partitions) for i in range(expect)]
