@@ -334,11 +334,15 @@ class ReplicaManager:
                 except Exception as e:  # noqa: BLE001 - that partition cannot lead: its error code
                     failed[tp] = e
         else:
+            started = time.monotonic()
             try:
                 ok = self.offload(_write_together, list(snaps.values()))
             except Exception:  # noqa: BLE001 - settled one by one below
                 log.exception("writing %d leader-epoch checkpoints together", len(snaps))
                 ok = False
+            log.log(logging.INFO if len(snaps) >= 100 else logging.DEBUG, "%d new leader epochs (%d of partitions "
+                    "already led) written together in %.2f s", len(snaps), sum(tp in gates for tp in snaps),
+                    time.monotonic() - started)
             for tp, snap in snaps.items():
                 try:
                     epoch_cache.settle([snap], ok)     # on the loop: a cache changed meanwhile is flushed again
