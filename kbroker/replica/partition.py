@@ -225,6 +225,7 @@ class Partition:
         self.followers = {r: old.get(r) or ReplicaState(now if r in self.isr else 0)
                           for r in self.replicas if r != self.broker_id}
         self.maybe_advance_hw()
+        self._open_gate()      # appends held for this epoch (hold_appends) go on, stamped with it
         self._wake()
 
     def make_follower(self, leader, leader_epoch, isr, replicas, zk_version, controller_epoch=0):
@@ -238,6 +239,7 @@ class Partition:
         self.isr = list(isr)
         self.zk_version = zk_version
         self.followers = {}
+        self._open_gate()      # held appends answer NOT_LEADER_OR_FOLLOWER
         self._wake()
 
     def make_offline(self):
@@ -246,6 +248,7 @@ class Partition:
             self.leadership += 1
         self.leader = -1
         self.followers = {}
+        self._open_gate()
         self._wake()
 
     # ---------------------------------------------------------------------------------------- leader write
@@ -259,6 +262,13 @@ class Partition:
         if self._append_gate is gate:
             self._append_gate = None
         gate.set()
+
+    def _open_gate(self):
+        """A role change ends any hold at once: in make_leader, before the leadership listeners run (one waiting
+        for an append held here would otherwise wait for its own release)."""
+        gate = self._append_gate
+        if gate is not None:
+            self.release_appends(gate)
 
     def _wait_for_gate(self):
         gate = self._append_gate

@@ -452,7 +452,10 @@ def test_a_partition_that_already_leads_holds_its_appends_while_its_new_epoch_is
     rm.offload = offload_with_a_produce
     # partitions 0-9 move to broker 1 (followers), then back: 10-19 stay leaders with a new epoch
     assert set(rm.apply_leader_and_isr(0, 1, states("l", 10, leader=1, epoch=6, replicas=(0, 1)), []).values()) == {0}
+    held_at_listener = []     # a listener runs with the partition's appends already released
+    rm.leadership_listeners.append(lambda tp, was, now: held_at_listener.append(rm.get_partition(*tp)._append_gate))
     assert set(rm.apply_leader_and_isr(0, 1, states("l", 20, epoch=7, replicas=(0, 1)), []).values()) == {0}
+    assert len(held_at_listener) == 20 and set(held_at_listener) == {None}
     assert written == [20]                  # 10 followers -> leaders and 10 bumps, one batched write
     producers[0].join(5)
     assert producers[0].successful() and producers[0].value.base_offset == 2
