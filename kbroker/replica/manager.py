@@ -256,23 +256,22 @@ class ReplicaManager:
             gates = {}                              # tp -> (Partition, gate): appends held (_prepare_leader_epochs)
             try:
                 result.update(self._prepare_leader_epochs(accepted, result, gates))
-                self._apply_all(accepted, result, gates, live_leaders, controller_id, controller_epoch, slice_)
+                self._apply_all(accepted, result, live_leaders, controller_id, controller_epoch, slice_)
             finally:
-                for part, gate in gates.values():   # an exception on the way: no append may wait forever
+                # make_leader opened the applied ones' gates; what is left (a partition whose make_leader failed,
+                # an exception on the way) opens here: no append may wait forever.
+                for part, gate in gates.values():
                     part.release_appends(gate)
             self._drop_idle_fetchers()
             # Answered in the request's order, whatever order the partitions were applied in.
             return {st.tp: result[st.tp] for st in partition_states if st.tp in result}
 
-    def _apply_all(self, accepted, result, gates, live_leaders, controller_id, controller_epoch, slice_):
+    def _apply_all(self, accepted, result, live_leaders, controller_id, controller_epoch, slice_):
         endpoints = {b: (h, port) for b, h, port in (live_leaders or ())}
         logged = state_change_log.isEnabledFor(logging.INFO)
         for st in self._apply_order(accepted):
             if st.tp not in result:
                 result[st.tp] = self._apply_one(st, endpoints)
-            held = gates.pop(st.tp, None)
-            if held is not None:
-                held[0].release_appends(held[1])
             if logged:
                 la = st.leader_and_isr
                 state_change_log.info(
@@ -306,9 +305,9 @@ class ReplicaManager:
         in these fsyncs) keep taking produce requests, so their appends and markers are held (``hold_appends``)
         from the moment the epoch is recorded at the log end until ``make_leader`` stamps it on their batches --
         Kafka holds leaderIsrUpdateLock over makeLeader the same way; ``gates`` ({tp: (Partition, gate)}, the
-        caller's, which releases whatever is left in it) gets the holds to release once applied. Returns {tp: error
-        code} of the partitions whose checkpoint could not be written: they do not lead (a bumped one is taken
-        offline: nothing may be appended in the old epoch after a file that may name the new one)."""
+        caller's, which releases whatever make_leader has not) gets the holds. Returns {tp: error code} of the
+        partitions whose checkpoint could not be written: they do not lead (a bumped one is taken offline: nothing
+        may be appended in the old epoch after a file that may name the new one)."""
         snaps = {}
         for st in accepted:
             tp = st.tp
@@ -351,9 +350,8 @@ class ReplicaManager:
         for tp in failed:
             if tp in gates:
                 log.error("%s-%d: its new leader epoch's checkpoint could not be written: it stops leading", *tp)
-                part, gate = gates.pop(tp)
-                part.make_offline()
-                part.release_appends(gate)
+                part, _gate = gates.pop(tp)
+                part.make_offline()                     # opens the gate: held appends answer 6
                 self._notify(tp, True, False)
         return {tp: _error_code(e) for tp, e in failed.items()}
 

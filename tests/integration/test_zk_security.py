@@ -11,6 +11,7 @@ ensemble would refuse it before any ACL is looked at).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -353,7 +354,7 @@ class _SaslCuttingProxy:
             self._drop_next = True
             live, self._live = self._live, []
         for s in live:
-            with __import__("contextlib").suppress(OSError):
+            with contextlib.suppress(OSError):
                 s.shutdown(socket.SHUT_RDWR)
 
     def close(self):
@@ -400,7 +401,7 @@ class _SaslCuttingProxy:
         except OSError:
             pass
         for s in (src, dst):
-            with __import__("contextlib").suppress(OSError):
+            with contextlib.suppress(OSError):
                 s.shutdown(socket.SHUT_RDWR)
             s.close()
 
