@@ -239,12 +239,26 @@ def test_hand_corrupted_indexes_are_flagged(logs, tmp_path):
 
 
 def flip_record_byte(log):
-    """Invert one byte of the second batch's records (past its 61-byte header): a CRC mismatch, nothing else."""
+    """Invert one byte of the second batch's records: a CRC mismatch, nothing else. In a compressed batch any byte
+    of the compressed records past the 61-byte header does (9 bytes in); in an uncompressed one -- librdkafka
+    sometimes sends the first record alone, and the next four go uncompressed -- the byte is taken in the middle of
+    the first record's value: 9 bytes in was a length varint there (CI: both tools reported a malformed record,
+    Kafka with a stack trace)."""
+    from kbroker._native import decode_varint
     with open(log, "r+b") as f:
         data = f.read()
         second = 12 + struct.unpack_from(">i", data, 8)[0]
-        f.seek(second + 70)
-        f.write(bytes([data[second + 70] ^ 0xFF]))
+        at = second + 70
+        if not struct.unpack_from(">h", data, second + 21)[0] & 0x7:    # attributes: codec none
+            _length, pos = decode_varint(data, second + 61)     # the first record: its length,
+            _ts_delta, pos = decode_varint(data, pos + 1)        # (attributes: 1 byte) timestamp delta,
+            _offset_delta, pos = decode_varint(data, pos)        # offset delta, key, value
+            key_len, pos = decode_varint(data, pos)
+            value_len, pos = decode_varint(data, pos + max(key_len, 0))
+            assert value_len > 0, value_len
+            at = pos + value_len // 2
+        f.seek(at)
+        f.write(bytes([data[at] ^ 0xFF]))
 
 
 OPTION_SETS = [(), ("--deep-iteration",), ("--print-data-log",), ("--verify-index-only",), ("--index-sanity-check",)]
