@@ -705,14 +705,15 @@ def test_record_kernels_refuse_an_int32_varint_longer_than_5_bytes(k):
 
 # ---------------------------------------------------------------- the GIL (issue 15: kernels run beside other threads)
 
-def _ran_beside(call, attempts=5):
+def _ran_beside(call, attempts=12):
     """Whether another Python thread ran while ``call()`` was inside the kernel (i.e. the kernel released the GIL).
 
     A spinner thread counts its iterations while ``inside`` is set, giving the GIL back after each one
     (``time.sleep(0)``). The switch interval is raised to 2 s for the test: a kernel that holds the GIL keeps it
     for its whole call (the spinner, waiting for the GIL, asks for it only after 2 s -- far longer than the
-    ~20-100 ms calls below), so the count stays 0; one that releases it lets the spinner count at once. A few
-    attempts, because on a loaded machine the spinner may not be scheduled during one call."""
+    ~20-100 ms calls below), so the count stays 0; one that releases it lets the spinner count at once. Several
+    attempts, because on a loaded machine the spinner may not be scheduled during one call (5 were not enough once
+    in CI, for the 24 MB scan_batches call); a kernel holding the GIL fails every one of them alike."""
     state = {"inside": False, "count": 0, "stop": False, "started": False}
 
     def spin():
