@@ -1,8 +1,8 @@
 """The one loader for kbroker's byte kernels.
 
 Each kernel exists twice with identical signatures: a compiled Cython module (``crc32c``,
-``varint``, ``batch``, ``index``, ``records``; built by ``python setup.py build_ext --inplace``)
-and a pure-Python twin (``*_py``).  The compiled set is used when all five import; otherwise, or
+``varint``, ``batch``, ``index``, ``records``, ``files``; built by ``python setup.py build_ext --inplace``)
+and a pure-Python twin (``*_py``).  The compiled set is used when all six import; otherwise, or
 when ``KBROKER_PURE=1`` is set, the twins are -- never a mix, so ``IMPL`` ("cython" / "python")
 says which code every export runs.  ``load(pure)`` returns a namespace for an explicit choice
 (tests run both).  Import the kernels from here, never from a submodule: a direct
@@ -12,7 +12,8 @@ Exports by module: ``crc32c``; ``encode_varint`` / ``decode_varint`` / ``encode_
 ``decode_uvarint`` (varint); ``scan_batches``, ``validate_records_v2``, ``validate_records_region``,
 ``receive_buffer`` and the constant ``OFFSET_DELTA_REASON`` (batch); ``bisect_index`` (index);
 ``record_facts``, ``renumber_records`` (records: per-record work over a records region that
-``validate_records_*`` accepted).  Contracts: docs/architecture.md and each twin's docstring.
+``validate_records_*`` accepted); ``write_files`` (files: many small files written with the GIL released once,
+for worker threads beside a busy event loop).  Contracts: docs/architecture.md and each twin's docstring.
 """
 
 import importlib
@@ -22,14 +23,14 @@ import types
 __all__ = [
     "crc32c", "encode_varint", "decode_varint", "encode_uvarint", "decode_uvarint",
     "scan_batches", "validate_records_v2", "validate_records_region", "receive_buffer", "OFFSET_DELTA_REASON",
-    "bisect_index", "record_facts", "renumber_records",
+    "bisect_index", "record_facts", "renumber_records", "write_files",
     "IMPL", "load",
 ]
 
-KERNELS = ("crc32c", "varint", "batch", "index", "records")
+KERNELS = ("crc32c", "varint", "batch", "index", "records", "files")
 
 
-def _namespace(impl, crc_mod, varint_mod, batch_mod, index_mod, records_mod):
+def _namespace(impl, crc_mod, varint_mod, batch_mod, index_mod, records_mod, files_mod):
     return types.SimpleNamespace(
         IMPL=impl,
         crc32c=crc_mod.crc32c,
@@ -45,6 +46,7 @@ def _namespace(impl, crc_mod, varint_mod, batch_mod, index_mod, records_mod):
         bisect_index=index_mod.bisect_index,
         record_facts=records_mod.record_facts,
         renumber_records=records_mod.renumber_records,
+        write_files=files_mod.write_files,
     )
 
 
@@ -88,4 +90,5 @@ OFFSET_DELTA_REASON = _ns.OFFSET_DELTA_REASON
 bisect_index = _ns.bisect_index
 record_facts = _ns.record_facts
 renumber_records = _ns.renumber_records
+write_files = _ns.write_files
 del _ns

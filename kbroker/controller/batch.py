@@ -9,15 +9,19 @@ UpdateMetadata partition states are read from the controller at send time
 (``controller.partitions.update_metadata_state``), so they carry the final state of the event (a partition deleted
 meanwhile is sent with leader -2, LeaderDuringDelete).
 
-Size: a request carries at most ``MAX_ELEMENTS`` (50,000) decoded values -- each partition state, its fields,
+Size: a request carries at most ``MAX_ELEMENTS`` (90,000) decoded values -- each partition state, its fields,
 the entries of its replica lists (~15 at RF 2) and its topic's entry -- and a larger set goes as several requests
 of the same API in a row, each a complete request (partition states are independent; every UpdateMetadata repeats
 the live brokers). A receiving broker refuses a request of more than ``request.max.elements`` (100,000 by default,
 kbroker/server/limits.py) and closes the connection: with 27,000 partitions at RF 2 one UpdateMetadata of every
 partition (~400,000 values) and the LeaderAndIsr of a restarted broker's 18,000 were refused over and over, and
 the cluster never converged (docs/performance.md, issue 15 session 9). Kafka has no such limit and sends one
-request; splitting changes nothing a broker can observe but the number of requests. Half the default limit leaves
-room for what the count leaves out: the live brokers or leaders of each request and any tagged fields.
+request; splitting changes nothing a broker can observe but the number of requests. 90 % of the default limit
+leaves room for what the count leaves out: the live brokers or leaders of each request (~15 values a broker: 10,000
+are ~650 brokers) and any tagged fields. Fewer, larger requests matter in a failover: each LeaderAndIsr that makes
+a broker leader waits for one syncfs of its leader-epoch checkpoints (0.1-0.7 s on this machine's disk), and a
+broker applies its requests one after another -- at 50,000 a survivor of a 27,000-partition cluster got three
+LeaderAndIsr and six UpdateMetadata after a kill (chunks of ~3,600 and ~3,000 states), now about half as many.
 """
 import logging
 
@@ -28,7 +32,7 @@ from .channel import LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA
 log = logging.getLogger("kbroker.controller")
 
 ALL = object()  # UpdateMetadata for every partition
-MAX_ELEMENTS = 50_000
+MAX_ELEMENTS = 90_000
 
 
 def _weight(wire):
@@ -145,13 +149,17 @@ class RequestBatch:
                                         or _leader_and_isr_answer(controller, b))
         if self.update_metadata:
             live = brokers.update_metadata_brokers()
+            built = {}      # tp -> its state, built once for every recipient (read-only once built)
             for b, tps in sorted(self.update_metadata.items()):
                 if tps is ALL:
                     tps = partitions.all_partitions()
                 states = {}
                 for tp in tps:
                     tick()
-                    states[tp] = partitions.update_metadata_state(tp)
+                    st = built.get(tp)
+                    if st is None:
+                        st = built[tp] = partitions.update_metadata_state(tp)
+                    states[tp] = st
                 for chunk in _chunks(states, tick):
                     body = {"controller_id": cid, "controller_epoch": epoch, "broker_epoch": brokers.broker_epoch(b),
                             "topic_states": _group(chunk), "live_brokers": live}

@@ -189,16 +189,26 @@ class Brokers:
                 ctx.partition_states[tp] = OFFLINE
         # Elections, then the dead replicas out of the other ISRs: each one batched write (ZooKeeper multi
         # transactions, partitions.write_many), one leader epoch + 1 per partition however many replicas failed.
+        # The elections' requests go out as soon as they are written, before the ISR removals are (Kafka's
+        # onReplicasBecomeOffline sends after triggerOnlinePartitionStateChange, then again after the replica state
+        # changes): the partitions without a leader are the ones whose clients wait, and their LeaderAndIsr and
+        # UpdateMetadata are applied while the controller writes the removals. At 27,000 partitions x RF 2 the
+        # removals are half the write (9,000 of 18,000 states, ~0.45 s) and half of each broker's requests.
         elected = core.partitions.trigger_online(batch)
-        core.partitions.remove_many(batch, {tp: [r for r in ctx.assignments[tp] if r in dead_set] for tp in affected
-                                            if tp[0] not in ctx.topics_to_delete and tp not in elected})
         for tp in elected:
             for r in ctx.assignments[tp]:
                 if r in dead_set:
                     ctx.replica_states[(tp, r)] = R_OFFLINE
-        log.info("controller: brokers %s failed: %d leaders elected, %d partitions affected, state written in %.0f ms",
-                 dead, len(elected), len(affected), (time.monotonic() - started) * 1000.0)
-        batch.add_update_metadata(sorted(ctx.live_brokers), affected)
+        if elected:
+            batch.add_update_metadata(sorted(ctx.live_brokers), sorted(elected))
+            core.send(batch)
+        elected_ms = (time.monotonic() - started) * 1000.0
+        core.partitions.remove_many(batch, {tp: [r for r in ctx.assignments[tp] if r in dead_set] for tp in affected
+                                            if tp[0] not in ctx.topics_to_delete and tp not in elected})
+        log.info("controller: brokers %s failed: %d leaders elected (written and sent in %.0f ms), %d partitions "
+                 "affected, state written in %.0f ms", dead, len(elected), elected_ms, len(affected),
+                 (time.monotonic() - started) * 1000.0)
+        batch.add_update_metadata(sorted(ctx.live_brokers), [tp for tp in affected if tp not in elected])
         core.send(batch)
 
     def _on_startup(self, new, regs):

@@ -130,6 +130,35 @@ def test_topic_creation_states_and_requests(cluster):
     assert list(lai_states(sent[0][2])) == [("t", 3)]
 
 
+def test_a_failure_sends_the_elections_before_writing_the_isr_removals(cluster, backend):
+    """Kafka's onBrokerFailure order: the partitions that lost their leader get LeaderAndIsr and UpdateMetadata as
+    soon as their elections are written, before the dead replica is written out of the other partitions' ISRs --
+    their clients are the ones waiting (27,000 partitions x RF 2: the removals are half the state written)."""
+    store = cluster.store
+    store.create_topic("t", {0: [1, 2], 1: [2, 3], 2: [3, 1]})
+    cluster.settle()
+    ch = cluster.channel()
+    ch.take()
+    writes = []                                   # (partition state paths written, requests sent before the write)
+    real = backend.set_many
+
+    def recording(items, check=None):
+        writes.append(([path for path, _data, _version in items], list(ch.sent)))
+        return real(items, check)
+    backend.set_many = recording
+    unregister(backend, 1)
+    cluster.settle()
+    del backend.set_many
+    elect, remove = writes
+    assert elect[0] == ["/brokers/topics/t/partitions/0/state"] and elect[1] == []
+    assert remove[0] == ["/brokers/topics/t/partitions/2/state"]
+    before = [(b, k, sorted(lai_states(body) if k == LAI else um_states(body))) for b, k, body in remove[1]]
+    assert before == [(2, LAI, [("t", 0)]), (2, UM, [("t", 0)]), (3, UM, [("t", 0)])]
+    assert cluster.state("t", 0) == st(2, 1, [2]) and cluster.state("t", 2) == st(3, 1, [3])
+    after = [(b, k, sorted(lai_states(body) if k == LAI else um_states(body))) for b, k, body in ch.take()]
+    assert after[len(before):] == [(3, LAI, [("t", 2)]), (2, UM, [("t", 2)]), (3, UM, [("t", 2)])]
+
+
 def test_new_partition_with_dead_replica(cluster):
     unregister(cluster.backend, 3)
     cluster.settle()
@@ -644,6 +673,38 @@ def test_large_request_sets_are_split_under_the_element_budget(cluster, monkeypa
             assert sorted(merged) == expected and sum(len(states_of(x)) for x in bodies) == len(expected)
             if api == UM:
                 assert all(sorted(x["id"] for x in body["live_brokers"]) == [1, 2, 3] for body in bodies)
+
+
+def test_the_real_element_budget_fits_a_receiver_at_its_default_limit():
+    """At the real MAX_ELEMENTS (raised to cut a failover's requests), the fullest LeaderAndIsr and UpdateMetadata
+    of RF 3 partitions in a 100-broker cluster still decode at the default request.max.elements: a larger budget
+    would have every large controller request refused and the cluster never converge."""
+    from kbroker.cluster_state import LeaderAndIsr, PartitionLeadership
+    from kbroker.controller import batch
+    from kbroker.controller.channel import VERSIONS
+    from kbroker.protocol.apis import APIS
+    from kbroker.server.limits import ServerLimits
+
+    limit = ServerLimits().max_elements
+    assert batch.MAX_ELEMENTS < limit
+    lai = {("t%03d" % (p // 50), p % 50): PartitionLeadership(
+        "t%03d" % (p // 50), p % 50, LeaderAndIsr(p % 100, 7, (p % 100, (p + 1) % 100, (p + 2) % 100), 3, 9),
+        (p % 100, (p + 1) % 100, (p + 2) % 100)).to_wire() for p in range(9000)}
+    um = {tp: {"partition_index": tp[1], "controller_epoch": 3, "leader": st["leader"], "leader_epoch": 7,
+               "isr": st["isr"], "zk_version": 9, "replicas": st["replicas"], "offline_replicas": [1]}
+          for tp, st in lai.items()}
+    live = [{"id": b, "endpoints": [{"port": 9092, "host": "broker-%d.example" % b, "listener": "PLAINTEXT",
+                                     "security_protocol": 0}], "rack": "r%d" % (b % 3)} for b in range(100)]
+    leaders = [{"broker_id": b, "host_name": "broker-%d.example" % b, "port": 9092} for b in range(100)]
+    for api, states, extra in ((4, lai, {"live_leaders": leaders}), (6, um, {"live_brokers": live})):
+        chunks = batch._chunks(states, lambda: None)
+        assert len(chunks) >= 2
+        a, v = APIS[api], VERSIONS[api]
+        for chunk in chunks[:1]:                  # the first is a full one
+            body = dict({"controller_id": 1, "controller_epoch": 3, "broker_epoch": 5,
+                         "topic_states": batch._group(chunk)}, **extra)
+            got = a.decode_request(v, a.encode_request(v, body).getvalue(), 0, limit)
+            assert sum(len(t["partition_states"]) for t in got["topic_states"]) == len(chunk)
 
 
 def test_events_over_thousands_of_partitions_keep_the_loop_free(cluster, backend):

@@ -30,7 +30,7 @@ needs_cy = pytest.mark.skipif(CY is None, reason="Cython kernels not built")
 HYP = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 EXPORTS = ("crc32c", "encode_varint", "decode_varint", "encode_uvarint", "decode_uvarint", "scan_batches",
            "validate_records_v2", "validate_records_region", "receive_buffer", "bisect_index", "record_facts",
-           "renumber_records")
+           "renumber_records", "write_files")
 OFFSET_DELTA_REASON = "offset deltas not 0..n-1"
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -844,3 +844,98 @@ def test_decompression_runs_beside_other_threads(codec):
     comp = C.compress(code, data)
     assert C.decompress(code, comp, 1 << 30) == data
     assert _ran_beside(lambda: C.decompress(code, comp, 1 << 30))
+
+
+# ---------------------------------------------------------------- files (issue 15: many small files from a worker)
+
+def test_write_files_writes_exact_bytes_shorter_longer_or_new(k, tmp_path):
+    """Each file holds exactly its data afterwards -- shorter than before (cut), longer, or new -- and answers
+    (0, its st_dev); no temporary file is left."""
+    paths = [os.fsencode(tmp_path / n) for n in ("a", "b", "c")]
+    with open(paths[0], "wb") as f:
+        f.write(b"0\n3\n1 0\n2 5\n3 900\n")            # longer than its new data
+    with open(paths[1], "wb") as f:
+        f.write(b"0\n0\n")                              # shorter
+    datas = [b"0\n1\n8 0\n", b"0\n2\n5 0\n7 12\n", b"x" * 70_000]   # c: new, more than one page
+    dev = os.stat(tmp_path).st_dev
+    assert k.write_files(paths, datas) == [(0, dev)] * 3
+    assert [open(p, "rb").read() for p in paths] == datas
+    assert sorted(os.listdir(tmp_path)) == ["a", "b", "c"]
+    assert k.write_files([], []) == []
+
+
+def test_write_files_exclusive_leaves_existing_files(k, tmp_path):
+    """``exclusive``: an existing file answers EEXIST and keeps its bytes; a new one is created."""
+    import errno
+    old, new = os.fsencode(tmp_path / "old"), os.fsencode(tmp_path / "new")
+    with open(old, "wb") as f:
+        f.write(b"keep")
+    assert k.write_files([old, new], [b"0\n0\n", b"0\n1\n3 0\n"], exclusive=True) == \
+        [(errno.EEXIST, 0), (0, os.stat(tmp_path).st_dev)]
+    assert open(old, "rb").read() == b"keep" and open(new, "rb").read() == b"0\n1\n3 0\n"
+
+
+def test_write_files_reports_each_failure_and_writes_the_rest(k, tmp_path):
+    import errno
+    ok = os.fsencode(tmp_path / "ok")
+    res = k.write_files([os.fsencode(tmp_path / "missing" / "f"), ok, os.fsencode(tmp_path)], [b"1", b"2", b"3"])
+    assert res[0] == (errno.ENOENT, 0) and res[1] == (0, os.stat(tmp_path).st_dev)
+    assert res[2] == (errno.EISDIR, 0)
+    assert open(ok, "rb").read() == b"2"
+
+
+def test_write_files_refuses_bad_arguments_before_writing(k, tmp_path):
+    first = os.fsencode(tmp_path / "first")
+    with pytest.raises(ValueError):
+        k.write_files([first, b"a\0b"], [b"1", b"2"])             # a NUL would cut the path in C
+    with pytest.raises(ValueError):
+        k.write_files([first], [b"1", b"2"])
+    with pytest.raises(TypeError):
+        k.write_files([first], ["text"])
+    with pytest.raises(TypeError):
+        k.write_files([str(tmp_path / "s")], [b"1"])
+    assert os.listdir(tmp_path) == []
+
+
+def _write_beside_a_spinner(write_files, n, tmp_path):
+    """Seconds ``write_files`` takes for ``n`` new files while another thread runs Python without pause (the busy
+    event loop): a call that gives the GIL back at each system call waits up to the switch interval (5 ms) to take
+    it again, each time."""
+    paths = []
+    for i in range(n):
+        os.mkdir(tmp_path / str(i))
+        paths.append(os.fsencode(tmp_path / str(i) / "leader-epoch-checkpoint"))
+    datas = [b"0\n1\n%d 0\n" % i for i in range(n)]
+    stop = []
+
+    def spin():
+        x = 0
+        while not stop:
+            x += 1
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(0.005)
+    t = threading.Thread(target=spin, daemon=True)
+    t.start()
+    try:
+        started = time.monotonic()
+        res = write_files(paths, datas, exclusive=True)
+        took = time.monotonic() - started
+    finally:
+        stop.append(1)
+        t.join(5)
+        sys.setswitchinterval(old)
+    assert [r[0] for r in res] == [0] * n and open(paths[-1], "rb").read() == datas[-1]
+    return took
+
+
+@needs_cy
+def test_compiled_write_files_keeps_no_gil_between_files(tmp_path):
+    """The reason for the kernel (epoch_cache.write_together): 400 files beside a busy thread take a few
+    milliseconds and one GIL hand-over; the twin needs the GIL back after each of its ~2,000 system calls (~5 ms
+    each here: seconds)."""
+    assert _write_beside_a_spinner(CY.write_files, 400, tmp_path) < 2.0
+
+
+def test_the_write_files_twin_waits_for_the_gil_between_calls(tmp_path):
+    """What the compiled test above rules out, seen on the twin (fewer files: ~0.5 s or more)."""
+    assert _write_beside_a_spinner(PURE.write_files, 40, tmp_path) > 0.1

@@ -9,6 +9,7 @@ empty partition, not five; directory descriptors closed at once under gevent's p
 import gc
 import os
 import time
+import types
 
 import gevent
 import pytest
@@ -417,16 +418,43 @@ def test_an_epoch_starting_at_the_log_end_is_cut_at_load_in_memory(tmp_path, mon
     lg.close()
 
 
-def test_overwrite_in_place_writes_exact_bytes_shorter_longer_or_new(tmp_path, monkeypatch):
+def test_write_together_overwrites_in_place_without_fsync_and_syncs_once(tmp_path, monkeypatch):
     """epoch_cache.write_together's non-durable writes: no temporary file, no rename, no fsync (a replacing rename
-    costs ~160 us a file on ext4, this ~13 us); the file ends exactly where the data does."""
-    fsyncs = []
+    costs ~160 us a file on ext4, this ~13 us), each file ending exactly where its data does (shorter, longer or
+    new), then one syncfs for the file system; a fresh cache's file is created exclusively."""
+    from kbroker.replica import epoch_cache as ec
+    fsyncs, syncs = [], []
     monkeypatch.setattr(os, "fsync", lambda fd: fsyncs.append(fd))
-    path = str(tmp_path / FILE_NAME)
-    for data in (b"0\n2\n5 0\n7 12\n", b"0\n1\n8 0\n", b"0\n3\n1 0\n2 5\n3 900\n"):
-        checkpoint.overwrite_in_place(path, data)
-        assert open(path, "rb").read() == data
-    assert sorted(os.listdir(tmp_path)) == [FILE_NAME] and fsyncs == []
+    monkeypatch.setattr(ec, "sync_filesystem", lambda path: syncs.append(path))
+    n = ec.FSYNC_EACH_MAX + 2                       # more than get their own fsyncs
+    caches = []
+    for i in range(n):
+        d = tmp_path / ("t-%d" % i)
+        d.mkdir()
+        (d / FILE_NAME).write_bytes(b"0\n3\n1 0\n2 5\n3 900\n" if i % 2 else b"0\n1\n8 0\n")
+        caches.append(types.SimpleNamespace(path=str(d / FILE_NAME), persist=True, _fresh=False))
+    fresh_dir = tmp_path / "t-new"
+    fresh_dir.mkdir()
+    caches.append(types.SimpleNamespace(path=str(fresh_dir / FILE_NAME), persist=True, _fresh=True))
+    datas = [b"0\n2\n5 0\n7 12\n" for _ in range(n)] + [b"0\n1\n3 0\n"]
+    ec.write_together([(c, d, 0) for c, d in zip(caches, datas)])
+    assert [open(c.path, "rb").read() for c in caches] == datas
+    assert all(sorted(os.listdir(os.path.dirname(c.path))) == [FILE_NAME] for c in caches)
+    assert fsyncs == [] and len(syncs) == 1
+
+
+def test_write_together_fails_when_a_file_cannot_be_written(tmp_path, monkeypatch):
+    """A write that fails raises OSError naming the file: nothing may be taken as durable (the caller settles each
+    partition on its own, and one whose checkpoint cannot be written does not lead)."""
+    from kbroker.replica import epoch_cache as ec
+    monkeypatch.setattr(ec, "sync_filesystem", lambda path: None)
+    caches = [types.SimpleNamespace(path=str(tmp_path / ("t-%d" % i) / FILE_NAME), persist=True, _fresh=False)
+              for i in range(ec.FSYNC_EACH_MAX + 1)]
+    for c in caches[1:]:
+        os.mkdir(os.path.dirname(c.path))
+    with pytest.raises(FileNotFoundError) as e:                # t-0 has no directory
+        ec.write_together([(c, b"0\n0\n", 0) for c in caches])
+    assert e.value.filename == caches[0].path
 
 
 def test_a_partition_that_already_leads_holds_its_appends_while_its_new_epoch_is_written(tmp_path, pool):
