@@ -30,9 +30,9 @@ per broker, and written as JSON to ``bench/results/bench-<UTC time>.json``.
                 when nothing is sent at all (bootstrap at a closed port; records purged). Producing for real
                 costs the client more (librdkafka's sender thread runs beside the loop), so no broker reaches it.
   consume-100   the same for the 100-byte topic.
-  perf-1k/100   (only when named in ``--phases``, e.g. ``--phases produce,consume,perf``) the same reads with Apache
-                Kafka's kafka-consumer-perf-test (the Java consumer; perf_consume_phase), after consume-1k /
-                consume-100: it costs less per record than the Python loop, so the broker decides more of the figure.
+  java-1k/100   (only when named in ``--phases``, e.g. ``--phases produce,consume,java``) the same reads with the
+                Java client (tests/java's driver, assign() mode; java_consume_phase), after consume-1k / consume-100:
+                it costs less per record than the Python loop, so the broker decides more of the figure.
   latency       a producer sends ``--latency-size``-byte values at ``--rate`` records/s for ``--latency-seconds``;
                 each value starts with time.perf_counter_ns() (CLOCK_MONOTONIC, the same clock in every process)
                 and a sequence number; a consumer in a separate (spawned) process stamps the receive time.
@@ -224,44 +224,45 @@ def consume_phase(broker, topic, partitions, expected, size, seconds):
             "client_cpu_cores": round((ccpu1 - ccpu0) / elapsed, 2), "complete": got >= expected}
 
 
-def perf_consume_phase(broker, topic, expected, value_size, seconds):
-    """consume-1k / consume-100 again with Apache Kafka's own consumer benchmark, ``kafka-consumer-perf-test.sh``
-    (org.apache.kafka.tools.ConsumerPerformance of kafka-tools 4.4, the Java client; jars from tests/kafka_tools via
-    Maven): ``--messages expected`` from the topic's start in a fresh group. The Python consumer of consume_phase
-    costs ~1 s of a core per GB at 1 KB, which on two cores caps what any broker can show; the Java consumer costs
-    less per record. Reported: the tool's ``fetch.MB.sec`` (its time without the group join, which differs per
-    broker), its total MB/s, and broker CPU per GB over the whole run (join included). Librdkafka's kcat cannot be
-    used here: Debian's kcat (librdkafka 2.0) cannot parse Tansu's ApiVersions v3 answer."""
+def _java_client_conf(conf):
+    """librdkafka client keys -> the Java client's (kbroker-tls: a PEM CA file as a PEM truststore)."""
+    out = {}
+    for k, v in conf.items():
+        if k == "ssl.ca.location":
+            out.update({"ssl.truststore.location": v, "ssl.truststore.type": "PEM"})
+        else:
+            out[k] = v
+    return out
+
+
+def java_consume_phase(broker, topic, expected, seconds):
+    """consume-1k / consume-100 again with the Java client (kafka-clients 4.4, tests/java's driver, step
+    ``consume_count``: assign() every partition, seekToBeginning, poll() until ``expected`` records, counting only;
+    default consumer settings but fetch.max.wait.ms 100; the JVM with its default compilers and a 1 GB heap). The
+    Python consumer of consume_phase costs ~1 s of a core per GB at 1 KB, which on two cores caps what any broker
+    can show; the JVM costs less per record. MB/s is over the driver's own clock, from assign() to the last record
+    (the JVM's start, ~0.5 s, left out); broker CPU per GB over the whole run. Apache Kafka's kafka-consumer-perf-test was the first choice: it joins a group, and Tansu
+    never completed the join (0 records in 20 s); Debian's kcat (librdkafka 2.0) cannot parse Tansu's ApiVersions."""
     if REPO not in sys.path:
         sys.path.insert(0, REPO)
-    from tests.kafka_tools import classpath
-    cmd = [shutil.which("java") or "java", "-Xms256m", "-Xmx1g", "-cp", classpath(),
-           "org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server", broker.bootstrap, "--topic", topic,
-           "--messages", str(expected), "--timeout", str(int(seconds * 1000)),
-           "--group", "kbench-perf-%s-%d" % (topic, time.time_ns())]
-    if broker.client_conf:
-        cfg = os.path.join(broker.tmp, "perf-consumer.properties")
-        with open(cfg, "w") as f:
-            for k, v in broker.client_conf.items():      # kbroker-tls: a PEM CA file
-                f.write("%s=%s\n" % (k.replace("ssl.ca.location", "ssl.truststore.location"), v))
-                if k == "ssl.ca.location":
-                    f.write("ssl.truststore.type=PEM\n")
-        cmd += ["--command-config", cfg]
+    from tests.integration.java_driver import JAVA_DIR, MAIN, _parse, build_driver
+    cp = build_driver()
+    step = {"op": "consume_count", "topic": topic, "count": expected, "config": _java_client_conf(broker.client_conf),
+            "timeoutMs": int(seconds * 1000)}
+    spec = {"bootstrap": broker.bootstrap, "steps": [step], "timeoutMs": int(seconds * 1000)}
+    # The JVM's default compilers and a heap that fits (the tests' driver runs C1 only, for a quick start).
+    cmd = [shutil.which("java") or "java", "-Xms512m", "-Xmx1g", "-cp", cp, MAIN]
     cpu0 = broker.cpu_seconds()
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60)
+    done = subprocess.run(cmd, input=json.dumps(spec).encode(), capture_output=True, timeout=seconds + 60,
+                          cwd=str(JAVA_DIR))
     cpu1 = broker.cpu_seconds()
-    lines = [ln for ln in done.stdout.splitlines() if ln.strip()]
-    header = [ln for ln in lines if ln.startswith("start.time")]
-    if done.returncode != 0 or not header or lines[-1] == header[-1]:
-        raise RuntimeError("ConsumerPerformance exited %d: %s" % (done.returncode, (done.stderr or done.stdout)[-500:]))
-    # The tool prints its warnings (a timeout: fewer records than asked) between the header and the figures.
-    row = dict(zip([h.strip() for h in header[-1].split(",")], [c.strip() for c in lines[-1].split(",")]))
-    got = int(row["data.consumed.in.nMsg"])
-    nbytes = got * value_size
-    return {"records": got, "expected": expected, "mb_per_s_total": round(float(row["MB.sec"]) * 1.048576, 2),
-            "mb_per_s": round(float(row["fetch.MB.sec"]) * 1.048576, 2),
-            "records_per_s": round(float(row["fetch.nMsg.sec"]), 1), "rebalance_ms": int(row["rebalance.time.ms"]),
-            "fetch_ms": int(row["fetch.time.ms"]), "broker_cpu_s": round(cpu1 - cpu0, 3),
+    (res,) = _parse(done.returncode, done.stdout, done.stderr, ["consume_count"])
+    if "error" in res:
+        raise RuntimeError("java consume_count: %s" % res["error"])
+    got, nbytes, elapsed = res["records"], res["valueBytes"], max(res["elapsedMs"] / 1000.0, 1e-9)
+    return {"records": got, "expected": expected, "seconds": round(elapsed, 3),
+            "records_per_s": round(got / elapsed, 1), "mb_per_s": round(nbytes / elapsed / 1e6, 2),
+            "first_record_ms": res["firstPollMs"], "broker_cpu_s": round(cpu1 - cpu0, 3),
             "broker_cpu_s_per_gb": round((cpu1 - cpu0) / (nbytes / 1e9), 3) if nbytes else None,
             "complete": got >= expected}
 
@@ -442,10 +443,10 @@ def run_broker(kind, args, tansu_bin):
             ("consume-100", lambda: consume_phase(b, t100, args.partitions,
                                                   res["phases"]["produce-100"]["records_acked"] + 1, 100,
                                                   args.seconds + 5)),
-            # Kafka's kafka-consumer-perf-test reads the same topics (opt-in: --phases perf, or perf-1k / perf-100)
-            ("perf-1k", lambda: perf_consume_phase(b, t1k, res["phases"]["produce-1k"]["records_acked"] + 1, 1024,
+            # the Java consumer reads the same topics (opt-in: --phases java, or java-1k / java-100)
+            ("java-1k", lambda: java_consume_phase(b, t1k, res["phases"]["produce-1k"]["records_acked"] + 1,
                                                    args.seconds + 20)),
-            ("perf-100", lambda: perf_consume_phase(b, t100, res["phases"]["produce-100"]["records_acked"] + 1, 100,
+            ("java-100", lambda: java_consume_phase(b, t100, res["phases"]["produce-100"]["records_acked"] + 1,
                                                     args.seconds + 20)),
         ]
         if args.broker_warmup > 0:
@@ -463,7 +464,7 @@ def run_broker(kind, args, tansu_bin):
                 continue
             if name.startswith("consume") and ("produce" + name[7:]) not in res["phases"]:
                 continue
-            if name.startswith("perf") and (not args.phases or ("produce" + name[4:]) not in res["phases"]):
+            if name.startswith("java") and (not args.phases or ("produce" + name[4:]) not in res["phases"]):
                 continue                     # only when asked for, after its produce phase
             if not b.alive():
                 res["errors"].append("broker died before %s:\n%s" % (name, b.tail()))
@@ -517,12 +518,11 @@ ROWS = [  # (label, phase, key, unit-format)
     ("consume 100 B: MB/s", "consume-100", "mb_per_s"),
     ("consume 100 B: records/s", "consume-100", "records_per_s"),
     ("consume 100 B: broker CPU s per GB", "consume-100", "broker_cpu_s_per_gb"),
-    ("Kafka's consumer-perf-test 1 KB: fetch MB/s / with the group join", "perf-1k", ("mb_per_s", "mb_per_s_total")),
-    ("Kafka's consumer-perf-test 1 KB: broker CPU s per GB", "perf-1k", "broker_cpu_s_per_gb"),
-    ("Kafka's consumer-perf-test 100 B: fetch MB/s / with the group join", "perf-100",
-     ("mb_per_s", "mb_per_s_total")),
-    ("Kafka's consumer-perf-test 100 B: records/s", "perf-100", "records_per_s"),
-    ("Kafka's consumer-perf-test 100 B: broker CPU s per GB", "perf-100", "broker_cpu_s_per_gb"),
+    ("Java consumer 1 KB: MB/s", "java-1k", "mb_per_s"),
+    ("Java consumer 1 KB: broker CPU s per GB", "java-1k", "broker_cpu_s_per_gb"),
+    ("Java consumer 100 B: MB/s", "java-100", "mb_per_s"),
+    ("Java consumer 100 B: records/s", "java-100", "records_per_s"),
+    ("Java consumer 100 B: broker CPU s per GB", "java-100", "broker_cpu_s_per_gb"),
     ("broker peak RSS MB", None, "broker_peak_rss_mb"),
     ("1-min load average before / after", None, "loadavg_before_after"),
 ]

@@ -91,6 +91,10 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * consume          {topic, partitions?: [ints] (default: all), count, offsets?: {"p": offset} (default: from the
  *                   beginning), config} -- assign() + poll(), no group
  *                  -> {records: [rec], timedOut, endOffsets: {"p": n}, beginningOffsets: {"p": n}}
+ * consume_count    {topic, count, config} -- consume's assign() + poll() from the beginning of every partition, records
+ *                   only counted (bench/bench_clients.py's Java consume phase: no per-record JSON)
+ *                  -> {records, valueBytes, firstPollMs (assign to first record), elapsedMs (assign to the
+ *                      count-th record), timedOut}
  * group_consume    {topics: [..], groupId, count, config, commit: true (commitSync of the consumed positions at
  *                   the end, and of the revoked partitions' positions in onPartitionsRevoked), commitEachPoll: false,
  *                   untilAssigned: 0 (also poll until this many partitions are assigned), stopFile: path (also
@@ -150,6 +154,7 @@ public final class Driver {
     private static final Map<String, Op> OPS = Map.ofEntries(
             Map.entry("produce", Driver::produce),
             Map.entry("consume", Driver::consume),
+            Map.entry("consume_count", Driver::consumeCount),
             Map.entry("group_consume", Driver::groupConsume),
             Map.entry("create_topics", Driver::createTopics),
             Map.entry("list_topics", Driver::listTopics),
@@ -347,6 +352,41 @@ public final class Driver {
             r.put("timedOut", records.size() < count);
             r.put("endOffsets", byPartition(consumer.endOffsets(tps)));
             r.put("beginningOffsets", byPartition(consumer.beginningOffsets(tps)));
+        }
+    }
+
+    private void consumeCount(Map<String, Object> step, Map<String, Object> r) {
+        String topic = (String) require(step, "topic");
+        long count = num(require(step, "count"));
+        Properties props = consumerProps(step.get("config"));
+        props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        long deadline = System.currentTimeMillis() + num(step.getOrDefault("timeoutMs", stepTimeoutMs));
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props)) {
+            List<TopicPartition> tps = new ArrayList<>();
+            for (PartitionInfo pi : consumer.partitionsFor(topic)) {
+                tps.add(new TopicPartition(topic, pi.partition()));
+            }
+            long started = System.nanoTime();
+            consumer.assign(tps);
+            consumer.seekToBeginning(tps);
+            long got = 0;
+            long bytes = 0;
+            long first = -1;
+            while (got < count && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<byte[], byte[]> rec : consumer.poll(Duration.ofMillis(200))) {
+                    if (first < 0) {
+                        first = System.nanoTime();
+                    }
+                    got++;
+                    bytes += rec.value() == null ? 0 : rec.value().length;
+                }
+            }
+            long ended = System.nanoTime();
+            r.put("records", got);
+            r.put("valueBytes", bytes);
+            r.put("firstPollMs", first < 0 ? -1 : (first - started) / 1_000_000.0);
+            r.put("elapsedMs", (ended - started) / 1_000_000.0);
+            r.put("timedOut", got < count);
         }
     }
 
