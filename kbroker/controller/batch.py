@@ -17,7 +17,8 @@ kbroker/server/limits.py) and closes the connection: with 27,000 partitions at R
 partition (~400,000 values) and the LeaderAndIsr of a restarted broker's 18,000 were refused over and over, and
 the cluster never converged (docs/performance.md, issue 15 session 9). Kafka has no such limit and sends one
 request; splitting changes nothing a broker can observe but the number of requests. 90 % of the default limit
-leaves room for what the count leaves out: the live brokers or leaders of each request (~15 values a broker: 10,000
+(or of this broker's own ``request.max.elements`` when that is lower: ``element_budget``) leaves room for what the
+count leaves out: the live brokers or leaders of each request (~15 values a broker: 10,000
 are ~650 brokers) and any tagged fields. Fewer, larger requests matter in a failover: each LeaderAndIsr that makes
 a broker leader waits for one syncfs of its leader-epoch checkpoints (0.1-0.7 s on this machine's disk), and a
 broker applies its requests one after another -- at 50,000 a survivor of a 27,000-partition cluster got three
@@ -42,15 +43,27 @@ def _weight(wire):
     return 1 + len(wire) + sum(len(v) for v in wire.values() if isinstance(v, list))
 
 
-def _chunks(wire_states, tick):
-    """{tp: wire state} -> [{tp: wire state}, ...] in partition order, each under ``MAX_ELEMENTS`` values (its
-    topic entries included: 3 each, the entry and its two fields; the request's other fields are not counted).
-    ``tick()`` runs once per partition (the controller's time slice)."""
+def element_budget(controller):
+    """The values one controller request may carry: ``MAX_ELEMENTS``, or 90 % of this broker's own
+    ``request.max.elements`` when that is lower (an operator who lowered it did so on every broker, as a rule; a
+    receiver refusing the requests would never converge)."""
+    try:
+        own = int(controller.cfg("request.max.elements"))
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return MAX_ELEMENTS
+    return max(1, min(MAX_ELEMENTS, own * 9 // 10))
+
+
+def _chunks(wire_states, tick, budget=None):
+    """{tp: wire state} -> [{tp: wire state}, ...] in partition order, each under ``budget`` (default
+    ``MAX_ELEMENTS``) values (its topic entries included: 3 each, the entry and its two fields; the request's other
+    fields are not counted). ``tick()`` runs once per partition (the controller's time slice)."""
+    budget = MAX_ELEMENTS if budget is None else budget
     out, cur, size, topic = [], {}, 0, None
     for tp, st in sorted(wire_states.items()):
         tick()
         w = _weight(st)
-        if cur and size + w + 3 * (tp[0] != topic) > MAX_ELEMENTS:
+        if cur and size + w + 3 * (tp[0] != topic) > budget:
             out.append(cur)
             cur, size = {}, 0
         size += w + 3 * (not cur or tp[0] != topic)
@@ -131,12 +144,13 @@ class RequestBatch:
         cid, epoch = controller.broker_id, controller.epoch
         brokers, partitions = controller.brokers, controller.partitions
         tick = controller.tick                            # once per partition state built
+        budget = element_budget(controller)
         for b, states in sorted(self.leader_and_isr.items()):
             wire = {}
             for tp, s in states.items():
                 tick()
                 wire[tp] = s.to_wire()
-            for chunk in _chunks(wire, tick):
+            for chunk in _chunks(wire, tick, budget):
                 leaders = sorted({st["leader"] for st in chunk.values() if st["leader"] >= 0})
                 live_leaders = []
                 for lid in leaders:
@@ -160,7 +174,7 @@ class RequestBatch:
                     if st is None:
                         st = built[tp] = partitions.update_metadata_state(tp)
                     states[tp] = st
-                for chunk in _chunks(states, tick):
+                for chunk in _chunks(states, tick, budget):
                     body = {"controller_id": cid, "controller_epoch": epoch, "broker_epoch": brokers.broker_epoch(b),
                             "topic_states": _group(chunk), "live_brokers": live}
                     controller.channel.send(b, UPDATE_METADATA, body, _log_errors(UPDATE_METADATA, b))
@@ -168,7 +182,7 @@ class RequestBatch:
             states = {tp: {"partition_index": tp[1], "leader_epoch": le, "delete_partition": d}
                       for tp, (d, le) in parts.items()}
             cb = self.stop_callbacks.get(b)
-            for chunk in _chunks(states, tick):
+            for chunk in _chunks(states, tick, budget):
                 body = {"controller_id": cid, "controller_epoch": epoch, "broker_epoch": brokers.broker_epoch(b),
                         "topic_states": _group(chunk)}
                 controller.channel.send(b, STOP_REPLICA, body,

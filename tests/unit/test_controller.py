@@ -707,6 +707,32 @@ def test_the_real_element_budget_fits_a_receiver_at_its_default_limit():
             assert sum(len(t["partition_states"]) for t in got["topic_states"]) == len(chunk)
 
 
+def test_a_lowered_request_max_elements_shrinks_the_controller_requests(backend):
+    """An operator who lowers request.max.elements (on every broker, as a rule) gets controller requests within 90 %
+    of it, so the receivers decode them instead of closing the connection over and over."""
+    from kbroker.controller.channel import VERSIONS
+    from kbroker.protocol.apis import APIS
+
+    c = make_cluster(backend, **{"request.max.elements": 1000})
+    try:
+        ch = c.channel()
+        ch.take()
+        c.store.create_topic("big", {p: [1 + p % 3, 1 + (p + 1) % 3] for p in range(120)})
+        c.settle()
+        sent = [(b, k, body) for b, k, body in ch.take() if k in (LAI, UM)]
+        assert len([1 for b, k, _ in sent if k == UM and b == 1]) >= 2      # 120 states: more than one request
+        for _b, api, body in sent:
+            a, v = APIS[api], VERSIONS[api]
+            a.decode_request(v, a.encode_request(v, body).getvalue(), 0, 1000)      # ElementLimitError otherwise
+        merged = {}
+        for b, k, body in sent:
+            if k == UM and b == 1:
+                merged.update(um_states(body))
+        assert sorted(merged) == [("big", p) for p in range(120)]
+    finally:
+        c.stop()
+
+
 def test_events_over_thousands_of_partitions_keep_the_loop_free(cluster, backend):
     """Creating and deleting a topic of 2,000 partitions (RF 2, three controllers' worth of requests) is one
     controller event each, thousands of elections and state changes: the event yields every time slice
