@@ -18,6 +18,8 @@ import logging
 import os
 import posix
 
+from kbroker._native import write_files
+
 log = logging.getLogger(__name__)
 
 VERSION = 0
@@ -56,6 +58,16 @@ def write_atomically(path, data, durable=True, tmp_suffix=".tmp"):
     os.replace(tmp, path)
     if durable:
         fsync_dir(os.path.dirname(os.path.abspath(path)))
+
+
+def write_files_unsynced(items, exclusive=False):
+    """``[(path, data)]`` written without fsync -> ``[(errno, st_dev)]`` in order (0 and the file's device for a
+    file written; a failing file does not stop the others): each from byte 0 and cut to its length, or with
+    ``exclusive`` created anew (EEXIST for one that exists, left untouched). Through ``kbroker._native.write_files``,
+    which holds no GIL from the first file to the last: for worker threads writing thousands of small files beside a
+    busy event loop (epoch_cache.write_together; in Python each system call waited up to 5 ms for the GIL). The
+    caller makes them durable: one ``sync_filesystem`` per device."""
+    return write_files([os.fsencode(path) for path, _ in items], [bytes(data) for _, data in items], exclusive)
 
 
 _libc = None

@@ -43,8 +43,7 @@ import errno
 import logging
 import os
 
-from kbroker._native import write_files
-from kbroker.log.checkpoint import sync_filesystem, write_atomically, write_new_file
+from kbroker.log.checkpoint import sync_filesystem, write_atomically, write_files_unsynced, write_new_file
 
 log = logging.getLogger(__name__)
 
@@ -247,10 +246,10 @@ def write_together(snapshots):
     event loop meanwhile never shares a half-written file). Raises OSError when a write or sync fails: nothing may
     then be taken as durable.
 
-    The many files go through ``kbroker._native.write_files``, which holds no GIL from the first file to the last:
-    in Python each file's ~5 system calls each gave the GIL back and waited up to the switch interval (5 ms) to
-    take it again while the event loop's thread was busy -- 3,566 checkpoints took 4.2 s in a failover, against
-    ~0.1 s with an idle loop. A replaced file is overwritten in place from byte 0 and cut to its length: no
+    The many files go through ``checkpoint.write_files_unsynced`` (``kbroker._native.write_files``), which holds no
+    GIL from the first file to the last: in Python each file's ~5 system calls each gave the GIL back and waited up
+    to the switch interval (5 ms) to take it again while the event loop's thread was busy -- 3,566 checkpoints took
+    4.2 s in a failover, against ~0.1 s with an idle loop. A replaced file is overwritten in place from byte 0 and cut to its length: no
     temporary file, no rename -- ext4 (auto_da_alloc) starts writing a file's data when a rename replaces another
     or a truncate to 0 precedes the write, measured 160 us a file (10,000: 1.6 s, up to 6 s on a busy disk)
     against 13 us. Its reader survives anything a crash before the syncfs leaves: the old bytes, the new, or a mix
@@ -262,7 +261,7 @@ def write_together(snapshots):
             # A new directory's first file: created exclusively and never fsync'd (module docstring).
             (fresh if cache._fresh else replaced).append((cache.path, data))
     if fresh:
-        for (path, data), (err, _dev) in zip(fresh, _write_files(fresh, exclusive=True)):
+        for (path, data), (err, _dev) in zip(fresh, write_files_unsynced(fresh, exclusive=True)):
             if err == errno.EEXIST:
                 replaced.append((path, data))     # not new after all: replaced like the others
             elif err:
@@ -274,17 +273,12 @@ def write_together(snapshots):
             write_atomically(path, data, tmp_suffix=".tmp-batch")
         return
     devices = {}
-    for (path, _data), (err, dev) in zip(replaced, _write_files(replaced, exclusive=False)):
+    for (path, _data), (err, dev) in zip(replaced, write_files_unsynced(replaced)):
         if err:
             raise OSError(err, os.strerror(err), path)
         devices.setdefault(dev, path)
     for path in devices.values():
         sync_filesystem(os.path.dirname(path))
-
-
-def _write_files(items, exclusive):
-    """[(path, data)] -> write_files' [(errno, st_dev)]."""
-    return write_files([os.fsencode(path) for path, _ in items], [bytes(data) for _, data in items], exclusive)
 
 
 def snapshot(cache):
