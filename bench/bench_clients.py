@@ -245,18 +245,15 @@ def java_consume_phase(broker, topic, expected, seconds):
     never completed the join (0 records in 20 s); Debian's kcat (librdkafka 2.0) cannot parse Tansu's ApiVersions."""
     if REPO not in sys.path:
         sys.path.insert(0, REPO)
-    from tests.integration.java_driver import JAVA_DIR, MAIN, _parse, build_driver
+    from tests.integration.java_driver import build_driver, run_java
     cp = build_driver()
     step = {"op": "consume_count", "topic": topic, "count": expected, "config": _java_client_conf(broker.client_conf),
             "timeoutMs": int(seconds * 1000)}
-    spec = {"bootstrap": broker.bootstrap, "steps": [step], "timeoutMs": int(seconds * 1000)}
-    # The JVM's default compilers and a heap that fits (the tests' driver runs C1 only, for a quick start).
-    cmd = [shutil.which("java") or "java", "-Xms512m", "-Xmx1g", "-cp", cp, MAIN]
     cpu0 = broker.cpu_seconds()
-    done = subprocess.run(cmd, input=json.dumps(spec).encode(), capture_output=True, timeout=seconds + 60,
-                          cwd=str(JAVA_DIR))
+    # The JVM's default compilers and a heap that fits (the tests' driver runs C1 only, for a quick start).
+    (res,) = run_java(cp, broker.bootstrap, [step], timeout=seconds + 60, jvm_flags=("-Xms512m", "-Xmx1g"),
+                      timeoutMs=int(seconds * 1000))
     cpu1 = broker.cpu_seconds()
-    (res,) = _parse(done.returncode, done.stdout, done.stderr, ["consume_count"])
     if "error" in res:
         raise RuntimeError("java consume_count: %s" % res["error"])
     got, nbytes, elapsed = res["records"], res["valueBytes"], max(res["elapsedMs"] / 1000.0, 1e-9)

@@ -47,11 +47,7 @@ def element_budget(controller):
     """The values one controller request may carry: ``MAX_ELEMENTS``, or 90 % of this broker's own
     ``request.max.elements`` when that is lower (an operator who lowered it did so on every broker, as a rule; a
     receiver refusing the requests would never converge)."""
-    try:
-        own = int(controller.cfg("request.max.elements"))
-    except (AttributeError, KeyError, TypeError, ValueError):
-        return MAX_ELEMENTS
-    return max(1, min(MAX_ELEMENTS, own * 9 // 10))
+    return max(1, min(MAX_ELEMENTS, int(controller.cfg("request.max.elements")) * 9 // 10))
 
 
 def _chunks(wire_states, tick, budget=None):

@@ -52,8 +52,8 @@ def build_driver() -> str:
     return f"{JAR}:{CLASSPATH_FILE.read_text().strip()}"
 
 
-def _command(classpath: str) -> list[str]:
-    return ["java", *JVM_FLAGS, "-cp", classpath, MAIN]
+def _command(classpath: str, jvm_flags=JVM_FLAGS) -> list[str]:
+    return ["java", *jvm_flags, "-cp", classpath, MAIN]
 
 
 def _parse(returncode, out: bytes, err: bytes, what) -> list[dict]:
@@ -67,12 +67,14 @@ def _parse(returncode, out: bytes, err: bytes, what) -> list[dict]:
     return result["steps"]
 
 
-def run_java(classpath: str, bootstrap: str, steps: list, timeout: float = 90.0, **spec) -> list[dict]:
-    """One JVM running `steps` against `bootstrap`; returns the step results (same order)."""
+def run_java(classpath: str, bootstrap: str, steps: list, timeout: float = 90.0, jvm_flags=JVM_FLAGS,
+             **spec) -> list[dict]:
+    """One JVM running `steps` against `bootstrap`; returns the step results (same order). `jvm_flags`: the
+    tests' quick-start flags unless given (bench/bench_clients.py runs the JVM's default compilers)."""
     full = {"bootstrap": bootstrap, "steps": steps, **spec}
     ops = [s["op"] for s in steps]
     try:
-        done = subprocess.run(_command(classpath), input=json.dumps(full).encode(), capture_output=True,
+        done = subprocess.run(_command(classpath, jvm_flags), input=json.dumps(full).encode(), capture_output=True,
                               timeout=timeout, cwd=str(JAVA_DIR))
     except subprocess.TimeoutExpired as exc:
         raise HarnessError(f"java driver timed out after {timeout:g}s running {ops}\n"

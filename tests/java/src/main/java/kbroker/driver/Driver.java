@@ -314,6 +314,16 @@ public final class Driver {
         return props;
     }
 
+    /** Every partition of {@code topic}, in partition order. */
+    private static List<TopicPartition> allPartitions(KafkaConsumer<byte[], byte[]> consumer, String topic) {
+        List<TopicPartition> tps = new ArrayList<>();
+        for (PartitionInfo pi : consumer.partitionsFor(topic)) {
+            tps.add(new TopicPartition(topic, pi.partition()));
+        }
+        tps.sort((a, b) -> Integer.compare(a.partition(), b.partition()));
+        return tps;
+    }
+
     private void consume(Map<String, Object> step, Map<String, Object> r) {
         String topic = (String) require(step, "topic");
         long count = num(require(step, "count"));
@@ -327,10 +337,7 @@ public final class Driver {
                     tps.add(new TopicPartition(topic, (int) num(p)));
                 }
             } else {
-                for (PartitionInfo pi : consumer.partitionsFor(topic)) {
-                    tps.add(new TopicPartition(topic, pi.partition()));
-                }
-                tps.sort((a, b) -> Integer.compare(a.partition(), b.partition()));
+                tps.addAll(allPartitions(consumer, topic));
             }
             consumer.assign(tps);
             if (step.get("offsets") != null) {
@@ -362,10 +369,7 @@ public final class Driver {
         props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
         long deadline = System.currentTimeMillis() + num(step.getOrDefault("timeoutMs", stepTimeoutMs));
         try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props)) {
-            List<TopicPartition> tps = new ArrayList<>();
-            for (PartitionInfo pi : consumer.partitionsFor(topic)) {
-                tps.add(new TopicPartition(topic, pi.partition()));
-            }
+            List<TopicPartition> tps = allPartitions(consumer, topic);
             long started = System.nanoTime();
             consumer.assign(tps);
             consumer.seekToBeginning(tps);
