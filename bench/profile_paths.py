@@ -107,6 +107,14 @@ def run_round(args, rnd):
     return out
 
 
+# (topics, partitions per topic, records per batch, value bytes, requests per timed run). The first four are
+# librdkafka's request shapes at 100 B (module docstring); the last two are target 4's produce spread at 1 KB, as
+# bench/scale_partitions.py's produce step sends it (linger.ms=100, ~100 MB/s over 1,000 random partitions: ~10
+# records a batch, all 1,000 partitions in one request) and the one-partition request it is compared with.
+SHAPES = ((1, 6, 4000, 100, 150), (1, 6, 145, 100, 2000), (1, 6, 1, 100, 4000), (1, 1, 1, 100, 10000),
+          (100, 10, 10, 1024, 20), (1, 1, 1000, 1024, 200))
+
+
 def inprocess(args):
     """The ``--inprocess`` measurement (module docstring); imports kbroker from ``--repo`` (or this tree)."""
     import shutil
@@ -132,22 +140,25 @@ def inprocess(args):
     root = tempfile.mkdtemp(prefix="kb-paths-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
     print("kbroker from %s" % os.path.dirname(kbroker.__file__))
     try:
-        for nrec, nparts, reqs in ((4000, 6, 150), (145, 6, 2000), (1, 6, 4000), (1, 1, 10000)):
+        for ntopics, nparts, nrec, vsize, reqs in SHAPES:
             lc = LogConfig(segment_bytes=1 << 30)
-            parts = []
-            for i in range(nparts):
-                p = Partition("t", i, Log(os.path.join(root, "t%d-%d-%d" % (nrec, nparts, i)), lc), lc, 1)
-                p.make_leader(1, [1], [1], 0)
-                parts.append(p)
+            parts = {}
+            for t in range(ntopics):
+                for i in range(nparts):
+                    p = Partition("t%d" % t, i, Log(os.path.join(root, "t%d-%d-%d-%d-%d" % (
+                        t, nrec, vsize, nparts, i)), lc), lc, 1)
+                    p.make_leader(1, [1], [1], 0)
+                    parts["t%d" % t, i] = p
 
             class Replicas:
                 def leader_partition(self, topic, i):
-                    return parts[i]
+                    return parts[topic, i]
 
-            value = os.urandom(100)
+            value = os.urandom(vsize)
             batch = bytes(build_batch([Record(j, 1_700_000_000_000 + j, None, value, ()) for j in range(nrec)]))
             req = {"transactional_id": None, "acks": -1, "timeout_ms": 30000, "topic_data": [
-                {"name": "t", "partition_data": [{"index": i, "records": batch} for i in range(nparts)]}]}
+                {"name": "t%d" % t, "partition_data": [{"index": i, "records": batch} for i in range(nparts)]}
+                for t in range(ntopics)]}
             w = Writer()
             w.buf += encode_request_header(api.request_header_version(version), 0, version, 1, "rdkafka")
             api.encode_request(version, req, w)
@@ -177,10 +188,10 @@ def inprocess(args):
                     one(b)
                 spent = (time.process_time() - t0) / reqs
                 best = spent if best is None else min(best, spent)
-            gb = nrec * nparts * 100 / 1e9
-            print("produce request %d partitions x %5d records of 100 B: %8.1f us per request, %6.3f s per payload GB"
-                  % (nparts, nrec, best * 1e6, best / gb))
-            for p in parts:
+            gb = nrec * nparts * ntopics * vsize / 1e9
+            print("produce request %4d partitions x %5d records of %4d B: %8.1f us per request, %6.3f s per payload GB"
+                  % (nparts * ntopics, nrec, vsize, best * 1e6, best / gb))
+            for p in parts.values():
                 p.log.close()
     finally:
         shutil.rmtree(root, ignore_errors=True)
