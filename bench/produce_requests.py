@@ -7,7 +7,7 @@
 Why not a client: bench/scale_partitions.py's spread step (confluent-kafka, linger.ms=100, 1,000 random partitions)
 makes librdkafka send one Produce request per partition batch (5,798 requests for 5,958 batches of ~49 records in
 one 300 MB run, counted with the broker's request metrics), and how many it sends depends on how fast the broker
-and the client each are at that moment: runs of the same code measured 1.9-3.9 broker CPU s/GB. Here the requests
+and the client each are at that moment: runs of the same code measured 1.9-6.6 broker CPU s/GB. Here the requests
 are built once (the real codecs, Produce v9, acks=1, one partition entry of ``--records`` records of ``--value``
 bytes, one CRC-valid v2 batch) and sent over one raw socket with ``--inflight`` requests outstanding, so every run
 makes the broker do the same work: ``--requests`` requests to one partition, then as many spread round-robin over

@@ -108,9 +108,10 @@ def run_round(args, rnd):
 
 
 # (topics, partitions per topic, records per batch, value bytes, requests per timed run). The first four are
-# librdkafka's request shapes at 100 B (module docstring); the last two are target 4's produce spread at 1 KB, as
-# bench/scale_partitions.py's produce step sends it (linger.ms=100, ~100 MB/s over 1,000 random partitions: ~10
-# records a batch, all 1,000 partitions in one request) and the one-partition request it is compared with.
+# librdkafka's request shapes at 100 B (module docstring); the last two are the handler's work of target 4's produce
+# spread at 1 KB -- 1,000 partition entries of 10 records, put in one request so the per-entry cost shows -- and
+# of one 1,000-record request to one partition. (librdkafka itself sends the spread as one entry of ~49 records
+# per request: bench/produce_requests.py measures that shape, network path included.)
 SHAPES = ((1, 6, 4000, 100, 150), (1, 6, 145, 100, 2000), (1, 6, 1, 100, 4000), (1, 1, 1, 100, 10000),
           (100, 10, 10, 1024, 20), (1, 1, 1000, 1024, 200))
 
