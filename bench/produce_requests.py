@@ -62,8 +62,9 @@ def _recv_exact(sock, n):
     return buf
 
 
-def run_phase(sock, wires, targets, inflight, next_offset):
-    """Send one request to each of ``targets`` (partition numbers) with ``inflight`` outstanding; check answers."""
+def run_phase(sock, wires, targets, inflight, next_offset, records):
+    """Send one request to each of ``targets`` (partition numbers) with ``inflight`` outstanding; check that every
+    answer is in order, error-free and at ``next_offset`` of its partition (advanced by ``records`` a request)."""
     from kbroker.protocol.apis import APIS
     api = APIS[0]
     sent = 0
@@ -90,11 +91,9 @@ def run_phase(sock, wires, targets, inflight, next_offset):
         if part["error_code"] != 0 or part["base_offset"] != next_offset[p]:
             raise RuntimeError("partition %d answered error %d base offset %d (expected 0, %d)"
                                % (p, part["error_code"], part["base_offset"], next_offset[p]))
-        next_offset[p] += RECORDS_PER_REQUEST[0]
+        next_offset[p] += records
         done += 1
 
-
-RECORDS_PER_REQUEST = [0]
 
 
 def main(argv=None):
@@ -111,7 +110,6 @@ def main(argv=None):
         for mod in (bc, sys.modules.get("peers")):
             if mod is not None:
                 mod.REPO = os.path.abspath(args.repo)
-    RECORDS_PER_REQUEST[0] = args.records
     topics_per = 10
     ntopics = -(-args.partitions // topics_per)
     b = bc.BrokerProc("kbroker")
@@ -134,8 +132,9 @@ def main(argv=None):
         offsets_spread = [0] * args.partitions
         offsets_one = [0]
         spread_targets = [i % args.partitions for i in range(args.requests)]
-        run_phase(sock, spread_wires, list(range(args.partitions)) * 2, args.inflight, offsets_spread)  # warm
-        run_phase(sock, one_wires, [0] * 200, args.inflight, offsets_one)
+        run_phase(sock, spread_wires, list(range(args.partitions)) * 2, args.inflight, offsets_spread,
+                  args.records)   # warm: every partition's second batch maps its indexes
+        run_phase(sock, one_wires, [0] * 200, args.inflight, offsets_one, args.records)
         res = {"one": [], "spread": []}
         gb = args.requests * payload / 1e9
         for _ in range(args.rounds):
@@ -143,7 +142,7 @@ def main(argv=None):
                                                ("spread", spread_wires, spread_targets, offsets_spread)):
                 u0, s0 = b.cpu_split()
                 t0 = time.monotonic()
-                run_phase(sock, wires, targets, args.inflight, offs)
+                run_phase(sock, wires, targets, args.inflight, offs, args.records)
                 wall = time.monotonic() - t0
                 u1, s1 = b.cpu_split()
                 res[name].append((u1 - u0, s1 - s0, wall))
