@@ -747,13 +747,15 @@ def test_events_over_thousands_of_partitions_keep_the_loop_free(cluster, backend
     with LoopWatch() as watch:
         cluster.store.create_topic("wide", {p: [1 + p % 3, 1 + (p + 1) % 3] for p in range(n)})
         cluster.settle(timeout=60)
-    assert watch.worst < LOOP_GAP_S, "create: the loop waited %.3f s" % watch.worst
+    # CPU time, not wall time: the event's work is CPU-bound, and wall time also counts the OS running the other
+    # test workers of a parallel run (LoopWatch). Without the time slices this is 0.17-0.2 s either way.
+    assert watch.worst_cpu < LOOP_GAP_S, "create: the loop ran %.3f s of CPU in one piece" % watch.worst_cpu
     assert watch.ticks > 10
     assert cluster.state("wide", n - 1) == st(1 + (n - 1) % 3, 0, [1 + (n - 1) % 3, 1 + n % 3])
     assert sum(len(lai_states(body)) for _b, k, body in ch.take() if k == LAI) == 2 * n
     with LoopWatch() as watch:
         cluster.store.mark_for_deletion("wide")
         cluster.settle(timeout=60)
-    assert watch.worst < LOOP_GAP_S, "delete: the loop waited %.3f s" % watch.worst
+    assert watch.worst_cpu < LOOP_GAP_S, "delete: the loop ran %.3f s of CPU in one piece" % watch.worst_cpu
     assert not cluster.store.exists("wide")
     assert sum(len(stop_states(body)) for _b, k, body in ch.take() if k == STOP) == 2 * n
