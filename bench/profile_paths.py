@@ -22,7 +22,9 @@ The median of ``--rounds`` rounds is printed per phase; ``--json`` keeps every r
 decode with the real codecs, the Produce handler with acks=all over real leader Partitions on a fresh Log in
 /dev/shm, response encode), timed with ``time.process_time`` (best of 7 runs), for librdkafka's request shapes at
 100 B: 6 partitions x 4,000 records (what one fast client sends, ~660k records/s with linger.ms=5), x 145 records
-(a client at ~170k records/s) and x 1 record (the fixed cost per request and per partition entry). Prints microseconds
+(a client at ~170k records/s) and x 1 record (the fixed cost per request and per partition entry). Then, at 1 KB,
+1,000 partition entries of 10 records in one request against one request of 1,000 records to one partition (the
+append path of target 4's produce spread; ``SHAPES``). Prints microseconds
 per request and broker CPU seconds per payload GB. The machine's load barely moves these (no other process is in the
 measured path), so before/after comparisons of code run here: ``--inprocess --repo <tree>``.
 
