@@ -95,7 +95,6 @@ def run_phase(sock, wires, targets, inflight, next_offset, records):
         done += 1
 
 
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--partitions", type=int, default=1000)
