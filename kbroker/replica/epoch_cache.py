@@ -26,11 +26,12 @@ stale but readable file, the one dangerous outcome, needs an older version; ever
 
 Many new epochs at once (a LeaderAndIsr making this broker leader of thousands of partitions; the first one after
 a restart): ``assign(..., flush=False)`` records each in memory, ``write_together`` writes all their files without
-fsync and then syncs each file system once (syncfs), before any of those partitions leads. Same guarantee as one
-durable write each -- nothing of the new epochs is appended or answered before the sync returns, and a crash
-before it leaves old, new or unreadable files (all rebuilt or cut correctly: an entry starting at the log end is
-dropped at load) -- at 1-2 syncs instead of 2 fsyncs a partition: 750 partitions took 47 s on a busy disk, on the
-event loop.
+fsync and then syncs each file system once (syncfs), while those partitions' appends are held (the ReplicaManager
+answers the LeaderAndIsr meanwhile). Same guarantee as one durable write each -- nothing of the new epochs is
+appended before the sync returns, and a crash before it leaves old, new or unreadable files (all rebuilt or cut
+correctly: an entry starting at the log end is dropped at load; what a follower or client was told of the new
+epoch meanwhile -- that it starts at the log end -- stays true of the log, and the next leader's epoch is higher)
+-- at 1-2 syncs instead of 2 fsyncs a partition: 750 partitions took 47 s on a busy disk, on the event loop.
 
 ``end_offset_for(epoch, log_end_offset)`` answers OffsetsForLeaderEpoch with Kafka's (>= 2.0) rules:
 * the latest epoch -> ``(epoch, log_end_offset)``;

@@ -14,6 +14,9 @@ state reset, the epoch's start offset = LEO recorded) and the partition leaves i
 ``make_follower`` and the partition joins the fetcher of the new leader (reconciling by leader epoch first).
 The leader's address comes from ``connect(broker_id)`` (this broker's inter-broker listener in the metadata
 cache, Kafka's rule), else the request's live_leaders; with neither the partition waits for the next LeaderAndIsr.
+A request making this broker leader of many partitions is answered while their new epochs' checkpoints are still
+being written (one syncfs), their appends held until those are durable; a later request about one of them waits
+for that (``_prepare_leader_epochs``).
 
 Bounded loop time (issue 8): one LeaderAndIsr may name every partition of a new topic (max.topic.partitions,
 10,000), and hosting one is file work: a directory, a segment, the leader-epoch checkpoint. Done per partition on
@@ -35,6 +38,7 @@ import os
 import time
 
 import gevent
+import gevent.event
 from gevent.lock import RLock
 from gevent.pool import Pool
 
@@ -59,6 +63,9 @@ HW_CHECKPOINT = "replication-offset-checkpoint"
 # ISR shrinks in flight at once (maybe_shrink_isr): a few ISR write batches' worth; each waiting greenlet holds a
 # few KB, so 2,000 cost a few MB for the seconds a mass shrink lasts.
 SHRINK_CONCURRENCY = 2000
+# How long a shutdown waits for leader-epoch checkpoints being written (_make_epochs_durable): a syncfs takes
+# 0.1-0.7 s on this project's machine; a disk that hangs for a minute has failed anyway.
+SHUTDOWN_EPOCH_WAIT_S = 60
 
 # The keys read here; a dict ``config`` may omit them, and their defaults come from the broker key table.
 _SETTINGS = ("replica.lag.time.max.ms", "replica.fetch.wait.max.ms", "replica.fetch.min.bytes",
@@ -128,6 +135,9 @@ class ReplicaManager:
         self._fetchers = {}
         self._moves = {}                 # {tp: LogDirMove} replicas moving to another log dir (log_dir_move.py)
         self._offline = set()            # tps whose log dir failed (KIP-112): KAFKA_STORAGE_ERROR until a restart
+        # {tp: Event set once its new leader epoch's checkpoint is durable (or failed)}: partitions that lead, their
+        # appends held, while _make_epochs_durable writes their checkpoints after the LeaderAndIsr was answered.
+        self._epochs_pending = {}
         self.leadership_listeners = []   # fn(tp, was_leader, is_leader) after every applied change
         self.isr_stats = IsrStats()      # ISR shrinks/expands of every hosted partition (the metrics read it)
         # Set once this broker asks for controlled shutdown (``begin_controlled_shutdown``): it follows no new leader.
@@ -157,6 +167,9 @@ class ReplicaManager:
         """Stop fetchers and periodic tasks, wake parked requests, checkpoint HWs (call before LogManager.shutdown)."""
         gevent.killall(self._tasks)
         self._tasks = []
+        # Checkpoints still being written: done before the logs close (and the clean-shutdown marker is written).
+        if not self.await_epochs_durable(SHUTDOWN_EPOCH_WAIT_S):
+            log.error("shutdown: leader-epoch checkpoints still not written after %d s", SHUTDOWN_EPOCH_WAIT_S)
         for move in list(self._moves.values()):
             move.stop()
         self._moves.clear()
@@ -214,6 +227,7 @@ class ReplicaManager:
         docstring). ``controller_epoch`` is the request's; each state carries the epoch of its znode's writer.
         May yield: the new partitions' file work runs in ``offload``, the changes are applied in time slices."""
         with self._state_lock:
+            self._await_new_epochs([st.tp for st in partition_states])
             result = {}
             accepted = []
             slice_ = TimeSlice()
@@ -254,10 +268,12 @@ class ReplicaManager:
                 accepted.append(st)
             result.update(self._host_new({st.tp: st for st in accepted}))
             gates = {}                              # tp -> (Partition, gate): appends held (_prepare_leader_epochs)
+            applied = gevent.event.Event()          # set once every accepted state is applied (or failed)
             try:
-                result.update(self._prepare_leader_epochs(accepted, result, gates))
+                result.update(self._prepare_leader_epochs(accepted, result, gates, applied))
                 self._apply_all(accepted, result, live_leaders, controller_id, controller_epoch, slice_)
             finally:
+                applied.set()
                 # make_leader opened the applied ones' gates; what is left (a partition whose make_leader failed,
                 # an exception on the way) opens here: no append may wait forever.
                 for part, gate in gates.values():
@@ -293,21 +309,31 @@ class ReplicaManager:
         first = [st for st in accepted if not bumps(st)]
         return first + [st for st in accepted if bumps(st)] if len(first) < len(accepted) else accepted
 
-    def _prepare_leader_epochs(self, accepted, result, gates):
-        """The new leader epochs of the hosted partitions this broker is to lead, recorded in their caches and
-        written to their checkpoints together in ``offload`` (one syncfs per file system) before any of them leads;
-        ``make_leader`` then finds its epoch recorded. One partition at a time, ``make_leader`` wrote two fsyncs
-        each on the event loop: 750 partitions took 47 s on a busy disk (issue 15).
+    def _prepare_leader_epochs(self, accepted, result, gates, applied):
+        """The new leader epochs of the hosted partitions this broker is to lead, recorded in their caches (at the
+        log end) with every one's appends and markers held (``hold_appends``) from that moment until its checkpoint
+        is durable, so no batch of a new epoch is written before the file naming it is, and none of the old epoch
+        after it -- Kafka holds leaderIsrUpdateLock over makeLeader the same way. ``gates`` ({tp: (Partition,
+        gate)}, the caller's, which releases whatever is still in it at the end) gets the holds.
 
-        Followers (and new replicas) becoming leader: their fetchers are stopped first, so no append moves a log
-        end meanwhile. Partitions this broker already leads (a new epoch after the controller shrank the ISR:
-        ~9,000 of them on the controller's broker when a broker of 27,000 partitions failed, 36 % of its samples
-        in these fsyncs) keep taking produce requests, so their appends and markers are held (``hold_appends``)
-        from the moment the epoch is recorded at the log end until ``make_leader`` stamps it on their batches --
-        Kafka holds leaderIsrUpdateLock over makeLeader the same way; ``gates`` ({tp: (Partition, gate)}, the
-        caller's, which releases whatever make_leader has not) gets the holds. Returns {tp: error code} of the
-        partitions whose checkpoint could not be written: they do not lead (a bumped one is taken offline: nothing
-        may be appended in the old epoch after a file that may name the new one)."""
+        One partition (a small topic's failover) writes its checkpoint durably here, before it leads, as before.
+        Many (a broker failure: thousands at once, each formerly two fsyncs on the event loop, 750 partitions 47 s
+        on a busy disk) are written together by ``_make_epochs_durable`` in a greenlet -- ``offload``, one syncfs
+        per file system -- *while* the request goes on: they are made leaders with their appends still held, and
+        the LeaderAndIsr is answered before the sync returns. A survivor of a 27,000-partition failover got two
+        LeaderAndIsr and then the UpdateMetadata that tell clients where the new leaders are; each request waited
+        for its syncfs (0.1-0.8 s on this machine's shared disk) before the next one was read. Their holds move
+        from ``gates`` to that greenlet, which releases them; meanwhile any request about one of them waits
+        (``_await_new_epochs``), and the holds are released only once the request is applied too (``applied``
+        set): a partition already leading must not append in its old epoch after a checkpoint naming the new one
+        (so no leadership listener may wait for an append of it: both of the broker's spawn their loads).
+        Followers (and new replicas) becoming leader leave their fetchers first, so no
+        append moves a log end meanwhile; partitions this broker already leads (a new epoch after the controller
+        shrank the ISR) keep serving fetches while their appends wait.
+
+        Returns {tp: error code} of the partitions whose checkpoint could not be written here (the one-partition
+        path): they do not lead (a bumped one is taken offline: nothing may be appended in the old epoch after a
+        file that may name the new one)."""
         snaps = {}
         for st in accepted:
             tp = st.tp
@@ -315,45 +341,101 @@ class ReplicaManager:
             part = self._partitions.get(tp)
             if tp in result or la.leader != self.broker_id or part is None:
                 continue
-            if part.is_leader:
-                gates[tp] = (part, part.hold_appends())
-                if part.epoch_cache.assign(la.leader_epoch, part.log.log_end_offset, flush=False):
-                    snaps[tp] = epoch_cache.snapshot(part.epoch_cache)
-                continue
-            self._remove_from_fetchers(tp)
+            if not part.is_leader:
+                self._remove_from_fetchers(tp)
+            gates[tp] = (part, part.hold_appends())
             if part.epoch_cache.assign(la.leader_epoch, part.log.log_end_offset, flush=False):
                 snaps[tp] = epoch_cache.snapshot(part.epoch_cache)
         if not snaps:
             return {}
+        if len(snaps) > 1:
+            done = gevent.event.Event()
+            held = {}
+            for tp in snaps:
+                self._epochs_pending[tp] = done
+                held[tp] = gates.pop(tp)
+            bumps = sum(self._partitions[tp].is_leader for tp in snaps)
+            gevent.spawn(self._make_epochs_durable, snaps, held, bumps, applied, done)
+            return {}
         failed = {}
-        if len(snaps) == 1:          # one partition (a small topic's failover): its own durable write, as before
-            for tp, (cache, _data, _version) in snaps.items():
-                try:
-                    cache.flush()
-                except Exception as e:  # noqa: BLE001 - that partition cannot lead: its error code
-                    failed[tp] = e
-        else:
-            started = time.monotonic()
+        for tp, (cache, _data, _version) in snaps.items():
+            try:
+                cache.flush()
+            except Exception as e:  # noqa: BLE001 - that partition cannot lead: its error code
+                failed[tp] = e
+        for tp in failed:
+            part, _gate = gates.pop(tp)
+            if part.is_leader:
+                log.error("%s-%d: its new leader epoch's checkpoint could not be written: it stops leading", *tp)
+                part.make_offline()                     # opens the gate: held appends answer 6
+                self._notify(tp, True, False)
+            else:
+                part.release_appends(_gate)
+        return {tp: _error_code(e) for tp, e in failed.items()}
+
+    def _make_epochs_durable(self, snaps, held, bumps, applied, done):
+        """Greenlet (``_prepare_leader_epochs``): the checkpoints of ``snaps`` ({tp: epoch_cache.snapshot}) written
+        together in ``offload``, then settled on the loop (a cache changed meanwhile, or one the batch could not
+        write, is flushed again on its own); then, once the request is ``applied`` (make_leader stamped the new
+        epochs), the appends ``held`` ({tp: (Partition, gate)}) go on. A partition whose checkpoint cannot be
+        written at all leads no more, although its LeaderAndIsr was answered: it is taken offline (its held appends
+        answer NOT_LEADER_OR_FOLLOWER) and its log dir reported failed (Kafka's LogDirFailureChannel: an I/O error on
+        a checkpoint takes the dir offline; the controller hears of it through ``/log_dir_event_notification`` and
+        elects other leaders)."""
+        started = time.monotonic()
+        failed = {}
+        try:
             try:
                 ok = self.offload(_write_together, list(snaps.values()))
             except Exception:  # noqa: BLE001 - settled one by one below
                 log.exception("writing %d leader-epoch checkpoints together", len(snaps))
                 ok = False
             log.log(logging.INFO if len(snaps) >= 100 else logging.DEBUG, "%d new leader epochs (%d of partitions "
-                    "already led) written together in %.2f s", len(snaps), sum(tp in gates for tp in snaps),
-                    time.monotonic() - started)
+                    "already led) written together in %.2f s", len(snaps), bumps, time.monotonic() - started)
+            slice_ = TimeSlice()
             for tp, snap in snaps.items():
+                slice_.tick()
                 try:
                     epoch_cache.settle([snap], ok)     # on the loop: a cache changed meanwhile is flushed again
-                except Exception as e:  # noqa: BLE001 - that partition cannot lead: its error code
+                except Exception as e:  # noqa: BLE001 - that partition cannot lead
                     failed[tp] = e
-        for tp in failed:
-            if tp in gates:
-                log.error("%s-%d: its new leader epoch's checkpoint could not be written: it stops leading", *tp)
-                part, _gate = gates.pop(tp)
+            applied.wait()
+        except BaseException as e:  # a bug, or the greenlet killed: none of them leads on (nothing is assumed)
+            failed.update((tp, e) for tp in snaps if tp not in failed)
+            raise
+        finally:
+            for tp in snaps:
+                if self._epochs_pending.get(tp) is done:
+                    del self._epochs_pending[tp]
+            for tp, e in failed.items():
+                part, gate = held.pop(tp)
+                log.error("%s-%d: its new leader epoch's checkpoint could not be written: it stops leading (%s)",
+                          tp[0], tp[1], e)
+                if isinstance(e, OSError):
+                    dir_failure.storage_error(snaps[tp][0].path, e)
+                was_leader = part.is_leader
                 part.make_offline()                     # opens the gate: held appends answer 6
-                self._notify(tp, True, False)
-        return {tp: _error_code(e) for tp, e in failed.items()}
+                if self._partitions.get(tp) is part:
+                    self._notify(tp, was_leader, False)
+            for part, gate in held.values():
+                part.release_appends(gate)
+            done.set()
+
+    def await_epochs_durable(self, timeout=None):
+        """Wait until every new leader epoch being made durable is (``_make_epochs_durable``); False on timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for done in set(self._epochs_pending.values()):
+            if not done.wait(None if deadline is None else max(0.0, deadline - time.monotonic())):
+                return False
+        return True
+
+    def _await_new_epochs(self, tps):
+        """Wait until no partition of ``tps`` has a new leader epoch still being made durable
+        (``_make_epochs_durable``): a request changing one of them sees its new epoch settled."""
+        pending = self._epochs_pending
+        if pending:
+            for done in {pending[tp] for tp in tps if tp in pending}:
+                done.wait()
 
     def _apply_one(self, st, endpoints):
         """One accepted state of a hosted partition: make it leader or follower; returns its error code."""
@@ -366,7 +448,8 @@ class ReplicaManager:
             was_leader = part.is_leader
             self._remove_from_fetchers(tp)
             if leader == self.broker_id:
-                part.make_leader(epoch, la.isr, st.replicas, la.zk_version, la.controller_epoch)
+                part.make_leader(epoch, la.isr, st.replicas, la.zk_version, la.controller_epoch,
+                                 keep_hold=tp in self._epochs_pending)
                 # DEBUG: the state-change log has this line at INFO already (10,000 partitions: 0.4 s twice over)
                 log.debug("%s-%d: leader, epoch %d, ISR %s", topic, p, epoch, part.isr)
             else:
@@ -534,6 +617,8 @@ class ReplicaManager:
     # ------------------------------------------------------------------------------------------ StopReplica
     def stop_replicas(self, controller_epoch, partitions):
         with self._state_lock:
+            partitions = list(partitions)
+            self._await_new_epochs([(topic, p) for topic, p, _delete in partitions])
             return self._stop_replicas(partitions)
 
     def _stop_replicas(self, partitions):
@@ -595,6 +680,7 @@ class ReplicaManager:
             return errors.LOG_DIR_NOT_FOUND
         tp = (topic, p)
         with self._state_lock:
+            self._await_new_epochs([tp])
             if tp not in self._partitions:
                 # Only for partitions the cluster has: a client naming millions of made-up ones grows nothing.
                 if self.partition_exists is None or self.partition_exists(topic, p):

@@ -129,9 +129,9 @@ class Partition:
         self.leadership = 0
         self.isr_stats = isr_stats if isr_stats is not None else IsrStats()
         self._isr_write_pending = False
-        # Set while the checkpoint of a new leader epoch of this (already leading) partition is written together with
-        # thousands of others (ReplicaManager._prepare_leader_epochs): appends wait for it, as Kafka's appends wait
-        # for leaderIsrUpdateLock during makeLeader. None almost always.
+        # Set while the checkpoint of a new leader epoch of this partition is written together with thousands of
+        # others (ReplicaManager._prepare_leader_epochs), which may outlast make_leader: appends wait for it, as
+        # Kafka's appends wait for leaderIsrUpdateLock during makeLeader. None almost always.
         self._append_gate = None
         # The ISR being written to ZooKeeper, None when no write is in flight. Until the write lands the high
         # watermark is computed over the union of both ISRs (Kafka's "maximal ISR", KIP-497): a replica being added
@@ -206,7 +206,9 @@ class Partition:
                                         % (self.topic, self.index, current_leader_epoch, self.leader_epoch))
 
     # ---------------------------------------------------------------------------------------- transitions
-    def make_leader(self, leader_epoch, isr, replicas, zk_version, controller_epoch=0):
+    def make_leader(self, leader_epoch, isr, replicas, zk_version, controller_epoch=0, keep_hold=False):
+        """``keep_hold``: appends held by ``hold_appends`` stay held (the ReplicaManager releases them once this
+        epoch's checkpoint is durable, which it may still be writing when it answers the LeaderAndIsr)."""
         now = self.clock()
         was_leader = self.is_leader
         self.controller_epoch = controller_epoch
@@ -217,7 +219,8 @@ class Partition:
         self.isr = list(isr) if isr else [self.broker_id]
         self.zk_version = zk_version
         # The new epoch starts at our LEO: followers asking for an older epoch truncate to where it ended here.
-        self.epoch_cache.assign(leader_epoch, self.log.log_end_offset)
+        # (Held: the epoch is recorded already, its checkpoint being written -- a flush here would be a second one.)
+        self.epoch_cache.assign(leader_epoch, self.log.log_end_offset, flush=not keep_hold)
         # Still leading (a new epoch from the controller, e.g. after it changed the ISR): what we know of the
         # followers stays true, our log was never truncated. Otherwise ISR members count as caught up now (in sync
         # by the controller's word) and the others never were; their LEOs are unknown until they fetch.
@@ -225,7 +228,8 @@ class Partition:
         self.followers = {r: old.get(r) or ReplicaState(now if r in self.isr else 0)
                           for r in self.replicas if r != self.broker_id}
         self.maybe_advance_hw()
-        self._open_gate()      # appends held for this epoch (hold_appends) go on, stamped with it
+        if not keep_hold:
+            self._open_gate()  # appends held for this epoch (hold_appends) go on, stamped with it
         self._wake()
 
     def make_follower(self, leader, leader_epoch, isr, replicas, zk_version, controller_epoch=0):

@@ -12,6 +12,7 @@ import time
 import types
 
 import gevent
+import gevent.event
 import pytest
 from gevent.threadpool import ThreadPool
 
@@ -326,7 +327,8 @@ def test_leader_and_isr_making_thousands_of_hosted_partitions_leaders_keeps_the_
                                                                                            monkeypatch):
     """A failover: this broker led N partitions at epoch 5, follows them at epoch 6 and leads them again at epoch 7.
     Each new epoch's checkpoint was written by make_leader with two fsyncs, on the loop (750 partitions: 47 s on a
-    busy disk); now all are written in offload and made durable by one syncfs, before any of them leads."""
+    busy disk); now all are written in offload and made durable by one syncfs while their appends are held (the
+    request is answered meanwhile)."""
     from kbroker.replica import epoch_cache
     lm, rm = make_rm(tmp_path, pool)
     assert set(rm.apply_leader_and_isr(0, 1, states("f", N, replicas=(1, 0)), []).values()) == {0}
@@ -339,6 +341,7 @@ def test_leader_and_isr_making_thousands_of_hosted_partitions_leaders_keeps_the_
     monkeypatch.setattr(os, "fsync", lambda fd: (fsyncs.append(fd), real_fsync(fd))[1])
     with LoopWatch() as watch:
         result = rm.apply_leader_and_isr(0, 1, states("f", N, leader=0, epoch=7, replicas=(1, 0)), [])
+        assert rm.await_epochs_durable(60)
     assert result == {("f", p): 0 for p in range(N)}
     assert watch.worst < LOOP_GAP_S, "the loop waited %.3f s" % watch.worst
     assert fsyncs == [] and len(syncs) == 1          # one syncfs for the whole request, no fsync per file
@@ -365,6 +368,7 @@ def test_when_the_batched_epoch_write_fails_each_partition_writes_its_own(tmp_pa
     monkeypatch.setattr(os, "fsync", lambda fd: (fsyncs.append(fd), real_fsync(fd))[1])
     result = rm.apply_leader_and_isr(0, 1, states("f", 20, leader=0, epoch=7, replicas=(1, 0)), [])
     assert result == {("f", p): 0 for p in range(20)}
+    assert rm.await_epochs_durable(30)
     assert len(fsyncs) == 2 * 20                     # each one durable on its own: the file and its directory
     for p in range(20):
         assert (tmp_path / "d0" / ("f-%d" % p) / FILE_NAME).read_bytes() == b"0\n1\n7 0\n"
@@ -487,10 +491,11 @@ def test_a_partition_that_already_leads_holds_its_appends_while_its_new_epoch_is
     rm.offload = offload_with_a_produce
     # partitions 0-9 move to broker 1 (followers), then back: 10-19 stay leaders with a new epoch
     assert set(rm.apply_leader_and_isr(0, 1, states("l", 10, leader=1, epoch=6, replicas=(0, 1)), []).values()) == {0}
-    held_at_listener = []     # a listener runs with the partition's appends already released
+    held_at_listener = []     # a listener runs with the partition's appends still held (none waits for one)
     rm.leadership_listeners.append(lambda tp, was, now: held_at_listener.append(rm.get_partition(*tp)._append_gate))
     assert set(rm.apply_leader_and_isr(0, 1, states("l", 20, epoch=7, replicas=(0, 1)), []).values()) == {0}
-    assert len(held_at_listener) == 20 and set(held_at_listener) == {None}
+    assert len(held_at_listener) == 20 and None not in held_at_listener
+    assert rm.await_epochs_durable(30)
     assert written == [20]                  # 10 followers -> leaders and 10 bumps, one batched write
     producers[0].join(5)
     assert producers[0].successful() and producers[0].value.base_offset == 2
@@ -505,9 +510,57 @@ def test_a_partition_that_already_leads_holds_its_appends_while_its_new_epoch_is
     lm.shutdown()
 
 
+def test_leader_and_isr_is_answered_while_the_new_epochs_are_made_durable(tmp_path, pool):
+    """Many new leaderships: the request is answered while their checkpoints are still being written (a survivor
+    of a 27,000-partition failover waited one syncfs per request before reading the next), their appends held
+    until the write is done; a request about other partitions is applied meanwhile; a later request about one of
+    them waits for it (and, holding the state lock, so do the requests behind it, as Kafka's replicaStateChangeLock
+    orders them)."""
+    lm, rm = make_rm(tmp_path, pool)
+    assert set(rm.apply_leader_and_isr(0, 1, states("f", 10, leader=1, replicas=(1, 0)), []).values()) == {0}
+    assert set(rm.apply_leader_and_isr(0, 1, states("o", 3, leader=1, replicas=(1, 0)), []).values()) == {0}
+    real = rm.offload
+    writing, release = gevent.event.Event(), gevent.event.Event()
+
+    def slow_write(fn, *args):
+        if fn.__name__ == "_write_together":
+            writing.set()
+            release.wait()
+        return real(fn, *args)
+    rm.offload = slow_write
+    gevent.spawn_later(10, release.set)     # a broker that answers only after the write fails below, not hangs
+    result = rm.apply_leader_and_isr(0, 1, states("f", 10, epoch=6, replicas=(1, 0)), [])
+    assert result == {("f", p): 0 for p in range(10)}
+    assert writing.wait(5) and not release.is_set()       # answered, the write not done
+    part = rm.get_partition("f", 4)
+    assert part.is_leader and part.leader_epoch == 6
+    produce = gevent.spawn(part.append, build_batch([Record(i, 1000, None, b"v", ()) for i in range(2)]), None, 1)
+    other = gevent.spawn(rm.apply_leader_and_isr, 0, 1, states("o", 3, epoch=6, replicas=(1, 0))[:1], [])
+    other.join(5)
+    assert other.value == {("o", 0): 0}                   # other partitions: not held up
+    again = gevent.spawn(rm.apply_leader_and_isr, 0, 1, states("f", 10, epoch=7, replicas=(1, 0))[4:5], [])
+    gevent.sleep(0.05)
+    assert not produce.ready() and not again.ready()      # held until the checkpoint is durable
+    assert part.epoch_cache.dirty
+    release.set()
+    produce.join(5)
+    again.join(5)
+    assert produce.successful() and produce.value.base_offset == 0
+    assert again.value == {("f", 4): 0} and part.leader_epoch == 7
+    assert [h.partition_leader_epoch for h in part.log.batch_headers()] == [6]
+    assert rm.await_epochs_durable(30) and not rm._epochs_pending
+    from kbroker.replica.epoch_cache import parse_entries
+    with open(rm.get_partition("f", 5).epoch_cache.path) as f:
+        assert parse_entries(f.read()) == [(6, 0)]
+    with open(part.epoch_cache.path) as f:
+        assert parse_entries(f.read()) == [(6, 0), (7, 2)]
+    lm.shutdown()
+
+
 def test_a_bumped_leader_whose_epoch_cannot_be_written_stops_leading_and_releases_its_appends(tmp_path, pool):
-    """The batched write fails and so does the partition's own retry: it answers KAFKA_STORAGE_ERROR, leads no
-    more (nothing may be appended in the old epoch after a file that may name the new one), and a produce request
+    """The batched write fails and so does the partition's own retry, after the LeaderAndIsr was answered: the
+    partition leads no more (nothing may be appended in the old epoch after a file that may name the new one), its
+    log dir is reported failed (so the controller hears of it, Kafka's LogDirFailureChannel), and a produce request
     held meanwhile is answered NOT_LEADER_OR_FOLLOWER instead of waiting."""
     lm, rm = make_rm(tmp_path, pool)
     assert set(rm.apply_leader_and_isr(0, 1, states("f", 3, replicas=(0, 1)), []).values()) == {0}
@@ -526,8 +579,11 @@ def test_a_bumped_leader_whose_epoch_cannot_be_written_stops_leading_and_release
     broken = caches[1]
     broken.flush = lambda: (_ for _ in ()).throw(OSError(5, "Input/output error"))
     result = rm.apply_leader_and_isr(0, 1, states("f", 3, epoch=6, replicas=(0,)), [])
-    assert result == {("f", 0): 0, ("f", 1): errors.KAFKA_STORAGE_ERROR, ("f", 2): 0}
+    assert result == {("f", p): 0 for p in range(3)}          # answered before the write ended
+    assert not lm.failures.offline
+    assert rm.await_epochs_durable(30)
     assert not rm.get_partition("f", 1).is_leader
+    assert lm.failures.offline == {str(tmp_path / "d0")}
     producers[0].join(5)
     assert isinstance(producers[0].exception, errors.NotLeaderOrFollower)
     assert rm.get_partition("f", 0).leader_epoch == 6 and rm.get_partition("f", 0).is_leader
