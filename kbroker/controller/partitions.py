@@ -165,7 +165,7 @@ class PartitionStateMachine:
         log.error("could not update the state of %s-%d after %d attempts", tp[0], tp[1], WRITE_RETRIES)
         return None
 
-    def write_many(self, choices, reread_declined=True):
+    def write_many(self, choices, reread_declined=True, on_written=None):
         """``write`` for many partitions at once: ``choices`` {tp: choose}. Each ``choose`` decides on the cached
         state; the decisions go out in ONE ``backend.set_many`` (ZooKeeper multi transactions of up to 1,000 sets,
         every one conditional on its znode's version and on ``/controller_epoch`` still being this term's -- a
@@ -173,7 +173,12 @@ class PartitionStateMachine:
         whose write lost a race (a leader changed its ISR meanwhile), goes through ``write`` after a re-read, as a
         single write would -- except, with ``reread_declined`` False, one whose ``choose`` declines on the cached
         state: None without a ZooKeeper read (2,000 sequential reads took 25 s after a controlled shutdown had
-        already taken the broker out of every ISR). Returns {tp: new LeaderAndIsr or None}."""
+        already taken the broker out of every ISR). Returns {tp: new LeaderAndIsr or None}.
+
+        ``on_written({tp: new LeaderAndIsr or None})``, when given, runs once per ZooKeeper transaction as its
+        answer comes in (then once for the declined ones and those retried one by one; every tp exactly once),
+        while the later transactions are still being applied: a failed broker's 13,500 elections took ~1.1 s to
+        write in 14 transactions, and its survivors can apply the first ones' LeaderAndIsr meanwhile."""
         core = self.core
         ctx = core.ctx
         out = {}
@@ -186,33 +191,48 @@ class PartitionStateMachine:
                 out[tp] = self.write(tp, choose) if cur is not None and reread_declined else None
             else:
                 plans.append((tp, cur, res[0], tuple(res[1])))
+        if out and on_written is not None:
+            on_written(dict(out))
         if not plans:
             return out
+
+        def settle(indexes, results):
+            wave = {}
+            retried = []
+            for i, result in zip(indexes, results):
+                core.tick()
+                tp, cur, leader, isr = plans[i]
+                if isinstance(result, NoNodeError):
+                    ctx.leadership.pop(tp, None)
+                    wave[tp] = None
+                elif isinstance(result, Exception):
+                    retried.append((tp, result))
+                else:
+                    new = LeaderAndIsr(leader, cur.leader_epoch + 1, isr, core.epoch, result.version)
+                    ctx.leadership[tp] = new
+                    if leader >= 0 and leader != cur.leader:
+                        core.stats.leader_elections += 1      # the metrics' count (controller/stats.py)
+                    wave[tp] = new
+            out.update(wave)
+            if wave and on_written is not None:
+                on_written(wave)
+            if retried:
+                again = {}
+                for tp, result in retried:
+                    log.info("%s-%d: batched state write failed (%s); re-reading", tp[0], tp[1], result)
+                    again[tp] = None if self.reload(tp) is None else self.write(tp, choices[tp])
+                out.update(again)
+                if on_written is not None:
+                    on_written(again)
+
         try:
-            results = core.backend.set_many(
+            core.backend.set_many(
                 [(TopicPartitionStateZNode.path(*tp),
                   TopicPartitionStateZNode.encode(leader, cur.leader_epoch + 1, isr, core.epoch), cur.zk_version)
                  for tp, cur, leader, isr in plans],
-                check=(ControllerEpochZNode.path(), core.epoch_zk_version))
+                check=(ControllerEpochZNode.path(), core.epoch_zk_version), on_wave=settle)
         except BadVersionError as e:
             raise ControllerMoved("/controller_epoch is not at this term's version: %s" % e) from None
-        for (tp, cur, leader, isr), result in zip(plans, results):
-            core.tick()
-            if isinstance(result, NoNodeError):
-                ctx.leadership.pop(tp, None)
-                out[tp] = None
-            elif isinstance(result, Exception):
-                log.info("%s-%d: batched state write failed (%s); re-reading", tp[0], tp[1], result)
-                if self.reload(tp) is None:
-                    out[tp] = None
-                else:
-                    out[tp] = self.write(tp, choices[tp])
-            else:
-                new = LeaderAndIsr(leader, cur.leader_epoch + 1, isr, core.epoch, result.version)
-                ctx.leadership[tp] = new
-                if leader >= 0 and leader != cur.leader:
-                    core.stats.leader_elections += 1      # the metrics' count (controller/stats.py)
-                out[tp] = new
         return out
 
     def send_leadership(self, batch, tp, is_new=False, extra=()):
@@ -241,9 +261,10 @@ class PartitionStateMachine:
 
     # ------------------------------------------------------------------------------------------------ transitions
 
-    def trigger_online(self, batch, tps=None):
+    def trigger_online(self, batch, tps=None, on_elected=None):
         """New and Offline partitions (not being deleted) -> Online, electing leaders where possible. Returns
-        {tp: new LeaderAndIsr} of the offline partitions it elected a leader for."""
+        {tp: new LeaderAndIsr} of the offline partitions it elected a leader for. ``on_elected(elected_part)``:
+        ``_elect_offline_many``'s."""
         ctx = self.core.ctx
         if tps is None:
             tps = [tp for tp, s in ctx.partition_states.items() if s in (NEW, OFFLINE)]
@@ -255,7 +276,8 @@ class PartitionStateMachine:
                 self._init_leadership(batch, tp, created.get(tp))
         # Offline partitions' elections in one batched write (a failed broker's 10,000 partitions: a few ZooKeeper
         # multi transactions, not 10,000 conditional sets one round trip each).
-        return self._elect_offline_many(batch, [tp for tp in todo if ctx.partition_states.get(tp) == OFFLINE])
+        return self._elect_offline_many(batch, [tp for tp in todo if ctx.partition_states.get(tp) == OFFLINE],
+                                        on_elected)
 
     def _create_states(self, tps):
         """First leader and ISR of new partitions, their state znodes created in one pipelined go (Kafka 0.10 made
@@ -307,23 +329,34 @@ class PartitionStateMachine:
     def _elect_offline(self, batch, tp):
         return tp in self._elect_offline_many(batch, [tp])
 
-    def _elect_offline_many(self, batch, tps):
+    def _elect_offline_many(self, batch, tps, on_elected=None):
         """OfflinePartition -> Online for ``tps`` in one ``write_many``; returns {tp: new LeaderAndIsr} of those
-        that got a leader (the others stay offline: no live in-sync replica, unclean election not allowed)."""
+        that got a leader (the others stay offline: no live in-sync replica, unclean election not allowed).
+        ``on_elected({tp: new LeaderAndIsr})``, when given, runs after each part of the write is in and its
+        requests are in ``batch`` (``write_many``'s ``on_written``): the caller may send them while the rest is
+        written."""
         ctx = self.core.ctx
         unclean_chosen = set()
         elected = {}
-        for tp, new in self.write_many({tp: self._offline_choice(tp, unclean_chosen) for tp in tps}).items():
-            self.core.tick()
-            if new is None:
-                log.warning("%s-%d: no live in-sync replica (replicas %s); stays offline",
-                            tp[0], tp[1], ctx.assignments[tp])
-                continue
-            if tp in unclean_chosen:
-                self.core.stats.unclean_elections += 1
-            ctx.partition_states[tp] = ONLINE
-            self.send_leadership(batch, tp)
-            elected[tp] = new
+
+        def written(wave):
+            now = {}
+            for tp, new in wave.items():
+                self.core.tick()
+                if new is None:
+                    log.warning("%s-%d: no live in-sync replica (replicas %s); stays offline",
+                                tp[0], tp[1], ctx.assignments[tp])
+                    continue
+                if tp in unclean_chosen:
+                    self.core.stats.unclean_elections += 1
+                ctx.partition_states[tp] = ONLINE
+                self.send_leadership(batch, tp)
+                now[tp] = new
+            elected.update(now)
+            if now and on_elected is not None:
+                on_elected(now)
+
+        self.write_many({tp: self._offline_choice(tp, unclean_chosen) for tp in tps}, on_written=written)
         return elected
 
     def _offline_choice(self, tp, unclean_chosen):

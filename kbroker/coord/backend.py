@@ -157,13 +157,17 @@ class CoordinationBackend(abc.ABC):
                 out.append(e)
         return out
 
-    def set_many(self, items, check=None):
+    def set_many(self, items, check=None, on_wave=None):
         """Conditional sets of several nodes: ``items`` is ``[(path, data, version)]``. Returns one entry per item,
         in order: its new ZnodeStat, or the CoordinationError set() would have raised for it (BadVersionError,
         NoNodeError: per item). ``check``: ``(path, version)`` of a node that must still have that version for any
         item to apply -- the controller passes ``/controller_epoch`` and the version its own election wrote, so a
         controller that lost office writes nothing (Kafka >= 2.2 does the same with a check op in every write);
-        when it fails, BadVersionError naming ``check``'s path is raised and nothing of the call applied.
+        when it fails, BadVersionError naming ``check``'s path is raised and nothing of the call applied -- nothing
+        of that transaction: ``on_wave(indexes, results)``, when given, is called with results as they become
+        final, each item's exactly once before the call returns, in the caller's greenlet (so the controller sends
+        the first elections' requests while ZooKeeper still applies the rest); items an earlier call reported had
+        applied (under the check) when a later transaction's check fails.
         This default checks once, then sets one after another; ZooKeeper (zk.py) applies them as multi
         transactions of many ops each, the embedded backend a chunk per journal flush: a controller electing
         leaders for 10,000 partitions makes a handful of round trips, not 10,000."""
@@ -178,6 +182,8 @@ class CoordinationBackend(abc.ABC):
                 out.append(self.set(path, data, version=version))
             except CoordinationError as e:
                 out.append(e)
+        if on_wave is not None and out:
+            on_wave(list(range(len(out))), list(out))
         return out
 
     def get_many(self, paths):

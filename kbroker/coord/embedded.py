@@ -284,10 +284,11 @@ class EmbeddedBackend(CoordinationBackend):
         self._fire(pending)
         return stat
 
-    def set_many(self, items, check=None):
+    def set_many(self, items, check=None, on_wave=None):
         """The base class's contract; ``CHUNK`` sets per journal flush, the ``check`` tested under the same lock as
         each chunk (so no other writer can slip in between). Unlike ZooKeeper's multi, a failing item does not hold
-        back the others of its chunk (each is its own conditional set; one result per item either way)."""
+        back the others of its chunk (each is its own conditional set; one result per item either way). ``on_wave``
+        gets each chunk's results once it is flushed."""
         items = list(items)
         for path, _data, _version in items:
             validate_path(path)
@@ -308,6 +309,8 @@ class EmbeddedBackend(CoordinationBackend):
                 seq = self._last_seq
             self._commit(seq)
             self._fire(pending)
+            if on_wave is not None and len(out) > start:
+                on_wave(list(range(start, len(out))), out[start:])
         return out
 
     def _set_locked(self, path, data, version, pending):

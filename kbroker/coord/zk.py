@@ -616,14 +616,15 @@ class ZooKeeperBackend(CoordinationBackend):
                 except NoNodeError:
                     pass
 
-    def set_many(self, items, check=None):
+    def set_many(self, items, check=None, on_wave=None):
         """The base class's contract (one result per item, ``check`` fencing every write) with ZooKeeper multi
         transactions: ``check`` and up to ``MULTI_SETS`` sets per transaction, every transaction sent before the
         first answer is awaited -- 10,000 partition states in ~10 transactions and about one round trip. ZooKeeper
         applies a transaction whole or not at all, so a transaction with a failing item (a leader changed that ISR
         meanwhile) is re-sent as one transaction per item, and only the failing items report their error. An
         answer lost to the connection (or late) reports ConnectionLossError for its items: the write may or may not
-        have applied (the caller re-reads)."""
+        have applied (the caller re-reads). ``on_wave`` gets each transaction's final results as its answer comes
+        in (13,500 elections: the first after ~0.1 s of the ~1.1 s the 14 transactions take here)."""
         client = self._check_started()
         items = list(items)
         for path, _data, _version in items:
@@ -656,20 +657,27 @@ class ZooKeeperBackend(CoordinationBackend):
                 raise BadVersionError("%s: not at version %d" % (check[0], check[1]), check[0])
             again = []
             for i, r in zip(indexes, results[offset:]):
-                if isinstance(r, undone):
+                if isinstance(r, undone) and len(indexes) > 1:
                     again.append(i)
                 elif isinstance(r, Exception):
                     out[i] = self._error(r, items[i][0])
                 else:
                     out[i] = _stat(r)
-            return again if len(indexes) > 1 else []
+            return again
+
+        def report(indexes):
+            if on_wave is not None and indexes:
+                on_wave(indexes, [out[i] for i in indexes])
 
         waves = [send(list(range(k, min(k + MULTI_SETS, len(items))))) for k in range(0, len(items), MULTI_SETS)]
         retry = []
         for indexes, res in waves:
-            retry.extend(wait(indexes, res))
+            again = wait(indexes, res)
+            retry.extend(again)
+            report([i for i in indexes if i not in again] if again else indexes)
         for indexes, res in [send([i]) for i in retry]:
             wait(indexes, res)
+        report(retry)
         return out
 
     @staticmethod

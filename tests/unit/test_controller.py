@@ -142,9 +142,9 @@ def test_a_failure_sends_the_elections_before_writing_the_isr_removals(cluster, 
     writes = []                                   # (partition state paths written, requests sent before the write)
     real = backend.set_many
 
-    def recording(items, check=None):
+    def recording(items, check=None, on_wave=None):
         writes.append(([path for path, _data, _version in items], list(ch.sent)))
-        return real(items, check)
+        return real(items, check, on_wave)
     backend.set_many = recording
     unregister(backend, 1)
     cluster.settle()
@@ -157,6 +157,42 @@ def test_a_failure_sends_the_elections_before_writing_the_isr_removals(cluster, 
     assert cluster.state("t", 0) == st(2, 1, [2]) and cluster.state("t", 2) == st(3, 1, [3])
     after = [(b, k, sorted(lai_states(body) if k == LAI else um_states(body))) for b, k, body in ch.take()]
     assert after[len(before):] == [(3, LAI, [("t", 2)]), (2, UM, [("t", 2)]), (3, UM, [("t", 2)])]
+
+
+def test_each_written_part_of_a_failures_elections_is_sent_before_the_next_is_written(cluster, backend):
+    """A failed broker's elections go out one ZooKeeper transaction at a time (set_many's on_wave): the survivors
+    apply the first transaction's LeaderAndIsr while the later ones are written (13,500 elections: 14 transactions,
+    ~1.1 s). Here every item is its own transaction: partition 1's state is written only after partition 0's
+    LeaderAndIsr and UpdateMetadata were queued, and every election is sent exactly once."""
+    cluster.store.create_topic("t", {0: [2, 1], 1: [2, 3], 2: [3, 1]})
+    cluster.settle()
+    ch = cluster.channel()
+    ch.take()
+    writes = []                                   # (path written, requests queued before it)
+    real = backend.set_many
+
+    def one_at_a_time(items, check=None, on_wave=None):
+        out = []
+        for k, item in enumerate(items):
+            writes.append((item[0], list(ch.sent)))
+            res = real([item], check)
+            out += res
+            if on_wave is not None:
+                on_wave([k], res)
+        return out
+    backend.set_many = one_at_a_time
+    unregister(backend, 2)
+    cluster.settle()
+    del backend.set_many
+    path = "/brokers/topics/t/partitions/%d/state"
+    assert [p for p, _sent in writes] == [path % 0, path % 1]
+    assert writes[0][1] == []
+    before = [(b, k, sorted(lai_states(body) if k == LAI else um_states(body))) for b, k, body in writes[1][1]]
+    assert before == [(1, LAI, [("t", 0)]), (1, UM, [("t", 0)]), (3, UM, [("t", 0)])]
+    assert cluster.state("t", 0) == st(1, 1, [1]) and cluster.state("t", 1) == st(3, 1, [3])
+    sent = [(b, k, sorted(lai_states(body) if k == LAI else um_states(body))) for b, k, body in ch.take()]
+    assert sent[:len(before)] == before
+    assert [s for s in sent if s[1] == LAI] == [(1, LAI, [("t", 0)]), (3, LAI, [("t", 1)])]
 
 
 def test_new_partition_with_dead_replica(cluster):

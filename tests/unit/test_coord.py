@@ -500,9 +500,13 @@ def test_set_many_reports_per_item_and_is_fenced_by_check(be):
     for p in ("/a", "/b", "/c"):
         be.create(p, b"0")
     be.set("/b", b"moved")
+    waves = []
     out = be.set_many([("/a", b"1", 0), ("/b", b"1", 0), ("/nope", b"1", 0), ("/c", b"1", -1)],
-                      check=("/controller_epoch", 0))
+                      check=("/controller_epoch", 0), on_wave=lambda ix, res: waves.append((list(ix), list(res))))
     assert out[0].version == 1 and out[1].__class__ is BadVersionError and out[2].__class__ is NoNodeError
+    # on_wave: every item's final result exactly once, before the call returned.
+    assert sorted(i for ix, _res in waves for i in ix) == [0, 1, 2, 3]
+    assert all(out[i] is r for ix, res in waves for i, r in zip(ix, res))
     assert out[3].version == 1 and be.get("/b")[0] == b"moved" and be.get("/c")[0] == b"1"
     be.set("/controller_epoch", b"2")
     with pytest.raises(BadVersionError) as ei:

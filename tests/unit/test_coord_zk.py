@@ -454,9 +454,17 @@ def test_set_many_is_multi_fenced_and_reports_per_item(backends, raw, chroot, mo
     orig = client.transaction
     monkeypatch.setattr(client, "transaction", lambda: sent.append(1) or orig())
     items = [("/s/%d" % i, b"v1", 0) for i in range(2500)] + [("/s/missing", b"x", 0)]
-    out = b.set_many(items, check=("/controller_epoch", 0))
+    waves = []
+    out = b.set_many(items, check=("/controller_epoch", 0),
+                     on_wave=lambda ix, res: waves.append((list(ix), list(res), len(sent))))
     # 3 transactions; then the other 999 of the 1st and 500 of the 3rd (holding /s/missing) one by one.
     assert real == 1000 and len(sent) == 3 + 999 + 500
+    # on_wave: each transaction's final results as its answer came in (the 2nd whole, before any re-send), then
+    # the re-sent ones; every item exactly once.
+    assert [(ix[0], len(ix), n) for ix, _res, n in waves] == [(7, 1, 3), (1000, 1000, 3), (2500, 1, 3),
+                                                              (0, 999 + 500, 3 + 999 + 500)]
+    assert sorted(i for ix, _res, _n in waves for i in ix) == list(range(2501))
+    assert all(out[i] is r for ix, res, _n in waves for i, r in zip(ix, res))
     assert isinstance(out[7], BadVersionError) and isinstance(out[2500], NoNodeError)
     assert [o.version for i, o in enumerate(out[:2500]) if i != 7] == [1] * 2499
     assert raw.get(chroot + "/s/7")[0] == b"moved" and raw.get(chroot + "/s/2499")[0] == b"v1"
