@@ -578,9 +578,10 @@ log4j.additivity.kafka.request.logger=false
 log4j.logger.kbroker.controller=INFO, controllerAppender, stderr
 log4j.additivity.kbroker.controller=false
 
-# Partition state changes, written by the controller (partition state changes at INFO; replica state changes and
-# each LeaderAndIsr sent at TRACE) and by every broker's replica manager (LeaderAndIsr applied at INFO, StopReplica
-# at TRACE). INFO as in Kafka >= 2 (0.10.1 shipped TRACE): set TRACE for every line.
+# Partition state changes, written by the controller (partitions becoming New or Online at INFO; partitions going
+# Offline or NonExistent, replica state changes and each LeaderAndIsr sent at TRACE) and by every broker's replica
+# manager (LeaderAndIsr applied at INFO, StopReplica at TRACE). INFO as in Kafka >= 2 (0.10.1 shipped TRACE): set
+# TRACE for every line.
 log4j.logger.state.change.logger=INFO, stateChangeAppender
 log4j.additivity.state.change.logger=false
 
