@@ -75,9 +75,9 @@ directory.
 |---|---|---|
 | `server.log` | everything not routed elsewhere (root logger) | INFO |
 | `controller.log` | `kbroker.controller` (also on stderr, not in server.log) | INFO |
-| `state-change.log` | `state.change.logger`: the controller's partition state changes and each broker's \
-applied LeaderAndIsr at INFO; replica state changes, each LeaderAndIsr sent and StopReplica at TRACE | \
-INFO (Kafka >= 2) |
+| `state-change.log` | `state.change.logger`: the controller's partition state changes to New and Online and \
+each broker's applied LeaderAndIsr at INFO; partitions going Offline or NonExistent, replica state changes, each \
+LeaderAndIsr sent and StopReplica at TRACE | INFO (Kafka >= 2) |
 | `kafka-request.log` | `kafka.request.logger`: one `Completed request:{api_key=..,api_version=..,\
 correlation_id=..,client_id=..}` line per request with its times, at DEBUG | WARN (off) |
 | `log-cleaner.log` | `kbroker.log.cleaner` | INFO |

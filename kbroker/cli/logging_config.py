@@ -5,8 +5,9 @@ directory and rotated:
 
     server.log          everything not routed elsewhere (root logger)
     controller.log      the controller (logger ``kbroker.controller`` and below), also on stderr
-    state-change.log    ``state.change.logger``: partition state changes (controller + replica manager) at INFO;
-                        replica state changes, LeaderAndIsr sent and StopReplica at TRACE
+    state-change.log    ``state.change.logger``: partition state changes to New/Online (controller) and LeaderAndIsr
+                        applied (replica manager) at INFO; partitions going Offline/NonExistent, replica state
+                        changes, LeaderAndIsr sent and StopReplica at TRACE
     kafka-request.log   ``kafka.request.logger``: one line per completed request, off (WARN) by default
     log-cleaner.log     ``kbroker.log.cleaner``
     kafka-authorizer.log ``kbroker.authorizer`` (ACL decisions), also on stderr
