@@ -33,12 +33,14 @@ import atexit
 import base64
 import json
 import os
+import random
 import shutil
 import signal
 import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 import weakref
 from pathlib import Path
@@ -132,12 +134,83 @@ def wait_until(predicate, timeout: float = 10.0, interval: float = 0.05, message
 
 
 def free_port(host: str = LOCALHOST) -> int:
-    """A TCP port that was free on `host` a moment ago (bind to port 0, read it back, release it)."""
+    """A TCP port that was free on `host` a moment ago (see ``free_ports``)."""
     return free_ports(1, host)[0]
 
 
+# Where ports are picked. A port from bind(port 0) comes from the kernel's ephemeral range
+# (net.ipv4.ip_local_port_range, 32768-60999 by default), the range every outgoing connection takes its source
+# port from: between picking it and the broker (or ZooKeeper node) binding it, any client connection on the
+# machine could take it (seen once with three pytest workers: a broker's start failed with "Address already in
+# use"). So ports come from outside that range, from PORT_LOW up to it (22,768 ports by default) or above it,
+# cut into PORT_BLOCKS blocks: pytest-xdist worker gwN walks block N, any other process (the serial phase, a
+# bench) a block chosen by its pid among the rest, each from a random start and in order, so two workers never
+# pick the same port and a process does not reuse a port it released a moment ago (a broker's restart keeps its
+# port anyway). Each port is still bound once to check it is free.
+PORT_LOW = 10000
+PORT_BLOCKS = 8
+_MIN_BLOCK = 256            # smaller blocks (a kernel with an unusually wide ephemeral range): bind(0) as before
+_port_lock = threading.Lock()
+_port_walk: list = []       # [block start, block size, next offset] once chosen, for this process
+
+
+def _port_block() -> tuple[int, int] | None:
+    """(first port, size) of this process's block, or None when no range outside the ephemeral one is wide
+    enough."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = (int(x) for x in f.read().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    gaps = [(PORT_LOW, low - PORT_LOW), (high + 1, 65536 - (high + 1))]
+    start, width = max(gaps, key=lambda g: g[1])
+    size = width // PORT_BLOCKS
+    if size < _MIN_BLOCK:
+        return None
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if worker.startswith("gw") and worker[2:].isdigit() and int(worker[2:]) < PORT_BLOCKS // 2:
+        block = int(worker[2:])
+    else:
+        block = PORT_BLOCKS // 2 + os.getpid() % (PORT_BLOCKS - PORT_BLOCKS // 2)
+    return start + block * size, size
+
+
+def _bindable(host: str, port: int) -> bool:
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind((host, port))     # no SO_REUSEADDR: a port in TIME_WAIT or in use anywhere counts as taken
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
 def free_ports(n: int, host: str = LOCALHOST) -> list[int]:
-    """`n` distinct free ports: all sockets are held open until every port is picked."""
+    """`n` distinct TCP ports that were free on `host` a moment ago, outside the ephemeral range (above)."""
+    with _port_lock:
+        if not _port_walk:
+            block = _port_block()
+            _port_walk.extend([*block, random.randrange(block[1])] if block else [None])
+        if _port_walk[0] is None:
+            return _ephemeral_ports(n, host)
+        first, size, offset = _port_walk
+        picked: list[int] = []
+        for _ in range(size):
+            port = first + offset
+            offset = (offset + 1) % size
+            if _bindable(host, port):
+                picked.append(port)
+                if len(picked) == n:
+                    break
+        _port_walk[2] = offset
+    if len(picked) < n:
+        raise HarnessError(f"only {len(picked)} of {n} ports free in {first}-{first + size - 1}")
+    return picked
+
+
+def _ephemeral_ports(n: int, host: str) -> list[int]:
+    """`n` distinct ports from bind(port 0): all sockets are held open until every port is picked."""
     socks = []
     try:
         for _ in range(n):

@@ -138,6 +138,43 @@ def test_free_ports_are_distinct_and_bindable():
         s.bind(("127.0.0.1", free_port()))
 
 
+def _ephemeral_range():
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        return tuple(int(x) for x in f.read().split())
+
+
+def test_free_ports_come_from_outside_the_ephemeral_range_and_skip_taken_ones():
+    """A port a client connection could take as its source port meanwhile is never handed out, nor one in use."""
+    low, high = _ephemeral_range()
+    if harness._port_block() is None:
+        pytest.skip("no range outside %d-%d is wide enough on this machine" % (low, high))
+    picked = free_ports(3)
+    assert all(not low <= p <= high for p in picked), (picked, low, high)
+    with socket.socket() as taken:
+        # the next port this process would walk to is in use: it is skipped, not handed out
+        first, size, offset = harness._port_walk
+        taken.bind(("127.0.0.1", first + offset))
+        taken.listen()
+        again = free_ports(50)
+        assert taken.getsockname()[1] not in again
+    assert len(set(again) | set(picked)) == 53       # no port handed out twice by one process
+
+
+@pytest.mark.parametrize("worker", ["gw0", "gw1", "gw2", "gw3"])
+def test_each_pytest_worker_picks_ports_from_its_own_block(monkeypatch, worker):
+    low, high = _ephemeral_range()
+    if harness._port_block() is None:
+        pytest.skip("no range outside %d-%d is wide enough on this machine" % (low, high))
+    blocks = {}
+    for w in ("gw0", "gw1", "gw2", "gw3", ""):
+        monkeypatch.setenv("PYTEST_XDIST_WORKER", w)
+        blocks[w] = harness._port_block()
+    first, size = blocks[worker]
+    assert size >= 256
+    others = [range(f, f + n) for w, (f, n) in blocks.items() if w != worker]
+    assert not any(first in r or first + size - 1 in r for r in others), blocks
+
+
 def testskip_or_fail_depends_on_ci(monkeypatch):
     monkeypatch.setenv("PATH", "")
     monkeypatch.delenv("CI", raising=False)
