@@ -70,16 +70,18 @@ def send_and_expect_close(broker, frame: bytes, limit: float = 2.0) -> float:
     return assert_closed_by_broker(sock, limit)
 
 
-def push(socks_and_data: list[tuple[socket.socket, bytes]], seconds: float) -> list[int]:
+def push(socks_and_data: list[tuple[socket.socket, bytes]], seconds: float, idle_s: float | None = None) -> list[int]:
     """Write each socket's data without blocking, round robin, for at most ``seconds``; returns the bytes each
-    managed to send (a broker that stops reading a connection stops its sends: TCP backpressure)."""
+    managed to send (a broker that stops reading a connection stops its sends: TCP backpressure). ``idle_s``: stop
+    earlier once no socket took a byte for that long (the broker stopped reading them all)."""
     sent = [0] * len(socks_and_data)
     for sock, _ in socks_and_data:
         sock.setblocking(False)
     deadline = time.monotonic() + seconds
+    progress = time.monotonic()
     while time.monotonic() < deadline:
         pending = [i for i, (_, d) in enumerate(socks_and_data) if sent[i] < len(d)]
-        if not pending:
+        if not pending or (idle_s is not None and time.monotonic() - progress > idle_s):
             break
         _, writable, _ = select.select([], [socks_and_data[i][0] for i in pending], [], 0.2)
         for i in pending:
@@ -87,7 +89,10 @@ def push(socks_and_data: list[tuple[socket.socket, bytes]], seconds: float) -> l
             if sock not in writable:
                 continue
             try:
-                sent[i] += sock.send(memoryview(data)[sent[i]:sent[i] + MiB])
+                n = sock.send(memoryview(data)[sent[i]:sent[i] + MiB])
+                sent[i] += n
+                if n:
+                    progress = time.monotonic()
             except (BlockingIOError, InterruptedError):
                 pass
             except OSError:
@@ -141,7 +146,9 @@ def test_half_sent_64mib_frames_hold_only_what_arrived(broker_factory):
         # nothing was allocated for the 63 MiB not yet sent (8 x 64 MiB would be 512 MiB of address space)
         grown = (vm_kb(broker, "VmSize") - base_size) / 1024
         assert grown < 128, f"address space grew {grown:.0f} MB for 8 MiB received"
-        sent = push([(s, b"\x00" * (31 * MiB)) for s in head], seconds=20)
+        # Until the broker stops reading (the bound, below): 4 s without a byte taken (it reads 248 MiB in < 1 s
+        # here; waiting the whole 20 s made this the suite's slowest test, 31 s)
+        sent = push([(s, b"\x00" * (31 * MiB)) for s in head], seconds=20, idle_s=4)
         # How much is read before the 256 MiB request-memory bound stops the reading depends on which frames won
         # their 32 -> 64 MiB growth first (seen: 178-248 MiB, lower on a loaded machine); at least half the bound
         # shows the reading goes on past the first MiB of each frame.
