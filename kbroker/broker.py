@@ -445,15 +445,23 @@ class Broker:
     def _controlled_shutdown(self):
         """Ask the controller to move leadership away before we go (Kafka's ControlledShutdown): retried
         ``controlled.shutdown.max.retries`` times, ``controlled.shutdown.retry.backoff.ms`` apart, until no
-        partition is left led here. The rest of shutdown proceeds either way (an unclean-but-safe exit)."""
+        partition is left led here. The rest of shutdown proceeds either way (an unclean-but-safe exit).
+
+        Two differences from Kafka, both about attempts that cannot succeed: no backoff after the last attempt
+        (Kafka sleeps once more before giving up), and no further attempt when no partition still led here has
+        another replica on a live broker (``_movable``): the last broker of a replica set -- stopping a cluster,
+        the last broker goes last -- spent 3 x 5 s retrying at the defaults, and only a broker starting *and*
+        catching up within the backoff could have changed the answer."""
         cfg = self.config
-        for attempt in range(1, cfg["controlled.shutdown.max.retries"] + 1):
+        retries = cfg["controlled.shutdown.max.retries"]
+        for attempt in range(1, retries + 1):
             if not getattr(self.backend, "connected", True):
                 # No controller can move leadership without ZooKeeper as far as we can tell, and a controller stuck
                 # on it would hold the request for request.timeout.ms (3 x 30 s: a SIGTERM with the ensemble down
-                # hung): the attempt is skipped, so the whole phase lasts max.retries x retry.backoff.ms.
+                # hung): the attempt is skipped, so the whole phase lasts (max.retries - 1) x retry.backoff.ms.
                 log.warning("controlled shutdown attempt %d skipped: not connected to ZooKeeper", attempt)
-                gevent.sleep(cfg["controlled.shutdown.retry.backoff.ms"] / 1000.0)
+                if attempt < retries:
+                    gevent.sleep(cfg["controlled.shutdown.retry.backoff.ms"] / 1000.0)
                 continue
             try:
                 remaining = self._request_controlled_shutdown()
@@ -465,8 +473,23 @@ class Broker:
                 return
             if remaining:
                 log.info("controlled shutdown attempt %d: %d partitions still led here", attempt, len(remaining))
-            gevent.sleep(cfg["controlled.shutdown.retry.backoff.ms"] / 1000.0)
+                if attempt < retries and not self._movable(remaining):
+                    log.warning("controlled shutdown: no partition still led here has another replica on a live "
+                                "broker, so no retry can move them; shutting down without further attempts")
+                    return
+            if attempt < retries:
+                gevent.sleep(cfg["controlled.shutdown.retry.backoff.ms"] / 1000.0)
         log.warning("controlled shutdown did not complete; shutting down anyway")
+
+    def _movable(self, partitions):
+        """Whether any of ``partitions`` [(topic, p)] has a replica other than this broker on a live broker, in
+        this broker's metadata (a partition it does not know counts as movable: the controller may know more)."""
+        live = self.metadata_cache.alive_broker_ids() - {self.broker_id}
+        for topic, p in partitions:
+            st = self.metadata_cache.partition(topic, p)
+            if st is None or live.intersection(st.replicas):
+                return True
+        return False
 
     def _request_controlled_shutdown(self):
         """One ControlledShutdown (v3, with our broker epoch) to the controller, on its control-plane endpoint when
