@@ -161,6 +161,10 @@ _FIXED = {
 }
 _I16 = _FIXED["int16"]
 _I32 = _FIXED["int32"]
+# Fixed-size types as struct format codes: consecutive fields of these are read (and written) with one
+# unpack_from (pack) call, and arrays of them whole ('?' reads any non-zero byte as true, as ``_dec_bool``).
+_CODES = {"int8": "b", "int16": "h", "int32": "i", "int64": "q", "uint16": "H", "uint32": "I", "float64": "d",
+          "bool": "?"}
 
 
 def _fixed_decoder(st):
@@ -334,8 +338,13 @@ def _compile_fields(fields, version, flexible):
     """Build (decode(buf,pos)->(dict,pos), encode(w,dict), defaults, min_size) for a struct at one version.
 
     ``min_size`` is the fewest bytes the struct can take on the wire (its regular fields' minimal sizes plus the
-    empty tagged-field section): the per-array bound of ``dec_array``."""
-    regular = []   # (name, dec, enc, default)
+    empty tagged-field section): the per-array bound of ``dec_array``.
+
+    The two functions are generated for the struct's fields at this version (``_struct_source``): straight-line
+    code with each run of consecutive fixed-size fields read or written by one struct call. The loop over
+    (name, decoder) pairs it replaces cost ~7.7 us per LeaderAndIsr partition state (54 ms for 7,000, a tenth of
+    a failover survivor's samples at 27,000 partitions)."""
+    regular = []   # (name, dec, enc, default, struct code or None)
     tagged = {}    # tag -> (name, dec, enc, default)
     defaults = {}
     for f in fields:
@@ -347,53 +356,95 @@ def _compile_fields(fields, version, flexible):
             if flexible:
                 tagged[f.tag] = (f.name, dec, enc, default)
             continue
-        regular.append((f.name, dec, enc, default))
+        regular.append((f.name, dec, enc, default, _CODES.get(f.type)))
     tag_order = sorted(tagged.items())
     # Decoding writes every regular field, so only the others need their defaults: the immutable ones are copied
     # with the dict in one C call, the lists/dicts get a fresh copy each (a handler may mutate its request).
-    decoded = {name for name, _, _, _ in regular}
+    decoded = {name for name, _, _, _, _ in regular}
     static = {k: v for k, v in defaults.items() if k not in decoded and not isinstance(v, (list, dict))}
     fresh = [(k, v) for k, v in defaults.items() if k not in decoded and isinstance(v, (list, dict))]
-    field_decoders = [(name, dec) for name, dec, _, _ in regular]
 
-    def decode(buf, pos):
-        d = static.copy()
-        for name, v in fresh:
-            d[name] = _copy_default(v)
-        for name, dec in field_decoders:
-            d[name], pos = dec(buf, pos)
-        if flexible:
-            pos = _read_tagged(buf, pos, d, tagged)
-        return d, pos
-
-    def encode(w, d):
-        if d.__class__ is Encoded:     # encoded beforehand (Api.encode_element): its bytes as they are
-            w.buf += d
-            return
+    def encode_tagged(w, d):
         get = d.get
-        for name, _, enc, default in regular:
+        present = []
+        for tag, (name, _, enc, default) in tag_order:
             v = get(name, default)
-            enc(w, v)
-        if flexible:
-            present = []
-            for tag, (name, _, enc, default) in tag_order:
-                v = get(name, default)
-                if v != default:
-                    present.append((tag, enc, v))
-            w.buf += encode_uvarint(len(present))
-            for tag, enc, v in present:
-                sub = Writer()
-                enc(sub, v)
-                body = sub.getvalue()
-                w.buf += encode_uvarint(tag)
-                w.buf += encode_uvarint(len(body))
-                w.buf += body
+            if v != default:
+                present.append((tag, enc, v))
+        w.buf += encode_uvarint(len(present))
+        for tag, enc, v in present:
+            sub = Writer()
+            enc(sub, v)
+            body = sub.getvalue()
+            w.buf += encode_uvarint(tag)
+            w.buf += encode_uvarint(len(body))
+            w.buf += body
 
+    namespace = {"static": static, "fresh": fresh, "_copy_default": _copy_default, "SchemaError": SchemaError,
+                 "_read_tagged": _read_tagged, "tagged": tagged, "encode_tagged": encode_tagged,
+                 "Encoded": Encoded}
+    source = _struct_source(regular, bool(fresh), flexible, namespace)
+    code = _CODE.get(source)
+    if code is None:        # compiling is ~0.8 ms; most structs repeat across versions and messages
+        code = _CODE[source] = compile(source, "<kbroker.protocol.schema struct>", "exec")
+    exec(code, namespace)   # noqa: S102 -- generated from our own schemas (see _struct_source)
     c = _Compiled()
-    c.decode, c.encode, c.defaults = decode, encode, defaults
+    c.decode, c.encode, c.defaults = namespace["decode"], namespace["encode"], defaults
     c.min_size = _struct_min_size(fields, version, flexible)
     c.values = _struct_values(fields, version)
     return c
+
+
+_CODE = {}      # generated source -> its code object
+
+
+def _struct_source(regular, has_fresh, flexible, ns):
+    """Source of ``decode(buf, pos)`` and ``encode(w, d)`` for one struct; ``ns`` gets the objects it names.
+
+    The source holds only the struct's shape -- its runs' sizes, and names of ``ns`` (field names are ``ns``
+    values too, ``name_K``) -- so structs of one shape share one compiled code object (``_CODE``). For fields a,
+    b (int32) then c (a string)::
+
+        def decode(buf, pos):
+            d = static.copy()
+            if pos + 8 > len(buf): raise SchemaError("truncated")
+            d[name_0], d[name_1], = unpack_0(buf, pos); pos += 8
+            d[name_2], pos = dec_2(buf, pos)
+            return d, pos
+    """
+    dec = ["def decode(buf, pos):", "    d = static.copy()"]
+    enc = ["def encode(w, d):", "    if d.__class__ is Encoded:", "        w.buf += d", "        return",
+           "    get = d.get"]
+    if has_fresh:
+        dec += ["    for name, v in fresh:", "        d[name] = _copy_default(v)"]
+    i = 0
+    while i < len(regular):
+        j = i
+        while j < len(regular) and regular[j][4] is not None:
+            j += 1
+        if j > i:                                   # fields i..j-1: one fixed-size run
+            st = struct.Struct(">" + "".join(r[4] for r in regular[i:j]))
+            ns["unpack_%d" % i], ns["pack_%d" % i] = st.unpack_from, st.pack
+            targets = ", ".join("d[name_%d]" % k for k in range(i, j))
+            dec += ["    if pos + %d > len(buf):" % st.size, "        raise SchemaError('truncated')",
+                    "    %s, = unpack_%d(buf, pos)" % (targets, i), "    pos += %d" % st.size]
+            args = []
+            for k in range(i, j):
+                ns["name_%d" % k], ns["default_%d" % k] = regular[k][0], regular[k][3]
+                args.append("get(name_%d, default_%d)" % (k, k))
+            enc.append("    w.buf += pack_%d(%s)" % (i, ", ".join(args)))
+            i = j
+            continue
+        name, fdec, fenc, default, _ = regular[i]
+        ns["dec_%d" % i], ns["enc_%d" % i], ns["default_%d" % i], ns["name_%d" % i] = fdec, fenc, default, name
+        dec.append("    d[name_%d], pos = dec_%d(buf, pos)" % (i, i))
+        enc.append("    enc_%d(w, get(name_%d, default_%d))" % (i, i, i))
+        i += 1
+    if flexible:
+        dec.append("    pos = _read_tagged(buf, pos, d, tagged)")
+        enc.append("    encode_tagged(w, d)")
+    dec.append("    return d, pos")
+    return "\n".join(dec + enc) + "\n"
 
 
 def _min_size(f, version, flexible):
@@ -472,6 +523,10 @@ def _compile_field(f, version, flexible):
         return sub.decode, sub.encode, default
     if t.startswith("["):
         elem = t[2:]
+        code = _CODES.get(elem) if elem else None
+        if code is not None:
+            return _fixed_array_codec(f.name, code, compact, nullable) + (
+                None if (f.default is None) else list(f.default),)
         if elem:
             edec, eenc = _primitive(elem, compact, False)
         else:
@@ -531,6 +586,59 @@ def _compile_field(f, version, flexible):
         return dec_array, enc_array, default
     dec, enc = _primitive(t, compact, nullable)
     return dec, enc, f.default
+
+
+def _fixed_array_codec(name, code, compact, nullable):
+    """(decoder, encoder) of an array of a fixed-size type (``[]int32`` replicas, ISRs, ...): the elements are
+    read and written by one struct call (a Struct per length, kept for lengths <= ``_KEEP_STRUCTS``), not one call
+    each. Same checks as ``dec_array``: the count must fit in the bytes left, and each element costs the budget
+    one value."""
+    size = struct.calcsize(code)
+    structs = {}
+    rd = _length_decoder(compact, _I32)
+    wr = _length_writer(compact, _I32)
+
+    def layout(n):
+        st = structs.get(n)
+        if st is None:
+            st = struct.Struct(">%d%s" % (n, code))
+            if n <= _KEEP_STRUCTS:
+                structs[n] = st
+        return st
+
+    def dec(buf, pos):
+        n, pos = rd(buf, pos)
+        if n <= 0:
+            if not n:
+                return [], pos
+            if nullable and n == -1:
+                return None, pos
+            raise SchemaError("null array %s" % name)
+        if n * size > len(buf) - pos:
+            raise SchemaError("array %s: %d elements of >= %d bytes exceed the %d bytes left"
+                              % (name, n, size, len(buf) - pos))
+        _spend(n, "array " + name)
+        return list(layout(n).unpack_from(buf, pos)), pos + n * size
+
+    def enc(w, v):
+        if v is None:
+            if not nullable:
+                raise SchemaError("null array %s" % name)
+            wr(w, -1)
+            return
+        n = len(v)
+        if compact and n < 127:
+            w.buf.append(n + 1)             # the uvarint of n + 1 is one byte
+        else:
+            wr(w, n)
+        if n:
+            w.buf += layout(n).pack(*v)
+    return dec, enc
+
+
+# Struct layouts kept per fixed-size array field: lengths up to replication factors and ISR sizes (a longer array
+# builds its layout each time: one call per array, not per element).
+_KEEP_STRUCTS = 64
 
 
 def _primitive(t, compact, nullable):

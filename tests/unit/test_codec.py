@@ -125,3 +125,74 @@ def test_frame_reader_take_large_frame_refuses_oversize():
     r.feed(struct.pack(">i", 5000))
     with pytest.raises(FrameError):
         r.take_large_frame()
+
+
+# ------------------------------------------------ generated struct codecs: fixed-size runs and fixed-size arrays
+
+RUNS = Api(key=998, name="Runs", valid="0-1", flexible="1+",
+           request=[
+               F("a", "int8"), F("b", "int16"), F("c", "int32"), F("d", "int64"),      # one run of 15 bytes
+               F("s", "string"),
+               F("e", "uint16"), F("f", "uint32"), F("g", "float64"), F("h", "bool"),  # another, 15 bytes
+               F("i32", "[]int32", nullable="0+", default=None), F("i64", "[]int64"), F("flags", "[]bool"),
+               F("last", "int32", "1+", default=-1),
+           ],
+           response=[F("error_code", "int16")])
+
+RUNS_MSG = {"a": -1, "b": -2, "c": -3, "d": -4, "s": "x", "e": 65535, "f": 4294967295, "g": 0.5, "h": True,
+            "i32": [1, -1], "i64": [2 ** 40], "flags": [True, False, True], "last": 9}
+
+
+def test_runs_and_fixed_arrays_exact_bytes_v0():
+    msg = dict(RUNS_MSG)
+    del msg["last"]
+    raw = RUNS.encode_request(0, msg).getvalue()
+    assert raw == (struct.pack(">bhiq", -1, -2, -3, -4) + b"\x00\x01x" + struct.pack(">HId?", 65535, 4294967295, 0.5, 1)
+                   + b"\x00\x00\x00\x02" + struct.pack(">ii", 1, -1) + b"\x00\x00\x00\x01" + struct.pack(">q", 2 ** 40)
+                   + b"\x00\x00\x00\x03\x01\x00\x01")
+    assert RUNS.decode_request(0, raw) == {**msg, "last": -1}
+
+
+def test_runs_and_fixed_arrays_exact_bytes_flexible():
+    raw = RUNS.encode_request(1, RUNS_MSG).getvalue()
+    assert raw == (struct.pack(">bhiq", -1, -2, -3, -4) + b"\x02x" + struct.pack(">HId?", 65535, 4294967295, 0.5, 1)
+                   + b"\x03" + struct.pack(">ii", 1, -1) + b"\x02" + struct.pack(">q", 2 ** 40) + b"\x04\x01\x00\x01"
+                   + struct.pack(">i", 9) + b"\x00")
+    assert RUNS.decode_request(1, raw) == RUNS_MSG
+
+
+@pytest.mark.parametrize("n", [0, 1, 3, 64, 65, 127, 128, 5000])
+def test_fixed_arrays_of_any_length_round_trip(n):
+    """Short arrays use a kept layout, longer ones one built per call; a compact count of n + 1 >= 128 takes two
+    bytes."""
+    msg = {**RUNS_MSG, "i32": list(range(-n // 2, n - n // 2)), "i64": [7] * n, "flags": [k % 3 == 0 for k in range(n)]}
+    raw = RUNS.encode_request(1, msg).getvalue()
+    assert RUNS.decode_request(1, raw) == msg
+    assert RUNS.decode_request(0, RUNS.encode_request(0, msg).getvalue())["i64"] == [7] * n
+
+
+def test_fixed_array_null_and_non_zero_bool_bytes():
+    raw = RUNS.encode_request(0, {**RUNS_MSG, "i32": None}).getvalue()
+    assert RUNS.decode_request(0, raw)["i32"] is None
+    with pytest.raises(SchemaError, match="null array i64"):
+        RUNS.encode_request(0, {**RUNS_MSG, "i64": None})
+    flags = raw.rindex(b"\x00\x00\x00\x03\x01\x00\x01")
+    raw = raw[:flags] + b"\x00\x00\x00\x03\x02\x00\xff"          # any non-zero byte is true
+    assert RUNS.decode_request(0, raw)["flags"] == [True, False, True]
+
+
+@pytest.mark.parametrize("cut", [1, 14, 17, 31])
+def test_truncated_inside_a_run_is_a_schema_error(cut):
+    raw = RUNS.encode_request(0, RUNS_MSG).getvalue()
+    with pytest.raises(SchemaError, match="truncated"):
+        RUNS.decode_request(0, raw[:cut])
+
+
+def test_fixed_array_count_beyond_the_message_and_the_element_limit_are_refused():
+    head = struct.pack(">bhiq", 0, 0, 0, 0) + b"\x00\x00" + struct.pack(">HId?", 0, 0, 0.0, 0)
+    with pytest.raises(SchemaError, match="array i32: 3 elements of >= 4 bytes exceed the 8 bytes left"):
+        RUNS.decode_request(0, head + b"\x00\x00\x00\x03" + b"\x00" * 8)
+    ok = head + b"\x00\x00\x00\x03" + b"\x00" * 12 + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x00"
+    assert RUNS.decode_request(0, ok, max_elements=3)["i32"] == [0, 0, 0]
+    with pytest.raises(SchemaError, match="more than 2 array elements"):
+        RUNS.decode_request(0, ok, max_elements=2)
