@@ -594,6 +594,7 @@ def _fixed_array_codec(name, code, compact, nullable):
     each. Same checks as ``dec_array``: the count must fit in the bytes left, and each element costs the budget
     one value."""
     size = struct.calcsize(code)
+    what = "array " + name
     structs = {}
     rd = _length_decoder(compact, _I32)
     wr = _length_writer(compact, _I32)
@@ -607,7 +608,11 @@ def _fixed_array_codec(name, code, compact, nullable):
         return st
 
     def dec(buf, pos):
-        n, pos = rd(buf, pos)
+        if compact and pos < len(buf) and buf[pos] < 0x80:    # a one-byte count: every array of up to 126
+            n = buf[pos] - 1
+            pos += 1
+        else:
+            n, pos = rd(buf, pos)
         if n <= 0:
             if not n:
                 return [], pos
@@ -617,8 +622,8 @@ def _fixed_array_codec(name, code, compact, nullable):
         if n * size > len(buf) - pos:
             raise SchemaError("array %s: %d elements of >= %d bytes exceed the %d bytes left"
                               % (name, n, size, len(buf) - pos))
-        _spend(n, "array " + name)
-        return list(layout(n).unpack_from(buf, pos)), pos + n * size
+        _spend(n, what)
+        return list((structs.get(n) or layout(n)).unpack_from(buf, pos)), pos + n * size
 
     def enc(w, v):
         if v is None:
@@ -632,7 +637,7 @@ def _fixed_array_codec(name, code, compact, nullable):
         else:
             wr(w, n)
         if n:
-            w.buf += layout(n).pack(*v)
+            w.buf += (structs.get(n) or layout(n)).pack(*v)
     return dec, enc
 
 

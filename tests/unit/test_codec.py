@@ -172,6 +172,8 @@ def test_fixed_arrays_of_any_length_round_trip(n):
 
 
 def test_fixed_array_null_and_non_zero_bool_bytes():
+    raw = RUNS.encode_request(1, {**RUNS_MSG, "i32": None}).getvalue()
+    assert raw[30:31] == b"\x00" and RUNS.decode_request(1, raw)["i32"] is None      # compact null: count 0
     raw = RUNS.encode_request(0, {**RUNS_MSG, "i32": None}).getvalue()
     assert RUNS.decode_request(0, raw)["i32"] is None
     with pytest.raises(SchemaError, match="null array i64"):
