@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -291,9 +292,44 @@ def _failover(broker, tmp_path, kinds, topic, group):
             m.stop()
 
 
+def _stalled_after_sync(log_path) -> bool:
+    """kafka-python 3.0.12's own stall (not the broker's): the member logged a SyncGroup answer with error 0 as
+    received, and then never set the assignment, re-enabled its heartbeat or rejoined -- its join coroutine lost,
+    the main thread spinning in poll(). Seen in 2 of ~8 suite runs on 2026-12-04, both times with the leader's
+    own metadata refresh answered in the same millisecond; the nudge in _CONSUMER does not reach it."""
+    lines = Path(log_path).read_text(errors="replace").splitlines()
+    synced = [i for i, ln in enumerate(lines) if "Received SyncGroup response" in ln and "error_code=0" in ln]
+    if not synced:
+        return False
+    after = lines[synced[-1] + 1:]
+    return not any(m in ln for ln in after for m in ("Setting newly assigned partitions", "Enabling heartbeat",
+                                                      "(Re-)joining group"))
+
+
+def _failover_once_more_after_a_client_stall(broker, tmp_path, kinds, topic, group):
+    """``_failover``; when it fails and a kafka-python member shows the client's stall above, the whole scenario
+    runs once more with a new topic and group (what is checked is unchanged: a broker fault fails both runs, and
+    a failure without that signature is not retried)."""
+    first = tmp_path / "run1"
+    first.mkdir()
+    try:
+        return _failover(broker, first, kinds, topic, group)
+    except harness.HarnessError:
+        stalled = [p.name for p in sorted(first.glob("kafka-python-*.log")) if _stalled_after_sync(p)]
+        if not stalled:
+            raise
+        print("kafka-python stalled after SyncGroup (%s): running the scenario once more" % ", ".join(stalled))
+    second = tmp_path / "run2"
+    second.mkdir()
+    return _failover(broker, second, kinds, topic + "-2", group + "-2")
+
+
 @pytest.mark.parametrize("lib", ["confluent", "kafka-python", "aiokafka"])
 def test_failover_python_clients(gbroker, tmp_path, lib):
-    _failover(gbroker, tmp_path, [lib] * 3, "gt-" + lib, "grp-" + lib)
+    if lib == "kafka-python":
+        _failover_once_more_after_a_client_stall(gbroker, tmp_path, [lib] * 3, "gt-" + lib, "grp-" + lib)
+    else:
+        _failover(gbroker, tmp_path, [lib] * 3, "gt-" + lib, "grp-" + lib)
 
 
 def test_failover_kafkajs(gbroker, tmp_path):
@@ -301,7 +337,8 @@ def test_failover_kafkajs(gbroker, tmp_path):
 
 
 def test_mixed_group_range(gbroker, tmp_path):
-    _failover(gbroker, tmp_path, ["confluent", "kafka-python", "confluent"], "gt-mixed", "grp-mixed")
+    _failover_once_more_after_a_client_stall(gbroker, tmp_path, ["confluent", "kafka-python", "confluent"],
+                                             "gt-mixed", "grp-mixed")
 
 
 def test_second_group_reads_everything(gbroker, tmp_path):
