@@ -213,6 +213,8 @@ def _length_decoder(compact, width_struct):
     """Reads a length prefix; returns (length or -1 for null, new pos)."""
     if compact:
         def rd(buf, pos):
+            if pos < len(buf) and buf[pos] < 0x80:     # a one-byte uvarint: every length up to 126
+                return buf[pos] - 1, pos + 1
             try:
                 n, pos = decode_uvarint(buf, pos)
             except ValueError as e:
@@ -231,7 +233,10 @@ def _length_decoder(compact, width_struct):
 def _length_writer(compact, width_struct):
     if compact:
         def wr(w, n):
-            w.buf += encode_uvarint(n + 1)
+            if 0 <= n + 1 < 0x80:                       # a one-byte uvarint (null, 0 and lengths up to 126)
+                w.buf.append(n + 1)
+            else:
+                w.buf += encode_uvarint(n + 1)
     else:
         pack = width_struct.pack
 
@@ -600,19 +605,14 @@ def _fixed_array_codec(name, code, compact, nullable):
     wr = _length_writer(compact, _I32)
 
     def layout(n):
-        st = structs.get(n)
-        if st is None:
-            st = struct.Struct(">%d%s" % (n, code))
-            if n <= _KEEP_STRUCTS:
-                structs[n] = st
+        """A new layout for ``n`` elements (callers look in ``structs`` first), kept when short."""
+        st = struct.Struct(">%d%s" % (n, code))
+        if n <= _KEEP_STRUCTS:
+            structs[n] = st
         return st
 
     def dec(buf, pos):
-        if compact and pos < len(buf) and buf[pos] < 0x80:    # a one-byte count: every array of up to 126
-            n = buf[pos] - 1
-            pos += 1
-        else:
-            n, pos = rd(buf, pos)
+        n, pos = rd(buf, pos)
         if n <= 0:
             if not n:
                 return [], pos
@@ -632,10 +632,7 @@ def _fixed_array_codec(name, code, compact, nullable):
             wr(w, -1)
             return
         n = len(v)
-        if compact and n < 127:
-            w.buf.append(n + 1)             # the uvarint of n + 1 is one byte
-        else:
-            wr(w, n)
+        wr(w, n)
         if n:
             w.buf += (structs.get(n) or layout(n)).pack(*v)
     return dec, enc
