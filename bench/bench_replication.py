@@ -52,11 +52,11 @@ def percentile(sorted_values, q):
 
 
 class Cluster:
-    def __init__(self, base, n=3):
+    def __init__(self, base, n=3, overrides=None):
         self.ensemble = ZkEnsemble(Path(base) / "zk", n=3)
         self.brokers = [BrokerProcess(Path(base) / f"b{i}", broker_id=i, overrides={
             "zookeeper.session.timeout.ms": 6000, "controlled.shutdown.retry.backoff.ms": 1000,
-            "auto.leader.rebalance.enable": "false"}) for i in range(n)]
+            "auto.leader.rebalance.enable": "false", **(overrides or {})}) for i in range(n)]
 
     def start(self):
         self.ensemble.start()
@@ -195,7 +195,7 @@ def phase_throughput(cluster, args, results):
 
 def phase_failover(cluster, args, results):
     out = results.setdefault("failover", [])
-    modes = args.failover_modes.split(",")
+    modes = [m for m in args.failover_modes.split(",") if m]   # "" = no failover phase
     for i in range(len(modes)):  # all created up front: CreateTopics needs a controller, a kill may remove it
         create_topic(cluster, f"failover{i}", 1, 3, {"min.insync.replicas": "2"})
     for i, mode in enumerate(modes):
@@ -264,12 +264,13 @@ def main():
     ap.add_argument("--latency-seconds", type=float, default=10)
     ap.add_argument("--failover-modes", default="kill9,sigterm")
     ap.add_argument("--json")
+    ap.add_argument("--override", action="append", default=[], help="a broker key=value for all three brokers")
     args = ap.parse_args()
     signal.alarm(int(120 + args.rounds * 2 * (args.seconds + args.latency_seconds + 70) + 120))
 
     results = {"machine": machine(), "args": vars(args)}
     base = tempfile.mkdtemp(prefix="bench-repl-")
-    cluster = Cluster(base).start()
+    cluster = Cluster(base, overrides=dict(kv.split("=", 1) for kv in args.override)).start()
     ok = True
     try:
         create_topic(cluster, "rf1", args.partitions, 1)

@@ -3,6 +3,7 @@
 
     python bench/produce_requests.py                         # 1 KB x 40 records a request, 1 vs 1,000 partitions
     python bench/produce_requests.py --repo /tmp/before-X    # the broker from another tree (before/after)
+    python bench/produce_requests.py --broker kafka          # the same requests to Apache Kafka 4.4 (or tansu)
 
 Why not a client: bench/scale_partitions.py's spread step (confluent-kafka, linger.ms=100, 1,000 random partitions)
 makes librdkafka send one Produce request per partition batch (5,798 requests for 5,958 batches of ~49 records in
@@ -29,6 +30,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import bench_clients as bc  # noqa: E402
+import peers  # noqa: E402
 
 
 def build_requests(topic, partitions, records, value_size):
@@ -104,6 +106,7 @@ def main(argv=None):
     ap.add_argument("--inflight", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repo", default=None, help="run the broker from this tree (PYTHONPATH)")
+    ap.add_argument("--broker", default="kbroker", help="kbroker, kafka or tansu (bench/peers.py)")
     args = ap.parse_args(argv)
     if args.repo:
         for mod in (bc, sys.modules.get("peers")):
@@ -111,12 +114,13 @@ def main(argv=None):
                 mod.REPO = os.path.abspath(args.repo)
     topics_per = 10
     ntopics = -(-args.partitions // topics_per)
-    b = bc.BrokerProc("kbroker")
+    b = peers.make_broker(args.broker)
     try:
         b.start()
         # the spread's partitions, as scale_partitions lays them out: topics of 10 partitions
         names = ["s%04d" % t for t in range(ntopics)]
-        bc.create_topics(b, names, topics_per)
+        for i in range(0, ntopics, 100):           # CreateTopics in requests of 100 topics
+            bc.create_topics(b, names[i:i + 100], topics_per, timeout=120)
         bc.create_topics(b, ["one"], 1)
         wires_by_topic = {}
         spread_wires = {}
@@ -149,8 +153,8 @@ def main(argv=None):
                       "wall %.2f s" % (name, args.requests, u1 - u0, s1 - s0, (u1 - u0 + s1 - s0) / args.requests
                                        * 1e6, (u1 - u0 + s1 - s0) / gb, wall), flush=True)
         med = {k: statistics.median(u + s for u, s, _ in v) for k, v in res.items()}
-        print("broker tree %s: %d records x %d B a request, %d partitions, inflight %d" % (
-            bc.REPO, args.records, args.value, args.partitions, args.inflight))
+        print("broker %s (kbroker tree %s): %d records x %d B a request, %d partitions, inflight %d" % (
+            args.broker, bc.REPO, args.records, args.value, args.partitions, args.inflight))
         print("median CPU s/GB: one %.3f  spread %.3f  ratio %.2f (per request: %.1f vs %.1f us)" % (
             med["one"] / gb, med["spread"] / gb, med["spread"] / med["one"], med["one"] / args.requests * 1e6,
             med["spread"] / args.requests * 1e6))

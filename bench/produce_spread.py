@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""Produce to one partition vs spread over 1,000: broker CPU per GB, side by side (issue 15, target 4's spread).
+
+    python bench/produce_spread.py --brokers kbroker,kafka,tansu           # 3 rounds of 300 MB each way
+    python bench/produce_spread.py --brokers kbroker --mb 300 --rounds 5 --repo /tmp/before-X
+
+The target: producing to 1,000 random partitions costs the broker at most 2x the CPU per GB of producing to one.
+``bench/scale_partitions.py`` measures it for kbroker alone; this runs the same client workload against every
+broker of ``--brokers`` in turn (bench/peers.py: kbroker, Apache Kafka 4.4 as one KRaft node, Tansu with its
+memory store; never two at once), so the ratio can be read next to Kafka's and Tansu's own.
+
+Per broker: start it, create ``one`` (1 partition) and ``--spread`` / 10 topics of 10 partitions (RF 1), warm up
+(``--warm-mb`` each way, not measured: the JVM compiles its hot paths, kbroker maps every partition's indexes),
+then ``--rounds`` rounds of: ``--mb`` MB of 1,024-byte random values to ``one``, then the same to the spread
+partitions, each record to a random one (seeded). The producer is scale_partitions.py's: confluent-kafka, acks=1,
+``--linger-ms`` (100), batch.size 1,000,000, no compression, no idempotence, a fresh producer per phase; time
+from the first produce() to the return of flush(); every record must be acknowledged (delivery errors fail the
+run). Measured per phase: broker CPU (utime+stime of the whole process from /proc) per GB of values, and the
+Produce requests librdkafka sent (its statistics: brokers[].req.Produce over the phase) -- how many
+requests carry the GB is what the spread changes, and it
+depends on how fast broker and client each are at that moment, so it is printed beside the CPU.
+
+Output: a line per phase, then per broker the medians and the ratio spread / one; JSON in
+``bench/results/produce-spread-<UTC time>.json``. Exit 0 when every phase of every broker delivered everything.
+"""
+import argparse
+import datetime as _dt
+import json
+import os
+import random
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import confluent_kafka as ck  # noqa: E402
+import peers  # noqa: E402
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
+
+
+class Stats:
+    """The last of librdkafka's statistics callbacks: Produce requests sent to real brokers (cumulative)."""
+
+    def __init__(self):
+        self.last = None
+
+    def __call__(self, js):
+        self.last = json.loads(js)
+
+    def requests(self):
+        return sum(b.get("req", {}).get("Produce", 0) for b in self.last["brokers"].values()
+                   if b.get("nodeid", -1) >= 0)
+
+
+def produce(broker, targets, total_bytes, linger_ms, seed, value):
+    """``total_bytes`` of ``value``-sized records, each to a random (topic, partition) of ``targets``.
+    Returns {seconds, cpu_s, requests}."""
+    stats = Stats()
+    failed = []
+
+    def on_error(err, msg):
+        failed.append(str(err))
+
+    p = ck.Producer(broker.conf(**{
+        "acks": 1, "linger.ms": linger_ms, "compression.type": "none", "enable.idempotence": False,
+        "queue.buffering.max.messages": 1000000, "queue.buffering.max.kbytes": 1048576, "batch.size": 1000000,
+        "statistics.interval.ms": 100, "stats_cb": stats, "on_delivery": on_error,
+        "delivery.report.only.error": True}))
+    p.produce(targets[0][0], value, partition=targets[0][1])   # connection and metadata before the clock starts
+    if p.flush(30) or failed:
+        raise RuntimeError("warm-up record not delivered: %s" % failed[:1])
+    deadline = time.monotonic() + 5
+    while stats.last is None and time.monotonic() < deadline:
+        p.poll(0.05)
+    req0 = stats.requests()
+    n = total_bytes // len(value)
+    rnd = random.Random(seed)
+    cpu0, t0 = broker.cpu_seconds(), time.monotonic()
+    for i in range(n):
+        topic, part = targets[rnd.randrange(len(targets))] if len(targets) > 1 else targets[0]
+        while True:
+            try:
+                p.produce(topic, value, partition=part)
+                break
+            except BufferError:
+                p.poll(0.01)
+        if i % 8192 == 0:
+            p.poll(0)
+    left = p.flush(120)
+    seconds, cpu = time.monotonic() - t0, broker.cpu_seconds() - cpu0
+    if left or failed:
+        raise RuntimeError("%s: %d records not delivered, %d failed (%s)" % (broker.kind, left, len(failed),
+                                                                              failed[:1]))
+    # the statistics are a snapshot every 100 ms: wait for one taken after the flush
+    stamp = stats.last["ts"]
+    deadline = time.monotonic() + 5
+    while stats.last["ts"] == stamp and time.monotonic() < deadline:
+        p.poll(0.05)
+    return {"seconds": round(seconds, 3), "cpu_s": round(cpu, 3), "requests": stats.requests() - req0}
+
+
+def run_broker(kind, args, value):
+    b = peers.make_broker(kind, args.tansu_bin, overrides=dict(kv.split("=", 1) for kv in args.override))
+    out = {"one": [], "spread": [], "load": [loadavg()]}
+    try:
+        b.start()
+        ntopics = -(-args.spread // 10)
+        names = ["s%04d" % t for t in range(ntopics)]
+        for i in range(0, ntopics, 100):           # CreateTopics in requests of 100 topics
+            peers.create_topics(b, names[i:i + 100], 10, timeout=120)
+        peers.create_topics(b, ["one"], 1)
+        spread = [(names[i // 10], i % 10) for i in range(args.spread)]
+        one = [("one", 0)]
+        total = args.mb * 1000000
+        for targets in (one, spread):
+            produce(b, targets, args.warm_mb * 1000000, args.linger_ms, 1, value)
+        for r in range(args.rounds):
+            for name, targets in (("one", one), ("spread", spread)):
+                res = produce(b, targets, total, args.linger_ms, 100 + r, value)
+                res["cpu_s_per_gb"] = round(res["cpu_s"] / (total / 1e9), 3)
+                res["requests_per_gb"] = round(res["requests"] / (total / 1e9))
+                out[name].append(res)
+                print("%-8s round %d %-6s %5.2f s  broker CPU %6.3f s/GB  %6d Produce requests"
+                      % (kind, r + 1, name, res["seconds"], res["cpu_s_per_gb"], res["requests"]), flush=True)
+        out["peak_rss_mb"] = b.rss_mb()
+    finally:
+        b.stop()
+    out["load"].append(loadavg())
+    med = {k: statistics.median(x["cpu_s_per_gb"] for x in out[k]) for k in ("one", "spread")}
+    out["median_cpu_s_per_gb"] = med
+    out["ratio"] = round(med["spread"] / med["one"], 2)
+    out["ratios_per_round"] = [round(s["cpu_s_per_gb"] / o["cpu_s_per_gb"], 2)
+                               for o, s in zip(out["one"], out["spread"])]
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--brokers", default="kbroker,kafka,tansu")
+    ap.add_argument("--mb", type=int, default=300, help="MB of values per measured phase")
+    ap.add_argument("--warm-mb", type=int, default=100, help="MB each way before the measured rounds")
+    ap.add_argument("--spread", type=int, default=1000, help="partitions of the spread phase (topics of 10)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--linger-ms", type=int, default=100)
+    ap.add_argument("--value", type=int, default=1024)
+    ap.add_argument("--tansu-bin", default=None)
+    ap.add_argument("--repo", default=None, help="run kbroker from this tree (PYTHONPATH)")
+    ap.add_argument("--override", action="append", default=[], help="a kbroker key=value (ignored by the peers)")
+    args = ap.parse_args(argv)
+    if args.repo:
+        peers.REPO = os.path.abspath(args.repo)
+    value = os.urandom(args.value)
+    results = {"machine": os.uname().release, "args": vars(args), "brokers": {},
+               "started": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    for kind in args.brokers.split(","):
+        try:
+            results["brokers"][kind] = run_broker(kind, args, value)
+        except peers.PeerUnavailable as e:
+            print("%s: skipped (%s)" % (kind, e), flush=True)
+    print("\n| broker | one partition s/GB | %d partitions s/GB | ratio (median; per round) | Produce requests "
+          "per GB one / spread |" % args.spread)
+    print("|---|---|---|---|---|")
+    for kind, r in results["brokers"].items():
+        print("| %s | %.3f | %.3f | %.2f (%s) | %s / %s |" % (
+            kind, r["median_cpu_s_per_gb"]["one"], r["median_cpu_s_per_gb"]["spread"], r["ratio"],
+            ", ".join("%.2f" % x for x in r["ratios_per_round"]),
+            statistics.median(x["requests_per_gb"] for x in r["one"]),
+            statistics.median(x["requests_per_gb"] for x in r["spread"])))
+    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
+    path = os.path.join(HERE, "results", "produce-spread-%s.json" % _dt.datetime.now(_dt.timezone.utc).strftime(
+        "%Y%m%dT%H%M%SZ"))
+    with open(path, "w") as f:
+        json.dump(results, f, indent=1)
+    print("->", path)
+
+
+if __name__ == "__main__":
+    main()
