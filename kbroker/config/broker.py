@@ -365,7 +365,7 @@ class BrokerConfig:
             raise _invalid("queued.max.request.bytes", qb, "must be <= 0 (unbounded in Kafka) or >= "
                            "socket.request.max.bytes (%d), so that one maximal request fits"
                            % self["socket.request.max.bytes"])
-        for key in ("socket.send.buffer.bytes", "socket.receive.buffer.bytes"):
+        for key in ("socket.send.buffer.bytes", "socket.receive.buffer.bytes", "replica.socket.receive.buffer.bytes"):
             if self[key] == 0:
                 raise _invalid(key, self.originals[key], "must be -1 (the OS default) or > 0 bytes")
         if self["group.min.session.timeout.ms"] > self["group.max.session.timeout.ms"]:

@@ -38,6 +38,7 @@ from gevent import socket as gsocket
 from gevent.event import Event
 
 from kbroker import errors
+from kbroker._native import receive_buffer
 from kbroker.log import dir_failure
 from kbroker.protocol.apis import APIS
 from kbroker.protocol.headers import decode_response_header, encode_request_header
@@ -89,7 +90,9 @@ class LeaderConnection:
         return api.decode_response(version, frame, pos)
 
     def _recv_exact(self, n):
-        buf = bytearray(n)
+        # Not zeroed (receive_buffer): every byte is filled below before anything reads it, and a short read
+        # raises. bytearray(n) memsets the whole response first -- up to replica.fetch.response.max.bytes (10 MiB).
+        buf = receive_buffer(n)
         view = memoryview(buf)
         got = 0
         while got < n:
