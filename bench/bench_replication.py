@@ -52,11 +52,11 @@ def percentile(sorted_values, q):
 
 
 class Cluster:
-    def __init__(self, base, n=3, overrides=None):
+    def __init__(self, base, n=3, overrides=None, env=None):
         self.ensemble = ZkEnsemble(Path(base) / "zk", n=3)
         self.brokers = [BrokerProcess(Path(base) / f"b{i}", broker_id=i, overrides={
             "zookeeper.session.timeout.ms": 6000, "controlled.shutdown.retry.backoff.ms": 1000,
-            "auto.leader.rebalance.enable": "false", **(overrides or {})}) for i in range(n)]
+            "auto.leader.rebalance.enable": "false", **(overrides or {})}, env=env) for i in range(n)]
 
     def start(self):
         self.ensemble.start()
@@ -265,12 +265,14 @@ def main():
     ap.add_argument("--failover-modes", default="kill9,sigterm")
     ap.add_argument("--json")
     ap.add_argument("--override", action="append", default=[], help="a broker key=value for all three brokers")
+    ap.add_argument("--broker-env", action="append", default=[], help="NAME=value in the brokers' environment")
     args = ap.parse_args()
     signal.alarm(int(120 + args.rounds * 2 * (args.seconds + args.latency_seconds + 70) + 120))
 
     results = {"machine": machine(), "args": vars(args)}
     base = tempfile.mkdtemp(prefix="bench-repl-")
-    cluster = Cluster(base, overrides=dict(kv.split("=", 1) for kv in args.override)).start()
+    cluster = Cluster(base, overrides=dict(kv.split("=", 1) for kv in args.override),
+                      env=dict(kv.split("=", 1) for kv in args.broker_env)).start()
     ok = True
     try:
         create_topic(cluster, "rf1", args.partitions, 1)
