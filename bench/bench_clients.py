@@ -195,8 +195,14 @@ def ceiling_phase(broker, topic, size, count, seconds):
 
 def consume_phase(broker, topic, partitions, expected, size, seconds):
     """Read ``expected`` records from offset 0 of every partition; bounded by ``seconds``."""
+    # librdkafka stops fetching for fetch.queue.backoff.ms (1 s) whenever more than queued.min.messages (100,000)
+    # records wait in its queue: a broker that fills the queue fast is then idle while the application drains it,
+    # and at 100 B every broker measured ~18 MB/s -- librdkafka's pause, not a broker's rate (docs/performance.md,
+    # session 16: 1.4-1.5M records/s from kbroker without the pause). The queue stays bounded by
+    # queued.max.messages.kbytes (64 MB).
     c = ck.Consumer(broker.conf(**{"group.id": "kbench-tput", "enable.auto.commit": False,
-                                   "auto.offset.reset": "earliest", "enable.partition.eof": False}))
+                                   "auto.offset.reset": "earliest", "enable.partition.eof": False,
+                                   "queued.min.messages": 5000000, "fetch.queue.backoff.ms": 5}))
     cpu0, ccpu0 = broker.cpu_seconds(), client_cpu()
     t0 = time.perf_counter()
     c.assign([ck.TopicPartition(topic, i, 0) for i in range(partitions)])
