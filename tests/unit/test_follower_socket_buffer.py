@@ -5,7 +5,8 @@ receive buffer autotuning, which cut RF 3 acks=all throughput by 28 % on this pr
 (docs/performance.md), so kbroker applies the key only when an operator sets it -- the rule of
 socket.receive.buffer.bytes (tests/unit/test_server_socket_buffers.py). Linux reports twice the value given, capped
 at net.core.rmem_max; 50000 is below every distribution's cap and unlike the autotuned starting size
-(tcp_rmem[1] = 131072), so each assertion fails without the feature.
+(tcp_rmem[1] = 131072). The tests of the default, of -1, of a dict config and of the refused values fail without
+the feature; the others pin what must not change (an explicit value, LeaderConnection's own option).
 """
 import socket
 import types
@@ -13,8 +14,7 @@ import types
 import pytest
 from gevent import socket as gsocket
 
-from kbroker.config import BrokerConfig
-from kbroker.config import ConfigError
+from kbroker.config import BrokerConfig, ConfigError
 from kbroker.replica.fetcher import LeaderConnection
 from kbroker.replica.manager import ReplicaManager
 
