@@ -27,15 +27,14 @@ import argparse
 import datetime as _dt
 import json
 import os
-import random
 import statistics
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import confluent_kafka as ck  # noqa: E402
 import peers  # noqa: E402
+import scale_partitions  # noqa: E402
 
 
 def loadavg():
@@ -57,54 +56,42 @@ class Stats:
                    if b.get("nodeid", -1) >= 0)
 
 
-def produce(broker, targets, total_bytes, linger_ms, seed, value):
-    """``total_bytes`` of ``value``-sized records, each to a random (topic, partition) of ``targets``.
-    Returns {seconds, cpu_s, requests}."""
+def produce(broker, targets, total_bytes, linger_ms, seed, value_size):
+    """``total_bytes`` of ``value_size``-byte records, each to a random (topic, partition) of ``targets``: the
+    producer and loop of scale_partitions.produce, with librdkafka's statistics on. Returns {seconds, cpu_s,
+    requests}."""
     stats = Stats()
     failed = []
+    held = {}
 
     def on_error(err, msg):
         failed.append(str(err))
 
-    p = ck.Producer(broker.conf(**{
-        "acks": 1, "linger.ms": linger_ms, "compression.type": "none", "enable.idempotence": False,
-        "queue.buffering.max.messages": 1000000, "queue.buffering.max.kbytes": 1048576, "batch.size": 1000000,
-        "statistics.interval.ms": 100, "stats_cb": stats, "on_delivery": on_error,
-        "delivery.report.only.error": True}))
-    p.produce(targets[0][0], value, partition=targets[0][1])   # connection and metadata before the clock starts
-    if p.flush(30) or failed:
-        raise RuntimeError("warm-up record not delivered: %s" % failed[:1])
-    deadline = time.monotonic() + 5
-    while stats.last is None and time.monotonic() < deadline:
-        p.poll(0.05)
-    req0 = stats.requests()
-    n = total_bytes // len(value)
-    rnd = random.Random(seed)
-    cpu0, t0 = broker.cpu_seconds(), time.monotonic()
-    for i in range(n):
-        topic, part = targets[rnd.randrange(len(targets))] if len(targets) > 1 else targets[0]
-        while True:
-            try:
-                p.produce(topic, value, partition=part)
-                break
-            except BufferError:
-                p.poll(0.01)
-        if i % 8192 == 0:
-            p.poll(0)
-    left = p.flush(120)
-    seconds, cpu = time.monotonic() - t0, broker.cpu_seconds() - cpu0
-    if left or failed:
-        raise RuntimeError("%s: %d records not delivered, %d failed (%s)" % (broker.kind, left, len(failed),
-                                                                              failed[:1]))
+    def warm(p):     # connection and metadata before the clock starts; Produce requests counted from here
+        held["producer"] = p
+        p.produce(targets[0][0], b"w" * value_size, partition=targets[0][1])
+        if p.flush(30) or failed:
+            raise RuntimeError("warm-up record not delivered: %s" % failed[:1])
+        deadline = time.monotonic() + 5
+        while stats.last is None and time.monotonic() < deadline:
+            p.poll(0.05)
+        held["requests"] = stats.requests()
+
+    seconds, cpu = scale_partitions.produce(
+        broker, targets, total_bytes, value_size, linger_ms=linger_ms, seed=seed, before_clock=warm,
+        extra_conf={"statistics.interval.ms": 100, "stats_cb": stats, "on_delivery": on_error,
+                    "delivery.report.only.error": True})
+    if failed:
+        raise RuntimeError("%s: %d records failed (%s)" % (broker.kind, len(failed), failed[:1]))
     # the statistics are a snapshot every 100 ms: wait for one taken after the flush
-    stamp = stats.last["ts"]
+    p, stamp = held["producer"], stats.last["ts"]
     deadline = time.monotonic() + 5
     while stats.last["ts"] == stamp and time.monotonic() < deadline:
         p.poll(0.05)
-    return {"seconds": round(seconds, 3), "cpu_s": round(cpu, 3), "requests": stats.requests() - req0}
+    return {"seconds": round(seconds, 3), "cpu_s": round(cpu, 3), "requests": stats.requests() - held["requests"]}
 
 
-def run_broker(kind, args, value):
+def run_broker(kind, args):
     b = peers.make_broker(kind, args.tansu_bin, overrides=dict(kv.split("=", 1) for kv in args.override))
     out = {"one": [], "spread": [], "load": [loadavg()]}
     try:
@@ -118,10 +105,10 @@ def run_broker(kind, args, value):
         one = [("one", 0)]
         total = args.mb * 1000000
         for targets in (one, spread):
-            produce(b, targets, args.warm_mb * 1000000, args.linger_ms, 1, value)
+            produce(b, targets, args.warm_mb * 1000000, args.linger_ms, 1, args.value)
         for r in range(args.rounds):
             for name, targets in (("one", one), ("spread", spread)):
-                res = produce(b, targets, total, args.linger_ms, 100 + r, value)
+                res = produce(b, targets, total, args.linger_ms, 100 + r, args.value)
                 res["cpu_s_per_gb"] = round(res["cpu_s"] / (total / 1e9), 3)
                 res["requests_per_gb"] = round(res["requests"] / (total / 1e9))
                 out[name].append(res)
@@ -154,12 +141,11 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.repo:
         peers.REPO = os.path.abspath(args.repo)
-    value = os.urandom(args.value)
     results = {"machine": os.uname().release, "args": vars(args), "brokers": {},
                "started": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
     for kind in args.brokers.split(","):
         try:
-            results["brokers"][kind] = run_broker(kind, args, value)
+            results["brokers"][kind] = run_broker(kind, args)
         except peers.PeerUnavailable as e:
             print("%s: skipped (%s)" % (kind, e), flush=True)
     print("\n| broker | one partition s/GB | %d partitions s/GB | ratio (median; per round) | Produce requests "

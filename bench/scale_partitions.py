@@ -198,15 +198,21 @@ def measure_metadata(broker, repeat, expect):
     return out
 
 
-def produce(broker, targets, total_bytes, value_size=1024, stop_at=None, linger_ms=5):
-    """Produce ``total_bytes`` of ``value_size`` values, each to a random (topic, partition) of ``targets``;
-    returns (seconds, broker CPU seconds). ``stop_at(sent_bytes)`` -> True ends early (kill -9 step)."""
+def produce(broker, targets, total_bytes, value_size=1024, stop_at=None, linger_ms=5, seed=7, extra_conf=None,
+            before_clock=None):
+    """Produce ``total_bytes`` of ``value_size`` values, each to a random (topic, partition) of ``targets`` (drawn
+    with ``seed``); returns (seconds, broker CPU seconds). ``stop_at(sent_bytes)`` -> True ends early (kill -9
+    step). ``extra_conf``: more producer keys; ``before_clock(producer)`` runs before the clock starts
+    (bench/produce_spread.py warms the connection and reads librdkafka's statistics there)."""
     p = ck.Producer(broker.conf(**{"acks": 1, "linger.ms": linger_ms, "compression.type": "none",
                                    "enable.idempotence": False, "queue.buffering.max.messages": 1000000,
-                                   "queue.buffering.max.kbytes": 1048576, "batch.size": 1000000}))
+                                   "queue.buffering.max.kbytes": 1048576, "batch.size": 1000000,
+                                   **(extra_conf or {})}))
     value = os.urandom(value_size)
     n = total_bytes // value_size
-    rnd = random.Random(7)
+    rnd = random.Random(seed)
+    if before_clock is not None:
+        before_clock(p)
     check_every = max(1, min(10000, (8 << 20) // value_size))    # poll / stop check every <= 8 MB
     cpu0, t0 = broker.cpu_seconds(), time.monotonic()
     for i in range(n):
