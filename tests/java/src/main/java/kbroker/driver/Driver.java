@@ -88,6 +88,12 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *                   config: {producer overrides; none = the Java defaults, i.e. idempotent with acks=all}}
  *                  -> {metadata: [{partition, offset, timestamp} | {error}] in send order,
  *                      effective: {"enable.idempotence", "acks", "compression.type", "linger.ms"}}
+ * produce_spread   {valueSize, config, phases: [{name, targets: [[topic, partition], ...], bytes, seed}]}
+ *                  -- one producer (KafkaProducer with the driver's settings, then config) runs the phases in order:
+ *                   bytes / valueSize records of one random value, each to a target drawn with java.util.Random(seed),
+ *                   then flush(); a phase fails at the first record not acknowledged (bench/produce_spread.py)
+ *                  -> {phases: [{name, records, startMs, endMs (epoch ms: send of the first record, return of
+ *                      flush()), requests (the producer's request-total over the phase), failed}]}
  * consume          {topic, partitions?: [ints] (default: all), count, offsets?: {"p": offset} (default: from the
  *                   beginning), config} -- assign() + poll(), no group
  *                  -> {records: [rec], timedOut, endOffsets: {"p": n}, beginningOffsets: {"p": n}}
@@ -155,6 +161,7 @@ public final class Driver {
             Map.entry("produce", Driver::produce),
             Map.entry("consume", Driver::consume),
             Map.entry("consume_count", Driver::consumeCount),
+            Map.entry("produce_spread", Driver::produceSpread),
             Map.entry("group_consume", Driver::groupConsume),
             Map.entry("create_topics", Driver::createTopics),
             Map.entry("list_topics", Driver::listTopics),
@@ -298,6 +305,77 @@ public final class Driver {
             }
         }
         r.put("metadata", metadata);
+    }
+
+    /** The producer's cumulative request count (every API; Produce is all but a few Metadata requests). */
+    private static double requestTotal(KafkaProducer<byte[], byte[]> producer) {
+        for (Map.Entry<org.apache.kafka.common.MetricName, ? extends org.apache.kafka.common.Metric> e
+                : producer.metrics().entrySet()) {
+            if (e.getKey().name().equals("request-total") && e.getKey().group().equals("producer-metrics")) {
+                return ((Number) e.getValue().metricValue()).doubleValue();
+            }
+        }
+        return -1;
+    }
+
+    private void produceSpread(Map<String, Object> step, Map<String, Object> r) throws InterruptedException {
+        int valueSize = (int) num(require(step, "valueSize"));
+        Properties props = new Properties();
+        props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        props.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, String.valueOf(stepTimeoutMs));
+        props.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, String.valueOf(stepTimeoutMs / 2));
+        props.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, String.valueOf(stepTimeoutMs));
+        putAll(props, step.get("config"));
+        byte[] value = new byte[valueSize];
+        new java.util.Random(1).nextBytes(value);
+        List<Object> phases = new ArrayList<>();
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(props)) {
+            for (Object o : list(require(step, "phases"))) {
+                Map<String, Object> ph = map(o);
+                List<Object> raw = list(require(ph, "targets"));
+                String[] topics = new String[raw.size()];
+                int[] parts = new int[raw.size()];
+                for (int i = 0; i < raw.size(); i++) {
+                    List<Object> t = list(raw.get(i));
+                    topics[i] = (String) t.get(0);
+                    parts[i] = (int) num(t.get(1));
+                }
+                long records = num(require(ph, "bytes")) / valueSize;
+                java.util.Random rnd = new java.util.Random(num(ph.getOrDefault("seed", 1L)));
+                java.util.concurrent.atomic.AtomicLong failed = new java.util.concurrent.atomic.AtomicLong();
+                java.util.concurrent.atomic.AtomicReference<String> firstError =
+                        new java.util.concurrent.atomic.AtomicReference<>();
+                org.apache.kafka.clients.producer.Callback cb = (md, e) -> {
+                    if (e != null) {
+                        failed.incrementAndGet();
+                        firstError.compareAndSet(null, e.toString());
+                    }
+                };
+                double req0 = requestTotal(producer);
+                long start = System.currentTimeMillis();
+                for (long i = 0; i < records; i++) {
+                    int k = topics.length > 1 ? rnd.nextInt(topics.length) : 0;
+                    producer.send(new ProducerRecord<>(topics[k], parts[k], null, value), cb);
+                }
+                producer.flush();
+                long end = System.currentTimeMillis();
+                Map<String, Object> out = new LinkedHashMap<>();
+                out.put("name", ph.get("name"));
+                out.put("records", records);
+                out.put("startMs", start);
+                out.put("endMs", end);
+                out.put("requests", requestTotal(producer) - req0);
+                out.put("failed", failed.get());
+                out.put("firstError", firstError.get());
+                phases.add(out);
+                if (failed.get() > 0) {
+                    break;
+                }
+            }
+        }
+        r.put("phases", phases);
     }
 
     // ----------------------------------------------------------------------------------------------- consumers
