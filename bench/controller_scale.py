@@ -175,7 +175,9 @@ def kill9(cluster: Cluster, topics: list[str], session_ms: int) -> dict:
         else:
             acked[(msg.topic(), msg.partition())] = time.monotonic()
     # Where the time goes: each survivor's Metadata (the sampled topics only) polled in a thread until it names a
-    # new leader for every sampled partition.
+    # new leader for every sampled partition. A pass asks for every sampled topic (up to 30 Metadata requests of
+    # 1,000 partitions at 30,000); --poll-ms sets the pause between passes (50 ms: these pollers took 10-12 % of
+    # each survivor's CPU samples during the failover, docs/performance.md session 14).
     import threading
     from confluent_kafka.admin import AdminClient
     sample_topics = sorted({t for t, _ in sample})
@@ -195,7 +197,7 @@ def kill9(cluster: Cluster, topics: list[str], session_ms: int) -> dict:
                     return
             except Exception:  # noqa: BLE001 - the broker is busy: ask again
                 pass
-            time.sleep(0.05)
+            time.sleep(POLL["s"])
     z0 = zxid(cluster)
     cluster.broker(victim).kill9()
     t0, wall0 = time.monotonic(), time.time()
@@ -235,6 +237,7 @@ def kill9(cluster: Cluster, topics: list[str], session_ms: int) -> dict:
 
 
 PROFILE: dict = {}      # --pyspy / --profile-dir (main)
+POLL = {"s": 0.05}      # --poll-ms (main): the pause between two passes of a survivor's Metadata poller
 
 
 def profile_survivors(cluster: Cluster, victim: int) -> list:
@@ -343,8 +346,11 @@ def main() -> int:
     ap.add_argument("--pyspy", help="a py-spy executable: profile the survivors after the kill")
     ap.add_argument("--profile-dir", default="bench/results/failover-profile")
     ap.add_argument("--profile-s", type=int, default=12)
+    ap.add_argument("--poll-ms", type=int, default=50,
+                    help="pause between the survivors' Metadata polls after the kill (the timeline's resolution)")
     args = ap.parse_args()
     PROFILE.update(pyspy=args.pyspy, dir=args.profile_dir, s=args.profile_s)
+    POLL["s"] = args.poll_ms / 1000.0
     # Each broker holds partitions * rf / 3 logs, a descriptor each (20,000 at 30,000 x RF 2), plus its sockets.
     # Kafka's docs ask for 100,000+; the brokers inherit the raised limit where the hard limit allows (this
     # project's machine: 20,000 hard, so 30,000 x RF 2 fails there with EMFILE; 27,000 fits).
@@ -365,6 +371,7 @@ def main() -> int:
         else:
             shutil.rmtree(tmp, ignore_errors=True)
     result["load_average"] = os.getloadavg()
+    result["poll_ms"] = args.poll_ms
     sd, kd = result["shutdown"], result["kill9"]
     print(f"| partitions | create s | controlled shutdown s (leading) | controller write ms | ZK txns | "
           f"kill -9 serving s (bound) | controller write ms | ZK txns |")
