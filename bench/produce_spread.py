@@ -111,16 +111,18 @@ class CpuSampler(threading.Thread):
 
     def run(self):
         while not self.done.is_set():
-            self.samples.append((time.time(), self.broker.cpu_seconds()))
+            self.samples.append((time.time(), *self.broker.cpu_split()))
             self.done.wait(self.period)
 
     def at(self, t):
+        """(user, system) CPU seconds at wall-clock time ``t``, interpolated between the samples around it."""
         s = self.samples
-        i = bisect.bisect_left(s, (t, -1.0))
+        i = bisect.bisect_left(s, (t, -1.0, -1.0))
         if i == 0 or i == len(s):
             raise RuntimeError("no CPU sample around %.3f" % t)
-        (t0, c0), (t1, c1) = s[i - 1], s[i]
-        return c0 + (c1 - c0) * (t - t0) / max(t1 - t0, 1e-9)
+        (t0, u0, s0), (t1, u1, s1) = s[i - 1], s[i]
+        f = (t - t0) / max(t1 - t0, 1e-9)
+        return u0 + (u1 - u0) * f, s0 + (s1 - s0) * f
 
 
 def java_phases(b, phases, args):
@@ -155,8 +157,9 @@ def java_phases(b, phases, args):
         if ph["failed"]:
             raise RuntimeError("%s: %d records failed (%s)" % (b.kind, ph["failed"], ph["firstError"]))
         t0, t1 = ph["startMs"] / 1000.0, ph["endMs"] / 1000.0
-        out.append({"seconds": round(t1 - t0, 3), "cpu_s": round(sampler.at(t1) - sampler.at(t0), 3),
-                    "requests": int(ph["requests"])})
+        (ua, sa), (ub, sb) = sampler.at(t0), sampler.at(t1)
+        out.append({"seconds": round(t1 - t0, 3), "cpu_s": round(ub - ua + sb - sa, 3), "user_s": round(ub - ua, 3),
+                    "sys_s": round(sb - sa, 3), "requests": int(ph["requests"])})
     if len(out) != len(phases):
         raise RuntimeError("java produce_spread ran %d of %d phases" % (len(out), len(phases)))
     return out
@@ -191,8 +194,9 @@ def run_broker(kind, args):
             res["cpu_s_per_gb"] = round(res["cpu_s"] / (nbytes / 1e9), 3)
             res["requests_per_gb"] = round(res["requests"] / (nbytes / 1e9))
             out[name].append(res)
-            print("%-8s round %d %-6s %5.2f s  broker CPU %6.3f s/GB  %6d Produce requests"
-                  % (kind, i // 2 + 1, name, res["seconds"], res["cpu_s_per_gb"], res["requests"]), flush=True)
+            split = " (user %.2f sys %.2f s)" % (res["user_s"], res["sys_s"]) if "user_s" in res else ""
+            print("%-8s round %d %-6s %5.2f s  broker CPU %6.3f s/GB%s  %6d Produce requests"
+                  % (kind, i // 2 + 1, name, res["seconds"], res["cpu_s_per_gb"], split, res["requests"]), flush=True)
         out["peak_rss_mb"] = b.rss_mb()
     finally:
         b.stop()
