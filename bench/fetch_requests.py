@@ -124,10 +124,14 @@ class RawFetcher:
         requests). Raises on any error code, gap, or (``exact``) a partition read past its end."""
         pos = [0] * len(ends)
         total = wire = requests = 0
+        idle = 0            # consecutive answers that moved no partition forward
         while True:
             want = [(p, pos[p]) for p in range(len(ends)) if pos[p] < ends[p]]
             if not want:
                 return total, wire, requests
+            if idle >= 20:  # 20 x fetch.wait.max.ms (500 ms): the broker holds back records it acknowledged
+                raise RuntimeError("no progress in %d answers at offsets %s (ends %s)" % (idle, pos, ends))
+            before = total
             self._request(topic, want)
             resp, size = self._response()
             wire += size
@@ -164,6 +168,7 @@ class RawFetcher:
                         off = end
                     if exact and pos[p] > ends[p]:
                         raise RuntimeError("partition %d: read up to %d, produced %d" % (p, pos[p], ends[p]))
+            idle = idle + 1 if total == before else 0
 
     def close(self):
         self.sock.close()

@@ -144,7 +144,7 @@ def java_phases(b, phases, args):
     sampler = CpuSampler(b)
     sampler.start()
     try:
-        # delivery.timeout.ms = timeoutMs: a broker the client cannot produce to (Tansu: below) fails in 2 min
+        # delivery.timeout.ms = timeoutMs: a broker the client cannot produce to (Tansu 0.6) fails in 2 min
         (res,) = run_java(cp, b.bootstrap, [step], timeout=1800, jvm_flags=("-Xms512m", heap), timeoutMs=120000)
     finally:
         time.sleep(0.02)        # one sample after the last phase's end
