@@ -29,7 +29,6 @@ medians are printed with the ratios kbroker / Kafka and kbroker / Tansu, and wri
 import argparse
 import json
 import os
-import resource
 import socket
 import statistics
 import struct
@@ -174,14 +173,9 @@ class RawFetcher:
         self.sock.close()
 
 
-def client_cpu():
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return ru.ru_utime + ru.ru_stime
-
-
 def one_round(broker, fetcher, topic, ends, size, passes):
     u0, s0 = broker.cpu_split()
-    c0 = client_cpu()
+    c0 = bc.client_cpu()
     t0 = time.perf_counter()
     records = wire = requests = 0
     for _ in range(passes):
@@ -191,7 +185,7 @@ def one_round(broker, fetcher, topic, ends, size, passes):
         records, wire, requests = records + n, wire + w, requests + q
     wall = time.perf_counter() - t0
     u1, s1 = broker.cpu_split()
-    c1 = client_cpu()
+    c1 = bc.client_cpu()
     gb = records * size / 1e9
     return {"mb_per_s": records * size / wall / 1e6, "records_per_s": records / wall, "seconds": wall,
             "broker_user_s": u1 - u0, "broker_sys_s": s1 - s0, "broker_cpu_s_per_gb": (u1 - u0 + s1 - s0) / gb,

@@ -255,8 +255,9 @@ public final class Driver {
 
     // ----------------------------------------------------------------------------------------------- producer
 
-    private void produce(Map<String, Object> step, Map<String, Object> r) throws InterruptedException {
-        String topic = (String) require(step, "topic");
+    /** The driver's producer settings (bootstrap, byte-array serializers, timeouts from the step timeout), then
+     *  {@code overrides}. */
+    private Properties producerProps(Object overrides) {
         Properties props = new Properties();
         props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
@@ -265,7 +266,13 @@ public final class Driver {
         // The producer insists on delivery.timeout.ms >= linger.ms + request.timeout.ms.
         props.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, String.valueOf(stepTimeoutMs / 2));
         props.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, String.valueOf(stepTimeoutMs));
-        putAll(props, step.get("config"));
+        putAll(props, overrides);
+        return props;
+    }
+
+    private void produce(Map<String, Object> step, Map<String, Object> r) throws InterruptedException {
+        String topic = (String) require(step, "topic");
+        Properties props = producerProps(step.get("config"));
         // What the producer will actually run with (defaults filled in and reconciled, as KafkaProducer does).
         ProducerConfig effective = new ProducerConfig(props);
         Map<String, Object> eff = new LinkedHashMap<>();
@@ -320,14 +327,7 @@ public final class Driver {
 
     private void produceSpread(Map<String, Object> step, Map<String, Object> r) throws InterruptedException {
         int valueSize = (int) num(require(step, "valueSize"));
-        Properties props = new Properties();
-        props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
-        props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
-        props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
-        props.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, String.valueOf(stepTimeoutMs));
-        props.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, String.valueOf(stepTimeoutMs / 2));
-        props.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, String.valueOf(stepTimeoutMs));
-        putAll(props, step.get("config"));
+        Properties props = producerProps(step.get("config"));
         byte[] value = new byte[valueSize];
         new java.util.Random(1).nextBytes(value);
         List<Object> phases = new ArrayList<>();
