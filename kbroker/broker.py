@@ -39,7 +39,7 @@ from kbroker.coord.znodes import ensure_persistent_paths
 from kbroker.gcpolicy import GcPolicy
 from kbroker.internal_topics import GROUP_METADATA_TOPIC
 from kbroker.controller.log_dirs import propagate_log_dir_event
-from kbroker.log import dir_failure
+from kbroker.log import descriptors, dir_failure
 from kbroker.log.log import Log
 from kbroker.log.manager import LogManager, read_properties
 from kbroker.producer_ids import ProducerIdManager
@@ -174,6 +174,8 @@ class Broker:
         # Logs found on disk start with their topic's config (retention, compaction and rolls apply to them before
         # any LeaderAndIsr hosts them), as Kafka's LogManager loads them with the topic overrides from ZooKeeper.
         # num.recovery.threads.per.data.dir native threads open the logs of each dir (LogManager._load_dir).
+        # Segment descriptors are bounded per process (kbroker/log/descriptors.py): set before any log opens.
+        descriptors.POOL.set_limit(cfg["log.open.segment.files.max"])
         load_threads = cfg["num.recovery.threads.per.data.dir"]
         load_pool = ThreadPool(load_threads) if load_threads > 1 else None
         try:

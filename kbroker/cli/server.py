@@ -91,6 +91,23 @@ def log_startup(cfg):
     logging.getLogger("kbroker.config").info("%s", config_values_block(cfg, version, kernels))
 
 
+def raise_open_files_limit():
+    """Soft RLIMIT_NOFILE up to the hard limit, as the JVM does for Kafka at startup (HotSpot's MaxFDLimit) and Go's
+    runtime does for every program: a distribution's soft 1,024 would otherwise cap connections and open segments
+    (log.open.segment.files.max's automatic value is half of it) far below what the host allows."""
+    import resource
+    log = logging.getLogger("kbroker.server")
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == hard or soft == resource.RLIM_INFINITY:
+        return
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError) as e:
+        log.warning("open files limit stays at %d (raising it to the hard limit %d failed: %s)", soft, hard, e)
+        return
+    log.info("open files limit raised from %d to the hard limit %d", soft, hard)
+
+
 def main(argv=None):
     from gevent import monkey
     monkey.patch_all()
@@ -117,6 +134,7 @@ def main(argv=None):
         print("kbroker-server: logging configuration error: %s" % e, file=sys.stderr)
         return 1
     log_startup(cfg)
+    raise_open_files_limit()
     from kbroker.broker import Broker
     broker = Broker(cfg)
     # Signal handlers go in before start(): the server answers requests while start() still waits for the

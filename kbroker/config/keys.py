@@ -206,6 +206,10 @@ _KEYS = [
        "kbroker reads a few pages of every partition's files even after a clean shutdown, so with thousands of "
        "partitions on a cold page cache more threads overlap the disk's latency (2,000 cold partitions: 20.1 s "
        "with 1, 2.4 s with 8 on kbroker's test machine, docs/performance.md)"),
+    _k("log.open.segment.files.max", "int", 0, Range(0), M,
+       "kbroker: most segment .log files the broker keeps open at once; the least recently used is closed and "
+       "reopened on its next use (Kafka keeps one descriptor per segment for its whole life). 0 = half the process's "
+       "soft RLIMIT_NOFILE, leaving the other half to connections (kbroker/log/descriptors.py)"),
     _k("message.max.bytes", "int", _LOG.max_message_bytes, Range(0), H,
        "Largest record batch accepted. Modern default 1048588 (1 MiB + 12-byte log overhead); 0.10.1 had 1000012"),
     _k("compression.type", "string", _LOG.compression_type, _COMPRESSION, H,

@@ -224,7 +224,8 @@ class TxnTracker:
 # ------------------------------------------------------------------------------------------- reading
 def segment_batches(segment, end=None):
     """Yield ``memoryview`` of every batch in ``segment`` (1 MiB windows; a larger batch is read whole)."""
-    fd = segment.fileno()
+    handle = segment.handle()             # held for the walk: the descriptor stays open (descriptors.py)
+    fd = handle.fd
     end = segment.size if end is None else end
     pos = 0
     while pos < end:
@@ -544,7 +545,7 @@ def clean_group(log, group, omap, now, last_batches, result, hook=_no_hook, txns
         result.bytes_written += written
         cleaned.on_become_inactive()
         cleaned.flush()
-        mtime_ns = max(os.fstat(s.fileno()).st_mtime_ns for s in group)
+        mtime_ns = max(s.mtime_ns() for s in group)
         os.utime(cleaned.log_path, ns=(mtime_ns, mtime_ns))
         fsync_dir(log.dir)
         hook("cleaned")

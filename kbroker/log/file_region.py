@@ -1,9 +1,10 @@
 """A byte range of an open log file, handed to the network layer for ``os.sendfile``.
 
-``FileRegion(fileobj_or_fd, position, size)`` does not own the file: the segment keeps it open
-until the segment is really deleted (after ``file.delete.delay.ms``), so a region handed out just
-before a retention delete stays readable.  Reads use ``os.pread`` and never move a file position,
-so the same file object can back any number of regions and the appender at once.
+``FileRegion(file, position, size)``: ``file`` is a segment's ``SegmentFile`` (descriptors.py) or a plain
+descriptor. A region holds its ``SegmentFile``, which stays open for as long as any holder keeps it -- the
+segment, or a region queued for ``sendfile`` after its segment was closed, deleted or its descriptor evicted -- so
+the number a region sends from is never closed or reused under it. Reads use ``os.pread`` and never move a file
+position, so the same descriptor can back any number of regions and the appender at once.
 """
 
 import os

@@ -287,7 +287,7 @@ class Log:
     # -- read ----------------------------------------------------------------------------------
     def _empty(self, offset):
         active = self._segments[-1]
-        return FetchSlice(FileRegion(active.file, active.size, 0), offset)
+        return FetchSlice(active.end_region(), offset)
 
     def read(self, offset, max_bytes, max_offset=None, min_one=True):
         """Bytes from the batch holding ``offset``; never a batch whose base offset is >= ``max_offset``.
@@ -390,7 +390,7 @@ class Log:
         # The slice starts in the segment holding its first offset (or a later one): no walk over every segment.
         for k in range(max(0, self._floor_index(fetch_slice.first_offset)), len(segments)):
             segment = segments[k]
-            if segment.file is region.file:
+            if segment.key == getattr(region.file, "key", None):
                 found = _first_index_offset_from(segment.offset_index, region.position + region.size)
                 if found is not None:
                     return found
@@ -416,7 +416,7 @@ class Log:
                 for segment in segments[first:]:
                     if segment.base_offset >= up_to:
                         break
-                    if not segment.file.closed:
+                    if not segment.closed:
                         segment.flush()
             except OSError as exc:
                 # the recovery point stays: nothing above it is known durable (KIP-112, dir_failure.py)

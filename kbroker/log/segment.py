@@ -23,6 +23,7 @@ Invariants:
   recovery the ones the kernel's CRC-checked scan gives.
 """
 
+import itertools
 import os
 import random
 import time
@@ -31,6 +32,7 @@ from kbroker._native import scan_batches
 from kbroker.record import HEADER_SIZE, batch_header, header_entry
 from kbroker.record.control import marker_of
 
+from . import descriptors
 from .file_region import FileRegion
 from .index import OffsetIndex, TimeIndex
 from .txn_index import TXN_INDEX_SUFFIX, TransactionIndex
@@ -46,6 +48,12 @@ INT32_MAX = 0x7FFFFFFF
 HEADER_WINDOW = 16 * 1024
 # CRC-checked scans (recovery) read whole batches; 1 MiB windows keep memory bounded on 1 GiB segments.
 RECOVERY_WINDOW = 1024 * 1024
+
+# A reopen must find the file (no O_CREAT): a segment file gone behind the broker's back is an I/O error, as it was
+# with the descriptor Kafka keeps.
+_REOPEN_FLAGS = os.O_RDWR | os.O_APPEND
+_CREATE_FLAGS = _REOPEN_FLAGS | os.O_CREAT
+_keys = itertools.count(1)
 
 
 def filename_prefix(base_offset):
@@ -66,7 +74,7 @@ def buffer_batches(buffer):
     return entries
 
 
-def iter_file_batches(fd, start, end, check_crc=False, max_batch_size=None, headers=False, markers=False):
+def iter_file_batches(file, start, end, check_crc=False, max_batch_size=None, headers=False, markers=False):
     """Yield entries ``(pos, size, base, last, max_ts, count)`` of the batches in file[start:end] -- or, with
     ``headers``, each batch's BatchHeader, parsed by kbroker/record from the window already read (no extra read);
     with ``markers`` too, ``(BatchHeader, Marker | None)``: a control batch's COMMIT/ABORT marker
@@ -75,7 +83,10 @@ def iter_file_batches(fd, start, end, check_crc=False, max_batch_size=None, head
     Stops silently at the first truncated or malformed batch (or CRC mismatch when ``check_crc``, or a
     batch bigger than ``max_batch_size``).  Header-only walks read 16 KiB windows; CRC walks 1 MiB
     windows, re-reading a single larger batch whole when it straddles a window.
+
+    ``file``: a descriptor, or a ``SegmentFile`` -- held here for as long as the walk reads it (descriptors.py).
     """
+    fd = file if isinstance(file, int) else file.fd
     window = RECOVERY_WINDOW if check_crc else HEADER_WINDOW
     pos = start
     while pos < end:
@@ -152,11 +163,16 @@ class LogSegment:
         self.suffix = suffix
         prefix = os.path.join(dir_path, filename_prefix(base_offset))
         self.log_path = prefix + LOG_SUFFIX + suffix
-        self.file = open(self.log_path, "ab+", buffering=0)
-        self._fd = self.file.fileno()
-        self._size = os.fstat(self._fd).st_size
-        if refuse_old_format and old_format_at(self._fd, 0, self._size):
-            self.file.close()
+        # The .log descriptor comes from the process's bounded pool (descriptors.py): ``handle()`` reopens it after an
+        # eviction. ``key`` names this segment's file for its whole life (a FileRegion's ``file.key``).
+        self.key = next(_keys)
+        self._touched = True
+        self._closed = False
+        self._file = None
+        f = self._file = descriptors.POOL.open(self, self.log_path, _CREATE_FLAGS, self.key)
+        self._size = os.fstat(f.fd).st_size
+        if refuse_old_format and old_format_at(f.fd, 0, self._size):
+            self._drop_file()
             raise UnsupportedLogFormatError(
                 "%s holds message format v0/v1 (written by Kafka < 0.11 or with log.message.format.version <= "
                 "0.10.2): kbroker stores record batches v2 only and leaves this log untouched; copy the data with "
@@ -171,6 +187,41 @@ class LogSegment:
         self._rolling_ts = None
         self._load_state()
 
+    # -- the descriptor (descriptors.py) --------------------------------------------------------
+    def handle(self):
+        """The open ``SegmentFile`` of the ``.log``, reopened if the pool evicted it. Keep the handle, not its
+        ``fd`` alone, for as long as the number is used: the descriptor closes when its last holder lets go."""
+        self._touched = True
+        f = self._file
+        if f is None:
+            f = self._reopen()
+        return f
+
+    file = property(handle)
+
+    def _reopen(self):
+        if self._closed:
+            raise ValueError("I/O operation on closed segment %s" % self.log_path)
+        f = self._file = descriptors.POOL.open(self, self.log_path, _REOPEN_FLAGS, self.key)
+        return f
+
+    def _evict(self):
+        """The pool's: let go of the descriptor (it closes once no reader holds it)."""
+        self._file = None
+
+    def _drop_file(self):
+        self._closed = True
+        self._file = None
+        descriptors.POOL.forget(self)
+
+    @property
+    def closed(self):
+        return self._closed
+
+    @property
+    def holds_descriptor(self):
+        return self._file is not None
+
     def _load_state(self):
         """Derive in-memory bookkeeping from the indexes (exact after a close, a roll or a rebuild)."""
         self.max_timestamp_so_far, self.offset_of_max_timestamp = self.time_index.last_entry()
@@ -184,7 +235,18 @@ class LogSegment:
     @property
     def last_modified(self):
         """File mtime in ms."""
-        return os.fstat(self._fd).st_mtime_ns // 1_000_000
+        return self.mtime_ns() // 1_000_000
+
+    def mtime_ns(self):
+        """File mtime in ns (a stat of the path when the descriptor was evicted: retention's walk over every segment
+        must not reopen them all)."""
+        f = self._file
+        if f is None:
+            try:
+                return os.stat(self.log_path).st_mtime_ns
+            except FileNotFoundError:      # renamed meanwhile (a delete or a swap): ask a descriptor
+                f = self.handle()
+        return os.fstat(f.fd).st_mtime_ns
 
     @property
     def largest_timestamp(self):
@@ -197,7 +259,8 @@ class LogSegment:
     def rolling_timestamp(self):
         """Max timestamp of the first batch (Kafka rolls by time relative to it), or None."""
         if self._rolling_ts is None and self._size >= HEADER_SIZE:
-            head = header_entry(os.pread(self._fd, HEADER_SIZE, 0))
+            f = self.handle()            # a local: the descriptor stays open through the read (descriptors.py)
+            head = header_entry(os.pread(f.fd, HEADER_SIZE, 0))
             if head is not None:
                 self._rolling_ts = head[4]
         return self._rolling_ts
@@ -213,7 +276,9 @@ class LogSegment:
         return self.offset_index.is_full or self.time_index.is_full
 
     def fileno(self):
-        return self._fd
+        """The descriptor's number, for a caller on the event loop that uses it before anything else can open a
+        segment file; a walk or a worker thread holds ``handle()`` and reads its ``fd`` instead."""
+        return self.handle().fd
 
     # -- writing -------------------------------------------------------------------------------
     def append(self, buffer, entries):
@@ -230,11 +295,16 @@ class LogSegment:
             raise ValueError("offsets %d..%d do not fit segment %d" % (entries[0][2], last, self.base_offset))
         position = self._size
         view = memoryview(buffer).cast("B")
+        self._touched = True
+        f = self._file
+        if f is None:
+            f = self._reopen()
+        fd = f.fd
         try:
             while view:
-                view = view[os.write(self._fd, view):]
+                view = view[os.write(fd, view):]
         except BaseException:
-            os.ftruncate(self._fd, position)  # never leave a torn batch behind a failed write
+            os.ftruncate(fd, position)  # never leave a torn batch behind a failed write
             raise
         self._size = position + n
         for rel, size, _base, batch_last, max_ts, _count in entries:
@@ -262,7 +332,20 @@ class LogSegment:
         self.time_index.trim_to_valid_size()
 
     def flush(self):
-        os.fsync(self._fd)
+        """fsync the ``.log`` and the indexes. Runs in the flusher's thread: an evicted ``.log`` is reopened for it
+        (its unsynced bytes are the inode's, not the old descriptor's); a segment closed or renamed meanwhile is
+        left to whoever closed or renamed it."""
+        f = self._file
+        if f is None and not self._closed:
+            path = self.log_path
+            try:
+                f = self._reopen()
+            except (FileNotFoundError, ValueError):
+                if not self._closed and self.log_path == path:
+                    raise
+        if f is None:
+            return
+        os.fsync(f.fd)
         self.offset_index.flush()
         self.time_index.flush()
         self.txn_index.flush()
@@ -270,16 +353,16 @@ class LogSegment:
     # -- reading -------------------------------------------------------------------------------
     def batches(self, start_position=0, end_position=None, check_crc=False):
         end = self._size if end_position is None else min(end_position, self._size)
-        return iter_file_batches(self._fd, start_position, end, check_crc)
+        return iter_file_batches(self.handle(), start_position, end, check_crc)
 
     def batch_headers(self, start_position=0):
         """BatchHeader of every batch from ``start_position`` on, in order (16 KiB reads, no CRC check)."""
-        return iter_file_batches(self._fd, start_position, self._size, headers=True)
+        return iter_file_batches(self.handle(), start_position, self._size, headers=True)
 
     def producer_batches(self, start_position=0):
         """``(BatchHeader, Marker | None)`` of every batch from ``start_position`` on: what the producer-state
         replay reads (a batch header alone cannot tell COMMIT from ABORT)."""
-        return iter_file_batches(self._fd, start_position, self._size, headers=True, markers=True)
+        return iter_file_batches(self.handle(), start_position, self._size, headers=True, markers=True)
 
     def translate_offset(self, offset, start_position=0):
         """Entry of the first batch whose last offset is >= ``offset`` (index lookup, then scan), or None."""
@@ -319,7 +402,12 @@ class LogSegment:
             max_position = self._size
         adjusted = max(max_size, batch_size) if min_one else max_size
         size = max(0, min(max_position - position, adjusted))
-        return FileRegion(self.file, position, size), base, batch_size
+        return FileRegion(self.handle(), position, size), base, batch_size
+
+    def end_region(self):
+        """An empty region at the end of the segment (a fetch at the log end): no descriptor is opened for it."""
+        f = self._file
+        return FileRegion(f if f is not None else descriptors.SegmentFile(-1, self.key), self._size, 0)
 
     def batches_by_timestamp(self, timestamp, starting_offset=0):
         """Entries, in log order, of the batches with max timestamp >= ``timestamp`` and last offset >=
@@ -356,7 +444,8 @@ class LogSegment:
         self.max_timestamp_so_far, self.offset_of_max_timestamp = -1, self.base_offset
         self._bytes_since_last_index_entry = 0
         valid = 0
-        for pos, size, base, last, max_ts, _count in iter_file_batches(self._fd, 0, self._size, True,
+        f = self.handle()
+        for pos, size, base, last, max_ts, _count in iter_file_batches(f, 0, self._size, True,
                                                                        max_message_size):
             if base < self.base_offset or last < base or last - self.base_offset > INT32_MAX:
                 break
@@ -366,13 +455,13 @@ class LogSegment:
             self._maybe_index(last, pos)
             valid = pos + size
         truncated = self._size - valid
-        if truncated and old_format_at(self._fd, valid, self._size):
+        if truncated and old_format_at(f.fd, valid, self._size):
             raise UnsupportedLogFormatError(
                 "%s holds message format v0/v1 at byte %d (written by Kafka < 0.11 or with log.message.format."
                 "version <= 0.10.2): kbroker stores record batches v2 only and leaves this segment untouched; "
                 "copy the data with kbroker-mirror-maker instead (docs/upgrading.md)" % (self.log_path, valid))
         if truncated:
-            os.ftruncate(self._fd, valid)
+            os.ftruncate(f.fd, valid)
             self._size = valid
         self._bytes_since_last_index_entry = valid - self.offset_index.last_entry()[1]
         self._rolling_ts = None
@@ -393,7 +482,8 @@ class LogSegment:
         self.time_index.truncate_to(offset)
         self.txn_index.truncate_to(offset)
         removed = self._size - position
-        os.ftruncate(self._fd, position)
+        f = self.handle()
+        os.ftruncate(f.fd, position)
         self._size = position
         self._load_state()
         # The surviving time entries cover batches up to the last offset-index entry; the batches after
@@ -408,7 +498,7 @@ class LogSegment:
 
     # -- lifecycle -----------------------------------------------------------------------------
     def change_suffix(self, old, new):
-        """Rename every file from ``...<old>`` to ``...<new>`` (e.g. "" -> ".deleted"); fds stay open."""
+        """Rename every file from ``...<old>`` to ``...<new>`` (e.g. "" -> ".deleted"); an open descriptor stays."""
         def renamed(path):
             assert path.endswith(old)
             return path[:len(path) - len(old)] + new
@@ -433,20 +523,21 @@ class LogSegment:
             index.path = moved(index.path)
 
     def close(self):
-        if self.file.closed:
+        """Trim the indexes and let go of the descriptor (a FileRegion still queued for sendfile keeps it open until
+        it is sent: descriptors.py)."""
+        if self._closed:
             return
         self.on_become_inactive()
         self.offset_index.close()
         self.time_index.close()
-        self.file.close()
+        self._drop_file()
 
     def delete(self):
         """Close and unlink every file (missing files are fine)."""
         self.offset_index.delete()
         self.time_index.delete()
         self.txn_index.delete()
-        if not self.file.closed:
-            self.file.close()
+        self._drop_file()
         try:
             os.unlink(self.log_path)
         except FileNotFoundError:
