@@ -17,11 +17,12 @@ as they use the number.
 Eviction is CLOCK (second chance): using a segment's file marks the segment; when a file is opened past the limit
 the pool walks its ring from the oldest entry, unmarking marked segments (they go to the back) and evicting the
 first unmarked one. Marking is one attribute store on the hot path (append, read), where an LRU move costs a dict
-operation per access. Amortised O(1) per open: every entry passed over was unmarked, so a second pass ends.
+operation per access. An eviction ends within one turn of the ring: every entry it passes over loses its mark, so
+the walk comes back to an unmarked one.
 
-A reopen costs one ``open`` (~3 us here): a workload over more segments than the limit pays it per eviction, and
-an evicted file loses nothing -- its written bytes are in the page cache; an fsync on any later descriptor of the
-file flushes them (fsync is per inode).
+A reopen costs one ``open`` and, later, a ``close`` (~4 us together on this machine): a workload over more segments
+than the limit pays it per eviction. An evicted file loses nothing -- its written bytes are in the page cache; an
+fsync on any later descriptor of the file flushes them (fsync is per inode).
 
 Threads: segments are opened on the event loop, in log-loading worker threads and in the flusher's and cleaner's
 threads; the ring is guarded by a real (not gevent) lock, held for dictionary work only, never over I/O.

@@ -1,8 +1,9 @@
 """``log.open.segment.files.max`` (kbroker/log/descriptors.py): a broker with more segment files than the bound keeps
 at most that many open, and every record still comes back, byte for byte, through evictions and reopens.
 
-60 partitions x 4 segments (log.segment.bytes 12,000 holds two ~5,070-byte batches; 8 records of 5,000 bytes each,
-one batch each) = 240 segment files against a bound of 40: producing walks every partition's active segment, consuming from the beginning walks every segment.
+60 partitions x 4 segments (log.segment.bytes 12,000 holds two ~5,070-byte batches; 8 records of 5,000 bytes
+each, one batch each) = 240 segment files against a bound of 40: producing walks every partition's active segment,
+consuming from the beginning walks every segment.
 """
 import os
 import re
