@@ -31,6 +31,7 @@ threads; the ring is guarded by a real (not gevent) lock, held for dictionary wo
 import os
 import resource
 import weakref
+from collections import OrderedDict
 
 from gevent import monkey
 
@@ -81,7 +82,9 @@ class DescriptorPool:
 
     def __init__(self, limit=0):
         self._lock = _allocate_lock()
-        self._ring = {}              # key -> weakref to the segment; insertion order = clock order
+        # key -> weakref to the segment, in clock order. An OrderedDict: popping a plain dict's first entry leaves a
+        # hole its next first-entry lookup scans past, O(holes) until a resize compacts it.
+        self._ring = OrderedDict()
         self.limit = limit if limit > 0 else auto_limit()
         self.opens = 0               # files opened (first opens and reopens), for metrics and tests
         self.evictions = 0
@@ -114,8 +117,7 @@ class DescriptorPool:
         with self._lock:
             ring = self._ring
             while len(ring) > keep:
-                key = next(iter(ring))
-                ref = ring.pop(key)
+                key, ref = ring.popitem(last=False)
                 segment = ref()
                 if segment is None:
                     continue                 # gone without a close; its SegmentFile went with it

@@ -31,6 +31,10 @@ kafka_controller_controllerstats_leaderelectionrateandtimems  controller/stats.p
 kafka_controller_controllerstats_uncleanleaderelections_total ...
 kbroker_controller_leader_elections_total               ... partition leaders the controller changed
 kafka_log_logflushstats_logflushrateandtimems           log/log.py FLUSH_STATS
+kbroker_log_open_segment_files                          log/descriptors.py POOL: .log descriptors held, the bound
+kbroker_log_open_segment_files_max                      (log.open.segment.files.max), opens and evictions
+kbroker_log_segment_file_opens_total                    (process-wide, as the descriptor limit)
+kbroker_log_segment_file_evictions_total
 kafka_server_quota_throttle_time                        Services.quotas: throttle_averages() (ms, over the quota
 kbroker_quota_throttled_responses_total                 windows) and stats() (throttled responses, their total
 kbroker_quota_throttle_time_ms_total                    ms) per quota type (resource) and (user, clientId)
@@ -48,6 +52,7 @@ rules give no ``_sum``), in one family typed summary.
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from kbroker.controller.state import OFFLINE
+from kbroker.log import descriptors
 from kbroker.log.log import FLUSH_STATS
 from kbroker.replica.delayed_produce import ProduceWaiter
 from kbroker.server.fetch_sessions import CachedPartition
@@ -241,6 +246,34 @@ class LogFlushCollector:
                                    samples))
 
 
+class SegmentFilesCollector:
+    """The segment descriptor pool (``kbroker.log.descriptors.POOL``; process-wide, as the descriptor limit). Opens
+    growing with evictions means the segments in use do not fit the bound: raise ``ulimit -n`` or the key."""
+
+    def __init__(self, pool=None):
+        self.pool = pool
+
+    def _families(self, pool):
+        held = GaugeMetricFamily("kbroker_log_open_segment_files", "Segment .log descriptors the broker holds")
+        limit = GaugeMetricFamily("kbroker_log_open_segment_files_max",
+                                  "The most it holds (log.open.segment.files.max, or half the soft ulimit -n)")
+        opens = CounterMetricFamily("kbroker_log_segment_file_opens", "Segment .log files opened (first and reopens)")
+        evictions = CounterMetricFamily("kbroker_log_segment_file_evictions",
+                                        "Segment .log descriptors closed to stay within the bound")
+        if pool is not None:
+            held.add_metric([], len(pool))
+            limit.add_metric([], pool.limit)
+            opens.add_metric([], pool.opens)
+            evictions.add_metric([], pool.evictions)
+        return [held, limit, opens, evictions]
+
+    def describe(self):
+        return _describe(self._families(None))
+
+    def collect(self):
+        return iter(self._families(self.pool if self.pool is not None else descriptors.POOL))
+
+
 class QuotaCollector:
     """Throttles per quota type and client entity from ``Services.quotas.stats()`` (kbroker/quota/manager.py).
 
@@ -341,4 +374,4 @@ def state_collectors(replica_manager, controller, quotas, fetch_sessions=None):
     """The collectors of this module for one broker (its ReplicaManager, Controller or None, Services.quotas,
     Services.fetch_sessions)."""
     return [ReplicaManagerCollector(replica_manager), ControllerCollector(controller), LogFlushCollector(),
-            QuotaCollector(quotas), FetchSessionCollector(fetch_sessions)]
+            SegmentFilesCollector(), QuotaCollector(quotas), FetchSessionCollector(fetch_sessions)]

@@ -1,5 +1,6 @@
 """State metrics collectors (kbroker/metrics/cluster.py) read from real owners: Partitions over real Logs, the
 delayed produce, three Controllers over the embedded backend, the log flush timer, the client quota managers."""
+import os
 import types
 
 import gevent
@@ -208,6 +209,31 @@ def test_log_flush_timer(tmp_path):
     assert one(s, "kafka_log_logflushstats_logflushrateandtimems_count") == 4
     assert one(s, "kafka_log_logflushstats_logflushrateandtimems", quantile="0.50") == 2.5
     assert one(s, "kafka_log_logflushstats_logflushrateandtimems", quantile="0.999") == 4.0
+
+
+def test_segment_files_collector_reads_the_pool(tmp_path):
+    from kbroker.log.descriptors import DescriptorPool
+    from kbroker.metrics.cluster import SegmentFilesCollector
+    pool = DescriptorPool(2)
+
+    class Seg:
+        _touched = False
+
+        def __init__(self, key):
+            self.key = key
+
+        def _evict(self):
+            pass
+    path = tmp_path / "x.log"
+    path.write_bytes(b"")
+    segs = [Seg(k) for k in range(3)]
+    handles = [pool.open(s, str(path), os.O_RDONLY, s.key) for s in segs]
+    s = scrape(SegmentFilesCollector(pool))
+    assert one(s, "kbroker_log_open_segment_files") == 2
+    assert one(s, "kbroker_log_open_segment_files_max") == 2
+    assert one(s, "kbroker_log_segment_file_opens_total") == 3
+    assert one(s, "kbroker_log_segment_file_evictions_total") == 1
+    del handles
 
 
 class Limits:
