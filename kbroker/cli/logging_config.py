@@ -41,6 +41,7 @@ import sys
 from collections import namedtuple
 from logging.handlers import TimedRotatingFileHandler
 
+from kbroker.cli.logging_records import record_only_what_is_printed
 from kbroker.config.files import parse_properties
 
 TRACE = 5
@@ -475,22 +476,6 @@ def install(parsed, root_level=None):
         _state["keep"] = None
     record_only_what_is_printed(handlers.values())
     return handlers
-
-
-_SRCFILE = logging._srcfile
-
-
-def record_only_what_is_printed(handlers):
-    """Skip the LogRecord fields no installed layout prints (the logging HOWTO's "Optimization": ``_srcfile``,
-    ``logThreads``, ``logProcesses``, ``logMultiprocessing``). The caller's frame walk (%F %L %M) and the thread and
-    process lookups were ~4 of the ~11 us a line costs here; a failover at 30,000 partitions writes ~20,000
-    state-change lines in the controller's process. A layout that prints one of them keeps it."""
-    formats = " ".join(getattr(h.formatter, "_fmt", None) or "%(message)s" for h in handlers)
-    caller = any(f in formats for f in ("%(filename)", "%(lineno)", "%(funcName)", "%(pathname)", "%(module)"))
-    logging._srcfile = _SRCFILE if caller else None
-    logging.logThreads = "%(thread" in formats
-    logging.logProcesses = "%(process)" in formats
-    logging.logMultiprocessing = "%(processName)" in formats
 
 
 def _replay(records):

@@ -195,6 +195,43 @@ def test_each_written_part_of_a_failures_elections_is_sent_before_the_next_is_wr
     assert [s for s in sent if s[1] == LAI] == [(1, LAI, [("t", 0)]), (3, LAI, [("t", 1)])]
 
 
+def test_writes_that_lose_a_race_are_re_read_and_written_again_together(cluster, backend):
+    """A broker failure overlapping the leaders' own ISR writes: the controller's removals of partitions 0 and 2
+    find their znodes changed (a leader rewrote its ISR), so they are re-read in ONE get_many and written again in
+    one set_many -- not one read and one write per partition (4,500-9,500 sequential round trips at 27,000
+    partitions) -- and every ISR ends without the dead broker."""
+    cluster.store.create_topic("t", {0: [2, 1], 1: [3, 1], 2: [2, 1], 3: [3, 1]})
+    cluster.settle()
+    path = "/brokers/topics/t/partitions/%d/state"
+    calls = []
+    real_set, real_get_many, real_get = backend.set_many, backend.get_many, backend.get_or_none
+
+    def racing_set_many(items, check=None, on_wave=None):
+        paths = [p for p, _data, _version in items]
+        calls.append(("set_many", paths))
+        if len(calls) == 1:                   # the leaders of 0 and 2 rewrite their state first (version + 1)
+            for k in (0, 2):
+                backend.set(path % k, backend.get(path % k)[0])
+        return real_set(items, check, on_wave)
+
+    def get_many(paths):
+        calls.append(("get_many", list(paths)))
+        return real_get_many(paths)
+
+    def get_or_none(p):
+        if p.endswith("/state") and not any(c[0] == "get_many" for c in calls[-1:]):
+            calls.append(("get", p))
+        return real_get(p)
+    backend.set_many, backend.get_many, backend.get_or_none = racing_set_many, get_many, get_or_none
+    unregister(backend, 1)
+    cluster.settle()
+    del backend.set_many, backend.get_many, backend.get_or_none
+    assert calls == [("set_many", [path % k for k in range(4)]), ("get_many", [path % 0, path % 2]),
+                     ("set_many", [path % 0, path % 2])]
+    assert [cluster.state("t", k) for k in range(4)] == [st(2, 1, [2]), st(3, 1, [3]), st(2, 1, [2]),
+                                                         st(3, 1, [3])]
+
+
 def test_new_partition_with_dead_replica(cluster):
     unregister(cluster.backend, 3)
     cluster.settle()

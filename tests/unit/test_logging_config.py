@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from kbroker.cli import logging_config as lc
+from kbroker.cli.logging_records import SRCFILE, record_only_what_is_printed
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -44,8 +45,8 @@ def clean_logging():
         lg.setLevel(level)
         lg.propagate = propagate
     lc._state.update(keep=None, installed=[])
-    lc.record_only_what_is_printed([logging.Handler()])     # pytest's process records everything again
-    logging._srcfile = lc._SRCFILE
+    record_only_what_is_printed([logging.Handler()])     # pytest's process records everything again
+    logging._srcfile = SRCFILE
     logging.logThreads = logging.logProcesses = logging.logMultiprocessing = True
 
 
@@ -278,7 +279,7 @@ def test_records_carry_only_what_a_layout_prints(tmp_path, clean_logging):
                    "log4j.appender.f.File=%s\nlog4j.appender.f.layout=org.apache.log4j.PatternLayout\n"
                    "log4j.appender.f.layout.ConversionPattern=[%%d] %%t %%F:%%L %%m%%n\n" % (tmp_path / "x.log"))
     lc.install(lc.load(str(cfg), str(tmp_path)))
-    assert logging._srcfile == lc._SRCFILE and logging.logThreads
+    assert logging._srcfile == SRCFILE and logging.logThreads
     logging.getLogger("t.b").warning("where")
     for h in logging.getLogger().handlers:
         h.flush()
