@@ -2,8 +2,8 @@
 
 Kafka holds a FileChannel open for every segment, so a broker needs ``RLIMIT_NOFILE`` above its segment count plus
 its connections: 20,000 replicas of one segment each plus sockets is over this VM's hard limit of 20,000 (root
-cannot raise it here), and every log directory went offline with EMFILE (docs/performance.md, session 15). Here a
-segment opens its file on first use and the process keeps at most ``limit`` of them open
+cannot raise it here), and every log directory went offline with EMFILE (docs/performance.md, issue 15 session
+9). Here a segment opens its file on first use and the process keeps at most ``limit`` of them open
 (``log.open.segment.files.max``; 0 = half the soft ``RLIMIT_NOFILE``, the other half left to sockets -- 10,000 of
 20,000 here), closing the least recently useful one when a new one is needed.
 
@@ -13,6 +13,10 @@ waiting in a connection's send queue for ``sendfile``, a flush running in a work
 segment. Eviction only drops the segment's reference, so it never closes a descriptor in use, and a descriptor
 number is never reused under a reader. Readers therefore keep the ``SegmentFile`` (not its ``fd`` alone) for as long
 as they use the number.
+
+The bound counts the descriptors segments hold. Regions waiting to be sent hold theirs on top of it, for as long as
+the answer is queued: the process's ``.log`` descriptors are at most ``limit`` plus those in queued Fetch answers
+(bounded by the connections' queued bytes).
 
 Eviction is CLOCK (second chance): using a segment's file marks the segment; when a file is opened past the limit
 the pool walks its ring from the oldest entry, unmarking marked segments (they go to the back) and evicting the
@@ -70,7 +74,7 @@ class SegmentFile:
         if fd >= 0:
             try:
                 _close(fd)
-            except OSError:
+            except Exception:  # noqa: BLE001 - EBADF, or at interpreter exit a module already torn down
                 pass
 
     def __repr__(self):
