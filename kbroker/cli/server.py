@@ -98,14 +98,17 @@ def raise_open_files_limit():
     import resource
     log = logging.getLogger("kbroker.server")
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == hard or soft == resource.RLIM_INFINITY:
+    # An unlimited hard limit cannot be the soft one (Linux caps descriptors at fs.nr_open, 1,048,576 by default).
+    target = hard if hard != resource.RLIM_INFINITY else 1 << 20
+    if soft == resource.RLIM_INFINITY or soft >= target:
         return
     try:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
     except (ValueError, OSError) as e:
-        log.warning("open files limit stays at %d (raising it to the hard limit %d failed: %s)", soft, hard, e)
+        log.warning("open files limit stays at %d (raising it to %d failed: %s)", soft, target, e)
         return
-    log.info("open files limit raised from %d to the hard limit %d", soft, hard)
+    log.info("open files limit raised from %d to %d (the hard limit: %s)", soft, target,
+             "unlimited" if hard == resource.RLIM_INFINITY else hard)
 
 
 def main(argv=None):
