@@ -2,9 +2,9 @@
 
 Python's logging fills every record with the caller's file, line and function (a walk up the stack), the thread's
 id and name and the process's id and name, whatever the layouts print. Kafka's layouts (``[%d] %p %m (%c)%n``)
-print none of them. Skipping them took a state-change line from 11.8 to 7.9 us on this machine (docs/performance.md,
-session 18); a failover at 30,000 partitions writes ~20,000 such lines in the controller's
-process. A layout that prints one of them (%t, %F, %L, %M) keeps it.
+print none of them. Skipping them took a state-change line from 9.8-11.8 to 7.7-8.4 us on this machine
+(bench/micro_session18.py; docs/performance.md, issue 15 session 18), and a failover at 30,000 partitions writes
+~20,000 such lines in the controller's process. A layout that prints one of them (%t, %F, %L, %M) keeps it.
 """
 import logging
 
