@@ -39,11 +39,9 @@ from collections import OrderedDict
 
 from gevent import monkey
 
+from .index import close_fd
+
 _allocate_lock = monkey.get_original("_thread", "allocate_lock")
-try:
-    _close = monkey.get_original("os", "close")   # gevent's patched close does 3 syscalls more (index.py)
-except AttributeError:                            # pragma: no cover - gevent without get_original("os", ...)
-    _close = os.close
 
 # Floor of the automatic limit: a process with a soft limit of 256 still keeps 128 segments open.
 MIN_AUTO_LIMIT = 128
@@ -73,7 +71,7 @@ class SegmentFile:
         fd, self.fd = self.fd, -1
         if fd >= 0:
             try:
-                _close(fd)
+                close_fd(fd)
             except Exception:  # noqa: BLE001 - EBADF, or at interpreter exit a module already torn down
                 pass
 

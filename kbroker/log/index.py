@@ -79,7 +79,7 @@ def _original_close():
     return get_original("os", "close")
 
 
-_close = _original_close()
+close_fd = _original_close()     # also segment descriptors (descriptors.py)
 
 
 class _FileMapping:
@@ -158,7 +158,7 @@ class _Index:
             self._mm_len = length
             self._backed = 0     # bytes from 0 known to have blocks (``_back``); 0 = check again
         finally:
-            _close(fd)
+            close_fd(fd)
 
     def _unmap(self):
         """Drop the mapping without msync: a resize or close is not a durability point (Kafka's AbstractIndex.resize
@@ -192,7 +192,7 @@ class _Index:
             while view:
                 view = view[os.write(fd, view):]
         finally:
-            _close(fd)
+            close_fd(fd)
         self._map(None)
         self._entries = len(data) // self.ENTRY_SIZE
 
@@ -274,7 +274,7 @@ class _Index:
         try:
             os.posix_fallocate(fd, start, end - start)
         finally:
-            _close(fd)
+            close_fd(fd)
         self._backed = end
 
     def _truncate_to_entries(self, n):

@@ -334,7 +334,7 @@ class Log:
             for pos, size, base, _last, max_ts, _count in segment.batches_by_timestamp(timestamp, start):
                 if resolver is None:
                     return max(base, start), max_ts
-                found = resolver(FileRegion(segment.file, pos, size).read_bytes(), timestamp)
+                found = resolver(FileRegion(segment.handle(), pos, size).read_bytes(), timestamp)
                 if found is not None:
                     return found
         return None

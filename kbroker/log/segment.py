@@ -197,8 +197,6 @@ class LogSegment:
             f = self._reopen()
         return f
 
-    file = property(handle)
-
     def _reopen(self):
         if self._closed:
             raise ValueError("I/O operation on closed segment %s" % self.log_path)
