@@ -200,6 +200,7 @@ class Broker:
         self.replica_manager = ReplicaManager(
             self.broker_id, self.log_manager, log_config_for=self.topic_configs.log_config, isr_writer=self.write_isr,
             connect=self.replica_address, flusher=self._flush_log, config=cfg,
+            isr_eligible=lambda broker_id: self.replica_address(broker_id) is not None,
             partition_exists=lambda t, p: self.metadata_cache.partition(t, p) is not None,
             offload=lambda fn, *args: self._replica_pool.apply(fn, args),
             security=self.channel_security(cfg.inter_broker_listener),
@@ -230,6 +231,9 @@ class Broker:
             fetch_sessions=FetchSessionCache(cfg["max.incremental.fetch.session.cache.slots"],
                                              follower_refresh_ms=cfg["replica.lag.time.max.ms"] // 4))
         self.channel.local_handler = local_dispatcher(self.services)
+        # A broker that (re)joined may be taken back into idle ISRs this broker leads (fetch_sessions.py).
+        sessions = self.services.fetch_sessions
+        self.metadata_cache.broker_listeners.append(lambda joined: sessions.refresh_followers_soon())
         self._add_state_metrics()
         self.server = KafkaServer(self.services, self.router, cfg.listeners, cfg["socket.request.max.bytes"],
                                   sasl=self._sasl_listeners(), tls=self._tls_listeners())

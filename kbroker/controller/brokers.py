@@ -188,7 +188,8 @@ class Brokers:
             if st is not None and st.leader in dead_set:
                 ctx.partition_states[tp] = OFFLINE
         # Elections, then the dead replicas out of the other ISRs: each one batched write (ZooKeeper multi
-        # transactions, partitions.write_many), one leader epoch + 1 per partition however many replicas failed.
+        # transactions, partitions.write_many): an election is one leader epoch + 1 per partition however many
+        # replicas failed; an ISR removal under a leader that stays keeps the epoch (partitions.py's docstring).
         # The elections' requests go out as soon as they are written, before the ISR removals are (Kafka's
         # onReplicasBecomeOffline sends after triggerOnlinePartitionStateChange, then again after the replica state
         # changes): the partitions without a leader are the ones whose clients wait, and their LeaderAndIsr and
@@ -209,7 +210,7 @@ class Brokers:
         elected = core.partitions.trigger_online(batch, on_elected=send_elected)
         elected_ms = (time.monotonic() - started) * 1000.0
         core.partitions.remove_many(batch, {tp: [r for r in ctx.assignments[tp] if r in dead_set] for tp in affected
-                                            if tp[0] not in ctx.topics_to_delete and tp not in elected})
+                                            if tp[0] not in ctx.topics_to_delete and tp not in elected}, dead=True)
         log.info("controller: brokers %s failed: %d leaders elected (written and sent in %.0f ms), %d partitions "
                  "affected, state written in %.0f ms", dead, len(elected), elected_ms, len(affected),
                  (time.monotonic() - started) * 1000.0)

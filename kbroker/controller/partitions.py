@@ -8,8 +8,17 @@ partitions, broker startup, deletion, reassignment).
 
 Partition state znode writes (``{"controller_epoch","leader","version":1,"leader_epoch","isr"}``) are conditional
 on the data version the controller last saw; ``leader_epoch`` grows by one on every write the controller makes
-(leader change or ISR change). On a version conflict it re-reads (a leader changed the ISR, issue 5) and retries,
-or resigns (ControllerMoved) if the znode was written by a higher controller epoch.
+(leader change or ISR change) -- except when dead brokers leave the ISRs of partitions whose leader stays
+(``keep_epoch``, ``_next_epoch``: broker failure and a new term's dead replicas). There only the znode version moves,
+and the replicas take the new ISR without a new epoch (``Partition.refresh_state``), as Kafka's KRaft controller does
+since 3.6 (KAFKA-15021). The ZooKeeper-era controller bumped the epoch there too, to fence the removed replica's
+fetches. A dead broker has no fetcher to fence: if it comes back, it registers again and gets a LeaderAndIsr like
+any starting broker. The bump cost the survivors a leader-epoch checkpoint per partition they keep leading, with
+their appends held until it was durable: 5,000 of them per survivor in a 30,000-partition failover, applied while
+the clients of the newly elected leaders waited (session 18). A controlled shutdown still bumps: that broker is
+alive and fetching, and the new epoch keeps it from rejoining the ISR. On a version conflict it re-reads (a leader
+changed the ISR, issue 5) and retries, or resigns (ControllerMoved) if the znode was written by a higher controller
+epoch.
 
 Elections (``election.py``): new partition -> first live assigned replica, ISR = live assigned replicas; offline ->
 first assigned replica that is live and in the ISR, ISR = live ISR members; none -> stays offline (with
@@ -44,6 +53,15 @@ log = logging.getLogger("kbroker.controller")
 LEADER_DURING_DELETE = -2
 # How often a conditional partition-state write is retried after a concurrent (leader) ISR change.
 WRITE_RETRIES = 5
+
+
+def _next_epoch(cur, leader, keep_epoch):
+    """The leader epoch a write of ``leader`` over the state ``cur`` carries: ``cur``'s + 1, or ``cur``'s own with
+    ``keep_epoch`` when the leader stays (module docstring). A leader change always moves the epoch: log truncation
+    and reconciliation need (offset, epoch) to name one history."""
+    if keep_epoch and leader == cur.leader and leader >= 0:
+        return cur.leader_epoch
+    return cur.leader_epoch + 1
 
 
 class PartitionStateMachine:
@@ -82,9 +100,10 @@ class PartitionStateMachine:
         # /brokers/ids node vanished with its /controller node, and any broker whose session expired meanwhile --
         # never reach the broker-change handler: this term read /brokers/ids without them. Every one still named in
         # a partition state (leader, ISR) is handled as failed here (Kafka's replica state machine startup:
-        # OfflineReplica), after the elections above, so a dead follower leaves the ISR (leader epoch + 1,
-        # LeaderAndIsr to the live replicas, which then stop waiting for it: acks=all, transaction markers) and a
-        # dead leader with no live ISR member is recorded as gone (leader -1, last ISR member kept).
+        # OfflineReplica), after the elections above, so a dead follower leaves the ISR (same leader epoch, a
+        # new znode version: module docstring; LeaderAndIsr to the live replicas, which then stop waiting for
+        # it: acks=all, transaction markers) and a dead leader with no live ISR member is recorded as gone
+        # (leader -1, last ISR member kept).
         # The states were read at this term's start (a dead broker cannot rejoin an ISR since), so a dead replica
         # that is neither leader nor in the ISR needs no write (nor a re-read): it is OfflineReplica already.
         # Partitions just elected have a live leader and ISR already. All in one batched write.
@@ -95,7 +114,7 @@ class PartitionStateMachine:
             dead = {r for r in (st.leader, *st.isr) if r >= 0 and r not in ctx.live_brokers}
             if dead:
                 gone[tp] = dead
-        self.remove_many(batch, gone)
+        self.remove_many(batch, gone, dead=True)
 
     # ------------------------------------------------------------------------------------------------ state znodes
 
@@ -119,10 +138,11 @@ class PartitionStateMachine:
             self.core.ctx.leadership[tp] = st
         return st
 
-    def write(self, tp, choose):
+    def write(self, tp, choose, keep_epoch=False):
         """Conditionally rewrite the state znode with ``choose(current LeaderAndIsr) -> (leader, isr) | None``.
 
-        leader_epoch + 1, controller_epoch = ours. Returns the new LeaderAndIsr, or None when ``choose`` declined or
+        leader_epoch + 1 (``keep_epoch``: only when the leader changes, ``_next_epoch``), controller_epoch = ours.
+        Returns the new LeaderAndIsr, or None when ``choose`` declined or
         the partition vanished. Re-reads and retries on a concurrent change; ControllerMoved when a newer
         controller wrote it.
         """
@@ -142,7 +162,7 @@ class PartitionStateMachine:
                 ctx.leadership[tp] = fresh
                 continue
             leader, isr = res[0], tuple(res[1])
-            leader_epoch = cur.leader_epoch + 1
+            leader_epoch = _next_epoch(cur, leader, keep_epoch)
             try:
                 stat = core.backend.set(TopicPartitionStateZNode.path(*tp),
                                         TopicPartitionStateZNode.encode(leader, leader_epoch, isr, core.epoch),
@@ -165,7 +185,7 @@ class PartitionStateMachine:
         log.error("could not update the state of %s-%d after %d attempts", tp[0], tp[1], WRITE_RETRIES)
         return None
 
-    def write_many(self, choices, reread_declined=True, on_written=None):
+    def write_many(self, choices, reread_declined=True, on_written=None, keep_epoch=False):
         """``write`` for many partitions at once: ``choices`` {tp: choose}. Each ``choose`` decides on the cached
         state; the decisions go out in ONE ``backend.set_many`` (ZooKeeper multi transactions of up to 1,000 sets,
         every one conditional on its znode's version and on ``/controller_epoch`` still being this term's -- a
@@ -189,7 +209,7 @@ class PartitionStateMachine:
         out = {}
         todo = choices
         for attempt in range(WRITE_RETRIES):
-            lost = self._write_round(todo, out, reread_declined and attempt == 0, on_written)
+            lost = self._write_round(todo, out, reread_declined and attempt == 0, on_written, keep_epoch)
             if not lost:
                 return out
             log.info("%d batched partition state writes lost a race (%s-%d: %s, ...); re-reading them together "
@@ -224,7 +244,7 @@ class PartitionStateMachine:
         results = self.core.backend.get_many([TopicPartitionStateZNode.path(*tp) for tp in tps])
         return {tp: self._decode(tp, data, stat) for tp, (data, stat) in zip(tps, results)}
 
-    def _write_round(self, choices, out, reread_declined, on_written):
+    def _write_round(self, choices, out, reread_declined, on_written, keep_epoch):
         """One round of ``write_many``: decide on the cached states, write in one ``set_many``, fill ``out`` and
         report through ``on_written``; returns [(tp, error)] of the writes that lost a race (not in ``out``)."""
         core = self.core
@@ -236,9 +256,9 @@ class PartitionStateMachine:
             cur = ctx.leadership.get(tp)
             res = choose(cur) if cur is not None else None
             if res is None:
-                declined[tp] = self.write(tp, choose) if cur is not None and reread_declined else None
+                declined[tp] = self.write(tp, choose, keep_epoch) if cur is not None and reread_declined else None
             else:
-                plans.append((tp, cur, res[0], tuple(res[1])))
+                plans.append((tp, cur, res[0], tuple(res[1]), _next_epoch(cur, res[0], keep_epoch)))
         if declined:
             out.update(declined)
             if on_written is not None:
@@ -251,14 +271,14 @@ class PartitionStateMachine:
             wave = {}
             for i, result in zip(indexes, results):
                 core.tick()
-                tp, cur, leader, isr = plans[i]
+                tp, cur, leader, isr, leader_epoch = plans[i]
                 if isinstance(result, NoNodeError):
                     ctx.leadership.pop(tp, None)
                     wave[tp] = None
                 elif isinstance(result, Exception):
                     lost.append((tp, result))
                 else:
-                    new = LeaderAndIsr(leader, cur.leader_epoch + 1, isr, core.epoch, result.version)
+                    new = LeaderAndIsr(leader, leader_epoch, isr, core.epoch, result.version)
                     ctx.leadership[tp] = new
                     if leader >= 0 and leader != cur.leader:
                         core.stats.leader_elections += 1      # the metrics' count (controller/stats.py)
@@ -270,8 +290,8 @@ class PartitionStateMachine:
         try:
             core.backend.set_many(
                 [(TopicPartitionStateZNode.path(*tp),
-                  TopicPartitionStateZNode.encode(leader, cur.leader_epoch + 1, isr, core.epoch), cur.zk_version)
-                 for tp, cur, leader, isr in plans],
+                  TopicPartitionStateZNode.encode(leader, leader_epoch, isr, core.epoch), cur.zk_version)
+                 for tp, cur, leader, isr, leader_epoch in plans],
                 check=(ControllerEpochZNode.path(), core.epoch_zk_version), on_wave=settle)
         except BadVersionError as e:
             raise ControllerMoved("/controller_epoch is not at this term's version: %s" % e) from None
@@ -439,14 +459,16 @@ class PartitionStateMachine:
         none of ``brokers`` is the leader or in the ISR. Returns the new LeaderAndIsr or None."""
         return self.remove_many(batch, {tp: brokers})[tp]
 
-    def remove_many(self, batch, gone_by_tp):
+    def remove_many(self, batch, gone_by_tp, dead=False):
         """``remove_replicas_from_isr`` for many partitions in one ``write_many``: ``gone_by_tp`` {tp: brokers}.
-        Returns {tp: new LeaderAndIsr or None}."""
+        ``dead``: those brokers' registrations are gone (failure, not a shutdown or a failed log dir), so the
+        partitions whose leader stays keep their leader epoch (module docstring). Returns {tp: new LeaderAndIsr or
+        None}."""
         ctx = self.core.ctx
         # No re-read where the cached state names none of them: a leader that put one back into an ISR meanwhile
         # announced it (/isr_change_notification), and ``on_isr_change`` takes it out again then.
         out = self.write_many({tp: self._removal_choice(tp, set(gone)) for tp, gone in gone_by_tp.items()},
-                              reread_declined=False)
+                              reread_declined=False, keep_epoch=dead)
         for tp, new in out.items():
             for broker in gone_by_tp[tp]:
                 ctx.replica_states[(tp, broker)] = R_OFFLINE

@@ -107,7 +107,8 @@ def _error_code(exc):
 
 class ReplicaManager:
     def __init__(self, broker_id, log_manager, log_config_for, isr_writer, connect, flusher=None, config=None,
-                 partition_exists=None, clock=_wall_ms, offload=None, security=None, replication_quotas=None):
+                 partition_exists=None, clock=_wall_ms, offload=None, security=None, replication_quotas=None,
+                 isr_eligible=None):
         """``log_config_for(topic) -> LogConfig``; ``isr_writer(topic, p, leader, leader_epoch, new_isr, zk_version)
         -> new zk_version | None``; ``connect(broker_id) -> (host, port) | None``; ``flusher(log)``;
         ``config``: anything with ``get(key, default)`` (BrokerConfig or a dict) for the replica.* keys;
@@ -116,7 +117,9 @@ class ReplicaManager:
         blocking file work off the event loop (a thread pool's apply; None: in place); ``security``: how the
         fetchers reach leaders' inter-broker listener (kbroker/security/client_channel.py; None: plaintext);
         ``replication_quotas``: kbroker/quota/replication.py ReplicationQuotas (KIP-73; None: no throttling) --
-        its follower quota bounds the fetchers (the leader one is the Fetch handler's, through Services)."""
+        its follower quota bounds the fetchers (the leader one is the Fetch handler's, through Services);
+        ``isr_eligible(broker_id) -> bool``: may that broker's replicas join an ISR this broker leads -- registered,
+        in this broker's metadata (KIP-841; partition.py's docstring; None: every broker)."""
         self.broker_id = broker_id
         self.offload = offload or _in_place
         self._state_lock = RLock()
@@ -124,6 +127,7 @@ class ReplicaManager:
         self.log_config_for = log_config_for
         self.isr_writer = isr_writer
         self.connect = connect
+        self.isr_eligible = isr_eligible
         self.flusher = flusher
         self.partition_exists = partition_exists
         self.clock = clock
@@ -553,7 +557,8 @@ class ReplicaManager:
                 part = Partition(topic, p, new_logs.logs.get(tp) or existing[tp], configs[topic], self.broker_id,
                                  flusher=self.flusher, clock=self.clock, high_watermark=hw_checkpoint.get(tp, 0),
                                  isr_writer=self.isr_writer, isr_spawn=gevent.spawn, replica_lag_time_max_ms=lag,
-                                 new_log=tp in new_logs.fresh, isr_stats=self.isr_stats)
+                                 new_log=tp in new_logs.fresh, isr_stats=self.isr_stats,
+                                 isr_eligible=self.isr_eligible)
                 if tp in leading and part.epoch_cache.assign(leading[tp], part.log.log_end_offset, flush=False):
                     epochs[tp] = epoch_cache.snapshot(part.epoch_cache)
             except Exception as e:  # noqa: BLE001 - reported as this partition's error code

@@ -21,7 +21,10 @@ Invariants:
 * A follower is caught up at time t when its fetch at t asked for offset >= the leader's LEO at t, or asked for
   offset >= the leader's LEO at its previous fetch (caught up as of that fetch; Kafka's rule). It leaves the ISR
   when not caught up for ``replica_lag_time_max_ms``; it rejoins when its LEO >= HW and >= the start offset of the
-  current leader epoch. Every ISR change goes through ``isr_writer`` (conditional write of the partition state
+  current leader epoch, and its broker is ISR-eligible (``isr_eligible``: registered, in this broker's metadata;
+  KIP-841). The controller takes a dead broker out of the ISRs without a new leader epoch, so a broker whose
+  session expired while it still runs (a zombie) keeps fetching in that epoch: only this rule keeps it out.
+  Every ISR change goes through ``isr_writer`` (conditional write of the partition state
   znode); a lost race (None) keeps the old ISR until the controller's next LeaderAndIsr.
 * ``waiters`` (consumer fetches, delayed produces) wake on HW advances and role/ISR changes; ``replica_waiters``
   (follower fetches, which read up to the LEO) wake on every append.
@@ -102,14 +105,16 @@ class ReplicaState:
 
 class Partition:
     def __init__(self, topic, index, log, log_config, broker_id, flusher=None, clock=now_ms, high_watermark=None,
-                 isr_writer=None, replica_lag_time_max_ms=10000, new_log=False, isr_stats=None, isr_spawn=None):
+                 isr_writer=None, replica_lag_time_max_ms=10000, new_log=False, isr_stats=None, isr_spawn=None,
+                 isr_eligible=None):
         """``flusher(log)`` fsyncs a log off the event loop (flush.messages); ``clock()`` -> ms;
         ``high_watermark``: the checkpointed HW (None: the LEO -- a standalone leader); ``isr_writer`` as in
         the module docstring (None: ISR changes apply locally, zk_version + 1); ``new_log``: the log was just
         created in a new directory (nothing to rebuild; the epoch cache's first write needs no fsync,
         epoch_cache.py); ``isr_stats``: the ReplicaManager's ``IsrStats`` (None: the partition's own);
         ``isr_spawn(fn, *args)``: runs an ISR expansion's write in a greenlet of its own, so the follower's Fetch
-        that caught up is answered without waiting for ZooKeeper (None: the expansion is written in the call)."""
+        that caught up is answered without waiting for ZooKeeper (None: the expansion is written in the call);
+        ``isr_eligible(broker_id) -> bool``: may that broker's replica join the ISR (None: any; module docstring)."""
         self.topic = topic
         self.index = index
         self.log = log
@@ -118,6 +123,7 @@ class Partition:
         self.clock = clock
         self.isr_writer = isr_writer
         self.isr_spawn = isr_spawn
+        self.isr_eligible = isr_eligible
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.leader = broker_id
         self.leader_epoch = 0
@@ -380,7 +386,8 @@ class Partition:
         st.last_fetch_ms = now
         st.leo = fetch_offset
         if (replica_id not in self.isr and fetch_offset >= self.high_watermark
-                and fetch_offset >= self.epoch_cache.start_offset_of(self.leader_epoch)):
+                and fetch_offset >= self.epoch_cache.start_offset_of(self.leader_epoch)
+                and (self.isr_eligible is None or self.isr_eligible(replica_id))):
             # In the background with ``isr_spawn``: a restarted follower catches up on thousands of partitions in
             # a few fetches, and one write after another, each waited for in turn, kept its fetches waiting
             # ~10 ms a partition; in greenlets of their own the writes meet in the broker's ISR write batches.

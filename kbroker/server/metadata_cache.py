@@ -52,6 +52,9 @@ class MetadataCache:
         # fn([(topic, p) deleted]) after each update that removed partitions (the broker forgets their topics'
         # configs); a listener's exception fails the update's answer, not the cache.
         self.deletion_listeners = []
+        # fn(frozenset of broker ids) after each update whose live brokers include ids the previous one did not
+        # (a broker started or registered again); the fetch sessions refresh their followers then.
+        self.broker_listeners = []
 
     # -- fencing --------------------------------------------------------------------------------------------------
 
@@ -85,6 +88,7 @@ class MetadataCache:
             if version is not None and version < 2:
                 rack = None
             brokers[b["id"]] = CachedBroker(b["id"], eps, rack)
+        joined = frozenset(brokers.keys() - self.brokers.keys())
         if brokers.keys() != self.brokers.keys():
             self._memo.clear()      # leaders and offline replicas are answered against the live set
         self.brokers = brokers
@@ -97,6 +101,9 @@ class MetadataCache:
         if deleted:
             for fn in list(self.deletion_listeners):
                 fn(deleted)
+        if joined:
+            for fn in list(self.broker_listeners):
+                fn(joined)
         return deleted
 
     def _apply(self, topic, ps, deleted):

@@ -9,14 +9,16 @@ followed keeps it in its ISR, and acks=all writes (and transaction markers) wait
 ``replica.lag.time.max.ms`` later -- set to 600 s here so that shrink cannot hide the controller's omission.
 
 Checked within the session timeout + margin (FAILOVER_WAIT_S): the state znode of each partition no longer names
-the dead broker in its ISR, with leader epoch + 1 (Kafka bumps it on every controller ISR change, so the replicas
-apply the new ISR instead of ignoring an equal epoch); the partition the dead controller led has a new live leader;
-the survivors' Metadata agrees; acks=all writes in flight at the kill complete then, and later ones to every
-partition within a bounded time; and no survivor ignored a LeaderAndIsr for these partitions (every one it got
-carried a new epoch).
+the dead broker in its ISR, in one controller write (znode version + 1); the partition the dead controller led has
+a new live leader with leader epoch + 1; the ones it followed keep their leader and leader epoch (a dead follower
+has no fetcher to fence: kbroker/controller/partitions.py, as Kafka's KRaft controller since 3.6), and their
+leaders take the new ISR at the new znode version (Partition.refresh_state, logged); the survivors' Metadata
+agrees; acks=all writes in flight at the kill complete then, and later ones to every partition within a bounded
+time; and no survivor ignored a LeaderAndIsr for these partitions.
 """
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -111,6 +113,7 @@ def test_kill9_controller_removes_it_from_isr_and_reelects_its_partitions(health
     first = records_for(topic, range(3), per_partition=4)
     produce(cluster.bootstrap, topic, first)
     before = wait_full_isr(cluster, topic, 3)
+    before_versions = [cluster.state(topic, p)[1].version for p in range(3)]
     assert [before[p]["leader"] for p in range(3)] == [a, ctl, b]
 
     survivors = [cluster.broker(a), cluster.broker(b)]
@@ -138,8 +141,10 @@ def test_kill9_controller_removes_it_from_isr_and_reelects_its_partitions(health
     for p in range(3):
         st = after[p]
         assert sorted(st["isr"]) == sorted([a, b]), (p, st)
-        # One controller write per partition: the ISR change (and for p1 the leader change) is epoch + 1.
-        assert st["leader_epoch"] == before[p]["leader_epoch"] + 1, (p, before[p], st)
+        # One controller write per partition (the leaders' own shrink is 600 s away); only p1's leader changed,
+        # so only p1's epoch moved.
+        assert cluster.state(topic, p)[1].version == before_versions[p] + 1, (p, st)
+        assert st["leader_epoch"] == before[p]["leader_epoch"] + (p == 1), (p, before[p], st)
         assert st["controller_epoch"] == cluster.controller_epoch(), (p, st)
     assert after[0]["leader"] == a and after[2]["leader"] == b     # followers leaving change no leader
     assert after[1]["leader"] == a                                  # first live ISR member in assignment order
@@ -166,9 +171,14 @@ def test_kill9_controller_removes_it_from_isr_and_reelects_its_partitions(health
     assert got == {0: first[0] + [b"inflight-0"] + second[0], 1: first[1] + second[1],
                    2: first[2] + [b"inflight-2"] + second[2]}
 
-    # Every LeaderAndIsr the survivors got for these partitions since the kill carried a new leader epoch.
+    # No survivor ignored a LeaderAndIsr for these partitions since the kill; the leaders of p0 and p2 took
+    # their new ISR in the same epoch, at the new znode version.
     for s in survivors:
         assert ignored_lines(s, topic, log_marks[s.broker_id]) == []
+    for p, leader in ((0, a), (2, b)):
+        text = cluster.broker(leader).log_text()[log_marks[leader]:]
+        line = rf"{topic}-{p}: ISR \[[0-9, ]+\] at znode version {before_versions[p] + 1} from the controller"
+        assert re.search(line, text), (p, leader, line)
 
 
 def test_follower_dying_while_no_controller_is_active_leaves_the_isr(healthy):
@@ -200,3 +210,41 @@ def test_follower_dying_while_no_controller_is_active_leaves_the_isr(healthy):
     assert time.monotonic() - t1 < PRODUCE_BOUND_S
     got = consume(cluster.broker(a).bootstrap, topic, [0, 1, 2], expected=18)
     assert got == {p: first[p] + second[p] for p in range(3)}
+
+
+def test_a_broker_back_from_an_expired_session_rejoins_idle_isrs_without_an_epoch_bump(healthy):
+    """A follower stopped (SIGSTOP) past its session: the controller writes it out of the ISRs keeping each leader
+    epoch (its leaders stay), and the resumed process -- same fetchers, same fetch sessions, nothing re-added --
+    must rejoin the idle partitions' ISRs when it registers again. Its leaders' metadata gaining it makes their
+    follower sessions report the idle partitions at once (fetch_sessions.refresh_followers_soon); without that the
+    idle ones waited a quarter of replica.lag.time.max.ms, 150 s here."""
+    import os
+    import signal
+
+    cluster = healthy
+    ctl = cluster.controller_id()
+    victim, a = [i for i in range(3) if i != ctl]
+    topic = "fo-isr-expiry"
+    create_assigned(cluster.bootstrap, topic, [[a, victim, ctl], [ctl, victim, a], [a, ctl, victim]])
+    cluster.wait_topic_everywhere(topic, 3)
+    produce(cluster.bootstrap, topic, records_for(topic, range(3), per_partition=2))
+    before = wait_full_isr(cluster, topic, 3)
+    path = f"/brokers/ids/{victim}"
+    owner = cluster.zk.exists(path).ephemeralOwner
+    proc = cluster.broker(victim)
+    os.kill(proc.pid, signal.SIGSTOP)
+    try:
+        wait_until(lambda: all(victim not in s["isr"] for s in zk_states(cluster, topic, 3).values()),
+                   FAILOVER_WAIT_S, 0.1, f"broker {victim} out of every ISR while stopped")
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+    out = zk_states(cluster, topic, 3)
+    assert [out[p]["leader_epoch"] for p in range(3)] == [before[p]["leader_epoch"] for p in range(3)], out
+    stat = wait_until(lambda: cluster.zk.exists(path), FAILOVER_WAIT_S, 0.1, f"{path} to reappear")
+    assert stat.ephemeralOwner not in (0, owner)
+    t0 = time.monotonic()
+    after = wait_full_isr(cluster, topic, 3)         # 30 s bound; 150 s without the refresh
+    rejoined_s = time.monotonic() - t0
+    assert [after[p]["leader"] for p in range(3)] == [a, ctl, a]
+    assert [after[p]["leader_epoch"] for p in range(3)] == [before[p]["leader_epoch"] for p in range(3)], after
+    print(f"broker {victim} back in every idle ISR {rejoined_s:.1f} s after registering again")

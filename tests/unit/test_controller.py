@@ -154,7 +154,7 @@ def test_a_failure_sends_the_elections_before_writing_the_isr_removals(cluster, 
     assert remove[0] == ["/brokers/topics/t/partitions/2/state"]
     before = [(b, k, sorted(lai_states(body) if k == LAI else um_states(body))) for b, k, body in remove[1]]
     assert before == [(2, LAI, [("t", 0)]), (2, UM, [("t", 0)]), (3, UM, [("t", 0)])]
-    assert cluster.state("t", 0) == st(2, 1, [2]) and cluster.state("t", 2) == st(3, 1, [3])
+    assert cluster.state("t", 0) == st(2, 1, [2]) and cluster.state("t", 2) == st(3, 0, [3])
     after = [(b, k, sorted(lai_states(body) if k == LAI else um_states(body))) for b, k, body in ch.take()]
     assert after[len(before):] == [(3, LAI, [("t", 2)]), (2, UM, [("t", 2)]), (3, UM, [("t", 2)])]
 
@@ -228,8 +228,10 @@ def test_writes_that_lose_a_race_are_re_read_and_written_again_together(cluster,
     del backend.set_many, backend.get_many, backend.get_or_none
     assert calls == [("set_many", [path % k for k in range(4)]), ("get_many", [path % 0, path % 2]),
                      ("set_many", [path % 0, path % 2])]
-    assert [cluster.state("t", k) for k in range(4)] == [st(2, 1, [2]), st(3, 1, [3]), st(2, 1, [2]),
-                                                         st(3, 1, [3])]
+    # Followers left: the leaders stay, and so do their epochs (the znodes' versions moved).
+    assert [cluster.state("t", k) for k in range(4)] == [st(2, 0, [2]), st(3, 0, [3]), st(2, 0, [2]),
+                                                         st(3, 0, [3])]
+    assert [backend.exists(path % k).version for k in range(4)] == [2, 1, 2, 1]
 
 
 def test_new_partition_with_dead_replica(cluster):
@@ -279,7 +281,7 @@ def test_broker_down_and_up(cluster, backend):
     cluster.settle()
     assert cluster.state("t", 0) == st(2, 1, [2])        # leader moved, epoch + 1
     assert cluster.state("t", 1) == st(2, 0, [2, 3])     # untouched
-    assert cluster.state("t", 2) == st(3, 1, [3])        # follower left the ISR
+    assert cluster.state("t", 2) == st(3, 0, [3])        # follower left the ISR; its leader and epoch stay
     assert cluster.state("one", 0) == st(-1, 1, [1])     # offline; the last ISR member is remembered
     sent = ch.take()
     assert 1 not in {b for b, _, _ in sent}
@@ -346,18 +348,19 @@ def test_bounced_broker_is_failed_then_started(cluster, backend):
     cluster.settle()
     assert act.broker_epoch(3) == new_epoch
     assert cluster.state("t", 0) == st(1, 1, [1, 2])     # leadership moved away from the old incarnation
-    assert cluster.state("t", 1) == st(1, 1, [1, 2])     # and it left the ISR (it catches up again)
+    assert cluster.state("t", 1) == st(1, 0, [1, 2])     # and it left the ISR (it catches up again)
     sent = ch.take()
     lai3 = _sent_to(sent, LAI, 3)
     assert sorted(lai3) == [("t", 0), ("t", 1)]          # the new incarnation learns all its replicas
-    assert {(ps["leader"], ps["leader_epoch"]) for ps in lai3.values()} == {(1, 1)}
+    assert {tp: (ps["leader"], ps["leader_epoch"]) for tp, ps in lai3.items()} == {("t", 0): (1, 1),
+                                                                                   ("t", 1): (1, 0)}
     assert all(body["broker_epoch"] == new_epoch for b, _, body in sent if b == 3)
     last_um = [body for b, k, body in sent if k == UM and b == 1][-1]
     assert [b["id"] for b in last_um["live_brokers"]] == [1, 2, 3]
     # A later change with nothing new for broker 3 does not bounce it again.
     unregister(backend, 2)
     cluster.settle()
-    assert act.broker_epoch(3) == new_epoch and cluster.state("t", 0) == st(1, 2, [1])
+    assert act.broker_epoch(3) == new_epoch and cluster.state("t", 0) == st(1, 1, [1])  # 2 left: same epoch
     assert 3 in {b for b, _, _ in ch.take()}
 
 
@@ -372,17 +375,18 @@ def test_unclean_election(backend, unclean):
         c.settle()
         unregister(backend, 1)
         c.settle()
-        assert c.state("t", 0) == st(-1, 2, [1]) and c.state("o", 0) == st(-1, 2, [1])
+        # 2 left the ISRs (leader 1 stays: epoch 0), then 1 its leadership (epoch 1)
+        assert c.state("t", 0) == st(-1, 1, [1]) and c.state("o", 0) == st(-1, 1, [1])
         register(backend, 2)
         c.settle()
-        assert c.state("o", 0) == st(2, 3, [2])            # topic override: unclean allowed
+        assert c.state("o", 0) == st(2, 2, [2])            # topic override: unclean allowed
         if unclean:
-            assert c.state("t", 0) == st(2, 3, [2])
+            assert c.state("t", 0) == st(2, 2, [2])
         else:
-            assert c.state("t", 0) == st(-1, 2, [1])       # stays offline
+            assert c.state("t", 0) == st(-1, 1, [1])       # stays offline
             register(backend, 1)
             c.settle()
-            assert c.state("t", 0) == st(1, 3, [1])
+            assert c.state("t", 0) == st(1, 2, [1])
     finally:
         c.stop()
 
@@ -400,15 +404,15 @@ def test_unclean_election_enabled_dynamically_elects_offline_partitions(backend)
         c.settle()
         register(backend, 2)
         c.settle()
-        assert c.state("t", 0) == st(-1, 2, [1])           # offline: 2 is not in the ISR
+        assert c.state("t", 0) == st(-1, 1, [1])           # offline: 2 is not in the ISR
         act = c.active()
         act.unclean_election_enabled()                      # nothing changes while the key is still false
         c.settle()
-        assert c.state("t", 0) == st(-1, 2, [1])
+        assert c.state("t", 0) == st(-1, 1, [1])
         act.config["unclean.leader.election.enable"] = True
         act.unclean_election_enabled()
         c.settle()
-        assert c.state("t", 0) == st(2, 3, [2])
+        assert c.state("t", 0) == st(2, 2, [2])
     finally:
         c.stop()
 

@@ -303,3 +303,28 @@ def test_follower_session_keeps_an_idle_follower_caught_up(tmp_path):
     b.append("r", 1, 1)                                  # a follower session wakes on an append (LEO)
     r = b.fetch(request(sid, 3, replica_id=2))
     assert answered(r)[("r", 1)][2] > 0
+
+
+def test_a_broker_joining_the_metadata_makes_idle_followers_report_at_once(tmp_path):
+    """A follower taken out of an idle partition's ISR while its broker was not registered (the controller keeps
+    the leader epoch) is taken back on its next fetch after ``refresh_followers_soon``, not a refresh interval
+    later; before it, idle partitions are not re-read."""
+    clock = Clock()
+    b = Broker(tmp_path, [("r", 0), ("r", 1)], isr=(1, 2), clock=clock)
+    parts = b.replicas.parts
+    writes = []
+    for part in parts.values():
+        part.clock = clock
+        part.isr_writer = lambda t, p, leader, epoch, isr, version: writes.append((p, list(isr))) or version + 1
+    b.append("r", 0, 2)
+    sid = b.fetch(request(0, 0, [("r", 0, 0), ("r", 1, 0)], replica_id=2))["session_id"]
+    b.fetch(request(sid, 1, [("r", 0, 2)], replica_id=2))
+    b.fetch(request(sid, 2, replica_id=2))               # answers r-0's new HW; both idle from here
+    for part in parts.values():                          # the controller's removal: same leader epoch
+        part.isr = [1]
+    clock.now += 10                                      # well within the 1,000 ms refresh interval
+    assert b.fetch(request(sid, 3, replica_id=2))["responses"] == []
+    assert writes == [] and [p.isr for p in parts.values()] == [[1], [1]]
+    b.cache.refresh_followers_soon()
+    assert b.fetch(request(sid, 4, replica_id=2))["responses"] == []
+    assert sorted(writes) == [(0, [1, 2]), (1, [1, 2])]

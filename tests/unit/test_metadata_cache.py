@@ -79,3 +79,20 @@ def test_controller_epoch_fencing():
     assert not c.accept_controller(1, 4)  # older controller
     assert c.controller_epoch == 5 and c.controller_id == 2
     assert c.accept_controller(3, 6) and c.controller_id == 3
+
+
+def test_broker_listeners_hear_of_brokers_that_joined():
+    from kbroker.server.metadata_cache import MetadataCache
+
+    def um(*ids):
+        return {"controller_id": 1, "controller_epoch": 1, "topic_states": [],
+                "live_brokers": [{"id": i, "endpoints": [{"port": 9092 + i, "host": "h", "listener": "PLAINTEXT",
+                                                          "security_protocol": 0}], "rack": None} for i in ids]}
+    cache = MetadataCache()
+    heard = []
+    cache.broker_listeners.append(heard.append)
+    cache.update(um(1, 2, 3))
+    cache.update(um(1, 3))                               # 2 gone: nothing joined
+    cache.update(um(1, 3))
+    cache.update(um(1, 2, 3))                            # 2 registered again
+    assert heard == [frozenset({1, 2, 3}), frozenset({2})]

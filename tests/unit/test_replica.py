@@ -166,6 +166,27 @@ def test_isr_shrink_after_lag_and_expand_on_catch_up(tmp_path):
     assert writes[-1] == ("t", 0, 1, 1, [1, 2, 3], 1)
 
 
+def test_a_caught_up_replica_of_an_ineligible_broker_stays_out_of_the_isr(tmp_path):
+    """KIP-841: the controller takes a dead broker out of the ISRs without a new leader epoch, so a zombie (its
+    session expired, the process still fetching) is not fenced by the epoch; the leader keeps it out of the ISR
+    while its metadata does not list the broker (``isr_eligible``), and takes it back once it does."""
+    writes = []
+
+    def writer(topic, p, leader, epoch, isr, version):
+        writes.append(list(isr))
+        return version + 1
+    live = {1, 2}
+    part = make_partition(tmp_path, isr=(1, 2), writer=writer)
+    part.isr_eligible = live.__contains__
+    part.append(batch(5), None, 1)
+    part.update_follower(2, 5)
+    part.update_follower(3, 5)                       # caught up, but broker 3 is not registered
+    assert part.isr == [1, 2] and writes == [] and part.high_watermark == 5
+    live.add(3)                                      # registered again: the next fetch takes it back
+    part.update_follower(3, 5)
+    assert part.isr == [1, 2, 3] and writes == [[1, 2, 3]]
+
+
 def test_hw_waits_for_a_replica_whose_isr_expansion_is_being_written(tmp_path):
     # The expansion is in ZooKeeper (where the controller may elect the new member) before the write returns;
     # meanwhile the HW must be computed over the maximal ISR, or it passes the new member's LEO and a leader
