@@ -200,8 +200,11 @@ def kill9(cluster: Cluster, topics: list[str], session_ms: int) -> dict:
                 pass
             time.sleep(POLL["s"])
     z0 = zxid(cluster)
+    timeline = CpuTimeline({**{f"broker{b.broker_id}": b.pid for b in cluster.running() if b.broker_id != victim},
+                            **ZK_PIDS, "bench+client": os.getpid()})
     cluster.broker(victim).kill9()
     t0, wall0 = time.monotonic(), time.time()
+    timeline.start(t0)
     spies = profile_survivors(cluster, victim)
     pollers = [threading.Thread(target=poll_metadata, args=(b,), daemon=True)
                for b in cluster.running() if b.broker_id != victim]
@@ -214,6 +217,7 @@ def kill9(cluster: Cluster, topics: list[str], session_ms: int) -> dict:
         producer.poll(0.05)
     assert not errors and len(acked) == len(sample), (errors[:3], len(acked))
     serving = max(acked.values()) - t0
+    timeline.stop()
     stop_polling.set()
     for th in pollers:
         th.join(10)
@@ -224,6 +228,7 @@ def kill9(cluster: Cluster, topics: list[str], session_ms: int) -> dict:
                          "the controller's failure line")
     z1 = zxid(cluster)
     noticed = last_line(ctl, r"controller: brokers \[%d\] failed$" % victim, mark)
+    noticed_s = log_time(noticed) - wall0 if noticed else None
     return {"broker": victim, "led": len(led), "serving_s": round(serving, 2),
             "bound_s": session_ms / 1000 + 2,
             # From the kill to the controller's "brokers [n] failed" line: ZooKeeper's session expiry + the watch.
@@ -234,12 +239,62 @@ def kill9(cluster: Cluster, topics: list[str], session_ms: int) -> dict:
             # leaders, the first / median / last sampled ack.
             "written_s": round(log_time(written) - wall0, 2),
             "metadata_new_s": {b: round(v - t0, 2) for b, v in sorted(metadata_new.items())},
-            "acks_s": [round(acks[0], 2), round(acks[len(acks) // 2], 2), round(acks[-1], 2)]}
+            "acks_s": [round(acks[0], 2), round(acks[len(acks) // 2], 2), round(acks[-1], 2)],
+            # Cores each process used from the notice to the last ack (the machine has 2).
+            "cpu_notice_to_ack": timeline.window(noticed_s, serving) if noticed_s is not None else {}}
 
 
 PROFILE: dict = {}      # --pyspy / --profile-dir (main)
 POLL = {"s": 0.05}      # --poll-ms (main): the pause between two passes of a survivor's Metadata poller
 SETTLE = {"s": 0.0}     # --settle-s (main): quiet time after --rebalance, before the kill
+ZK_PIDS: dict = {}      # {"zk1": pid, ...} (main): the ensemble's processes, for the CPU timeline
+_TICK_S = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (/proc/<pid>/stat fields 14 and 15)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK_S
+
+
+class CpuTimeline:
+    """Every 0.1 s from ``start`` until ``stop``: each named process's CPU seconds (survivors, ZooKeeper servers,
+    this bench with its client). ``window(t_from, t_to)`` -> {name: CPU s spent between those times (s after the
+    start), as a share of one core}: who was busy between ZooKeeper's notice and the last ack."""
+
+    def __init__(self, pids: dict):
+        import threading
+        self.pids, self.samples = dict(pids), []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self, t0: float) -> None:
+        self.t0 = t0
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            row = {}
+            for name, pid in self.pids.items():
+                try:
+                    row[name] = cpu_seconds(pid)
+                except OSError:
+                    pass
+            self.samples.append((time.monotonic() - self.t0, row))
+            self._stop.wait(0.1)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def window(self, t_from: float, t_to: float) -> dict:
+        before = [s for s in self.samples if s[0] <= t_from]
+        upto = [s for s in self.samples if s[0] <= t_to]
+        if not before or not upto or upto[-1][0] <= before[-1][0]:
+            return {}
+        (ta, a), (tb, b) = before[-1], upto[-1]
+        return {name: round((b[name] - a[name]) / (tb - ta), 2) for name in a if name in b}
 
 
 def profile_survivors(cluster: Cluster, victim: int) -> list:
@@ -359,6 +414,9 @@ def main() -> int:
     ap.add_argument("--profile-s", type=int, default=12)
     ap.add_argument("--poll-ms", type=int, default=50,
                     help="pause between the survivors' Metadata polls after the kill (the timeline's resolution)")
+    ap.add_argument("--zk-heap-mb", type=int, default=0,
+                    help="ZooKeeper servers as Kafka's docs run them: this heap, the JVM's default compilers and "
+                         "collector (0: the test suite's small JVMs, 192 MB, C1 only, serial GC)")
     ap.add_argument("--settle-s", type=float, default=20.0,
                     help="with --rebalance: seconds of quiet after it before the kill (the followers re-attach)")
     args = ap.parse_args()
@@ -373,7 +431,13 @@ def main() -> int:
     _raise_nofile()
     tmp = tempfile.mkdtemp(prefix="kb-controller-scale-")
     try:
-        ensemble = ZkEnsemble(Path(tmp) / "zk", n=3).start()
+        flags = None
+        if args.zk_heap_mb:
+            from tests.integration.harness import ZK_JVM_FLAGS
+            flags = (f"-Xms{args.zk_heap_mb}m", f"-Xmx{args.zk_heap_mb}m",
+                     *(f for f in ZK_JVM_FLAGS if not f.startswith(("-Xm", "-XX:"))))
+        ensemble = ZkEnsemble(Path(tmp) / "zk", n=3, jvm_flags=flags).start()
+        ZK_PIDS.update((f"zk{i + 1}", p.pid) for i, p in enumerate(ensemble.procs))
         try:
             result = run(Path(tmp) / "cluster", ensemble, args.partitions, args.topics, args.rf, args.session_ms,
                          balance=args.rebalance)

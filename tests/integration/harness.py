@@ -522,7 +522,8 @@ class ZkEnsemble:
     """
 
     def __init__(self, tmpdir, n: int = 3, tick_ms: int = 500, java: str | None = None,
-                 sasl_users: dict | None = None, require_sasl: bool = False, tls: dict | None = None):
+                 sasl_users: dict | None = None, require_sasl: bool = False, tls: dict | None = None,
+                 jvm_flags: tuple | None = None):
         if n < 1:
             raise ValueError("an ensemble needs at least one node")
         if require_sasl and not sasl_users:
@@ -534,6 +535,7 @@ class ZkEnsemble:
         self.tls = dict(tls) if tls else None
         self.secure_ports = free_ports(n) if tls else []
         self.tick_ms = tick_ms
+        self.jvm_flags = tuple(jvm_flags) if jvm_flags is not None else ZK_JVM_FLAGS
         self.java = java or shutil.which("java")
         self.classpath = zookeeper_classpath()
         ports = free_ports(3 * n)
@@ -614,7 +616,7 @@ class ZkEnsemble:
         classpath = self.classpath
         if self.tls:   # Netty's TLS handler needs the codec jars zookeeper.jar's manifest does not list
             classpath = os.pathsep.join([classpath, *ZK_TLS_JARS])
-        argv = [self.java, *ZK_JVM_FLAGS, *jaas, f"-Dzookeeper.log.dir={d}", "-cp", classpath, ZK_MAIN, cfg]
+        argv = [self.java, *self.jvm_flags, *jaas, f"-Dzookeeper.log.dir={d}", "-cp", classpath, ZK_MAIN, cfg]
         self.procs[i] = _spawn(argv, self.log_path(i), None, d, f"start zk node {i} (myid {i + 1})")
         if wait:
             self.wait_serving([i], timeout)
