@@ -63,6 +63,7 @@ from kbroker.record.control import control_type
 from kbroker.transaction import txn_log
 
 from .common import ArgParser, parse_command_line
+from .java_text import java_string
 
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
 INT_MAX = 0x7FFFFFFF
@@ -207,9 +208,9 @@ def transaction_log_parser(key, value):
 
 
 def string_parser(key, value):
-    """Kafka's default: key and value as UTF-8 text (absent ones print nothing)."""
-    return (None if key is None else key.decode("utf-8", "replace"),
-            None if value is None else value.decode("utf-8", "replace"))
+    """Kafka's default: key and value as UTF-8 text, malformed bytes replaced as Java replaces them (java_text.py;
+    absent ones print nothing)."""
+    return (None if key is None else java_string(key), None if value is None else java_string(value))
 
 
 def _parse(parser, offset, key, value):
