@@ -42,6 +42,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))   # bench/ (not a package): peers
+from peers import process_cpu  # noqa: E402
 from tests.integration.harness import ZkEnsemble, wait_until  # noqa: E402
 from tests.integration.test_cluster_common import Cluster, metadata  # noqa: E402
 
@@ -248,14 +250,6 @@ PROFILE: dict = {}      # --pyspy / --profile-dir (main)
 POLL = {"s": 0.05}      # --poll-ms (main): the pause between two passes of a survivor's Metadata poller
 SETTLE = {"s": 0.0}     # --settle-s (main): quiet time after --rebalance, before the kill
 ZK_PIDS: dict = {}      # {"zk1": pid, ...} (main): the ensemble's processes, for the CPU timeline
-_TICK_S = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far (/proc/<pid>/stat fields 14 and 15)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICK_S
 
 
 class CpuTimeline:
@@ -278,7 +272,7 @@ class CpuTimeline:
             row = {}
             for name, pid in self.pids.items():
                 try:
-                    row[name] = cpu_seconds(pid)
+                    row[name] = sum(process_cpu(pid))
                 except OSError:
                     pass
             self.samples.append((time.monotonic() - self.t0, row))
@@ -426,7 +420,6 @@ def main() -> int:
     # Each broker holds partitions * rf / 3 logs (20,000 at 30,000 x RF 2). Kafka keeps a descriptor open for each
     # and its docs ask for 100,000+; kbroker keeps at most log.open.segment.files.max (half the soft limit), so
     # 30,000 x RF 2 runs under this machine's hard limit of 20,000 (before issue 15's descriptor pool: EMFILE).
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from scale_partitions import _raise_nofile
     _raise_nofile()
     tmp = tempfile.mkdtemp(prefix="kb-controller-scale-")

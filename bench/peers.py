@@ -42,6 +42,14 @@ class PeerUnavailable(RuntimeError):
     """The broker cannot run on this machine (no tansu binary; no java/mvn for Apache Kafka)."""
 
 
+def process_cpu(pid):
+    """(utime, stime) (/proc/<pid>/stat fields 14, 15) of process ``pid``, all threads included, in seconds."""
+    with open("/proc/%d/stat" % pid) as f:
+        stat = f.read()
+    fields = stat[stat.rindex(")") + 2:].split()  # the comm field may hold spaces; skip past ')'
+    return int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -130,11 +138,8 @@ class BrokerProc:
             return ""
 
     def cpu_split(self):
-        """(utime, stime) (fields 14, 15) of the broker process, all threads included, in seconds."""
-        with open("/proc/%d/stat" % self.proc.pid) as f:
-            stat = f.read()
-        fields = stat[stat.rindex(")") + 2:].split()  # the comm field may hold spaces; skip past ')'
-        return int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK
+        """(utime, stime) of the broker process (``process_cpu``)."""
+        return process_cpu(self.proc.pid)
 
     def threads_cpu(self):
         """{thread id: (name, utime+stime seconds)} of every thread of the broker process (/proc/<pid>/task):

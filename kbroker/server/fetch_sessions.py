@@ -64,10 +64,6 @@ FETCH_SESSION_ID_NOT_FOUND = 70
 INVALID_FETCH_SESSION_EPOCH = 71
 
 
-# Far enough in the past that ``now - refreshed >= every_ms`` for any clock and interval (int ms).
-REFRESH_NOW = 1 << 62
-
-
 def next_epoch(epoch):
     """Kafka's FetchMetadata.nextEpoch: -1 stays -1, 2^31-1 wraps to 1 (0 is reserved for full requests)."""
     if epoch < 0:
@@ -297,7 +293,7 @@ class FetchSessionCache:
         """Every follower session reports its idle partitions on its next fetch (module docstring): one pass
         over the sessions, O(partitions) once per session after it."""
         for session in self.sessions.values():
-            session.follower_refreshed_ms = -REFRESH_NOW
+            session.follower_refreshed_ms = float("-inf")       # due at any clock
 
     def get(self, session_id):
         return self.sessions.get(session_id)

@@ -15,12 +15,11 @@ from __future__ import annotations
 import re
 import shutil
 import socket
-import struct
 import subprocess
 
 import pytest
 
-from tests.integration.harness import BrokerProcess, free_port, wait_until
+from tests.integration.harness import BrokerProcess, api_versions_request, free_port, read_response, wait_until
 from tests.integration.test_config_cli import FAIL_FAST_SECONDS, base_overrides, run_server
 from tests.unit.test_config import KAFKA_MODERN_SERVER_PROPERTIES
 
@@ -73,15 +72,6 @@ def test_bad_quota_value_stops_startup_naming_the_key(tmp_path):
     assert not (tmp_path / "logs").exists()
 
 
-def _recv_exactly(sock, n):
-    buf = b""
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        assert chunk, "the broker closed the connection"
-        buf += chunk
-    return buf
-
-
 def _skmem(port):
     """{"rb": bytes, "tb": bytes} of the established socket whose local port is ``port`` (the broker's side)."""
     out = subprocess.run(["ss", "-tmnH", "state", "established", f"( sport = :{port} )"], capture_output=True,
@@ -101,9 +91,8 @@ def test_explicit_socket_buffers_reach_the_brokers_connections(tmp_path):
             # One ApiVersions v0 round trip first: the broker sets the buffers when it accepts, before it reads a
             # request, and the kernel lists the connection as established before that (a CI run read rb 131072,
             # tb 4194304 once, not the configured values).
-            client.sendall(struct.pack(">ihhih", 10, 18, 0, 1, 0))
-            size = struct.unpack(">i", _recv_exactly(client, 4))[0]
-            assert struct.unpack(">i", _recv_exactly(client, size)[:4])[0] == 1
+            client.sendall(api_versions_request(1))
+            assert read_response(client)[0] == 1
             mem = wait_until(lambda: _skmem(b.port), timeout=10, message="the broker's side of the connection in ss")
         finally:
             client.close()
