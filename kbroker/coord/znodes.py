@@ -186,8 +186,12 @@ class TopicPartitionStateZNode:
 
     @staticmethod
     def encode(leader, leader_epoch, isr, controller_epoch):
-        return _json({"controller_epoch": controller_epoch, "leader": leader, "version": 1,
-                      "leader_epoch": leader_epoch, "isr": [int(b) for b in isr]})
+        """The bytes ``_json`` makes of {"controller_epoch", "leader", "version": 1, "leader_epoch", "isr"} (Kafka's
+        key order), formatted directly: a broker failure writes one per partition it touched, 20,000 at 30,000
+        partitions x RF 2, and ``json.dumps`` cost ~6 us each there against ~1 us
+        (tests/unit/test_coord.py compares the two)."""
+        return b'{"controller_epoch":%d,"leader":%d,"version":1,"leader_epoch":%d,"isr":[%s]}' % (
+            int(controller_epoch), int(leader), int(leader_epoch), b",".join([b"%d" % int(b) for b in isr]))
 
     @staticmethod
     def decode(data, zk_version=-1):

@@ -40,29 +40,43 @@ class FetchSessionClient:
         self.incremental_requests = 0
         self.partitions_sent = 0
 
-    def build(self, wanted):
-        if self.epoch == INITIAL_EPOCH or self.session_id == 0:
-            self._pending = (True, dict(wanted))
+    @property
+    def incremental(self):
+        """Whether the next request is incremental (a session is open): only then may ``build`` take ``changed``."""
+        return self.epoch != INITIAL_EPOCH and self.session_id != 0
+
+    def build(self, wanted, changed=None):
+        """``wanted``: {tp: request} of every partition wanted this round -- or, with ``changed`` (the partitions
+        that may have changed since the last request: new, moved, no longer wanted), of the wanted ones among
+        ``changed`` only; every other session partition is then taken as wanted and unchanged. That makes an
+        incremental round O(changed partitions), not O(partitions followed): 5,000 followed partitions cost a
+        follower 5 ms a round to re-list and compare (``ReplicaFetcher`` marks what moved). A full request needs
+        the whole ``wanted`` (ValueError with ``changed``)."""
+        if not self.incremental:
+            if changed is not None:
+                raise ValueError("a full fetch request names every wanted partition: no 'changed' subset")
+            self._pending = (True, dict(wanted), ())
             self.full_requests += 1
             self.partitions_sent += len(wanted)
             return self.session_id, INITIAL_EPOCH, dict(wanted), []
         send = {}
+        partitions = self.partitions
         for tp, req in wanted.items():
-            old = self.partitions.get(tp)
+            old = partitions.get(tp)
             if old is None or any(old.get(k) != req.get(k) for k in _COMPARED):
                 send[tp] = req
-        forgotten = [tp for tp in self.partitions if tp not in wanted]
-        after = dict(self.partitions)
-        for tp in forgotten:
-            del after[tp]
-        after.update(send)
-        self._pending = (False, after)
+        if changed is None:
+            forgotten = [tp for tp in partitions if tp not in wanted]
+        else:
+            forgotten = [tp for tp in changed if tp in partitions and tp not in wanted]
+        # The session after this request, as a change to apply when it is answered (no copy of the session).
+        self._pending = (False, send, forgotten)
         self.incremental_requests += 1
         self.partitions_sent += len(send)
         return self.session_id, self.epoch, send, forgotten
 
     def handle_response(self, resp):
-        full, after = self._pending if self._pending is not None else (True, {})
+        full, sent, forgotten = self._pending if self._pending is not None else (True, {}, ())
         self._pending = None
         code = resp.get("error_code") or 0
         if code:
@@ -79,9 +93,12 @@ class FetchSessionClient:
         if full:
             self.session_id = sid
             self.epoch = 1
+            self.partitions = sent
         else:
             self.epoch = _next_epoch(self.epoch)
-        self.partitions = after
+            for tp in forgotten:
+                self.partitions.pop(tp, None)
+            self.partitions.update(sent)
         return True
 
     def reset(self):

@@ -27,6 +27,16 @@ at most 100 ms. A network error closes the connection and backs every partition 
 Every response is applied only to the partition state it was sent for: the ReplicaManager replaces a
 partition's ``FetchState`` (or removes it) on each LeaderAndIsr, and an answer for a replaced state is dropped
 (the partition may have become leader while the request was in flight).
+
+Cost per round: O(partitions that changed), not O(partitions followed). The fetcher keeps which partitions may
+differ from what the leader's session holds (``_changed``: added, removed, delayed or released, reconciled, or
+named in the last answer -- every way a follower's fetch offset, log start or epoch moves goes through one of
+those) and which are backed off (``_delayed``) or reconciling (``_truncating``), so an incremental round lists
+only those. Re-listing and comparing every partition cost 5 ms a round at 5,000 followed partitions (11 ms at
+10,000) on this machine -- a survivor of a 30,000-partition failover spent ~10 % of its samples there. A full
+sweep every ``SWEEP_S`` still compares them all (the old round), which catches what moves without the fetcher:
+a log start raised by this broker's own retention. Full requests (a new session, sessionless leaders) and rounds
+under an exceeded replication quota always list every partition.
 """
 import logging
 import socket
@@ -53,6 +63,7 @@ MAX_RESPONSE = 256 << 20
 _SIZE = struct.Struct(">i")
 
 THROTTLE_RECHECK_S = 0.1
+SWEEP_S = 1.0       # the full comparison's period (module docstring): 5 ms a second at 5,000 partitions
 _BACKOFF_ERRORS = frozenset([errors.NOT_LEADER_OR_FOLLOWER, errors.FENCED_LEADER_EPOCH, errors.UNKNOWN_LEADER_EPOCH,
                              errors.UNKNOWN_TOPIC_OR_PARTITION])
 
@@ -111,7 +122,7 @@ class LeaderConnection:
 
 class FetchState:
     """One followed partition in one fetcher; replaced (never mutated across roles) on each LeaderAndIsr."""
-    __slots__ = ("partition", "leader_epoch", "truncating", "delay_until", "in_sync", "lag")
+    __slots__ = ("partition", "leader_epoch", "truncating", "delay_until", "in_sync", "lag", "since")
 
     def __init__(self, partition, leader_epoch, truncating=True):
         self.partition = partition
@@ -122,6 +133,7 @@ class FetchState:
         # Messages behind the leader's HW after the last response (Kafka's FetcherLagMetrics: max(0, leader HW -
         # our next fetch offset)); 0 until the first answer. The metrics' MaxLag is the largest of these.
         self.lag = 0
+        self.since = 0                  # the fetcher's request count when this state was added
 
     def __repr__(self):
         return "FetchState(%s-%d epoch=%d truncating=%s)" % (self.partition.topic, self.partition.index,
@@ -145,6 +157,11 @@ class ReplicaFetcher:
         self.greenlet = None
         self.rounds = 0                           # completed Fetch round trips (tests, metrics)
         self.session = FetchSessionClient()       # the leader's incremental fetch session (KIP-227)
+        self._changed = set()                     # tps that may differ from the session's (module docstring)
+        self._delayed = {}                        # tp -> its FetchState while backed off (delay_until ahead)
+        self._truncating = set()                  # tps whose state reconciles by epoch before it fetches
+        self._sweep_at = 0.0                      # monotonic time of the next full comparison
+        self._sent = 0                            # Fetch requests built; a state applies answers of later ones
 
     def start(self):
         self.greenlet = gevent.spawn(self._run)
@@ -152,15 +169,26 @@ class ReplicaFetcher:
 
     # ------------------------------------------------------------------------------------------- membership
     def add_partition(self, tp, partition, leader_epoch):
-        self.states[tp] = FetchState(partition, leader_epoch)
+        st = FetchState(partition, leader_epoch)
+        st.since = self._sent
+        self.states[tp] = st
+        self._delayed.pop(tp, None)
+        self._truncating.add(tp)
+        self._changed.add(tp)
         self._wakeup.set()
 
     def remove_partition(self, tp):
+        self._delayed.pop(tp, None)
+        self._truncating.discard(tp)
+        self._changed.add(tp)
         return self.states.pop(tp, None) is not None
 
     def stop(self):
         self._stopped = True
         self.states.clear()
+        self._delayed.clear()
+        self._truncating.clear()
+        self._changed.clear()
         self._wakeup.set()
         if self.greenlet is not None and not self.greenlet.dead:
             self.greenlet.kill(block=False)
@@ -177,10 +205,11 @@ class ReplicaFetcher:
         backoff = self.settings["backoff_ms"] / 1000.0
         while not self._stopped:
             now = time.monotonic()
-            ready = {tp: st for tp, st in self.states.items() if st.delay_until <= now}
-            if not ready:
+            if self._delayed:
+                self._release(now)
+            if len(self._delayed) >= len(self.states):            # nothing ready (``_delayed`` <= ``states``)
                 self._wakeup.clear()
-                waits = [st.delay_until - now for st in self.states.values()]
+                waits = [st.delay_until - now for st in self._delayed.values()]
                 self._wakeup.wait(min(waits) if waits else None)
                 continue
             try:
@@ -188,16 +217,12 @@ class ReplicaFetcher:
                     self.conn = LeaderConnection(self.host, self.port, self.client_id,
                                                  self.settings["socket_timeout_ms"] / 1000.0,
                                                  self.settings.get("rcvbuf"), self.settings.get("security"))
-                truncating = {tp: st for tp, st in ready.items() if st.truncating}
+                truncating = {tp: self.states[tp] for tp in self._truncating if tp not in self._delayed}
                 if truncating:
                     self._reconcile(truncating)
-                else:
-                    fetchable = self._unthrottled(ready)
-                    if fetchable:
-                        self._fetch(fetchable)
-                    else:
-                        self._wakeup.clear()
-                        self._wakeup.wait(THROTTLE_RECHECK_S)
+                elif not self._fetch_round(now):
+                    self._wakeup.clear()
+                    self._wakeup.wait(THROTTLE_RECHECK_S)
             except gevent.GreenletExit:
                 raise
             except Exception as e:  # noqa: BLE001 - network trouble or a dead leader: back off, reconnect
@@ -206,8 +231,10 @@ class ReplicaFetcher:
                                 self.port, e)
                 self._close()
                 until = time.monotonic() + backoff
-                for st in ready.values():
-                    st.delay_until = until
+                for tp, st in self.states.items():
+                    if tp not in self._delayed:
+                        st.delay_until = until
+                        self._delayed[tp] = st
 
     def _delay(self, st, code=None):
         ms = self.settings["backoff_ms"]
@@ -216,6 +243,26 @@ class ReplicaFetcher:
             # moment, so retry sooner than a full backoff (1 s by default), which would add to every failover.
             ms = min(ms, 100)
         st.delay_until = time.monotonic() + ms / 1000.0
+        tp = (st.partition.topic, st.partition.index)
+        if self.states.get(tp) is st:
+            self._delayed[tp] = st          # out of the session until released (the old round's behaviour)
+            self._changed.add(tp)
+
+    def _release(self, now):
+        """Backed-off partitions whose time has come are fetchable again (and named in the next request)."""
+        for tp, st in list(self._delayed.items()):
+            if st.delay_until <= now:
+                del self._delayed[tp]
+                self._changed.add(tp)
+
+    def _set_truncating(self, tp, st, flag):
+        st.truncating = flag
+        if self.states.get(tp) is st:
+            if flag:
+                self._truncating.add(tp)
+            else:
+                self._truncating.discard(tp)
+            self._changed.add(tp)
 
     def _current(self, tp, st):
         return not self._stopped and self.states.get(tp) is st
@@ -231,7 +278,7 @@ class ReplicaFetcher:
                 # Nothing to compare: an empty log needs no truncation; epoch-less data falls back to the HW.
                 if part.log_end_offset > part.log_start_offset:
                     part.truncate_to(max(part.high_watermark, part.log_start_offset))
-                st.truncating = False
+                self._set_truncating(tp, st, False)
                 continue
             asked[tp] = st
             topics.setdefault(tp[0], []).append({"partition": tp[1], "current_leader_epoch": st.leader_epoch,
@@ -266,7 +313,7 @@ class ReplicaFetcher:
         our_epoch, our_end = part.epoch_cache.end_offset_for(leader_epoch, leo)
         if our_epoch == leader_epoch:
             part.truncate_to(min(end_offset, our_end, leo))
-            st.truncating = False
+            self._set_truncating(tp, st, False)
         else:
             # We never had the leader's epoch: drop our epochs above it and ask again (KIP-279).
             target = leo if our_end < 0 else min(our_end, leo)
@@ -281,17 +328,50 @@ class ReplicaFetcher:
             return states
         return {tp: st for tp, st in states.items() if st.in_sync or not quota.is_throttled(tp)}
 
-    def _fetch(self, states):
+    def _throttling(self):
+        quota = self.settings.get("quota")
+        return quota is not None and quota.bounded and quota.is_quota_exceeded()
+
+    def _request(self, st):
+        part = st.partition
+        return {"partition": part.index, "current_leader_epoch": st.leader_epoch,
+                "fetch_offset": part.log_end_offset, "log_start_offset": part.log_start_offset,
+                "partition_max_bytes": self.settings["max_bytes"]}
+
+    def _fetch_round(self, now):
+        """One Fetch of the fetchable partitions (not backed off, not reconciling, not throttled); False when the
+        quota leaves none. Incremental and not due for a sweep: only ``_changed`` is listed (module docstring)."""
+        delayed, truncating = self._delayed, self._truncating
+        throttled = self._throttling()
+        if self.session.incremental and not throttled and now < self._sweep_at:
+            changed, self._changed = self._changed, set()
+            wanted = {}
+            for tp in changed:
+                st = self.states.get(tp)
+                if st is not None and tp not in delayed and tp not in truncating:
+                    wanted[tp] = self._request(st)
+            self._fetch(wanted, changed)
+            return True
+        fetchable = {tp: st for tp, st in self.states.items() if tp not in delayed and tp not in truncating}
+        if throttled:
+            fetchable = self._unthrottled(fetchable)
+            if not fetchable:
+                return False
+            # the session's partitions differ from the unthrottled ones' next round: compare them all again then
+            self._sweep_at = 0.0
+        else:
+            self._sweep_at = now + SWEEP_S
+        self._changed = set()
+        self._fetch({tp: self._request(st) for tp, st in fetchable.items()}, None)
+        return True
+
+    def _fetch(self, wanted, changed):
         s = self.settings
-        wanted = {}
-        for tp, st in states.items():
-            part = st.partition
-            wanted[tp] = {"partition": tp[1], "current_leader_epoch": st.leader_epoch,
-                          "fetch_offset": part.log_end_offset, "log_start_offset": part.log_start_offset,
-                          "partition_max_bytes": s["max_bytes"]}
         # An incremental session (KIP-227) sends only the partitions whose fields changed; the leader answers only
         # the partitions that changed (kbroker/replica/fetch_session_client.py).
-        session_id, epoch, send, forgotten = self.session.build(wanted)
+        session_id, epoch, send, forgotten = self.session.build(wanted, changed)
+        self._sent += 1
+        sent = self._sent
         topics, gone = {}, {}
         for tp, req in send.items():
             topics.setdefault(tp[0], []).append(req)
@@ -312,15 +392,21 @@ class ReplicaFetcher:
                          errors.error_name(code))
                 return
             log.warning("fetch from %d: %s", self.source_id, errors.error_name(resp["error_code"]))
-            for st in states.values():
-                self._delay(st)
+            for tp in wanted if changed is None else list(self.states):
+                st = self.states.get(tp)
+                if st is not None and tp not in self._delayed and tp not in self._truncating:
+                    self._delay(st)
             return
+        states, delayed, marked = self.states, self._delayed, self._changed
         for t in resp["responses"]:
             for pd in t["partitions"]:
                 tp = (t["topic"], pd["partition_index"])
                 st = states.get(tp)
-                if st is None or not self._current(tp, st):
+                # Only the state this request was built for: one added since (a LeaderAndIsr during the long
+                # poll), one reconciling or backed off since, or a replaced one gets nothing.
+                if st is None or st.since >= sent or st.truncating or tp in delayed or self._stopped:
                     continue
+                marked.add(tp)          # its fetch offset / log start may move: named in the next request
                 try:
                     self._apply(tp, st, pd)
                 except Exception:  # noqa: BLE001 - one bad partition must not stop the others
@@ -350,7 +436,7 @@ class ReplicaFetcher:
             if 0 <= part.log_end_offset < leader_start:
                 part.truncate_fully_and_start_at(leader_start)
             else:
-                st.truncating = True                  # we are ahead of the leader: reconcile by epoch again
+                self._set_truncating(tp, st, True)    # we are ahead of the leader: reconcile by epoch again
                 self._delay(st)
         else:
             if code not in _BACKOFF_ERRORS:

@@ -85,3 +85,135 @@ def test_followers_replicate_through_incremental_sessions(tmp_path):
         assert all(leaders[p].isr == [1, 2, 3] for p in range(20))
     finally:
         c.stop()
+
+
+# ------------------------------------------------------------------- the fetcher's rounds: O(changed partitions)
+
+class _Part:
+    """A followed partition as the fetcher reads and moves it (offsets only; appended bytes are counted)."""
+
+    def __init__(self, topic, index):
+        self.topic, self.index = topic, index
+        self.log_end_offset = 0
+        self.log_start_offset = 0
+        self.hw = 0
+
+    def append_as_follower(self, records):
+        self.log_end_offset += records.count(b"r")      # one b"r" per record
+
+    def update_follower_hw(self, hw):
+        self.hw = min(hw, self.log_end_offset)
+
+    def apply_leader_log_start_offset(self, offset):
+        self.log_start_offset = max(self.log_start_offset, offset)
+
+
+class _Leader:
+    """The leader's side of the wire, scripted: ``answer`` {tp: (records, hw)} for the next Fetch; every request's
+    body is kept."""
+
+    def __init__(self):
+        self.bodies = []
+        self.answer = {}
+        self.on_request = None
+
+    def request(self, api_key, version, body):
+        assert (api_key, version) == (1, 11)
+        self.bodies.append(body)
+        if self.on_request is not None:
+            self.on_request()
+        by_topic = {}
+        for (t, p), (records, hw) in self.answer.items():
+            by_topic.setdefault(t, []).append({"partition_index": p, "error_code": 0, "records": records,
+                                               "high_watermark": hw, "log_start_offset": 0})
+        self.answer = {}
+        return {"error_code": 0, "session_id": 42,
+                "responses": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+    def last(self):
+        body = self.bodies[-1]
+        return ({(t["topic"], p["partition"]): p["fetch_offset"] for t in body["topics"] for p in t["partitions"]},
+                sorted((t["topic"], p) for t in body["forgotten_topics_data"] for p in t["partitions"]))
+
+
+def _fetcher(n, monkeypatch):
+    from kbroker.replica import fetcher as mod
+    f = mod.ReplicaFetcher(2, 1, "h", 1, {"backoff_ms": 1000, "max_bytes": 1 << 20, "wait_ms": 500,
+                                          "min_bytes": 1, "response_max_bytes": 10 << 20})
+    f.conn = _Leader()
+    parts = {("t", p): _Part("t", p) for p in range(n)}
+    for tp, part in parts.items():
+        f.add_partition(tp, part, 3)
+        f._set_truncating(tp, f.states[tp], False)      # reconciled (as OffsetForLeaderEpoch would leave it)
+    listed = []
+    real = f._request
+    monkeypatch.setattr(f, "_request", lambda st: listed.append(st) or real(st))
+    return f, parts, listed
+
+
+def test_an_idle_incremental_round_lists_no_partition_and_a_moved_one_is_sent(monkeypatch):
+    f, parts, listed = _fetcher(2000, monkeypatch)
+    now = 1000.0
+    assert f._fetch_round(now)                       # full: every partition listed and sent
+    assert len(listed) == 2000 and len(f.conn.last()[0]) == 2000
+    listed.clear()
+    f.conn.answer = {("t", 7): (b"rrr", 3), ("t", 1500): (b"r", 1)}
+    assert f._fetch_round(now + 0.1)                 # incremental, nothing changed yet: nothing listed
+    assert listed == [] and f.conn.last() == ({}, [])
+    assert parts[("t", 7)].log_end_offset == 3
+    assert f._fetch_round(now + 0.2)                 # the two that moved, at their new offsets, and only they
+    assert len(listed) == 2
+    assert f.conn.last() == ({("t", 7): 3, ("t", 1500): 1}, [])
+    listed.clear()
+    assert f._fetch_round(now + 0.3)
+    assert listed == [] and f.conn.last() == ({}, [])
+    assert f.session.partitions[("t", 7)]["fetch_offset"] == 3 and f.session.full_requests == 1
+
+
+def test_the_sweep_sends_a_log_start_moved_without_the_fetcher(monkeypatch):
+    from kbroker.replica.fetcher import SWEEP_S
+    f, parts, listed = _fetcher(50, monkeypatch)
+    now = 1000.0
+    f._fetch_round(now)
+    parts[("t", 9)].log_start_offset = 5               # this broker's retention moved it: nobody told the fetcher
+    f._fetch_round(now + 0.1)
+    assert f.conn.last() == ({}, [])
+    listed.clear()
+    f._fetch_round(now + SWEEP_S + 0.01)              # the sweep compares every partition again
+    assert len(listed) == 50
+    body = f.conn.bodies[-1]
+    sent = {(t["topic"], p["partition"]): p["log_start_offset"] for t in body["topics"] for p in t["partitions"]}
+    assert sent == {("t", 9): 5} and body["session_epoch"] > 0
+
+
+def test_backed_off_removed_and_added_partitions_leave_and_join_the_session(monkeypatch):
+    f, parts, listed = _fetcher(10, monkeypatch)
+    now = 1000.0
+    f._fetch_round(now)
+    f._delay(f.states[("t", 2)])                      # an error backs it off: out of the session
+    f.remove_partition(("t", 3))                      # became leader
+    f._fetch_round(now + 0.1)
+    assert f.conn.last() == ({}, [("t", 2), ("t", 3)])
+    f.states[("t", 2)].delay_until = 0.0              # its backoff is over
+    f._release(now + 0.2)
+    f._fetch_round(now + 0.2)
+    assert f.conn.last() == ({("t", 2): 0}, [])
+    assert sorted(f.session.partitions) == sorted(tp for tp in parts if tp != ("t", 3))
+
+
+def test_a_state_added_during_the_long_poll_gets_nothing_of_that_answer(monkeypatch):
+    f, parts, listed = _fetcher(4, monkeypatch)
+    now = 1000.0
+    f._fetch_round(now)
+    replacement = _Part("t", 1)
+
+    def new_leader_and_isr():                        # a LeaderAndIsr lands while the Fetch is in flight
+        f.add_partition(("t", 1), replacement, 4)
+    f.conn.on_request = new_leader_and_isr
+    f.conn.answer = {("t", 1): (b"rr", 2), ("t", 0): (b"r", 1)}
+    f._fetch_round(now + 0.1)
+    assert replacement.log_end_offset == 0 and parts[("t", 1)].log_end_offset == 0   # dropped: not its request
+    assert parts[("t", 0)].log_end_offset == 1
+    f.conn.on_request = None
+    f._fetch_round(now + 0.2)                         # the new state reconciles first: out of the session till then
+    assert f.conn.last() == ({("t", 0): 1}, [("t", 1)])
