@@ -1,7 +1,8 @@
 """Incremental fetch sessions (KIP-227), the fetching side: Kafka's FetchSessionHandler for one leader connection.
 
-``build(partitions)`` takes what the fetcher wants this round -- {(topic, p): partition request dict} in its order
--- and returns ``(session_id, session_epoch, to_send, forgotten)``:
+``build(partitions, changed=None)`` takes what the fetcher wants this round -- {(topic, p): partition request dict}
+in its order; in a session, with ``changed``, only the wanted ones among the partitions that may have moved (the
+method's docstring) -- and returns ``(session_id, session_epoch, to_send, forgotten)``:
 * no session yet (epoch 0, id 0 or the id of one to close): a full request naming every partition;
 * in a session (epoch > 0): only the partitions added since the last request or whose request fields changed
   (fetch offset, log start offset, leader epoch, max bytes), and ``forgotten`` = the session's partitions not
