@@ -33,10 +33,11 @@ differ from what the leader's session holds (``_changed``: added, removed, delay
 named in the last answer -- every way a follower's fetch offset, log start or epoch moves goes through one of
 those) and which are backed off (``_delayed``) or reconciling (``_truncating``), so an incremental round lists
 only those. Re-listing and comparing every partition cost 5 ms a round at 5,000 followed partitions (11 ms at
-10,000) on this machine -- a survivor of a 30,000-partition failover spent ~10 % of its samples there. A full
-sweep every ``SWEEP_S`` still compares them all (the old round), which catches what moves without the fetcher:
-a log start raised by this broker's own retention. Full requests (a new session, sessionless leaders) and rounds
-under an exceeded replication quota always list every partition.
+10,000) on this machine, and a broker following 5,000 partitions fell ~55 s behind acks=all traffic of 2,000
+records/s (bench/follower_rounds.py, docs/performance.md session 20). A full sweep every ``SWEEP_S`` still
+compares them all (the old round), which catches what moves without the fetcher: a log start raised by this
+broker's own retention. Full requests (a new session, sessionless leaders) and rounds under an exceeded
+replication quota always list every partition.
 """
 import logging
 import socket
