@@ -64,3 +64,90 @@ def test_local_shortcut():
     assert calls == [(4, 4)]
     ch.remove_all()
     assert ch.brokers() == []
+
+
+def _read_request(f):
+    head = f.read(4)
+    if len(head) < 4:
+        return None
+    frame = f.read(struct.unpack(">i", head)[0])
+    api = APIS[struct.unpack(">h", frame[:2])[0]]
+    version = struct.unpack(">h", frame[2:4])[0]
+    hdr, pos = decode_request_header(frame, api.request_header_version(version))
+    return api, version, hdr, api.decode_request(version, frame, pos)
+
+
+def _answer(sock, api, version, hdr):
+    body = bytes(encode_response_header(api.response_header_version(version), hdr.correlation_id)) + \
+        api.encode_response(version, {"error_code": 0}).getvalue()
+    sock.sendall(struct.pack(">i", len(body)) + body)
+
+
+def test_several_requests_are_in_flight_and_answered_in_order():
+    # The broker reads three requests before it answers any: with one request in flight the channel would wait
+    # for the first answer forever (Kafka's RequestSendThread does); with several, all three arrive at once.
+    seen, answered = [], []
+    done = AsyncResult()
+
+    def broker(sock, _addr):
+        f = sock.makefile("rb")
+        got = [_read_request(f) for _ in range(3)]
+        seen.extend(body["controller_epoch"] for _api, _v, _hdr, body in got)
+        for api, version, hdr, _body in got:
+            _answer(sock, api, version, hdr)
+        f.read(4)
+    server = StreamServer(("127.0.0.1", 0), broker)
+    server.start()
+    ch = ControllerChannel(local_broker_id=1)
+    try:
+        ch.add_broker(2, "127.0.0.1", server.server_port)
+        for epoch in (1, 2, 3):
+            ch.send(2, 6, {"controller_id": 1, "controller_epoch": epoch, "live_brokers": []},
+                    lambda r, e=epoch: (answered.append(e), e == 3 and done.set()))
+        done.get(timeout=5)
+        assert seen == [1, 2, 3] and answered == [1, 2, 3]
+    finally:
+        ch.remove_all()
+        server.stop()
+
+
+def test_unanswered_requests_are_written_again_in_order_after_a_lost_connection(monkeypatch):
+    monkeypatch.setattr(chmod, "BACKOFF_MIN", 0.01)
+    seen, answered = [], []
+    connections = []
+    done = AsyncResult()
+
+    def broker(sock, _addr):
+        connections.append(sock)
+        f = sock.makefile("rb")
+        if len(connections) == 1:
+            # the first connection: two requests in flight, the first answered, then the connection is lost
+            first, second = _read_request(f), _read_request(f)
+            seen.extend(req[3]["controller_epoch"] for req in (first, second))
+            _answer(sock, *first[:3])
+            gevent.sleep(0.05)
+            sock.close()
+            return
+        while True:
+            req = _read_request(f)
+            if req is None:
+                return
+            seen.append(req[3]["controller_epoch"])
+            _answer(sock, *req[:3])
+    server = StreamServer(("127.0.0.1", 0), broker)
+    server.start()
+    ch = ControllerChannel(local_broker_id=1)
+    try:
+        ch.add_broker(2, "127.0.0.1", server.server_port)
+        for epoch in (1, 2, 3):
+            ch.send(2, 6, {"controller_id": 1, "controller_epoch": epoch, "live_brokers": []},
+                    lambda r, e=epoch: (answered.append(e), e == 3 and done.set()))
+        done.get(timeout=5)
+        # 1 and 2 were in flight on the first connection (3 too, at most IN_FLIGHT); only 1 was answered. What was
+        # not answered is written again on the next connection, in order, and every callback runs once, in order.
+        assert len(connections) == 2
+        assert answered == [1, 2, 3]
+        assert seen == [1, 2, 2, 3]
+    finally:
+        ch.remove_all()
+        server.stop()
