@@ -45,7 +45,11 @@ VERSIONS = {LEADER_AND_ISR: 4, STOP_REPLICA: 3, UPDATE_METADATA: 6}
 
 _SIZE = struct.Struct(">i")
 BACKOFF_MIN, BACKOFF_MAX = 0.1, 3.0
-IN_FLIGHT = 8    # unanswered requests per broker connection (module docstring)
+# Unanswered requests per broker connection (module docstring). The sender reads answers only between its writes,
+# so a write may wait on a broker that waits for its answers to be read: a broker keeps reading requests until 4 MiB
+# of answers are queued (server/connection.py MAX_QUEUED_BYTES), and 8 answers of at most ~90 KB (a request carries
+# <= batch.MAX_ELEMENTS values: ~9,000 partitions, ~10 bytes each in a LeaderAndIsr answer) stay far below that.
+IN_FLIGHT = 8
 MAX_RESPONSE = 64 << 20  # controller responses are a few bytes per partition
 
 
