@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -39,7 +40,7 @@ from tests.integration.test_cluster_common import Cluster, metadata  # noqa: E40
 
 def full_isrs(cluster: Cluster, topics: list[str], per_topic: int) -> bool:
     md = metadata(cluster.running()[0], topics)
-    parts = [p for t in md["topics"].values() for p in t["partitions"].values()] if "topics" in md else []
+    parts = [p for t in md["topics"].values() for p in t["partitions"].values()]
     return len(parts) == len(topics) * per_topic and all(len(p["isr"]) == 2 for p in parts)
 
 
@@ -109,7 +110,7 @@ def main() -> int:
         window = time.monotonic() - t0
         producer.flush(60)
         lat.sort()
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path.cwd(), capture_output=True,
+        commit = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True,
                                 text=True).stdout.strip()
         out = {"commit": commit, "partitions": args.partitions, "followed_per_broker": args.partitions // 2,
                "hot": args.hot, "hot_topic": args.hot_topic, "rate": args.rate, "seconds": round(window, 1), "offered": offered,
@@ -124,7 +125,6 @@ def main() -> int:
     finally:
         cluster.close()
         ensemble.close()
-        import shutil
         shutil.rmtree(tmp, ignore_errors=True)
 
 

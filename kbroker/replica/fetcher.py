@@ -125,7 +125,7 @@ class FetchState:
     """One followed partition in one fetcher; replaced (never mutated across roles) on each LeaderAndIsr."""
     __slots__ = ("partition", "leader_epoch", "truncating", "delay_until", "in_sync", "lag", "since")
 
-    def __init__(self, partition, leader_epoch, truncating=True):
+    def __init__(self, partition, leader_epoch, truncating=True, since=0):
         self.partition = partition
         self.leader_epoch = leader_epoch
         self.truncating = truncating
@@ -134,7 +134,7 @@ class FetchState:
         # Messages behind the leader's HW after the last response (Kafka's FetcherLagMetrics: max(0, leader HW -
         # our next fetch offset)); 0 until the first answer. The metrics' MaxLag is the largest of these.
         self.lag = 0
-        self.since = 0                  # the fetcher's request count when this state was added
+        self.since = since              # the fetcher's request count when this state was added
 
     def __repr__(self):
         return "FetchState(%s-%d epoch=%d truncating=%s)" % (self.partition.topic, self.partition.index,
@@ -170,9 +170,7 @@ class ReplicaFetcher:
 
     # ------------------------------------------------------------------------------------------- membership
     def add_partition(self, tp, partition, leader_epoch):
-        st = FetchState(partition, leader_epoch)
-        st.since = self._sent
-        self.states[tp] = st
+        self.states[tp] = FetchState(partition, leader_epoch, since=self._sent)
         self._delayed.pop(tp, None)
         self._truncating.add(tp)
         self._changed.add(tp)

@@ -11,20 +11,51 @@ from kbroker.protocol.apis import APIS
 from kbroker.protocol.headers import decode_request_header, encode_response_header
 
 
+def _read_request(f):
+    """(api, version, header, body) of the next request on the file ``f``; None at its end."""
+    head = f.read(4)
+    if len(head) < 4:
+        return None
+    frame = f.read(struct.unpack(">i", head)[0])
+    api = APIS[struct.unpack(">h", frame[:2])[0]]
+    version = struct.unpack(">h", frame[2:4])[0]
+    hdr, pos = decode_request_header(frame, api.request_header_version(version))
+    return api, version, hdr, api.decode_request(version, frame, pos)
+
+
+def _answer(sock, api, version, hdr, body=None):
+    body = body if body is not None else {"error_code": 0}
+    frame = bytes(encode_response_header(api.response_header_version(version), hdr.correlation_id)) + \
+        api.encode_response(version, body).getvalue()
+    sock.sendall(struct.pack(">i", len(frame)) + frame)
+
+
 def serve(sock, addr, seen):
     f = sock.makefile("rb")
     while True:
-        head = f.read(4)
-        if len(head) < 4:
+        req = _read_request(f)
+        if req is None:
             return
-        frame = f.read(struct.unpack(">i", head)[0])
-        api = APIS[struct.unpack(">h", frame[:2])[0]]
-        version = struct.unpack(">h", frame[2:4])[0]
-        hdr, pos = decode_request_header(frame, api.request_header_version(version))
-        seen.append((hdr.api_key, version, api.decode_request(version, frame, pos)["controller_epoch"]))
-        body = bytes(encode_response_header(api.response_header_version(version), hdr.correlation_id)) + \
-            api.encode_response(version, {"error_code": 0, "partition_errors": []}).getvalue()
-        sock.sendall(struct.pack(">i", len(body)) + body)
+        api, version, hdr, body = req
+        seen.append((hdr.api_key, version, body["controller_epoch"]))
+        _answer(sock, api, version, hdr, {"error_code": 0, "partition_errors": []})
+
+
+def _send_three(port):
+    """UpdateMetadata with controller epochs 1, 2, 3 to broker 2 at ``port``, waited for; -> (the epochs in the
+    order their callbacks ran, the channel: the caller removes its brokers)."""
+    answered = []
+    done = AsyncResult()
+    ch = ControllerChannel(local_broker_id=1)
+    ch.add_broker(2, "127.0.0.1", port)
+    for epoch in (1, 2, 3):
+        ch.send(2, 6, {"controller_id": 1, "controller_epoch": epoch, "live_brokers": []},
+                lambda r, e=epoch: (answered.append(e), e == 3 and done.set()))
+    try:
+        done.get(timeout=5)
+    finally:
+        ch.remove_all()
+    return answered
 
 
 def test_network_send_retries_and_keeps_order(monkeypatch):
@@ -66,28 +97,10 @@ def test_local_shortcut():
     assert ch.brokers() == []
 
 
-def _read_request(f):
-    head = f.read(4)
-    if len(head) < 4:
-        return None
-    frame = f.read(struct.unpack(">i", head)[0])
-    api = APIS[struct.unpack(">h", frame[:2])[0]]
-    version = struct.unpack(">h", frame[2:4])[0]
-    hdr, pos = decode_request_header(frame, api.request_header_version(version))
-    return api, version, hdr, api.decode_request(version, frame, pos)
-
-
-def _answer(sock, api, version, hdr):
-    body = bytes(encode_response_header(api.response_header_version(version), hdr.correlation_id)) + \
-        api.encode_response(version, {"error_code": 0}).getvalue()
-    sock.sendall(struct.pack(">i", len(body)) + body)
-
-
 def test_several_requests_are_in_flight_and_answered_in_order():
     # The broker reads three requests before it answers any: with one request in flight the channel would wait
     # for the first answer forever (Kafka's RequestSendThread does); with several, all three arrive at once.
-    seen, answered = [], []
-    done = AsyncResult()
+    seen = []
 
     def broker(sock, _addr):
         f = sock.makefile("rb")
@@ -98,24 +111,17 @@ def test_several_requests_are_in_flight_and_answered_in_order():
         f.read(4)
     server = StreamServer(("127.0.0.1", 0), broker)
     server.start()
-    ch = ControllerChannel(local_broker_id=1)
     try:
-        ch.add_broker(2, "127.0.0.1", server.server_port)
-        for epoch in (1, 2, 3):
-            ch.send(2, 6, {"controller_id": 1, "controller_epoch": epoch, "live_brokers": []},
-                    lambda r, e=epoch: (answered.append(e), e == 3 and done.set()))
-        done.get(timeout=5)
+        answered = _send_three(server.server_port)
         assert seen == [1, 2, 3] and answered == [1, 2, 3]
     finally:
-        ch.remove_all()
         server.stop()
 
 
 def test_unanswered_requests_are_written_again_in_order_after_a_lost_connection(monkeypatch):
     monkeypatch.setattr(chmod, "BACKOFF_MIN", 0.01)
-    seen, answered = [], []
+    seen = []
     connections = []
-    done = AsyncResult()
 
     def broker(sock, _addr):
         connections.append(sock)
@@ -136,18 +142,12 @@ def test_unanswered_requests_are_written_again_in_order_after_a_lost_connection(
             _answer(sock, *req[:3])
     server = StreamServer(("127.0.0.1", 0), broker)
     server.start()
-    ch = ControllerChannel(local_broker_id=1)
     try:
-        ch.add_broker(2, "127.0.0.1", server.server_port)
-        for epoch in (1, 2, 3):
-            ch.send(2, 6, {"controller_id": 1, "controller_epoch": epoch, "live_brokers": []},
-                    lambda r, e=epoch: (answered.append(e), e == 3 and done.set()))
-        done.get(timeout=5)
+        answered = _send_three(server.server_port)
         # 1 and 2 were in flight on the first connection (3 too, at most IN_FLIGHT); only 1 was answered. What was
         # not answered is written again on the next connection, in order, and every callback runs once, in order.
         assert len(connections) == 2
         assert answered == [1, 2, 3]
         assert seen == [1, 2, 2, 3]
     finally:
-        ch.remove_all()
         server.stop()
