@@ -242,6 +242,7 @@ class ReplicaManager:
             self._await_new_epochs([st.tp for st in partition_states])
             result = {}
             accepted = []
+            refreshed = 0       # partitions that took a new ISR in their leader epoch (refresh_state)
             slice_ = TimeSlice()
             for st in partition_states:
                 slice_.tick()
@@ -262,11 +263,12 @@ class ReplicaManager:
                     # ISR never changed again, even after a new controller re-sent the state (CI, ensemble down).
                     result[tp] = errors.NONE
                     la = st.leader_and_isr
+                    refreshed += 1
                     state_change_log.info(
                         "Broker %d completed LeaderAndIsr request from controller %d epoch %d for the isr-update "
-                        "transition for partition [%s,%d] (Leader:%d,ISR:%s,LeaderEpoch:%d): error 0",
+                        "transition for partition [%s,%d] (Leader:%d,ISR:%s,LeaderEpoch:%d,ZkVersion:%d): error 0",
                         self.broker_id, controller_id, controller_epoch, topic, p, la.leader,
-                        ",".join(map(str, la.isr)), la.leader_epoch)
+                        ",".join(map(str, la.isr)), la.leader_epoch, la.zk_version)
                     continue
                 if part is not None and epoch <= part.leader_epoch:
                     log.info("%s-%d: ignoring LeaderAndIsr from controller %d with leader epoch %d (have %d)",
@@ -278,6 +280,9 @@ class ReplicaManager:
                     result[tp] = errors.STALE_CONTROLLER_EPOCH
                     continue
                 accepted.append(st)
+            if refreshed:
+                log.info("LeaderAndIsr from controller %d epoch %d: %d partitions took a new ISR in their leader "
+                         "epoch (each in state-change.log)", controller_id, controller_epoch, refreshed)
             result.update(self._host_new({st.tp: st for st in accepted}))
             gates = {}                              # tp -> (Partition, gate): appends held (_prepare_leader_epochs)
             applied = gevent.event.Event()          # set once every accepted state is applied (or failed)

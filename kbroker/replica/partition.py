@@ -506,8 +506,12 @@ class Partition:
         return True; False (nothing changed) for any other state, which the normal LeaderAndIsr rules handle."""
         if la.leader_epoch != self.leader_epoch or la.leader != self.leader or la.zk_version <= self.zk_version:
             return False
-        log.info("%s-%d: ISR %s at znode version %d from the controller (had %s at %d), leader epoch %d",
-                 self.topic, self.index, list(la.isr), la.zk_version, self.isr, self.zk_version, self.leader_epoch)
+        if log.isEnabledFor(logging.DEBUG):
+            # at DEBUG: a broker failure brings thousands at once (one INFO line per LeaderAndIsr says how many,
+            # and state-change.log has each partition's, as Kafka's does)
+            log.debug("%s-%d: ISR %s at znode version %d from the controller (had %s at %d), leader epoch %d",
+                      self.topic, self.index, list(la.isr), la.zk_version, self.isr, self.zk_version,
+                      self.leader_epoch)
         self.zk_version = la.zk_version
         if self.is_leader:
             self.isr = list(la.isr) if self.broker_id in la.isr else self.isr

@@ -172,13 +172,16 @@ def test_kill9_controller_removes_it_from_isr_and_reelects_its_partitions(health
                    2: first[2] + [b"inflight-2"] + second[2]}
 
     # No survivor ignored a LeaderAndIsr for these partitions since the kill; the leaders of p0 and p2 took
-    # their new ISR in the same epoch, at the new znode version.
+    # their new ISR (without the victim) in the same epoch, at the new znode version (their state-change.log).
     for s in survivors:
         assert ignored_lines(s, topic, log_marks[s.broker_id]) == []
     for p, leader in ((0, a), (2, b)):
-        text = cluster.broker(leader).log_text()[log_marks[leader]:]
-        line = rf"{topic}-{p}: ISR \[[0-9, ]+\] at znode version {before_versions[p] + 1} from the controller"
-        assert re.search(line, text), (p, leader, line)
+        path = cluster.broker(leader).server_log_dir / "state-change.log"
+        line = re.compile(rf"for the isr-update transition for partition \[{topic},{p}\] \(Leader:{leader},"
+                          rf"ISR:([0-9,]+),LeaderEpoch:\d+,ZkVersion:{before_versions[p] + 1}\): error 0")
+        found = wait_until(lambda: line.findall(path.read_text(errors="replace")), 5, 0.1,
+                           f"the isr-update of {topic}-{p} in broker {leader}'s state-change.log")
+        assert sorted(int(r) for r in found[-1].split(",")) == sorted([a, b]), (p, leader, found)
 
 
 def test_follower_dying_while_no_controller_is_active_leaves_the_isr(healthy):
