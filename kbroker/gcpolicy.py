@@ -17,6 +17,15 @@ once the rest is frozen):
 - more (a burst of growth): collect the young generations only and freeze; a cycle among the frozen objects
   that dies later waits for the next compaction.
 
+Young collections: CPython collects generation 0 every 700 net allocations, and one in ten of those also
+generation 1; with the heap frozen those are cheap, but a burst of allocation runs hundreds of them, and each tenth
+one counts towards a full collection of what is unfrozen. ``settle`` raises the first threshold to
+``YOUNG_EVERY`` (10,000): a broker failure's controller work (20,000 partition states elected, written, sent;
+30,000 partitions x RF 2, frozen heap, in-process driver) went from 0.75-0.82 to 0.66-0.71 s of CPU, against
+0.61-0.63 s with the collector off. A young collection then walks at most ~10,000 objects (about a millisecond),
+a generation-1 one at most ~10x that (as a ``COLLECT_MAX`` collection, tens of ms, only when everything
+allocated survived).
+
 Compaction: every ``COMPACT_S`` (an hour) everything is unfrozen, collected once and frozen again. That is the
 one pause left that grows with the heap (~0.15 s at 10,000 partitions, once an hour instead of at every
 quarter's growth); it reclaims reference cycles that died while frozen (a closed connection's, a deleted
@@ -35,6 +44,7 @@ CHECK_S = 1.0
 FREEZE_AT = 50_000
 COLLECT_MAX = 100_000
 COMPACT_S = 3600.0
+YOUNG_EVERY = 10_000
 
 
 class GcPolicy:
@@ -52,8 +62,10 @@ class GcPolicy:
         self._compacted_at = clock()
 
     def settle(self):
-        """After startup: collect once (nobody is waiting yet) and freeze what is left."""
+        """After startup: collect once (nobody is waiting yet), freeze what is left, and collect the young
+        generation every ``YOUNG_EVERY`` allocations from now on."""
         self._timed(lambda: (gc.collect(), gc.freeze()))
+        gc.set_threshold(YOUNG_EVERY, *gc.get_threshold()[1:])
         self.freezes += 1
         self._compacted_at = self.clock()
 

@@ -4,7 +4,7 @@ import weakref
 
 import pytest
 
-from kbroker.gcpolicy import GcPolicy
+from kbroker.gcpolicy import YOUNG_EVERY, GcPolicy
 
 
 class Node:
@@ -27,7 +27,9 @@ def quiet_heap():
     and give the process its collector back afterwards."""
     gc.collect()
     gc.freeze()
+    thresholds = gc.get_threshold()
     yield
+    gc.set_threshold(*thresholds)
     gc.unfreeze()
     gc.collect()
 
@@ -110,4 +112,19 @@ def test_settle_freezes_everything_after_one_collection():
     assert ref() is None
     assert len(gc.get_objects(2)) < 100 and len(gc.get_objects(0)) < 100
     assert policy.freezes == 1
+    assert gc.get_threshold()[0] == YOUNG_EVERY == 10_000       # young collections every 10,000 allocations
+    del keep
+
+
+def test_after_settle_young_collections_come_every_ten_thousand_allocations():
+    GcPolicy().settle()
+    seen = []
+    gc.callbacks.append(lambda phase, info: seen.append(info["generation"]) if phase == "start" else None)
+    try:
+        keep = [[] for _ in range(9_000)]         # tracked containers: below the threshold, no collection
+        assert seen == []
+        keep += [[] for _ in range(2_000)]        # past it: one young collection
+        assert seen == [0]
+    finally:
+        gc.callbacks.pop()
     del keep
