@@ -340,7 +340,8 @@ def _copy_default(v):
 
 
 def _compile_fields(fields, version, flexible):
-    """Build (decode(buf,pos)->(dict,pos), encode(w,dict), defaults, min_size) for a struct at one version.
+    """Build (decode(buf,pos)->(dict,pos), encode(w,dict), copy(dict)->dict, defaults, min_size) for a struct at
+    one version (``copy``: what decoding the encoded dict gives, without the bytes; ``Api.copy_request``).
 
     ``min_size`` is the fewest bytes the struct can take on the wire (its regular fields' minimal sizes plus the
     empty tagged-field section): the per-array bound of ``dec_array``.
@@ -404,7 +405,8 @@ _CODE = {}      # generated source -> its code object
 
 
 def _struct_source(regular, has_fresh, flexible, ns):
-    """Source of ``decode(buf, pos)`` and ``encode(w, d)`` for one struct; ``ns`` gets the objects it names.
+    """Source of ``decode(buf, pos)``, ``encode(w, d)`` and ``copy(d)`` for one struct; ``ns`` gets the objects
+    it names.
 
     The source holds only the struct's shape -- its runs' sizes, and names of ``ns`` (field names are ``ns``
     values too, ``name_K``) -- so structs of one shape share one compiled code object (``_CODE``). For fields a,
