@@ -551,7 +551,7 @@ def _compile_field(f, version, flexible):
                 None if (f.default is None) else list(f.default), _copy_list)
         if elem:
             edec, eenc = _primitive(elem, compact, False)
-            ecopy = _BLOB_COPY if elem in ("bytes", "records") else None
+            ecopy = _copy_blob if elem in ("bytes", "records") else None
         else:
             sub = _compile_fields(f.fields, version, flexible)
             edec, eenc, ecopy = sub.decode, sub.encode, sub.copy
@@ -622,7 +622,7 @@ def _compile_field(f, version, flexible):
         default = None if (f.default is None) else list(f.default)
         return dec_array, enc_array, default, copy_array
     dec, enc = _primitive(t, compact, nullable)
-    return dec, enc, f.default, (_BLOB_COPY if t in ("bytes", "records") else None)
+    return dec, enc, f.default, (_copy_blob if t in ("bytes", "records") else None)
 
 
 def _copy_list(v):
@@ -634,8 +634,6 @@ def _copy_blob(v):
     """A bytes or records value as decoding gives it: bytes (None stays None)."""
     return v if v is None or v.__class__ is bytes else bytes(v)
 
-
-_BLOB_COPY = _copy_blob
 
 
 def _fixed_array_codec(name, code, compact, nullable):
