@@ -89,7 +89,8 @@ def _sparse(rng, fields, version, depth=0):
         if rng.random() < 0.3:
             continue
         if f.type == "[]":
-            out[f.name] = [_sparse(rng, f.fields, version, depth + 1) for _ in range(rng.randint(0, 3 if depth < 3 else 0))]
+            n = rng.randint(0, 3 if depth < 3 else 0)
+            out[f.name] = [_sparse(rng, f.fields, version, depth + 1) for _ in range(n)]
         elif f.type == "{}":
             out[f.name] = _sparse(rng, f.fields, version, depth + 1)
         else:
