@@ -707,6 +707,19 @@ def decode_limited(decode, buf, pos, max_elements, pause=None):
         b.left, b.limit, b.pause = saved
 
 
+def _pausing(pause, fn, *args):
+    """``fn(*args)`` with ``pause`` called every PAUSE_EVERY elements of a long array (None: no pauses)."""
+    if pause is None:
+        return fn(*args)
+    b = _budget
+    saved = b.pause
+    b.pause = pause
+    try:
+        return fn(*args)
+    finally:
+        b.pause = saved
+
+
 # ------------------------------------------------------------------------------------------------------ the API
 
 class Api:
@@ -773,16 +786,7 @@ class Api:
         ``Encoded`` elements decoded. Values are not range-checked as the encoder does: for messages this process
         built itself (the controller's requests to its own broker: ~1 us a partition state instead of ~5 us).
         ``pause``: see PAUSE_EVERY."""
-        c = self._compiled("req", version)
-        if pause is None:
-            return c.copy(msg)
-        b = _budget
-        saved = b.pause
-        b.pause = pause
-        try:
-            return c.copy(msg)
-        finally:
-            b.pause = saved
+        return _pausing(pause, self._compiled("req", version).copy, msg)
 
     def encode_response(self, version, msg, w=None, pause=None):
         """``msg`` appended to ``w`` (a new Writer when None). ``pause``: see PAUSE_EVERY."""
@@ -808,16 +812,7 @@ class Api:
 
     def _encode(self, which, version, msg, w, pause):
         w = w or Writer()
-        if pause is None:
-            self._compiled(which, version).encode(w, msg)
-            return w
-        b = _budget
-        saved = b.pause
-        b.pause = pause
-        try:
-            self._compiled(which, version).encode(w, msg)
-        finally:
-            b.pause = saved
+        _pausing(pause, self._compiled(which, version).encode, w, msg)
         return w
 
     def __repr__(self):
