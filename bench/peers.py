@@ -50,6 +50,29 @@ def process_cpu(pid):
     return int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK
 
 
+def write_floor(directory=None, mb=512, passes=2):
+    """The kernel's cost of writing into the page cache in this sitting: system CPU seconds per GB of 1 MiB
+    ``os.write``s to a new file in ``directory`` (the brokers' disk), deleted after each pass -> [s/GB per pass].
+
+    On this VM the first pass is the one the brokers pay: a page the guest touches for the first time since the
+    host took it back (free page reporting, section "session 16" item 6 of docs/performance.md) costs ~10x a
+    reused one -- 2.51 s/GB first against 0.26 s/GB for a second pass over the same pages, measured. Every broker's
+    new segment data lands on such pages, so this floor is printed beside the CPU-per-GB figures it is part of."""
+    buf = b"x" * (1 << 20)
+    out = []
+    for _ in range(passes):
+        fd, path = tempfile.mkstemp(prefix="kbench-floor-", dir=directory)
+        try:
+            t0 = os.times()
+            for _ in range(mb):
+                os.write(fd, buf)
+            out.append((os.times().system - t0.system) / (mb / 1024.0))
+        finally:
+            os.close(fd)
+            os.unlink(path)
+    return out
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -174,11 +197,12 @@ class BrokerProc:
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
 
-    def stop(self, keep=False):
+    def stop(self, keep=False, timeout=10.0):
+        """SIGTERM, then SIGKILL after ``timeout`` s; the temp dir removed unless ``keep``."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(10)
+                self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
@@ -249,11 +273,16 @@ class KafkaProc(BrokerProc):
         return [shutil.which("java"), "-Xms1g", "-Xmx1g", "-XX:+UseG1GC", "-Djava.awt.headless=true",
                 "-cp", self.classpath, "kafka.Kafka", self._config()]
 
+    node_id = 1
+
+    def voters(self):
+        return "1@127.0.0.1:%d" % self.controller_port
+
     def _config(self):
         path = os.path.join(self.tmp, "server.properties")
         props = {
-            "process.roles": "broker,controller", "node.id": 1,
-            "controller.quorum.voters": "1@127.0.0.1:%d" % self.controller_port,
+            "process.roles": "broker,controller", "node.id": self.node_id,
+            "controller.quorum.voters": self.voters(),
             "listeners": "PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d" % (self.port, self.controller_port),
             "advertised.listeners": "PLAINTEXT://127.0.0.1:%d" % self.port,
             "controller.listener.names": "CONTROLLER", "inter.broker.listener.name": "PLAINTEXT",
@@ -262,20 +291,102 @@ class KafkaProc(BrokerProc):
             "transaction.state.log.replication.factor": 1, "transaction.state.log.min.isr": 1,
             "group.initial.rebalance.delay.ms": 0,
         }
+        props.update(self.extra_props())
         with open(path, "w") as f:
             f.write("".join("%s=%s\n" % kv for kv in props.items()))
         return path
 
-    def start(self, timeout=60.0):
-        cluster_id = "-"
-        while cluster_id.startswith("-"):   # the tool's argument parser reads "-..." as an option (Kafka's own
-            # Uuid.randomUuid() draws again for the same reason)
-            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    def extra_props(self):
+        return {}
+
+    def start(self, timeout=60.0, cluster_id=None):
+        self.format(cluster_id or new_cluster_id())
+        super().start(timeout)
+
+    def restart(self, timeout=60.0):
+        """Start again on the log dir of an earlier start (after ``stop(keep=True)`` or a kill): no format."""
+        BrokerProc.start(self, timeout)
+
+    def format(self, cluster_id):
         rc = subprocess.run([shutil.which("java"), "-cp", self.classpath, "kafka.tools.StorageTool", "format",
                              "-t", cluster_id, "-c", self._config()], capture_output=True, timeout=120)
         if rc.returncode != 0:
             raise RuntimeError("kafka storage format failed: %s" % rc.stderr.decode(errors="replace")[-2000:])
-        super().start(timeout)
+
+
+def new_cluster_id():
+    cluster_id = "-"
+    while cluster_id.startswith("-"):   # the tool's argument parser reads "-..." as an option (Kafka's own
+        # Uuid.randomUuid() draws again for the same reason)
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    return cluster_id
+
+
+class KafkaClusterNode(KafkaProc):
+    """One of the nodes of ``KafkaCluster``: broker and controller in one JVM, like the single node, but a voter
+    among the cluster's controllers and with Kafka's own defaults for its internal topics' replication."""
+
+    def __init__(self, classpath, node_id, cluster):
+        super().__init__(classpath)
+        self.node_id = node_id
+        self.cluster = cluster
+
+    def voters(self):
+        return ",".join("%d@127.0.0.1:%d" % (n.node_id, n.controller_port) for n in self.cluster.nodes)
+
+    def extra_props(self):
+        # Kafka's defaults (3, 3, 2) for the internal topics, as a 3-node cluster runs them.
+        return {"offsets.topic.replication.factor": 3, "transaction.state.log.replication.factor": 3,
+                "transaction.state.log.min.isr": 2}
+
+
+class KafkaCluster:
+    """Apache Kafka 4.4.0 as ``n`` KRaft nodes on 127.0.0.1, each broker + controller in one JVM (1 GB heap, G1),
+    all ``n`` voters of one controller quorum, one cluster id formatted into every node's log dir: the peer of
+    kbroker's 3-broker ZooKeeper cluster in bench/bench_replication.py. ``pids()`` for CPU accounting."""
+
+    def __init__(self, n=3):
+        cp = kafka_classpath()
+        if not cp or not shutil.which("java"):
+            raise PeerUnavailable("Apache Kafka not available (needs java and mvn for bench/kafka/pom.xml)")
+        self.nodes = [KafkaClusterNode(cp, i, self) for i in range(n)]
+
+    @property
+    def bootstrap(self):
+        return ",".join(n.bootstrap for n in self.nodes)
+
+    def start(self, timeout=120.0):
+        cluster_id = new_cluster_id()
+        for node in self.nodes:
+            node.format(cluster_id)
+        # A quorum of voters must be up before any node has a controller: start every JVM, then wait until one
+        # Metadata answer lists all n brokers.
+        for node in self.nodes:
+            node._out = open(node.out_path, "wb")
+            node.proc = subprocess.Popen(node.argv(), stdout=node._out, stderr=subprocess.STDOUT, cwd=node.tmp,
+                                         start_new_session=True)
+        deadline = time.monotonic() + timeout
+        admin = None
+        while time.monotonic() < deadline:
+            dead = [n for n in self.nodes if n.proc.poll() is not None]
+            if dead:
+                raise RuntimeError("kafka node %d exited during startup:\n%s" % (dead[0].node_id, dead[0].tail()))
+            try:
+                admin = admin or AdminClient({"bootstrap.servers": self.bootstrap})
+                md = admin.list_topics(timeout=5)
+                if len(md.brokers) == len(self.nodes):
+                    return self
+            except ck.KafkaException:
+                pass
+            time.sleep(0.5)
+        raise RuntimeError("kafka cluster not ready within %.0f s:\n%s" % (timeout, self.nodes[0].tail()))
+
+    def pids(self):
+        return [n.proc.pid for n in self.nodes]
+
+    def close(self):
+        for node in self.nodes:
+            node.stop()
 
 
 def make_broker(kind, tansu_bin=None, overrides=None):
