@@ -39,7 +39,9 @@ per broker, and written as JSON to ``bench/results/bench-<UTC time>.json``.
                 The first ``--warmup-seconds`` of records are discarded. p50/p99/max are nearest-rank.
   broker CPU    utime+stime of the broker process (all its threads) from /proc/<pid>/stat, sampled just before
                 and after each produce phase, divided by the payload GB (10**9 bytes of values) delivered.
-Client-side CPU (this process incl. librdkafka threads, from getrusage) is reported too. Consume phases report the
+Before each broker's round ``peers.write_floor`` measures the sitting's cost of writing into the page cache (on
+this VM a page new to the guest costs ~10x a reused one, and is part of every produce figure's system time); it is
+printed under the table. Client-side CPU (this process incl. librdkafka threads, from getrusage) is reported too. Consume phases report the
 broker's CPU per GB read as well (plaintext fetches go out with sendfile; TLS ones are read and encrypted).
 
 ``kbroker-tls`` is kbroker with its one listener on TLS (issue 10): ``SSL://`` with a throwaway CA and server
@@ -74,7 +76,7 @@ LAT_HDR = struct.Struct(">qi")
 
 # brokers: bench/peers.py (shared with transactions.py, many_clients.py, multi_broker.py)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from peers import (KINDS, BrokerProc, PeerUnavailable, create_topics, free_port,  # noqa: E402,F401
+from peers import (KINDS, BrokerProc, PeerUnavailable, create_topics, free_port, write_floor,  # noqa: E402,F401
                    make_broker, tansu_binary)
 
 
@@ -702,7 +704,9 @@ def main(argv=None):
         for kind in brokers:
             print("benchmarking %s (round %d/%d)" % (kind, rep + 1, args.repeat), file=sys.stderr, flush=True)
             load0 = os.getloadavg()
+            floor = write_floor()
             r = run_broker(kind, args, tansu_bin)
+            r["write_floor_s_per_gb"] = [round(x, 2) for x in floor]   # peers.write_floor: this sitting's page cache
             # the machine may be shared: a 1-minute load above nproc means the figures include waiting for a core
             r["loadavg_before_after"] = [round(load0[0], 2), round(os.getloadavg()[0], 2)]
             r["round"] = rep + 1
@@ -722,6 +726,11 @@ def main(argv=None):
             print("\n%s error: %s" % (r["broker"], e))
     if args.repeat > 1:
         print("\nmedian of %d rounds per figure (every round is in the JSON under \"runs\")" % args.repeat)
+    # Part of every CPU-per-GB figure above on a VM that returns freed memory to its host: the system time of
+    # writing into pages new to the guest (docs/performance.md, session 22, item 2).
+    print("\nthe page cache's write floor before each broker's round (system s/GB of 1 MiB writes to a new file, "
+          "first pass / second): %s" % "; ".join("%s %s" % (r["broker"], " / ".join("%.2f" % x for x in
+                                                 r["write_floor_s_per_gb"])) for r in runs))
     for r in runs:
         for phase, prof in sorted(r.get("profiles", {}).items()):
             print("\n%s %s profile (%s samples), top self frames:" % (r["broker"], phase, prof.get("samples")))
