@@ -374,6 +374,13 @@ def _read_pass(replicas, version, wanted, replica_id, first, budget, conversion,
                 r["aborted_transactions"] = [{"producer_id": pid, "first_offset": first_offset}
                                              for pid, first_offset in aborted]
                 pending = r["last_stable_offset"] > p["fetch_offset"]
+            elif p["fetch_offset"] == r["high_watermark"] >= r["log_start_offset"]:
+                # A consumer at the high watermark: nothing to read, no error (Log.read's empty slice, without
+                # building it). The common case of an idle partition: a sessionless Fetch of 1,000 idle partitions
+                # (librdkafka's every poll) cost 5.5 ms of broker CPU against Kafka's 1.4 (performance.md, session
+                # 22); the read was ~1 us of a partition's ~3.4 us in the handler.
+                out.append((topic, p, r, False))
+                continue
             else:
                 sl = part.read(p["fetch_offset"], limit, min_one=min_one)
                 pending = r["high_watermark"] > p["fetch_offset"]

@@ -121,6 +121,39 @@ def test_second_partition_with_a_batch_larger_than_what_is_left_gets_nothing(two
     assert got[("a", 0)] == (0, 1, b"") and batch_sizes(got[("a", 1)][2]) == [size]
 
 
+@pytest.mark.parametrize("version", [2, 4, 11])
+def test_a_consumer_at_the_high_watermark_is_answered_without_a_read(tmp_path, version):
+    """An idle partition (fetch offset == HW): no records, no error, its offsets -- and its log is not read (the
+    handler's fast path). Below the HW it is read; between the HW and the LEO empty, no error; past the LEO
+    OFFSET_OUT_OF_RANGE, as before."""
+    b = Replicas(tmp_path, [("a", 0), ("b", 0)], isr=(1, 2))   # b-0's follower never fetches: its HW stays 0
+    b.append("a", 0, recs(3, 10))
+    b.parts[("a", 0)].make_leader(2, [1], [1, 2], 0)            # a-0 shrinks to ISR {1}: its HW is its LEO, 3
+    b.append("b", 0, recs(3, 10))
+    a = b.parts[("a", 0)]
+    assert (a.high_watermark, a.log_end_offset) == (3, 3)
+    assert (b.parts[("b", 0)].high_watermark, b.parts[("b", 0)].log_end_offset) == (0, 3)
+    reads = []
+    for part in b.parts.values():
+        part.read = (lambda real: lambda *x, **k: reads.append(x[0]) or real(*x, **k))(part.read)
+
+    resp = fetch_handler(Ctx(b, version), req([("a", 0, 3, 1 << 20), ("b", 0, 0, 1 << 20)]))
+    got = {(t["topic"], p["partition_index"]): p for t in resp["responses"] for p in t["partitions"]}
+    for key, hw in ((("a", 0), 3), (("b", 0), 0)):
+        p = got[key]
+        assert (p["error_code"], p["high_watermark"], p["log_start_offset"], p["records"]) == (0, hw, 0, b"")
+        if version >= 4:
+            assert p["last_stable_offset"] == hw
+    assert reads == []
+
+    got, _ = answers(fetch_handler(Ctx(b, version), req([("a", 0, 2, 1 << 20), ("b", 0, 2, 1 << 20)])))
+    assert reads == [2, 2]
+    assert got[("a", 0)][:2] == (0, 3) and len(got[("a", 0)][2]) > 0   # below the HW: the last record
+    assert got[("b", 0)] == (0, 0, b"")                                  # between the HW and the LEO: empty
+    got, _ = answers(fetch_handler(Ctx(b, version), req([("a", 0, 4, 1 << 20)])))
+    assert reads == [2, 2, 4] and got[("a", 0)][0] == errors.OFFSET_OUT_OF_RANGE   # past the LEO
+
+
 def test_response_max_bytes_is_enforced_across_partitions(tmp_path):
     b = Replicas(tmp_path, [("m", p) for p in range(4)])
     for p in range(4):
