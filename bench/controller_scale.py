@@ -4,6 +4,7 @@
     python bench/controller_scale.py [--partitions 30000] [--topics 30] [--rf 2] [--session-ms 6000]
                                      [--rebalance [--settle-s 20]]
                                      [--pyspy PATH [--profile-dir DIR] [--profile-s 12]]
+                                     [--brokers kbroker,kafka [--kafka-session-ms MS]]
 
 Starts a local 3-node ZooKeeper ensemble and 3 kbroker processes (tests/integration harness; chroot /kb;
 zookeeper.session.timeout.ms = --session-ms), creates --topics topics of --partitions / --topics partitions each
@@ -25,6 +26,55 @@ zookeeper.session.timeout.ms = --session-ms), creates --topics topics of --parti
 
 Prints a markdown table and writes JSON to bench/results/controller-scale-<UTC time>.json with the load average.
 ``run(...)`` is what tests/integration/test_controller_scale.py calls with smaller numbers.
+
+``--brokers kbroker,kafka`` also runs Apache Kafka 4.4, the clusters in the order given, one at a time (never both at
+once; default ``kbroker``, whose path and figures are the above, unchanged): bench/peers.py's ``KafkaCluster(3)``, 3
+KRaft nodes on 127.0.0.1, each broker + controller in one JVM, all three voters of the controller quorum. The same
+steps where Kafka has them:
+
+  create        the same topics (count, partitions, RF; placement is Kafka's), until every node's Metadata (asked of
+                each node itself; v4, so as not to ask Kafka to auto-create a topic) lists every partition with a
+                live leader.
+  shutdown      SIGTERM of the node leading the most partitions that is not the active controller (the quorum's
+                leader, read from each node's quorum-state file): from its "[BrokerServer id=N] shutting down" line
+                to its BrokerLifecycleManager's "Transitioning from PENDING_CONTROLLED_SHUTDOWN to SHUTTING_DOWN"
+                (the controller has moved its leaderships away and let it go: the end of Kafka's controlled
+                shutdown), and SIGTERM to exit. The node is always restarted (``restart()``, same log dir), whatever
+                the RF: the kill -9 that follows takes a second voter down, and two of three must stay up for a quorum.
+                With --rebalance, the same preferred election of every partition. The release comes in a heartbeat
+                answer (every broker.heartbeat.interval.ms, 2,000 ms, once the first pending-shutdown answer is
+                in), so a few hundred partitions take ~2 s; the restarted node registers only once its previous
+                session has expired (DUPLICATE_BROKER_REGISTRATION until then).
+  kill -9       kill -9 of the non-active-controller node leading the most partitions (as for kbroker: the broker's
+                failure alone, not a controller failover), the same SAMPLE acks=1 records in flight and the same
+                "serving" (the last acknowledged by a new leader, from the kill); "noticed" is the active
+                controller's "Fencing broker N ... because its session has timed out" line (the session runs from
+                the broker's last heartbeat, 0-2 s before the kill: it can come before the session timeout).
+
+Kafka's failure detector is not ZooKeeper's: a broker holds a heartbeat session with the active KRaft controller
+(broker.session.timeout.ms, Kafka's default 9,000 ms; heartbeats every broker.heartbeat.interval.ms, 2,000 ms), and
+the controller fences it, electing new leaders in the same metadata records, when the session times out. Kafka's
+bound is therefore *its* session timeout + 2 s; both bounds are printed, with each detector's timeout. By default the
+Kafka nodes get broker.session.timeout.ms = --session-ms (so the two runs have the same detector timeout);
+--kafka-session-ms sets another value, 0 leaves Kafka's default. The other Kafka setting beside bench/peers.py's is
+auto.leader.rebalance.enable=false, as kbroker's run sets (the restarted node's preferred leaderships would otherwise
+move back within leader.imbalance.check.interval.seconds, perhaps in the kill's window). ZooKeeper transactions and
+the controller's "written in" times are kbroker-only: Kafka's controller writes records to its own Raft log and
+logs no such time (its controller's span from granting the controlled shutdown to releasing the broker is reported
+for information, not as a peer of kbroker's write time).
+
+Kafka's logs: bench/peers.py's Kafka classpath has slf4j-api but no slf4j binding, so Kafka logs nothing. This
+script adds log4j-slf4j-impl (the bridge Kafka's own distribution ships, the version of the classpath's log4j-core,
+fetched into ~/.m2 with ``mvn dependency:get`` if missing) and its own log4j2 config in its temp dir, passed with
+-Dlog4j2.configurationFile: Kafka's layout ("[%d] %p %m (%c)%n") to broker.out, WARN except INFO for the loggers
+whose lines are read (kafka.server.BrokerServer, org.apache.kafka.server.BrokerLifecycleManager,
+org.apache.kafka.controller.BrokerHeartbeatManager, and ReplicationControlManager's fencing line alone), and
+log4j2's shutdown hook off (it would close the appender before Kafka's shutdown logs its end): not the
+distribution's INFO everywhere, whose per-partition lines would cost a 30,000-partition JVM more than kbroker's
+logging. Without the bridge the Kafka figures taken from lines are None (SIGTERM to exit and serving are still
+measured).
+Kafka keeps a descriptor open per partition log (its docs ask for 100,000+); at 30,000 x RF 2 each node holds 20,000
+logs, at this machine's hard limit of 20,000: the full size may fail there with "Too many open files".
 """
 from __future__ import annotations
 
@@ -33,6 +83,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -43,12 +94,21 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))   # bench/ (not a package): peers
-from peers import process_cpu  # noqa: E402
-from tests.integration.harness import ZkEnsemble, wait_until  # noqa: E402
-from tests.integration.test_cluster_common import Cluster, metadata  # noqa: E402
+from peers import (KafkaCluster, KafkaClusterNode, PeerUnavailable, kafka_classpath,  # noqa: E402
+                   process_cpu)
+from tests.integration.harness import ZkEnsemble, raw_request, wait_until  # noqa: E402
+from tests.integration.test_cluster_common import Cluster, metadata as metadata_v1  # noqa: E402
 
 SAMPLE = 30
 _STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]")
+
+
+def metadata(broker, topics: list[str] | None = None, timeout: float = 5.0) -> dict:
+    """Metadata asked of ``broker`` itself: v1 (tests/integration) of a kbroker broker, as always;
+    ``kafka_metadata`` (v4, the same answer's shape) of an Apache Kafka node."""
+    if isinstance(broker, ScaleKafkaNode):
+        return kafka_metadata(broker, topics, timeout)
+    return metadata_v1(broker, topics, timeout)
 
 
 def log_time(line: str) -> float:
@@ -393,6 +453,348 @@ def run(base: Path, ensemble: ZkEnsemble, partitions: int, n_topics: int, rf: in
         cluster.close()
 
 
+# ------------------------------------------------------------------------------------ Apache Kafka (--brokers kafka)
+
+KAFKA_DEFAULT_SESSION_MS = 9000     # broker.session.timeout.ms's default in Kafka 4.x
+
+# Kafka 4.4's own lines (its source: BrokerServer.shutdown, BrokerLifecycleManager, BrokerHeartbeatManager,
+# ReplicationControlManager.maybeFenceOneStaleBroker), each at INFO in the logger LOG4J2 enables.
+K_SHUTDOWN_BEGIN = r"\[BrokerServer id=%d\] shutting down"
+K_SHUTDOWN_DONE = r"Transitioning from PENDING_CONTROLLED_SHUTDOWN to SHUTTING_DOWN"
+K_CTL_GRANTED = r"Unfenced broker %d has requested and been granted a controlled shutdown"
+K_CTL_RELEASED = r"The request from broker %d to shut down has been granted"
+K_FENCED = r"Fencing broker %d at epoch \d+ because its session has timed out"
+
+# The layout of Kafka's own log4j config, "[%d] %p %m (%c)%n", on the console, i.e. the node's broker.out; WARN but for
+# the loggers of the lines above, and of ReplicationControlManager's INFO only the fencing line (its others are one
+# per partition created or changed: 30,000 per node). No log4j2 shutdown hook: with it log4j2 stops its appenders
+# as the JVM's shutdown begins, in parallel with Kafka's own hook, and the shutdown's lines are lost.
+LOG4J2 = """\
+status = error
+shutdownHook = disable
+appender.out.type = Console
+appender.out.name = OUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.out.ref = OUT
+logger.server.name = kafka.server.BrokerServer
+logger.server.level = INFO
+logger.lifecycle.name = org.apache.kafka.server.BrokerLifecycleManager
+logger.lifecycle.level = INFO
+logger.heartbeat.name = org.apache.kafka.controller.BrokerHeartbeatManager
+logger.heartbeat.level = INFO
+logger.replication.name = org.apache.kafka.controller.ReplicationControlManager
+logger.replication.level = INFO
+logger.replication.filter.fencing.type = RegexFilter
+logger.replication.filter.fencing.regex = .*Fencing broker .*
+logger.replication.filter.fencing.useRawMsg = true
+logger.replication.filter.fencing.onMatch = ACCEPT
+logger.replication.filter.fencing.onMismatch = DENY
+"""
+
+
+def log4j_slf4j_bridge(classpath: str) -> str | None:
+    """The jar of log4j-slf4j-impl of the classpath's log4j-core version (Kafka's distribution ships it; its Maven
+    artifacts do not, and with slf4j-api 1.7 and no binding every Kafka logger is a no-op), from ~/.m2, fetched there
+    with ``mvn dependency:get`` when missing; None when it cannot be had."""
+    found = re.search(r"log4j-core-([0-9][\w.-]*)\.jar", classpath)
+    if not found:
+        return None
+    version = found.group(1)
+    jar = (Path.home() / ".m2" / "repository" / "org" / "apache" / "logging" / "log4j" / "log4j-slf4j-impl" / version
+           / f"log4j-slf4j-impl-{version}.jar")
+    if not jar.exists() and shutil.which("mvn"):
+        subprocess.run([shutil.which("mvn"), "-q", "-B", "dependency:get", "-Dtransitive=false",
+                        f"-Dartifact=org.apache.logging.log4j:log4j-slf4j-impl:{version}"],
+                       capture_output=True, timeout=300)
+    return str(jar) if jar.exists() else None
+
+
+def kafka_metadata(node, topics: list[str] | None = None, timeout: float = 5.0) -> dict:
+    """Metadata v4 asked of a Kafka node itself, in test_cluster_common.metadata's shape. v4 for its
+    allow_auto_topic_creation = false: a v1 request asks Kafka (auto.create.topics.enable, default true) to create
+    a topic its broker has not replayed yet, racing the CreateTopics (seen: "Auto topic creation failed for
+    scale-000 with error 'TOPIC_ALREADY_EXISTS'"), and could create a 1-partition topic after a CreateTopics the
+    client gave up on."""
+    import struct
+    if topics is None:
+        body = struct.pack(">i", -1)
+    else:
+        body = struct.pack(">i", len(topics)) + b"".join(struct.pack(">h", len(t)) + t.encode() for t in topics)
+    data, pos = raw_request(node.host, node.port, 3, 4, body + b"\x00", timeout=timeout), 0
+
+    def take(fmt):
+        nonlocal pos
+        values = struct.unpack_from(fmt, data, pos)
+        pos += struct.calcsize(fmt)
+        return values if len(values) > 1 else values[0]
+
+    def string():
+        nonlocal pos
+        n = take(">h")
+        text = data[pos:pos + max(n, 0)].decode() if n >= 0 else None
+        pos += max(n, 0)
+        return text
+
+    def ints():
+        return [take(">i") for _ in range(max(take(">i"), 0))]
+    take(">i")                                          # throttle_time_ms
+    brokers = {}
+    for _ in range(take(">i")):
+        node_id, host, port, rack = take(">i"), string(), take(">i"), string()
+        brokers[node_id] = (host, port, rack)
+    string()                                            # cluster_id
+    controller = take(">i")
+    out_topics = {}
+    for _ in range(take(">i")):
+        err, name, _internal = take(">h"), string(), take(">b")
+        parts = {}
+        for _ in range(take(">i")):
+            perr, pid, leader = take(">hii")
+            parts[pid] = {"error": perr, "leader": leader, "replicas": ints(), "isr": ints()}
+        out_topics[name] = {"error": err, "partitions": parts}
+    return {"brokers": brokers, "controller": controller, "topics": out_topics}
+
+
+class ScaleKafkaNode(KafkaClusterNode):
+    """A ``KafkaCluster`` node with this bench's properties (``extra_props``: merged into server.properties by
+    KafkaProc._config) and JVM options (the log4j2 config), and the few attributes the shared steps above read of a
+    kbroker broker: ``broker_id``, ``host`` / ``port`` (for ``metadata``), ``pid``, ``log_text()``."""
+
+    host = "127.0.0.1"
+
+    def __init__(self, classpath, node_id, cluster, props: dict, jvm_options: list[str]):
+        super().__init__(classpath, node_id, cluster)
+        self.props, self.jvm_options = dict(props), list(jvm_options)
+
+    @property
+    def broker_id(self) -> int:
+        return self.node_id
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def argv(self):
+        java, *rest = super().argv()
+        return [java, *self.jvm_options, *rest]
+
+    def extra_props(self):
+        return {**super().extra_props(), **self.props}
+
+    def log_text(self) -> str:
+        try:
+            return Path(self.out_path).read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def quorum_state(self) -> dict:
+        """This node's view of the controller quorum: the Raft quorum-state file of its metadata log
+        (``{"leaderId": .., "leaderEpoch": .., ...}``), rewritten by Kafka at every election it learns of."""
+        return json.loads((Path(self.tmp) / "kraft" / "__cluster_metadata-0" / "quorum-state").read_text())
+
+
+class KafkaScaleCluster(KafkaCluster):
+    """bench/peers.py's ``KafkaCluster`` (3 KRaft nodes, each broker + controller, all voters) of ScaleKafkaNode,
+    with the interface of kbroker's test Cluster that ``create``, ``leaders_of``, ``busiest_other`` and ``rebalance``
+    use: ``running()``, ``broker(id)``, ``controller_id()`` (the active controller, i.e. the quorum's leader: Kafka's
+    Metadata answers name a random broker as the controller)."""
+
+    def __init__(self, n: int, props: dict, jvm_options: list[str], extra_classpath: str | None):
+        classpath = kafka_classpath()
+        if not classpath or not shutil.which("java"):
+            raise PeerUnavailable("Apache Kafka not available (needs java and mvn for bench/kafka/pom.xml)")
+        if extra_classpath:
+            classpath += os.pathsep + extra_classpath
+        self.nodes = [ScaleKafkaNode(classpath, i, self, props, jvm_options) for i in range(n)]
+
+    def running(self) -> list[ScaleKafkaNode]:
+        return [node for node in self.nodes if node.alive()]
+
+    def broker(self, broker_id: int) -> ScaleKafkaNode:
+        return self.nodes[broker_id]
+
+    def controller_id(self) -> int:
+        def leader():        # the leader of the newest epoch any running node knows of, in a list (node 0 is falsy)
+            states = [node.quorum_state() for node in self.running()]
+            best = max(states, key=lambda st: st.get("leaderEpoch", -1))
+            return [best["leaderId"]] if best.get("leaderId", -1) >= 0 else None
+        return wait_until(leader, 60, 0.2, "a KRaft quorum leader", ignore=(OSError, ValueError))[0]
+
+    def close(self, keep: bool = False) -> None:
+        for node in self.nodes:
+            node.stop(keep=keep)
+
+
+def kafka_wait_full_isr(cluster: KafkaScaleCluster, topics: list[str], rf: int, timeout: float = 900) -> None:
+    """Every running node registered (unfenced) and every partition's ISR of ``rf`` replicas, in the active
+    controller's node's Metadata (Kafka's twin of ``wait_full_isr``, which also reads kbroker's ZooKeeper)."""
+    def full():
+        md = metadata(cluster.broker(cluster.controller_id()), topics, timeout=60)
+        return len(md["brokers"]) == len(cluster.running()) and all(
+            len(part["isr"]) == rf for t in topics for part in md["topics"][t]["partitions"].values())
+    wait_until(full, timeout, 1.0, "every Kafka ISR full", ignore=(OSError, ConnectionError, KeyError))
+
+
+def kafka_controlled_shutdown(cluster: KafkaScaleCluster, topics: list[str]) -> dict:
+    victim, led = busiest_other(cluster, topics)
+    node = cluster.broker(victim)
+    ctl = cluster.broker(cluster.controller_id())
+    marks = (len(node.log_text()), len(ctl.log_text()))
+    t0 = time.monotonic()
+    node.stop(keep=True, timeout=300)
+    stopped = time.monotonic() - t0
+    begin = last_line(node, K_SHUTDOWN_BEGIN % victim, marks[0])
+    done = last_line(node, K_SHUTDOWN_DONE, marks[0])
+    granted = last_line(ctl, K_CTL_GRANTED % victim, marks[1])
+    released = last_line(ctl, K_CTL_RELEASED % victim, marks[1])
+    out = {"broker": victim, "led": len(led), "stop_s": round(stopped, 2),
+           "controlled_shutdown_s": round(log_time(done) - log_time(begin), 2) if begin and done else None,
+           # The active controller's span, from granting the controlled shutdown (the broker's leaderships moved
+           # in the same records) to releasing it, once every live broker has replayed those records: for
+           # information, not a peer of kbroker's "written in" (no ZooKeeper, no per-write time in Kafka's logs).
+           "controller_release_ms": round((log_time(released) - log_time(granted)) * 1000)
+           if granted and released else None}
+    progress("kafka controlled shutdown:", out)
+    # Back in any case: the kill -9 next takes a second node down, and the quorum needs two of its three voters.
+    node.restart(timeout=300)
+    return out
+
+
+def kafka_kill9(cluster: KafkaScaleCluster, topics: list[str], session_ms: int) -> dict:
+    """kill9's steps on Kafka: the same victim rule, sample, producer, Metadata pollers and CPU timeline; noticed =
+    the active controller's fencing line (it writes the fencing and the new leaders in one batch of records)."""
+    import threading
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient
+
+    victim, led = busiest_other(cluster, topics)
+    sample = led[:: max(1, len(led) // SAMPLE)][:SAMPLE]
+    ctl = cluster.broker(cluster.controller_id())
+    mark = len(ctl.log_text())
+    survivors = [n for n in cluster.running() if n.broker_id != victim]
+    producer = Producer({"bootstrap.servers": ",".join(n.bootstrap for n in survivors),
+                         "acks": 1, "linger.ms": 0, "message.timeout.ms": 300000,
+                         "topic.metadata.refresh.fast.interval.ms": 100, "retry.backoff.max.ms": 200})
+    sample_topics = sorted({t for t, _ in sample})
+    for t in sample_topics:
+        producer.list_topics(t, timeout=30)
+    acked: dict[tuple[str, int], float] = {}
+    errors: list = []
+
+    def delivered(err, msg):
+        if err is not None:
+            errors.append(err)
+        else:
+            acked[(msg.topic(), msg.partition())] = time.monotonic()
+    metadata_new: dict[int, float] = {}
+    stop_polling = threading.Event()
+
+    def poll_metadata(node):      # as kill9's pollers: this survivor's Metadata until it names every new leader
+        admin = AdminClient({"bootstrap.servers": node.bootstrap})
+        while not stop_polling.is_set():
+            try:
+                leaders = {}
+                for t in sample_topics:
+                    md = admin.list_topics(t, timeout=5).topics[t]
+                    leaders.update(((t, p), pm.leader) for p, pm in md.partitions.items())
+                if all(leaders.get(tp, victim) not in (victim, -1) for tp in sample):
+                    metadata_new[node.broker_id] = time.monotonic()
+                    return
+            except Exception:  # noqa: BLE001 - the node is busy: ask again
+                pass
+            time.sleep(POLL["s"])
+    timeline = CpuTimeline({**{f"kafka{n.broker_id}": n.pid for n in survivors}, "bench+client": os.getpid()})
+    cluster.broker(victim).proc.kill()
+    t0, wall0 = time.monotonic(), time.time()
+    timeline.start(t0)
+    pollers = [threading.Thread(target=poll_metadata, args=(n,), daemon=True) for n in survivors] \
+        if POLL["s"] > 0 else []
+    for th in pollers:
+        th.start()
+    for t, p in sample:
+        producer.produce(t, value=b"after-kill", partition=p, on_delivery=delivered)
+    deadline = t0 + 300
+    while len(acked) + len(errors) < len(sample) and time.monotonic() < deadline:
+        producer.poll(0.05)
+    assert not errors and len(acked) == len(sample), (errors[:3], len(acked))
+    serving = max(acked.values()) - t0
+    timeline.stop()
+    stop_polling.set()
+    for th in pollers:
+        th.join(10)
+    acks = sorted(v - t0 for v in acked.values())
+    try:
+        noticed = wait_until(lambda: last_line(ctl, K_FENCED % victim, mark), 60, 0.2, "the controller's fencing line")
+    except Exception:  # noqa: BLE001 - no log bridge (module docstring): the line is never written
+        noticed = None
+    noticed_s = log_time(noticed) - wall0 if noticed else None
+    return {"broker": victim, "led": len(led), "serving_s": round(serving, 2),
+            "bound_s": session_ms / 1000 + 2,
+            # From the kill to the active controller's fencing of the broker: its heartbeat session's expiry.
+            "noticed_s": round(noticed_s, 2) if noticed_s is not None else None,
+            "metadata_new_s": {b: round(v - t0, 2) for b, v in sorted(metadata_new.items())},
+            "acks_s": [round(acks[0], 2), round(acks[len(acks) // 2], 2), round(acks[-1], 2)],
+            "cpu_notice_to_ack": timeline.window(noticed_s, serving) if noticed_s is not None else {}}
+
+
+def kafka_run_on(cluster: KafkaScaleCluster, partitions: int, n_topics: int, rf: int, session_ms: int,
+                 session_source: str, prefix: str = "scale", balance: bool = False) -> dict:
+    """``run_on``'s steps on a running Kafka cluster (module docstring: the node of the controlled shutdown is
+    restarted whatever the RF)."""
+    per_topic = partitions // n_topics
+    topics = [f"{prefix}-{i:03d}" for i in range(n_topics)]
+    result = {"partitions": per_topic * n_topics, "topics": n_topics, "rf": rf, "session_ms": session_ms,
+              "detector": f"broker heartbeat session to the KRaft controller, broker.session.timeout.ms = "
+                          f"{session_ms} ({session_source})"}
+    progress("kafka cluster up; creating", per_topic * n_topics, "partitions")
+    result["create_s"] = round(create(cluster, topics, per_topic, rf), 1)
+    progress("kafka: created in", result["create_s"], "s")
+    kafka_wait_full_isr(cluster, topics, rf)
+    result["shutdown"] = kafka_controlled_shutdown(cluster, topics)
+    kafka_wait_full_isr(cluster, topics, rf)
+    progress("kafka: every ISR settled")
+    if balance:
+        result["led_after_rebalance"] = rebalance(cluster, topics, per_topic * n_topics)
+        progress("kafka leaders rebalanced:", result["led_after_rebalance"])
+        kafka_wait_full_isr(cluster, topics, rf)
+        time.sleep(SETTLE["s"])
+    result["kill9"] = kafka_kill9(cluster, topics, session_ms)
+    progress("kafka kill -9:", result["kill9"])
+    return result
+
+
+def run_kafka(tmp: Path, args) -> dict:
+    """Apache Kafka's run: its detector timeout chosen (module docstring), log4j2 set up, 3 nodes started,
+    ``kafka_run_on``, the nodes stopped (their directories removed unless --keep)."""
+    if args.kafka_session_ms == 0:
+        session_ms, source, props = KAFKA_DEFAULT_SESSION_MS, "Kafka's default", {}
+    else:
+        session_ms = args.kafka_session_ms or args.session_ms
+        source = "--kafka-session-ms" if args.kafka_session_ms else "--session-ms, as kbroker's ZooKeeper session"
+        props = {"broker.session.timeout.ms": session_ms}
+    props["auto.leader.rebalance.enable"] = "false"
+    bridge = log4j_slf4j_bridge(kafka_classpath() or "")
+    jvm_options = []
+    if bridge:
+        config = tmp / "kafka-log4j2.properties"
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text(LOG4J2)
+        jvm_options.append(f"-Dlog4j2.configurationFile={config}")
+    else:
+        progress("kafka: no log4j-slf4j-impl jar: Kafka logs nothing, its log-line figures will be None")
+    cluster = KafkaScaleCluster(3, props, jvm_options, bridge)
+    try:
+        cluster.start(timeout=300)
+        return kafka_run_on(cluster, args.partitions, args.topics, args.rf, session_ms, source,
+                            balance=args.rebalance)
+    finally:
+        if args.keep:
+            print("kept", " ".join(n.tmp for n in cluster.nodes), file=sys.stderr)
+        cluster.close(keep=args.keep)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--partitions", type=int, default=30000)
@@ -415,7 +817,16 @@ def main() -> int:
                          "collector (0: the test suite's small JVMs, 192 MB, C1 only, serial GC)")
     ap.add_argument("--settle-s", type=float, default=20.0,
                     help="with --rebalance: seconds of quiet after it before the kill (the followers re-attach)")
+    ap.add_argument("--brokers", default="kbroker",
+                    help="kbroker,kafka: the clusters to run, one after the other (kafka: Apache Kafka 4.4, 3 KRaft "
+                         "nodes)")
+    ap.add_argument("--kafka-session-ms", type=int, default=None,
+                    help="Kafka's broker.session.timeout.ms (its failure detector); default: --session-ms, the same "
+                         "timeout as kbroker's ZooKeeper session; 0: Kafka's default (9000)")
     args = ap.parse_args()
+    kinds = [k for k in args.brokers.split(",") if k]
+    if not kinds or any(k not in ("kbroker", "kafka") for k in kinds):
+        ap.error("--brokers takes kbroker and kafka")
     SETTLE["s"] = args.settle_s
     PROFILE.update(pyspy=args.pyspy, dir=args.profile_dir, s=args.profile_s)
     POLL["s"] = args.poll_ms / 1000.0
@@ -425,19 +836,17 @@ def main() -> int:
     from scale_partitions import _raise_nofile
     _raise_nofile()
     tmp = tempfile.mkdtemp(prefix="kb-controller-scale-")
+    result: dict = {}
     try:
-        flags = None
-        if args.zk_heap_mb:
-            from tests.integration.harness import ZK_JVM_FLAGS
-            flags = (f"-Xms{args.zk_heap_mb}m", f"-Xmx{args.zk_heap_mb}m",
-                     *(f for f in ZK_JVM_FLAGS if not f.startswith(("-Xm", "-XX:"))))
-        ensemble = ZkEnsemble(Path(tmp) / "zk", n=3, jvm_flags=flags).start()
-        ZK_PIDS.update((f"zk{i + 1}", p.pid) for i, p in enumerate(ensemble.procs))
-        try:
-            result = run(Path(tmp) / "cluster", ensemble, args.partitions, args.topics, args.rf, args.session_ms,
-                         balance=args.rebalance)
-        finally:
-            ensemble.close()
+        for kind in kinds:           # in turn: one cluster on the machine at a time
+            if kind == "kbroker":
+                result.update(run_kbroker(Path(tmp), args))
+            else:
+                try:
+                    result["kafka"] = run_kafka(Path(tmp) / "kafka", args)
+                except Exception as e:  # noqa: BLE001 - reported beside kbroker's figures, exit code 1
+                    progress("kafka FAILED:", repr(e))
+                    result["kafka"] = {"failed": repr(e)}
     finally:
         if args.keep:
             print("kept", tmp, file=sys.stderr)
@@ -445,18 +854,59 @@ def main() -> int:
             shutil.rmtree(tmp, ignore_errors=True)
     result["load_average"] = os.getloadavg()
     result["poll_ms"] = args.poll_ms
-    sd, kd = result["shutdown"], result["kill9"]
-    print(f"| partitions | create s | controlled shutdown s (leading) | controller write ms | ZK txns | "
-          f"kill -9 serving s (bound) | controller write ms | ZK txns |")
-    print("|---|---|---|---|---|---|---|---|")
-    print(f"| {result['partitions']} x RF {args.rf} | {result['create_s']} | {sd['controlled_shutdown_s']} "
-          f"({sd['led']}) | {sd['controller_write_ms']} | {sd['zk_transactions']} | {kd['serving_s']} "
-          f"({kd['bound_s']}) | {kd['controller_write_ms']} | {kd['zk_transactions']} |")
+    if "kbroker" in kinds:
+        sd, kd = result["shutdown"], result["kill9"]
+        print(f"| partitions | create s | controlled shutdown s (leading) | controller write ms | ZK txns | "
+              f"kill -9 serving s (bound) | controller write ms | ZK txns |")
+        print("|---|---|---|---|---|---|---|---|")
+        print(f"| {result['partitions']} x RF {args.rf} | {result['create_s']} | {sd['controlled_shutdown_s']} "
+              f"({sd['led']}) | {sd['controller_write_ms']} | {sd['zk_transactions']} | {kd['serving_s']} "
+              f"({kd['bound_s']}) | {kd['controller_write_ms']} | {kd['zk_transactions']} |")
+    if "kafka" in kinds:
+        report_kafka(result, "kbroker" in kinds, args.session_ms)
     print("load average", " ".join(f"{x:.2f}" for x in result["load_average"]))
     out = REPO / "bench" / "results" / f"controller-scale-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
-    return 0
+    return 1 if "failed" in result.get("kafka", {}) else 0
+
+
+def run_kbroker(tmp: Path, args) -> dict:
+    """kbroker's run, as this script has always made it: a 3-node ZooKeeper ensemble, ``run``."""
+    flags = None
+    if args.zk_heap_mb:
+        from tests.integration.harness import ZK_JVM_FLAGS
+        flags = (f"-Xms{args.zk_heap_mb}m", f"-Xmx{args.zk_heap_mb}m",
+                 *(f for f in ZK_JVM_FLAGS if not f.startswith(("-Xm", "-XX:"))))
+    ensemble = ZkEnsemble(tmp / "zk", n=3, jvm_flags=flags).start()
+    ZK_PIDS.update((f"zk{i + 1}", p.pid) for i, p in enumerate(ensemble.procs))
+    try:
+        return run(tmp / "cluster", ensemble, args.partitions, args.topics, args.rf, args.session_ms,
+                   balance=args.rebalance)
+    finally:
+        ensemble.close()
+
+
+def report_kafka(result: dict, beside_kbroker: bool, kbroker_session_ms: int) -> None:
+    """Kafka's table, and the two failure detectors with their bounds: not one mechanism, so no ratio."""
+    kr = result["kafka"]
+    print("\nApache Kafka 4.4, 3 KRaft nodes (each broker + controller):")
+    if "failed" in kr:
+        print("FAILED:", kr["failed"])
+        return
+    sd, kd = kr["shutdown"], kr["kill9"]
+    print("| partitions | create s | controlled shutdown s (leading) | SIGTERM to exit s | controller release ms | "
+          "kill -9 serving s (bound) | fenced at s | ZK txns |")
+    print("|---|---|---|---|---|---|---|---|")
+    print(f"| {kr['partitions']} x RF {kr['rf']} | {kr['create_s']} | {sd['controlled_shutdown_s']} ({sd['led']}) | "
+          f"{sd['stop_s']} | {sd['controller_release_ms']} | {kd['serving_s']} ({kd['bound_s']}) | "
+          f"{kd['noticed_s']} | n/a |")
+    print("failure detectors (different mechanisms: each kill -9 bound is its own detector's timeout + 2 s):")
+    print(f"  kbroker: ZooKeeper session, zookeeper.session.timeout.ms = {kbroker_session_ms}: "
+          f"bound {kbroker_session_ms / 1000 + 2} s{'' if beside_kbroker else ' (kbroker not run here)'}")
+    print(f"  kafka:   {kr['detector']}: bound {kd['bound_s']} s")
+    print("  (ZooKeeper transactions and the controller's write times are kbroker-only; Kafka's controlled shutdown "
+          "ends at the broker's PENDING_CONTROLLED_SHUTDOWN -> SHUTTING_DOWN line)")
 
 
 if __name__ == "__main__":
