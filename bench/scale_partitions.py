@@ -22,8 +22,13 @@ Steps, on one fresh kbroker (embedded coordination backend, bench/bench_clients.
 The broker runs with ``ulimit -n`` raised to 200,000 when allowed (root), as Kafka's docs ask of a Kafka broker: a
 partition holding data costs ~3 descriptors (its .log, and the mapping of its .index and .timeindex: Python's mmap
 keeps a dup of the descriptor), so 10,000 partitions with data need ~30,000 (the idle/after-fill "fds" figures).
-The JSON with every figure goes to ``bench/results/scale-partitions-<UTC time>.json`` (gitignored); the summary is
-printed. ``uptime``'s load average is recorded before and after (the machine is shared).
+``--brokers kbroker,kafka`` runs the same steps on Apache Kafka 4.4 after kbroker (bench/peers.py's one KRaft node,
+broker + controller in one JVM with a 1 GB heap; its first start formats the log dir, the restarts are the same
+JVM command on it, timed to the same Metadata answers -- Kafka 4.4 still answers Metadata v1 and v9) and prints
+the figures side by side with kbroker / Kafka. A Kafka node keeps descriptors open per partition log; at 10,000
+partitions it fits this machine's limit of 20,000.
+The JSON with every figure goes to ``bench/results/scale-partitions-<broker>-<UTC time>.json`` (gitignored); the
+summary is printed. ``uptime``'s load average is recorded before and after (the machine is shared).
 """
 import argparse
 import datetime as _dt
@@ -44,6 +49,7 @@ import confluent_kafka as ck  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from bench_clients import REPO, BrokerProc, machine  # noqa: E402
+from peers import make_broker  # noqa: E402
 
 sys.path.insert(0, REPO)
 from kbroker.protocol.apis.metadata import API as METADATA  # noqa: E402
@@ -249,16 +255,61 @@ def main():
     ap.add_argument("--ready-timeout", type=float, default=120.0)
     ap.add_argument("--override", action="append", default=[], help="extra broker key=value")
     ap.add_argument("--keep", action="store_true", help="keep the data directory (printed) for a profile")
+    ap.add_argument("--brokers", default="kbroker", help="kbroker,kafka: the same steps on each, one after the other")
     args = ap.parse_args()
+    kinds = [k for k in args.brokers.split(",") if k]
+    if any(k not in ("kbroker", "kafka") for k in kinds):
+        ap.error("--brokers takes kbroker and kafka")
+    out = {k: run(k, args) for k in kinds}
+    if len(kinds) > 1:
+        summary(out)
 
+
+def summary(out):
+    """The figures of every broker side by side, with kbroker / Kafka."""
+    rows = [("create, s", ("create_s",)), ("idle RSS, MiB", ("idle", "rss_mib")),
+            ("full Metadata v1, median ms", ("metadata", "v1", "median_ms")),
+            ("full Metadata v9, median ms", ("metadata", "v9", "median_ms")),
+            ("produce, one partition: CPU s/GB", ("produce", "one_partition", "cpu_s_per_gb")),
+            ("produce, spread: CPU s/GB", ("produce", "spread", "cpu_s_per_gb")),
+            ("spread / one", ("produce", "ratio")), ("SIGTERM to exit, s", ("shutdown_s",)),
+            ("clean restart: ready, s", ("clean_restart", "ready_s")),
+            ("clean restart: RSS, MiB", ("clean_restart", "rss_mib")),
+            ("kill -9 restart: ready, s", ("kill9_restart", "ready_s")),
+            ("files in the log dir (apparent sizes: sparse index files count whole), GB", ("data_gb",))]
+
+    def get(r, path):
+        for k in path:
+            r = r.get(k) if isinstance(r, dict) else None
+        return r
+
+    kinds = list(out)
+    print("\n| figure | %s | kbroker / kafka |\n|---|%s---|" % (" | ".join(kinds), "---|" * len(kinds)))
+    for label, path in rows:
+        vals = [get(out[k], path) for k in kinds]
+        a, b = get(out.get("kbroker", {}), path), get(out.get("kafka", {}), path)
+        ratio = "%.2fx" % (a / b) if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b else "-"
+        print("| %s | %s | %s |" % (label, " | ".join("-" if v is None else str(v) for v in vals), ratio))
+
+
+def run(kind, args):
+    """Every step (module docstring) on one fresh broker of ``kind`` -> its results (also written as JSON)."""
     overrides = dict(kv.split("=", 1) for kv in args.override)
     # 10,000 partitions: the default CreateTopics limit per request is fine (100 topics x 10); the broker must be
     # allowed to host that many.
-    broker = BrokerProc("kbroker", overrides=overrides)
+    if kind == "kafka":
+        broker = make_broker("kafka")     # peers.PeerUnavailable without java/mvn
+    else:
+        broker = BrokerProc("kbroker", overrides=overrides)
     expect = args.topics * args.partitions
-    res = {"machine": machine(), "args": vars(args), "load_before": loadavg()}
+    res = {"broker": kind, "machine": machine(), "args": vars(args), "load_before": loadavg()}
     try:
-        res["first_start"] = start_timed(broker, 0, args.ready_timeout)
+        if kind == "kafka":
+            # the first start formats Kafka's log dir (KafkaProc.start); the restarts below run on it as it is
+            broker.start(timeout=args.ready_timeout)
+            res["first_start"] = None
+        else:
+            res["first_start"] = start_timed(broker, 0, args.ready_timeout)
         names, res["create_s"] = create_all(broker, args.topics, args.partitions, args.ready_timeout)
         print("created %d partitions in %.1f s" % (expect, res["create_s"]), flush=True)
         res["idle"] = proc_status(broker.proc.pid)
@@ -303,21 +354,23 @@ def main():
             res["kill9_restart"] = start_timed(broker, expect, args.ready_timeout)
             res["kill9_restart"].update(proc_status(broker.proc.pid))
             print("kill -9 restart", res["kill9_restart"], flush=True)
-        du = sum(os.path.getsize(os.path.join(dp, f)) for dp, _dn, fs in os.walk(os.path.join(broker.tmp, "logs"))
-                 for f in fs)
+        logs = os.path.join(broker.tmp, "kraft" if kind == "kafka" else "logs")
+        du = sum(os.path.getsize(os.path.join(dp, f)) for dp, _dn, fs in os.walk(logs) for f in fs)
         res["data_bytes"] = du
+        res["data_gb"] = round(du / 1e9, 2)
     finally:
         res["load_after"] = loadavg()
-        broker.stop(keep=args.keep)
+        broker.stop(keep=args.keep, timeout=300)
         if args.keep:
             print("kept", broker.tmp)
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-    path = os.path.join(HERE, "results", "scale-partitions-%s.json"
-                        % _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ"))
+    path = os.path.join(HERE, "results", "scale-partitions-%s-%s.json"
+                        % (kind, _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")))
     with open(path, "w") as f:
         json.dump(res, f, indent=1)
     print(json.dumps({k: v for k, v in res.items() if k != "machine"}, indent=1))
     print("->", path)
+    return res
 
 
 if __name__ == "__main__":
