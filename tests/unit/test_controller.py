@@ -823,11 +823,16 @@ def test_events_over_thousands_of_partitions_keep_the_loop_free(cluster, backend
     ch.take()
     with LoopWatch() as watch:
         cluster.store.create_topic("wide", {p: [1 + p % 3, 1 + (p + 1) % 3] for p in range(n)})
+        ticks_before = watch.ticks
         cluster.settle(timeout=60)
+        ticks_during = watch.ticks - ticks_before
     # CPU time, not wall time: the event's work is CPU-bound, and wall time also counts the OS running the other
     # test workers of a parallel run (LoopWatch). Without the time slices this is 0.17-0.2 s either way.
     assert watch.worst_cpu < LOOP_GAP_S, "create: the loop ran %.3f s of CPU in one piece" % watch.worst_cpu
-    assert watch.ticks > 10
+    # The watch ran while the event did (not only before and after it): 5-6 ticks on this machine for ~0.15 s of
+    # work in 20 ms slices. Not a count of all ticks: those before and after the work (~6) depend on how fast the
+    # work is, and a CI run once saw exactly 10 (a fast sitting), failing a ``> 10`` that proved nothing more.
+    assert ticks_during >= 3, ticks_during
     assert cluster.state("wide", n - 1) == st(1 + (n - 1) % 3, 0, [1 + (n - 1) % 3, 1 + n % 3])
     assert sum(len(lai_states(body)) for _b, k, body in ch.take() if k == LAI) == 2 * n
     with LoopWatch() as watch:
