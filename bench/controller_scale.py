@@ -354,14 +354,18 @@ class CpuTimeline:
 def profile_survivors(cluster: Cluster, victim: int) -> list:
     """With --pyspy and --profile-dir: py-spy records each survivor from the kill for --profile-s seconds (100 Hz,
     --nonblocking, raw folded stacks in <dir>/broker<N>.txt: whether a broker is CPU-bound in the failover window
-    and where its samples are). Nothing without them."""
+    and where its samples are; with --profile-format speedscope, <dir>/broker<N>.json, every sample in time order
+    with the idle ones). Nothing without them."""
     import subprocess
     if not PROFILE.get("pyspy"):
         return []
     out = Path(PROFILE["dir"])
     out.mkdir(parents=True, exist_ok=True)
+    fmt = PROFILE.get("format", "raw")
+    extra = ["--idle"] if fmt == "speedscope" else []   # a timeline: the loop's idle samples show where it waited
+    suffix = "json" if fmt == "speedscope" else "txt"
     return [subprocess.Popen([PROFILE["pyspy"], "record", "--nonblocking", "-r", "100", "-d", str(PROFILE["s"]),
-                              "-f", "raw", "-o", str(out / f"broker{b.broker_id}.txt"), "-p", str(b.pid)],
+                              *extra, "-f", fmt, "-o", str(out / f"broker{b.broker_id}.{suffix}"), "-p", str(b.pid)],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             for b in cluster.running() if b.broker_id != victim]
 
@@ -808,6 +812,9 @@ def main() -> int:
     ap.add_argument("--pyspy", help="a py-spy executable: profile the survivors after the kill")
     ap.add_argument("--profile-dir", default="bench/results/failover-profile")
     ap.add_argument("--profile-s", type=int, default=12)
+    ap.add_argument("--profile-format", default="raw", choices=("raw", "speedscope"),
+                    help="raw: folded stacks (where the samples are); speedscope: every sample in time order, idle "
+                         "ones included (what ran when, thread by thread)")
     ap.add_argument("--poll-ms", type=int, default=50,
                     help="pause between the survivors' Metadata polls after the kill (the timeline's resolution); 0: "
                          "no pollers (they cost this 2-core machine ~0.3 of its cores in the window; the acks alone "
@@ -828,7 +835,7 @@ def main() -> int:
     if not kinds or any(k not in ("kbroker", "kafka") for k in kinds):
         ap.error("--brokers takes kbroker and kafka")
     SETTLE["s"] = args.settle_s
-    PROFILE.update(pyspy=args.pyspy, dir=args.profile_dir, s=args.profile_s)
+    PROFILE.update(pyspy=args.pyspy, dir=args.profile_dir, s=args.profile_s, format=args.profile_format)
     POLL["s"] = args.poll_ms / 1000.0
     # Each broker holds partitions * rf / 3 logs (20,000 at 30,000 x RF 2). Kafka keeps a descriptor open for each
     # and its docs ask for 100,000+; kbroker keeps at most log.open.segment.files.max (half the soft limit), so

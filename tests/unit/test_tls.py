@@ -160,11 +160,14 @@ def test_java_cipher_names(pki):
                                                                ["TLS_AES_128_GCM_SHA256"])
 
 
-def test_no_temporary_key_file_is_left(pki):
-    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "kbroker-tls-*")))
+def test_no_temporary_key_file_is_left(pki, tmp_path, monkeypatch):
+    # A temp directory of this test's own: other test workers of a parallel run make and remove their kbroker-tls-*
+    # directories in the shared one meanwhile (it once failed that way).
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     tls.server_context(pki.broker_ssl("PKCS12"))
     tls.client_context(client_settings(pki, "alice"))
-    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "kbroker-tls-*"))) == before
+    assert glob.glob(os.path.join(str(tmp_path), "kbroker-tls-*")) == []
+    assert os.listdir(tmp_path) == []
 
 
 # ----------------------------------------------------------------------------------------------- refusals
