@@ -22,7 +22,9 @@ zookeeper.session.timeout.ms = --session-ms), creates --topics topics of --parti
                 new leader, from the kill (target <= session timeout + 2 s); the controller's time for the state
                 writes; the ZooKeeper transactions from the kill until the elections are written (one per multi
                 transaction of up to 1,000 partition states, plus the session's close: a per-partition write would
-                cost one per partition).
+                cost one per partition). "leaders serving (probe)": the same moment seen from the brokers, without
+                the client's metadata cadence (``ServingProbe``: a Produce to each sampled partition's surviving
+                replica every 50 ms until it accepts; librdkafka re-asks for a leaderless topic on a 1 s timer).
 
 Prints a markdown table and writes JSON to bench/results/controller-scale-<UTC time>.json with the load average.
 ``run(...)`` is what tests/integration/test_controller_scale.py calls with smaller numbers.
@@ -83,6 +85,7 @@ import json
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -215,6 +218,105 @@ def controlled_shutdown(cluster: Cluster, topics: list[str], restart: bool = Tru
     return out
 
 
+class ServingProbe:
+    """When each sampled partition's new leader serves, seen from the broker side: a thread per surviving replica
+    sends it a Produce (v9, acks=1, one CRC-valid batch of one record per partition) naming every sampled partition
+    it hosts that has not yet accepted one, every ``interval`` s, from the kill until all have; a partition is
+    served at the arrival of its first answer with error 0 (before that its replica answers
+    NOT_LEADER_OR_FOLLOWER). Unlike the client's acks this leaves out the client's own cadence: librdkafka asks for
+    the metadata of a topic whose leader is unavailable on a 1 s timer ("refresh unavailable topics" in its debug
+    log), so a leader elected just after one ask waits up to ~1 s for the client's next (session 23 in
+    docs/performance.md). The probe's own load: at most 2 small requests per ``interval`` per survivor. The same
+    bytes go to Apache Kafka (Produce v9 is within its v3-v12)."""
+
+    def __init__(self, nodes: dict, sample: list, replicas: dict, victim: int, interval: float = 0.05):
+        import threading
+        self.interval = interval
+        self.targets: dict[int, list] = {}
+        for tp in sample:
+            for r in replicas.get(tp, ()):
+                if r != victim and r in nodes:
+                    self.targets.setdefault(r, []).append(tp)
+        self.nodes = nodes
+        self.served: dict = {}
+        self.requests = 0
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._run, args=(b,), daemon=True) for b in self.targets]
+        from kbroker.record import Record, build_batch
+        self._batch = bytes(build_batch([Record(0, int(time.time() * 1000), None, b"probe", ())]))
+
+    def start(self) -> None:
+        for th in self._threads:
+            th.start()
+
+    def wait(self, timeout: float) -> bool:
+        """Until every sampled partition has been served (True) or ``timeout`` s have passed (False)."""
+        end = time.monotonic() + timeout
+        for th in self._threads:
+            th.join(max(0.0, end - time.monotonic()))
+        self._stop.set()
+        return not any(th.is_alive() for th in self._threads)
+
+    def _request(self, corr: int, tps: list) -> bytes:
+        from kbroker.protocol.apis import APIS
+        from kbroker.protocol.headers import encode_request_header
+        by_topic: dict = {}
+        for t, p in tps:
+            by_topic.setdefault(t, []).append({"index": p, "records": self._batch})
+        body = {"transactional_id": None, "acks": 1, "timeout_ms": 5000,
+                "topic_data": [{"name": t, "partition_data": parts} for t, parts in by_topic.items()]}
+        api = APIS[0]
+        wire = bytes(encode_request_header(api.request_header_version(9), 0, 9, corr, "serving-probe"))
+        wire += api.encode_request(9, body).getvalue()
+        return struct.pack(">i", len(wire)) + wire
+
+    def _run(self, bid: int) -> None:
+        import socket
+        from kbroker.protocol.apis import APIS
+        host, port = self.nodes[bid].bootstrap.rsplit(":", 1)
+        sock, corr = None, 0
+        while not self._stop.is_set():
+            pending = [tp for tp in self.targets[bid] if tp not in self.served]
+            if not pending:
+                return
+            try:
+                if sock is None:
+                    sock = socket.create_connection((host, int(port)), timeout=5)
+                corr += 1
+                sock.sendall(self._request(corr, pending))
+                self.requests += 1
+                size = struct.unpack(">i", _recv_all(sock, 4))[0]
+                resp = APIS[0].decode_response(9, memoryview(_recv_all(sock, size)), 5)
+                now = time.monotonic()
+                for t in resp["responses"]:
+                    for pr in t["partition_responses"]:
+                        if pr["error_code"] == 0:
+                            self.served.setdefault((t["name"], pr["index"]), now)
+            except OSError:
+                if sock is not None:
+                    sock.close()
+                sock = None
+            self._stop.wait(self.interval)
+        if sock is not None:
+            sock.close()
+
+
+def _recv_all(sock, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("closed")
+        buf += chunk
+    return bytes(buf)
+
+
+def sample_replicas(node, sample: list) -> dict:
+    """{(topic, p): replica ids} of the sampled partitions, from ``node``'s Metadata."""
+    md = metadata(node, sorted({t for t, _ in sample}), timeout=60)
+    return {(t, p): list(md["topics"][t]["partitions"][p]["replicas"]) for t, p in sample}
+
+
 def kill9(cluster: Cluster, topics: list[str], session_ms: int) -> dict:
     from confluent_kafka import Producer
 
@@ -264,8 +366,11 @@ def kill9(cluster: Cluster, topics: list[str], session_ms: int) -> dict:
     z0 = zxid(cluster)
     timeline = CpuTimeline({**{f"broker{b.broker_id}": b.pid for b in cluster.running() if b.broker_id != victim},
                             **ZK_PIDS, "bench+client": os.getpid()})
+    probe = ServingProbe({b.broker_id: b for b in cluster.running()}, sample,
+                         sample_replicas(cluster.broker(cluster.controller_id()), sample), victim)
     cluster.broker(victim).kill9()
     t0, wall0 = time.monotonic(), time.time()
+    probe.start()
     timeline.start(t0)
     spies = profile_survivors(cluster, victim)
     pollers = [threading.Thread(target=poll_metadata, args=(b,), daemon=True)
@@ -279,6 +384,7 @@ def kill9(cluster: Cluster, topics: list[str], session_ms: int) -> dict:
         producer.poll(0.05)
     assert not errors and len(acked) == len(sample), (errors[:3], len(acked))
     serving = max(acked.values()) - t0
+    probed = probe.wait(30)
     timeline.stop()
     stop_polling.set()
     for th in pollers:
@@ -302,8 +408,18 @@ def kill9(cluster: Cluster, topics: list[str], session_ms: int) -> dict:
             "written_s": round(log_time(written) - wall0, 2),
             "metadata_new_s": {b: round(v - t0, 2) for b, v in sorted(metadata_new.items())},
             "acks_s": [round(acks[0], 2), round(acks[len(acks) // 2], 2), round(acks[-1], 2)],
+            **probe_result(probe, probed, t0),
             # Cores each process used from the notice to the last ack (the machine has 2).
             "cpu_notice_to_ack": timeline.window(noticed_s, serving) if noticed_s is not None else {}}
+
+
+def probe_result(probe: ServingProbe, complete: bool, t0: float) -> dict:
+    """The ServingProbe's figures: ``leaders_serving_s`` (the last sampled partition's new leader accepting a
+    Produce, from the kill; None if one never did within the wait) and the first / median of those times."""
+    times = sorted(v - t0 for v in probe.served.values())
+    return {"leaders_serving_s": round(times[-1], 2) if complete and times else None,
+            "probe_served_s": [round(times[0], 2), round(times[len(times) // 2], 2)] if times else [],
+            "probe_requests": probe.requests}
 
 
 PROFILE: dict = {}      # --pyspy / --profile-dir (main)
@@ -440,6 +556,8 @@ def check(result: dict, shutdown_bound_s: float = 10.0, load_slack_s: float = 2.
     assert sd["controlled_shutdown_s"] is not None and sd["controlled_shutdown_s"] <= shutdown_bound_s, sd
     assert kd["noticed_s"] is not None and kd["noticed_s"] + kd["controller_write_ms"] / 1000 <= bound, kd
     assert kd["serving_s"] <= bound + load_slack_s, kd
+    # Every sampled partition's new leader took a Produce sent straight to it (ServingProbe), within the same bound.
+    assert kd["leaders_serving_s"] is not None and kd["leaders_serving_s"] <= bound + load_slack_s, kd
     # Batched: a handful of multi transactions (+ the session's close), never one per partition moved.
     assert sd["zk_transactions"] < max(20, sd["led"] // 10), sd
     assert kd["zk_transactions"] < max(20, kd["led"] // 10), kd
@@ -710,8 +828,11 @@ def kafka_kill9(cluster: KafkaScaleCluster, topics: list[str], session_ms: int) 
                 pass
             time.sleep(POLL["s"])
     timeline = CpuTimeline({**{f"kafka{n.broker_id}": n.pid for n in survivors}, "bench+client": os.getpid()})
+    probe = ServingProbe({n.broker_id: n for n in cluster.running()}, sample,
+                         sample_replicas(survivors[0], sample), victim)
     cluster.broker(victim).proc.kill()
     t0, wall0 = time.monotonic(), time.time()
+    probe.start()
     timeline.start(t0)
     pollers = [threading.Thread(target=poll_metadata, args=(n,), daemon=True) for n in survivors] \
         if POLL["s"] > 0 else []
@@ -724,6 +845,7 @@ def kafka_kill9(cluster: KafkaScaleCluster, topics: list[str], session_ms: int) 
         producer.poll(0.05)
     assert not errors and len(acked) == len(sample), (errors[:3], len(acked))
     serving = max(acked.values()) - t0
+    probed = probe.wait(30)
     timeline.stop()
     stop_polling.set()
     for th in pollers:
@@ -740,6 +862,7 @@ def kafka_kill9(cluster: KafkaScaleCluster, topics: list[str], session_ms: int) 
             "noticed_s": round(noticed_s, 2) if noticed_s is not None else None,
             "metadata_new_s": {b: round(v - t0, 2) for b, v in sorted(metadata_new.items())},
             "acks_s": [round(acks[0], 2), round(acks[len(acks) // 2], 2), round(acks[-1], 2)],
+            **probe_result(probe, probed, t0),
             "cpu_notice_to_ack": timeline.window(noticed_s, serving) if noticed_s is not None else {}}
 
 
@@ -864,11 +987,12 @@ def main() -> int:
     if "kbroker" in kinds:
         sd, kd = result["shutdown"], result["kill9"]
         print(f"| partitions | create s | controlled shutdown s (leading) | controller write ms | ZK txns | "
-              f"kill -9 serving s (bound) | controller write ms | ZK txns |")
-        print("|---|---|---|---|---|---|---|---|")
+              f"kill -9 serving s (bound) | leaders serving s (probe) | controller write ms | ZK txns |")
+        print("|---|---|---|---|---|---|---|---|---|")
         print(f"| {result['partitions']} x RF {args.rf} | {result['create_s']} | {sd['controlled_shutdown_s']} "
               f"({sd['led']}) | {sd['controller_write_ms']} | {sd['zk_transactions']} | {kd['serving_s']} "
-              f"({kd['bound_s']}) | {kd['controller_write_ms']} | {kd['zk_transactions']} |")
+              f"({kd['bound_s']}) | {kd.get('leaders_serving_s')} | {kd['controller_write_ms']} | "
+              f"{kd['zk_transactions']} |")
     if "kafka" in kinds:
         report_kafka(result, "kbroker" in kinds, args.session_ms)
     print("load average", " ".join(f"{x:.2f}" for x in result["load_average"]))
@@ -903,11 +1027,11 @@ def report_kafka(result: dict, beside_kbroker: bool, kbroker_session_ms: int) ->
         return
     sd, kd = kr["shutdown"], kr["kill9"]
     print("| partitions | create s | controlled shutdown s (leading) | SIGTERM to exit s | controller release ms | "
-          "kill -9 serving s (bound) | fenced at s | ZK txns |")
-    print("|---|---|---|---|---|---|---|---|")
+          "kill -9 serving s (bound) | leaders serving s (probe) | fenced at s | ZK txns |")
+    print("|---|---|---|---|---|---|---|---|---|")
     print(f"| {kr['partitions']} x RF {kr['rf']} | {kr['create_s']} | {sd['controlled_shutdown_s']} ({sd['led']}) | "
           f"{sd['stop_s']} | {sd['controller_release_ms']} | {kd['serving_s']} ({kd['bound_s']}) | "
-          f"{kd['noticed_s']} | n/a |")
+          f"{kd.get('leaders_serving_s')} | {kd['noticed_s']} | n/a |")
     print("failure detectors (different mechanisms: each kill -9 bound is its own detector's timeout + 2 s):")
     print(f"  kbroker: ZooKeeper session, zookeeper.session.timeout.ms = {kbroker_session_ms}: "
           f"bound {kbroker_session_ms / 1000 + 2} s{'' if beside_kbroker else ' (kbroker not run here)'}")

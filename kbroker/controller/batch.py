@@ -144,11 +144,12 @@ class RequestBatch:
         tick = controller.tick                            # once per partition state built
         budget = element_budget(controller)
         for b, states in sorted(self.leader_and_isr.items()):
-            wire = {}
+            wire, weights = {}, {}
             for tp, s in states.items():
                 tick()
                 wire[tp] = s.to_wire()
-            for chunk in _chunks(wire, tick, budget):
+                weights[tp] = s.wire_weight()   # = _weight(wire[tp]) without walking the dict
+            for chunk in _chunks(wire, tick, budget, weights):
                 leaders = sorted({st["leader"] for st in chunk.values() if st["leader"] >= 0})
                 live_leaders = []
                 for lid in leaders:

@@ -56,3 +56,13 @@ def test_codec_round_trip(version):
                                 removing_replicas=s.removing_replicas if version >= 3 else (),
                                 is_new=s.is_new and version >= 1) for s in states]
     assert got == want
+
+
+@pytest.mark.parametrize("isr, replicas, adding, removing", [
+    ((), (), (), ()), ((1,), (1, 2), (), ()), ((1, 2, 3), (1, 2, 3, 4), (4,), (1,)), ((7,), (7, 8, 9), (8, 9), (7,))])
+def test_wire_weight_is_the_weight_of_the_wire_dict(isr, replicas, adding, removing):
+    """The controller chunks LeaderAndIsr requests by ``wire_weight`` instead of walking each ``to_wire`` dict:
+    the two must agree, or a chunk could pass the receiver's request.max.elements."""
+    from kbroker.controller.batch import _weight
+    pl = PartitionLeadership("t", 3, LeaderAndIsr(1, 5, isr, 2, 9), replicas, adding, removing, True)
+    assert pl.wire_weight() == _weight(pl.to_wire())
