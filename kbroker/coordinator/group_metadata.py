@@ -49,6 +49,7 @@ log = logging.getLogger(__name__)
 
 LOADING = "loading"
 LOADED = "loaded"
+INT64_MAX = 2 ** 63 - 1   # an offset expiry past this is "never" (stage_offsets)
 
 NONE = 0
 
@@ -232,7 +233,10 @@ class GroupMetadataManager:
                 results[tp] = errors.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             ts = commit_ts if commit_ts is not None and commit_ts >= 0 else now
-            oam = OffsetAndMetadata(offset, metadata or "", ts, ts + retention, leader_epoch)
+            # A client's retention_time_ms (v2-v4) or commit_timestamp (v1) may be up to 2^63 - 1: the sum is
+            # held at the int64 maximum ("never"), where Kafka's Long wraps negative (expired at the next sweep)
+            # and the record's encoder here refused it, dropping the connection mid-commit.
+            oam = OffsetAndMetadata(offset, metadata or "", ts, min(ts + retention, INT64_MAX), leader_epoch)
             staged[tp] = oam
             records.append(offsets_log.offset_record(group_id, tp[0], tp[1], oam))
         return StagedOffsets(results, staged, records)

@@ -563,3 +563,17 @@ def test_replay_skips_garbage():
     good = offsets_log.offset_record("g", "t", 0, OffsetAndMetadata(1, "", 5, 6))
     st = offsets_log.replay([(b"\x00\x09xx", b"zz"), good])
     assert st.offsets["g"][("t", 0)].offset == 1
+
+
+def test_an_expiry_past_int64_is_never_not_a_failed_commit():
+    """retention_time_ms (OffsetCommit v2-v4) and commit_timestamp (v1) are a client's int64s: their sum may pass
+    2^63 - 1. The commit is kept with the expiry held at the int64 maximum (before, encoding its record raised and
+    the broker dropped the connection mid-commit); a commit that the offsets expire sweep then keeps."""
+    c, _, _ = make(topics={("t", 0), ("t", 1)})
+    top = 2 ** 63 - 1
+    assert c.handle_commit("g", -1, "", None, top, {("t", 0): (5, -1, "", -1)}) == {("t", 0): 0}
+    assert c.handle_commit("g", -1, "", None, 1000, {("t", 1): (7, -1, "", top)}) == {("t", 1): 0}
+    got = c.fetch_offsets("g", [("t", 0), ("t", 1)])[1]
+    assert (got[("t", 0)].offset, got[("t", 0)].expire_timestamp) == (5, top)
+    assert (got[("t", 1)].offset, got[("t", 1)].commit_timestamp, got[("t", 1)].expire_timestamp) == (7, top, top)
+    assert c.expire_offsets() == 0
