@@ -99,7 +99,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))   # bench/ (not a package): peers
 from peers import (KafkaCluster, KafkaClusterNode, PeerUnavailable, kafka_classpath,  # noqa: E402
                    process_cpu)
-from tests.integration.harness import ZkEnsemble, raw_request, wait_until  # noqa: E402
+from tests.integration.harness import ZkEnsemble, raw_request, recv_exact, wait_until  # noqa: E402
 from tests.integration.test_cluster_common import Cluster, metadata as metadata_v1  # noqa: E402
 
 SAMPLE = 30
@@ -285,8 +285,8 @@ class ServingProbe:
                 corr += 1
                 sock.sendall(self._request(corr, pending))
                 self.requests += 1
-                size = struct.unpack(">i", _recv_all(sock, 4))[0]
-                resp = APIS[0].decode_response(9, memoryview(_recv_all(sock, size)), 5)
+                size = struct.unpack(">i", recv_exact(sock, 4))[0]
+                resp = APIS[0].decode_response(9, memoryview(recv_exact(sock, size)), 5)
                 now = time.monotonic()
                 for t in resp["responses"]:
                     for pr in t["partition_responses"]:
@@ -299,16 +299,6 @@ class ServingProbe:
             self._stop.wait(self.interval)
         if sock is not None:
             sock.close()
-
-
-def _recv_all(sock, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("closed")
-        buf += chunk
-    return bytes(buf)
 
 
 def sample_replicas(node, sample: list) -> dict:
