@@ -73,3 +73,79 @@ def test_bytes_and_regions_arrive_exact_through_tls(tmp_path):
         assert bytes(sock.sent) == expected
     finally:
         f.close()
+
+
+# ------------------------------------------------------------------------------------------------ direct send
+# A response with nothing ahead of it and no request buffered behind it is written by the reader itself (one send on
+# the non-blocking socket): the writer greenlet is not woken. What the socket does not take goes to the writer.
+
+from kbroker.protocol.schema import Writer  # noqa: E402
+
+
+def _writer_of(*parts):
+    w = Writer()
+    w.buf += parts[0]
+    for p in parts[1:]:
+        w.parts.append(bytearray(p))
+    return w
+
+
+def _framed(payload):
+    return len(payload).to_bytes(4, "big") + payload
+
+
+def test_a_lone_response_is_sent_by_the_reader_not_the_writer():
+    a, b = gsocket.socketpair()
+    try:
+        conn = Connection(a, ("127.0.0.1", 1), None, None, "PLAINTEXT")
+        assert conn.send(_writer_of(b"hello", b" world")) is True
+        # Written: nothing queued, the writer never woken.
+        assert conn._out == [] and not conn._out_ready.is_set() and conn._drained.is_set()
+        b.settimeout(2)
+        assert b.recv(100) == _framed(b"hello world")
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_response_with_a_request_buffered_behind_it_is_queued_for_one_sendall():
+    a, b = gsocket.socketpair()
+    try:
+        conn = Connection(a, ("127.0.0.1", 1), None, None, "PLAINTEXT")
+        conn.reader.feed(b"\x00\x00")            # part of a pipelined request: its answer can share the send
+        assert conn.send(_writer_of(b"first")) is False
+        assert conn._out and conn._out_ready.is_set()
+        conn.reader = type(conn.reader)(1 << 20)
+        assert conn.send(_writer_of(b"second")) is False   # the writer still has the first: order is kept
+        got = bytearray()
+        b.settimeout(2)
+        while len(got) < 2 * 4 + 11:
+            got += b.recv(100)
+        assert bytes(got) == _framed(b"first") + _framed(b"second")
+    finally:
+        conn.closing = True
+        conn._out_ready.set()
+        a.close()
+        b.close()
+
+
+def test_what_the_socket_does_not_take_is_sent_whole_by_the_writer():
+    a, b = gsocket.socketpair()
+    try:
+        conn = Connection(a, ("127.0.0.1", 1), None, None, "PLAINTEXT")
+        body = bytes(range(256)) * 16384           # 4 MiB: far more than a socket pair's buffer
+        assert conn.send(_writer_of(b"head", body, b"tail")) is False
+        assert len(conn._out) == 1 and 0 < conn._out_bytes < len(body)    # the rest, for the writer
+        assert conn.send(_writer_of(b"next")) is False                    # queued behind it, never ahead
+        expected = _framed(b"head" + body + b"tail") + _framed(b"next")
+        got = bytearray()
+        b.settimeout(5)
+        while len(got) < len(expected):
+            got += b.recv(1 << 16)
+        assert bytes(got) == expected
+        assert conn._drained.wait(5)
+    finally:
+        conn.closing = True
+        conn._out_ready.set()
+        a.close()
+        b.close()
