@@ -17,9 +17,10 @@ long-poll Fetch, an acks=all wait -- the writer runs and flushes what is ready. 
 (``MAX_QUEUED_BYTES``): a client that pipelines without reading stops being read.
 
 Direct send: a response with nothing queued ahead of it (the writer idle) and no request buffered behind it (no
-pipelined request whose response it could share a ``sendall`` with), all bytes in memory (no file region), is
-written by the reader itself with one ``send`` on the non-blocking socket under gevent's; only what the socket
-did not take goes to the writer. That saves, per request, a wakeup of the writer greenlet and two greenlet switches
+pipelined request whose response it could share a ``sendall`` with) is written by the reader itself, without
+waiting: its bytes with ``send`` on the non-blocking socket under gevent's (MSG_MORE before a region, as the writer
+does), its file regions with one ``sendfile`` each; only what the socket did not take -- a byte tail, the rest of a
+region (a copy of it, so a spilled down-conversion's file stays owned), the chunks after -- goes to the writer. That saves, per request, a wakeup of the writer greenlet and two greenlet switches
 and gevent's ``sendall`` (its Python layers and a ``getsockopt(SO_SNDBUF)`` syscall per call): the tiny-Produce
 round trip of ``bench/produce_requests.py --records 1 --value 100`` spent 15 % of the broker's samples in the
 writer's ``sendall`` (py-spy), 3.2 % on that ``getsockopt`` alone.
@@ -66,6 +67,7 @@ asked (the mute that follows the response); *response queue*: handler returned -
 (bench/metrics_overhead.py). SASL frames before authentication and an ApiVersions answered UNSUPPORTED_VERSION are
 not counted.
 """
+import copy
 import errno
 import fcntl
 import logging
@@ -111,6 +113,9 @@ MAX_QUEUED_BYTES = 4 * 1024 * 1024
 # and a Python-level sendall) is small next to the encryption; one piece per sending connection in memory.
 TLS_FILE_CHUNK = 256 * 1024
 
+
+# Response chunks held in memory; anything else queued is a file region (``.fileno()``, ``.position``, ``.size``).
+_IN_MEMORY = (bytes, bytearray, memoryview)
 
 _SSL_SOCKETS = (ssl.SSLSocket, gevent.ssl.SSLSocket, TlsStream)
 
@@ -505,37 +510,69 @@ class Connection:
         request is buffered behind it (module docstring: direct send), else queued for the writer greenlet.
         True when it was written whole here."""
         chunks = w.chunks()
-        raw = self._raw
-        if raw is not None and not self._out and not self._sending and not self.reader.pending():
-            data = None
+        if (self._raw is not None and not self._out and not self._sending and not self.reader.pending()):
             if len(chunks) == 1 and isinstance(chunks[0], bytearray):
-                data = frame(len(chunks[0])) + chunks[0]
-            elif all(isinstance(c, bytearray) for c in chunks):
-                data = frame(w.size()) + b"".join(chunks)
-            if data is not None:
-                try:
-                    sent = raw.send(data)
-                except BlockingIOError:
-                    sent = 0
-                if sent == len(data):
-                    self.last_active = time.monotonic()
-                    return True
-                chunks = [memoryview(data)[sent:]]   # the rest, for the writer (it waits for room)
-                out = self._out
-                out.append(chunks[0])
-                self._out_bytes += len(chunks[0])
-                self._drained.clear()
-                self._out_ready.set()
-                return False
+                rest = self._send_now([frame(len(chunks[0])) + chunks[0]])
+            else:
+                rest = self._send_now([frame(w.size())] + chunks)
+            if rest is None:
+                self.last_active = time.monotonic()
+                return True
+            chunks = rest
+        else:
+            chunks.insert(0, frame(w.size()))
         out = self._out
-        out.append(frame(w.size()))
         for c in chunks:
             out.append(c)
-            if isinstance(c, bytearray):
+            if isinstance(c, _IN_MEMORY):
                 self._out_bytes += len(c)
         self._drained.clear()
         self._out_ready.set()
         return False
+
+    def _send_now(self, chunks):
+        """Write ``chunks`` (bytes-likes and file regions) without waiting: bytes with one ``send`` each run of
+        them (MSG_MORE before a region, as the writer does), regions with one ``sendfile``. None when all of it
+        went out, else what the socket did not take (a byte tail, a region's rest, the chunks after) for the
+        writer."""
+        raw = self._raw
+        pending = []
+        for i, c in enumerate(chunks):
+            if isinstance(c, _IN_MEMORY):
+                pending.append(c)
+                continue
+            if c.size == 0:
+                continue
+            if pending:
+                data = pending[0] if len(pending) == 1 else b"".join(pending)
+                pending = []
+                try:
+                    sent = raw.send(data, _socket.MSG_MORE)
+                except BlockingIOError:
+                    sent = 0
+                if sent < len(data):
+                    return [memoryview(data)[sent:]] + chunks[i:]
+            try:
+                sent = os.sendfile(raw.fileno(), c.fileno(), c.position, c.size)
+            except BlockingIOError:
+                sent = -1
+            if sent == 0:
+                # The segment shrank under us (truncation): the frame can't be completed honestly.
+                raise CloseConnection("segment file shorter than the fetch response promised")
+            if sent < c.size:
+                rest = copy.copy(c)     # the same file (and its owner: a SpilledRegion's spill file)
+                rest.position += max(sent, 0)
+                rest.size -= max(sent, 0)
+                return [rest] + chunks[i + 1:]
+        if pending:
+            data = pending[0] if len(pending) == 1 else b"".join(pending)
+            try:
+                sent = raw.send(data)
+            except BlockingIOError:
+                sent = 0
+            if sent < len(data):
+                return [memoryview(data)[sent:]]
+        return None
 
     def _write_loop(self):
         sock = self.sock
@@ -555,7 +592,7 @@ class Connection:
                 pending = []
                 done = None
                 for c in out:
-                    if isinstance(c, (bytes, bytearray, memoryview)):
+                    if isinstance(c, _IN_MEMORY):
                         pending.append(c)
                     elif type(c) is _Done:
                         if done is None:

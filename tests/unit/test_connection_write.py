@@ -149,3 +149,46 @@ def test_what_the_socket_does_not_take_is_sent_whole_by_the_writer():
         conn._out_ready.set()
         a.close()
         b.close()
+
+
+def test_a_response_with_file_regions_is_sent_directly_and_its_rest_by_the_writer(tmp_path):
+    f, chunks, expected = _response(tmp_path)       # ~700 KB of regions: more than a socket pair takes at once
+    a, b = gsocket.socketpair()
+    try:
+        conn = Connection(a, ("127.0.0.1", 1), None, None, "PLAINTEXT")
+        w = Writer()
+        w.buf += chunks[0]
+        for c in chunks[1:]:
+            if isinstance(c, bytes):
+                w.buf += c
+            else:
+                w.add_region(c)
+        regions = [(c.position, c.size) for c in chunks if not isinstance(c, bytes)]
+        assert conn.send(w) is False
+        rest = conn._out
+        assert rest and 0 < conn._out_bytes + sum(c.size for c in rest if hasattr(c, "size")) < len(expected)
+        # The socket took part of it at once; the regions handed over are copies, the response's own untouched.
+        assert [(c.position, c.size) for c in chunks if not isinstance(c, bytes)] == regions
+        got = bytearray()
+        b.settimeout(5)
+        full = len(expected) + 4
+        while len(got) < full:
+            got += b.recv(1 << 16)
+        assert bytes(got) == len(expected).to_bytes(4, "big") + expected
+        assert conn._drained.wait(5)
+        # A small one alone goes out whole from the reader, region included.
+        small = Writer()
+        small.buf += b"h"
+        small.add_region(type(chunks[1])(f, 7, 1000))
+        small.buf += b"t"
+        assert conn.send(small) is True and conn._out == []
+        got = bytearray()
+        while len(got) < 4 + 1002:
+            got += b.recv(1 << 16)
+        assert bytes(got) == (1002).to_bytes(4, "big") + b"h" + (bytes(range(256)) * 4)[7:1007] + b"t"
+    finally:
+        conn.closing = True
+        conn._out_ready.set()
+        f.close()
+        a.close()
+        b.close()
