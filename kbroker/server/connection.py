@@ -20,7 +20,12 @@ Direct send: a response with nothing queued ahead of it (the writer idle) and no
 pipelined request whose response it could share a ``sendall`` with) is written by the reader itself, without
 waiting: its bytes with ``send`` on the non-blocking socket under gevent's (MSG_MORE before a region, as the writer
 does), its file regions with one ``sendfile`` each; only what the socket did not take -- a byte tail, the rest of a
-region (a copy of it, so a spilled down-conversion's file stays owned), the chunks after -- goes to the writer. That saves, per request, a wakeup of the writer greenlet and two greenlet switches
+region (a copy of it, so a spilled down-conversion's file stays owned), the chunks after -- goes to the writer.
+Only while the loop holds no other connection's ready event (libev's ``pendingcnt`` is 0): under load the writers
+send after the pass over the ready connections, as without direct send. Sending from each reader in the middle of
+that pass saved no CPU at 50 producers + 50 consumers and raised their median produce latency in 6 of 6 paired
+runs (75-86 -> 103-123 ms on this 2-core machine, ``bench/many_clients.py``); with the load check the pairs
+came out even. That saves, per request, a wakeup of the writer greenlet and two greenlet switches
 and gevent's ``sendall`` (its Python layers and a ``getsockopt(SO_SNDBUF)`` syscall per call): the tiny-Produce
 round trip of ``bench/produce_requests.py --records 1 --value 100`` spent 15 % of the broker's samples in the
 writer's ``sendall`` (py-spy), 3.2 % on that ``getsockopt`` alone.
@@ -54,7 +59,8 @@ only learns the throttle earlier.
 
 Request metrics (``services.stats``, ``kbroker/server/stats.py`` RequestStats; None = not counted): each request
 is counted by API and version and its seven intervals recorded (Kafka's RequestMetrics, in ms) when its response has
-been written to the socket -- the writer greenlet records every response of a ``sendall`` batch after it -- or,
+been written to the socket -- the reader at once for a direct send (*response queue* and *send* then ~0), the
+writer greenlet every response of a ``sendall`` batch after it -- or,
 without a response (acks=0), when its handler returns. ``arrived``: the recv that completed the frame, or, for a
 frame that was already buffered behind earlier requests (pipelined), the end of the request before it (the moment
 this connection could take it; Kafka does not read a muted channel either). *queue*: arrived -> handler called
@@ -194,6 +200,7 @@ class Connection:
         self.tls = isinstance(sock, _SSL_SOCKETS)   # no sendfile through TLS
         # The non-blocking socket under gevent's (module docstring: direct send); None: always the writer.
         self._raw = None if self.tls else getattr(sock, "_sock", None)
+        self._loop = gevent.get_hub().loop   # its pendingcnt: other connections' events waiting (direct send)
         if authenticator is not None:   # frames before authentication: sasl.server.max.receive.size at most
             self.reader.max_size = min(limits.max_request_size, authenticator.max_receive_size)
         self._dispatching = False
@@ -510,7 +517,8 @@ class Connection:
         request is buffered behind it (module docstring: direct send), else queued for the writer greenlet.
         True when it was written whole here."""
         chunks = w.chunks()
-        if (self._raw is not None and not self._out and not self._sending and not self.reader.pending()):
+        if (self._raw is not None and not self._out and not self._sending and not self.reader.pending()
+                and not getattr(self._loop, "pendingcnt", 1)):
             if len(chunks) == 1 and isinstance(chunks[0], bytearray):
                 rest = self._send_now([frame(len(chunks[0])) + chunks[0]])
             else:

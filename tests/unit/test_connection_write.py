@@ -192,3 +192,26 @@ def test_a_response_with_file_regions_is_sent_directly_and_its_rest_by_the_write
         f.close()
         a.close()
         b.close()
+
+
+def test_with_other_connections_events_waiting_the_response_goes_to_the_writer():
+    """Under load (the loop holds other ready events) responses are left for the writers, which send them after
+    this pass over the ready connections, as before direct send (module docstring)."""
+    class BusyLoop:
+        pendingcnt = 3
+
+    a, b = gsocket.socketpair()
+    try:
+        conn = Connection(a, ("127.0.0.1", 1), None, None, "PLAINTEXT")
+        conn._loop = BusyLoop()
+        assert conn.send(_writer_of(b"later")) is False and conn._out
+        b.settimeout(2)
+        assert b.recv(100) == _framed(b"later")          # the writer sent it
+        conn._loop = gevent.get_hub().loop
+        assert conn.send(_writer_of(b"now")) is True      # an idle loop: the reader sends it
+        assert b.recv(100) == _framed(b"now")
+    finally:
+        conn.closing = True
+        conn._out_ready.set()
+        a.close()
+        b.close()
