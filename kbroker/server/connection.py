@@ -21,14 +21,15 @@ pipelined request whose response it could share a ``sendall`` with) is written b
 waiting: its bytes with ``send`` on the non-blocking socket under gevent's (MSG_MORE before a region, as the writer
 does), its file regions with one ``sendfile`` each; only what the socket did not take -- a byte tail, the rest of a
 region (a copy of it, so a spilled down-conversion's file stays owned), the chunks after -- goes to the writer.
-Only while the loop holds no other connection's ready event (libev's ``pendingcnt`` is 0): under load the writers
-send after the pass over the ready connections, as without direct send. Sending from each reader in the middle of
+That saves, per request, a wakeup of the writer greenlet, two greenlet switches and gevent's ``sendall`` (its
+Python layers and a ``getsockopt(SO_SNDBUF)`` syscall per call): the tiny-Produce round trip of
+``bench/produce_requests.py --records 1 --value 100`` spent 15 % of the broker's samples in the writer's
+``sendall`` (py-spy), 3.2 % on that ``getsockopt`` alone; it went from 144-166 to 120-132 us of CPU. Only while
+the loop holds no other connection's ready event (libev's ``pendingcnt`` is 0; any other loop: never): under load
+the writers send after the pass over the ready connections, as before. Sending from each reader in the middle of
 that pass saved no CPU at 50 producers + 50 consumers and raised their median produce latency in 6 of 6 paired
-runs (75-86 -> 103-123 ms on this 2-core machine, ``bench/many_clients.py``); with the load check the pairs
-came out even. That saves, per request, a wakeup of the writer greenlet and two greenlet switches
-and gevent's ``sendall`` (its Python layers and a ``getsockopt(SO_SNDBUF)`` syscall per call): the tiny-Produce
-round trip of ``bench/produce_requests.py --records 1 --value 100`` spent 15 % of the broker's samples in the
-writer's ``sendall`` (py-spy), 3.2 % on that ``getsockopt`` alone.
+runs (40-86 -> 63-123 ms on this 2-core machine, ``bench/many_clients.py``); with the load check the pairs came
+out even (docs/performance.md, session 24).
 
 Through TLS (SSL / SASL_SSL listeners; the server hands over the handshaken ``kbroker/security/tls_stream.py``
 TlsStream) there is no ``sendfile``: the kernel cannot encrypt. A file region is read in ``TLS_FILE_CHUNK`` (256 KiB)
@@ -513,9 +514,9 @@ class Connection:
 
     # ----------------------------------------------------------------------------------------------- output
     def send(self, w):
-        """Send one response (size prefix + chunks): straight to the socket when nothing is ahead of it and no
-        request is buffered behind it (module docstring: direct send), else queued for the writer greenlet.
-        True when it was written whole here."""
+        """Send one response (size prefix + chunks): straight to the socket when nothing is ahead of it, no
+        request is buffered behind it and the loop has nothing else ready (module docstring: direct send), else
+        queued for the writer greenlet. True when it was written whole here."""
         chunks = w.chunks()
         if (self._raw is not None and not self._out and not self._sending and not self.reader.pending()
                 and not getattr(self._loop, "pendingcnt", 1)):
