@@ -513,8 +513,10 @@ class _Fuzz:
 
 def _fuzz_cases():
     """Every API and version the broker serves, the controller's own excepted (LeaderAndIsr, StopReplica,
-    UpdateMetadata, ControlledShutdown: without ACLs a client may send them, in Kafka as here, and one with a
-    higher controller epoch is obeyed -- what they do is tested where the controller is)."""
+    UpdateMetadata, ControlledShutdown): one whose broker epoch and controller id and epoch all match is obeyed,
+    as in Kafka, and this fuzzer draws small integers, which an embedded broker's epochs are -- a matching random
+    LeaderAndIsr would take leadership away from the partitions the rest of the run uses. Forged ones are refused
+    in test_hostile_interbroker.py; what real ones do is tested where the controller is."""
     from kbroker.protocol.schema import _in
     return [(k, v) for k in sorted(APIS) if k not in (4, 5, 6, 7) for v in range(0x80) if _in(APIS[k].valid, v)]
 
