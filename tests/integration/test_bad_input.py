@@ -1,4 +1,5 @@
-"""Hostile and broken input over a raw socket against one real `kbroker-server` process.
+"""Hostile and broken input over a raw socket against one real `kbroker-server` process (and, for the random
+requests, a second one on a real ZooKeeper ensemble).
 
 Every case ends with ``survived``: the broker process is alive, its peak resident memory (VmHWM in
 /proc/<pid>/status, so transient spikes count too) stayed within ``MEMORY_BUDGET_KB`` of the baseline taken after
@@ -26,7 +27,7 @@ from kbroker.protocol.apis import APIS
 from kbroker.record import Record, build_batch
 from kbroker.record.batch import write_crc
 from kbroker.record.legacy import build_message_set
-from tests.integration.harness import encode_request, probe_api_versions, read_response, wait_until
+from tests.integration.harness import BrokerProcess, encode_request, probe_api_versions, read_response, wait_until
 from tests.integration.test_clients_common import Rec, confluent_consume, confluent_produce, now_ms
 from tests.integration.test_durability import RawClient
 
@@ -420,6 +421,7 @@ def test_many_connections_opened_and_dropped(victim):
 # ------------------------------------------------------------------------------------- every API, at random
 
 FUZZ_REQUESTS = 1500
+ZK_FUZZ_REQUESTS = 1000       # on the ZooKeeper broker (its own ensemble and broker: ~15 s more)
 FUZZ_ANSWER_WITHIN = 10.0     # s: a request's answer (or the connection's close), then the ApiVersions behind it
 FUZZ_LAST = 0x7EADBEEF        # the correlation id of the ApiVersions pipelined behind each random request
 FUZZ_TOPIC = "fuzz-a"         # the fuzz's own topics (the module's are left alone: a random DeleteTopics or
@@ -544,7 +546,29 @@ def _frames_until_close(sock, last, within):
 
 
 def test_random_requests_of_every_api_leave_the_broker_serving(victim):
-    """FUZZ_REQUESTS schema-shaped random requests (seeded: a failure names the seed, API and version to replay),
+    _fuzz_and_survive(victim, FUZZ_REQUESTS)
+
+
+@pytest.fixture(scope="module")
+def zk_victim(zk_ensemble, tmp_path_factory):
+    """A broker of its own on a real 3-node ZooKeeper ensemble (cluster mode, one broker)."""
+    b = BrokerProcess(tmp_path_factory.mktemp("zk_victim"), zk=zk_ensemble)
+    try:
+        b.start()
+        yield Victim(b)
+    finally:
+        b.close()
+
+
+def test_random_requests_leave_a_broker_on_zookeeper_serving(zk_victim):
+    """The same fuzz against a broker on ZooKeeper, where a random CreateTopics, CreatePartitions, DeleteTopics,
+    AlterConfigs or CreateAcls becomes znodes that the controller (in the same process) then acts on: a value that
+    a handler accepted but the controller chokes on shows as a traceback or a broker that stops serving."""
+    _fuzz_and_survive(zk_victim, ZK_FUZZ_REQUESTS)
+
+
+def _fuzz_and_survive(victim, requests):
+    """``requests`` schema-shaped random requests (seeded: a failure names the seed, API and version to replay),
     each on its own connection with an ApiVersions pipelined behind it. Each must end one of Kafka's ways: its
     answer then the ApiVersions answer; the connection closed (a malformed request), with nothing or only its
     answer before; or only the ApiVersions answer (a Produce whose acks came out 0). Never silence: a stalled
@@ -564,7 +588,7 @@ def test_random_requests_of_every_api_leave_the_broker_serving(victim):
     seed = int(os.environ.get("KBROKER_FUZZ_SEED", "15"))   # another seed: the same test, other requests
     fuzz = _Fuzz(seed)
     outcomes = {"answered": 0, "closed": 0, "no answer (acks 0)": 0}
-    for i in range(FUZZ_REQUESTS):
+    for i in range(requests):
         key, version = fuzz.rng.choice(cases)
         what = "seed %d request %d: %s v%d" % (seed, i, APIS[key].name, version)
         corr = 1000 + i
@@ -594,7 +618,7 @@ def test_random_requests_of_every_api_leave_the_broker_serving(victim):
             assert victim.broker.running, what
             probe_api_versions(victim.broker.host, victim.broker.port, timeout=2.0)
     # Both paths ran: parsed and answered, and refused by closing.
-    assert outcomes["answered"] > FUZZ_REQUESTS // 4 and outcomes["closed"] > FUZZ_REQUESTS // 10, outcomes
+    assert outcomes["answered"] > requests // 4 and outcomes["closed"] > requests // 10, outcomes
     log = victim.broker.log_path.read_text(errors="replace")
     assert log.count("Traceback") == log_before, log[-3000:]
     with RawClient(victim.broker, timeout=60) as c:    # what the fuzz created goes, so survived() can count
