@@ -1,5 +1,6 @@
 """Hostile and broken input over a raw socket against one real `kbroker-server` process (and, for the random
-requests, a second one on a real ZooKeeper ensemble).
+requests, one on a real ZooKeeper ensemble and one with the ACL authorizer, where they come from a user with few
+ACLs and must change nothing that user may not).
 
 Every case ends with ``survived``: the broker process is alive, its peak resident memory (VmHWM in
 /proc/<pid>/status, so transient spikes count too) stayed within ``MEMORY_BUDGET_KB`` of the baseline taken after
@@ -27,7 +28,8 @@ from kbroker.protocol.apis import APIS
 from kbroker.record import Record, build_batch
 from kbroker.record.batch import write_crc
 from kbroker.record.legacy import build_message_set
-from tests.integration.harness import BrokerProcess, encode_request, probe_api_versions, read_response, wait_until
+from tests.integration.harness import (BrokerProcess, encode_request, free_ports, probe_api_versions, read_response,
+                                       wait_until)
 from tests.integration.test_clients_common import Rec, confluent_consume, confluent_produce, now_ms
 from tests.integration.test_durability import RawClient
 
@@ -422,6 +424,7 @@ def test_many_connections_opened_and_dropped(victim):
 
 FUZZ_REQUESTS = 1500
 ZK_FUZZ_REQUESTS = 1000       # on the ZooKeeper broker (its own ensemble and broker: ~15 s more)
+ACL_FUZZ_REQUESTS = 1000      # signed in as a user with few ACLs (a broker of its own: ~10 s more)
 FUZZ_ANSWER_WITHIN = 10.0     # s: a request's answer (or the connection's close), then the ApiVersions behind it
 FUZZ_LAST = 0x7EADBEEF        # the correlation id of the ApiVersions pipelined behind each random request
 FUZZ_TOPIC = "fuzz-a"         # the fuzz's own topics (the module's are left alone: a random DeleteTopics or
@@ -567,7 +570,99 @@ def test_random_requests_leave_a_broker_on_zookeeper_serving(zk_victim):
     _fuzz_and_survive(zk_victim, ZK_FUZZ_REQUESTS)
 
 
-def _fuzz_and_survive(victim, requests):
+ACL_USERS = {"alice": "alice-secret"}
+ACL_JAAS = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
+            + " ".join('user_%s="%s"' % kv for kv in ACL_USERS.items()) + ";")
+# What alice may do (resource type, name, pattern type, operation): read and write fuzz-a, describe fuzz-b, use the
+# fuzz's groups (group ids "fuzz-group-N", prefixed). Anything else -- creating, deleting, altering topics or
+# configs or ACLs, other topics, the cluster -- must be refused, however the request is shaped.
+ACL_GRANTS = [(2, FUZZ_TOPIC, 3, 3), (2, FUZZ_TOPIC, 3, 4), (2, "fuzz-b", 3, 8), (3, "fuzz-group-", 4, 3)]
+
+
+@pytest.fixture(scope="module")
+def acl_victim(tmp_path_factory):
+    """A broker with Kafka's ACL authorizer: PLAINTEXT (ANONYMOUS, a super user: the module's own checks) and a
+    SASL_PLAINTEXT listener where the fuzz signs in as alice, who holds only ACL_GRANTS."""
+    b = BrokerProcess(tmp_path_factory.mktemp("acl_victim"))
+    b.acl_port = ext = free_ports(1)[0]
+    b.overrides.update({
+        "listeners": "PLAINTEXT://%s:%d,EXTERNAL://%s:%d" % (b.host, b.port, b.host, ext),
+        "advertised.listeners": "PLAINTEXT://%s:%d,EXTERNAL://%s:%d" % (b.host, b.port, b.host, ext),
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,EXTERNAL:SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.external.plain.sasl.jaas.config": ACL_JAAS,
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "User:ANONYMOUS",
+    })
+    try:
+        b.start()
+        v = Victim(b)
+        with RawClient(b, timeout=60) as c:
+            resp = c.call(30, 1, {"creations": [
+                {"resource_type": rt, "resource_name": name, "resource_pattern_type": pt, "principal": "User:alice",
+                 "host": "*", "operation": op, "permission_type": 3} for rt, name, pt, op in ACL_GRANTS]})
+            assert [r["error_code"] for r in resp["results"]] == [0] * len(ACL_GRANTS), resp
+        yield v
+    finally:
+        b.close()
+
+
+def _sasl_plain(host, port, user, password, timeout):
+    """A connection signed in with SASL/PLAIN (SaslHandshake v1, SaslAuthenticate v0), ready for requests."""
+    sock = socket.create_connection((host, port), timeout=timeout)
+    sock.settimeout(timeout)
+    sock.sendall(encode_request(17, 1, 1, APIS[17].encode_request(1, {"mechanism": "PLAIN"}).getvalue()))
+    assert APIS[17].decode_response(1, read_response(sock)[1])["error_code"] == 0
+    token = b"\0" + user.encode() + b"\0" + password.encode()
+    sock.sendall(encode_request(36, 0, 2, APIS[36].encode_request(0, {"auth_bytes": token}).getvalue()))
+    assert APIS[36].decode_response(0, read_response(sock)[1])["error_code"] == 0
+    return sock
+
+
+def _acls(c):
+    resp = c.call(29, 1, {"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
+                          "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1})
+    assert resp["error_code"] == 0, resp
+    return sorted((r["resource_type"], r["resource_name"], r["pattern_type"], a["principal"], a["host"],
+                   a["operation"], a["permission_type"]) for r in resp["resources"] for a in r["acls"])
+
+
+def test_random_requests_from_a_user_with_few_acls_change_nothing_they_may_not(acl_victim):
+    """The fuzz signed in as alice on a broker with the ACL authorizer: every API's refusal path meets random
+    shapes. Besides the usual (answered or closed, never silence, no traceback, survived), nothing fails open:
+    afterwards the broker has exactly the topics and the ACLs it had before (alice may create, delete or alter
+    neither), and fuzz-a's configs are unchanged."""
+    b = acl_victim.broker
+    with RawClient(b, timeout=60) as c:
+        acls_before = _acls(c)
+    assert len(acls_before) == len(ACL_GRANTS)
+
+    def configs(c):
+        resp = c.call(32, 1, {"resources": [{"resource_type": 2, "resource_name": FUZZ_TOPIC,
+                                             "configuration_keys": None}], "include_synonyms": False})
+        (r,) = resp["results"]
+        assert r["error_code"] == 0, r
+        return sorted((e["name"], e["value"]) for e in r["configs"])
+
+    seen = {}
+
+    def after(topics_before):
+        with RawClient(b, timeout=60) as c:
+            assert _acls(c) == acls_before
+            now = {t["name"] for t in c.call(METADATA, 1, {"topics": None})["topics"]}
+            assert now == topics_before, sorted(now ^ topics_before)
+            assert configs(c) == seen["configs"]
+
+    def connect_as_alice():
+        if "configs" not in seen:       # the first connection: fuzz-a exists now (the fuzz made it)
+            with RawClient(b, timeout=60) as c:
+                seen["configs"] = configs(c)
+        return _sasl_plain(b.host, b.acl_port, "alice", ACL_USERS["alice"], FUZZ_ANSWER_WITHIN)
+
+    _fuzz_and_survive(acl_victim, ACL_FUZZ_REQUESTS, connect_to=connect_as_alice, after=after)
+
+
+def _fuzz_and_survive(victim, requests, connect_to=None, after=None):
     """``requests`` schema-shaped random requests (seeded: a failure names the seed, API and version to replay),
     each on its own connection with an ApiVersions pipelined behind it. Each must end one of Kafka's ways: its
     answer then the ApiVersions answer; the connection closed (a malformed request), with nothing or only its
@@ -593,7 +688,7 @@ def _fuzz_and_survive(victim, requests):
         what = "seed %d request %d: %s v%d" % (seed, i, APIS[key].name, version)
         corr = 1000 + i
         data = fuzz.request(key, version, corr) + encode_request(API_VERSIONS, 0, FUZZ_LAST)
-        sock = connect(victim.broker, timeout=FUZZ_ANSWER_WITHIN)
+        sock = connect_to() if connect_to is not None else connect(victim.broker, timeout=FUZZ_ANSWER_WITHIN)
         try:
             sock.sendall(data)
             try:
@@ -621,6 +716,8 @@ def _fuzz_and_survive(victim, requests):
     assert outcomes["answered"] > requests // 4 and outcomes["closed"] > requests // 10, outcomes
     log = victim.broker.log_path.read_text(errors="replace")
     assert log.count("Traceback") == log_before, log[-3000:]
+    if after is not None:
+        after(before)
     with RawClient(victim.broker, timeout=60) as c:    # what the fuzz created goes, so survived() can count
         made = sorted({t["name"] for t in c.call(METADATA, 1, {"topics": None})["topics"]} - before | {FUZZ_TOPIC})
         made = [t for t in made if not t.startswith("__")]
