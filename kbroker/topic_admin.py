@@ -252,6 +252,10 @@ class TopicAdmin:
     # --------------------------------------------------------------------------------------- partitions
     def create_partitions(self, name, count, assignment=None, validate_only=False, timeout_ms=DEFAULT_TIMEOUT_MS):
         current = self.store.assignment(name)  # UnknownTopicOrPartition when missing
+        if self.store.is_marked_for_deletion(name):
+            # Kafka's KafkaApis.handleCreatePartitionsRequest: INVALID_TOPIC_EXCEPTION (17) for a topic queued for
+            # deletion. Growing it would race the controller removing its znode (then: UNKNOWN_TOPIC_OR_PARTITION).
+            raise errors.InvalidTopicException("The topic is queued for deletion.")
         if count <= len(current):
             raise errors.InvalidPartitions("Topic currently has %d partitions, %d would not be an increase."
                                            % (len(current), count))

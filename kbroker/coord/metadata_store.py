@@ -155,6 +155,9 @@ class TopicStore:
                 self.backend.set(path, TopicZNode.encode(merged), version=stat.version)
             except BadVersionError:
                 continue  # somebody else changed the topic meanwhile; re-read and re-check
+            except NoNodeError:
+                # Deleted since the read (a DeleteTopics the controller completed meanwhile).
+                raise errors.UnknownTopicOrPartition("Topic '%s' does not exist" % name) from None
             return merged
 
     def mark_for_deletion(self, name):
@@ -165,6 +168,10 @@ class TopicStore:
             self.backend.create(DeleteTopicsZNode.path(name), DeleteTopicsZNode.encode(), makepath=True)
         except NodeExistsError:
             pass
+
+    def is_marked_for_deletion(self, name):
+        """Whether ``/admin/delete_topics/<name>`` exists: a DeleteTopics the controller has not completed."""
+        return self.backend.exists(DeleteTopicsZNode.path(name)) is not None
 
     def topics_marked_for_deletion(self):
         try:

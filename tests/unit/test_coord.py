@@ -946,3 +946,32 @@ def test_under_gevent_fsync_is_off_the_loop_and_a_killed_waiter_breaks_nothing(t
     assert got["children"] == ["after", "killed"]
     assert got["took"] >= 0.25          # it really waited for its (slow) fsync
     assert got["worst_gap"] < 0.15, got  # while the loop kept running
+
+
+def test_add_partitions_to_a_topic_deleted_after_the_read_is_unknown_topic(store, be):
+    """A DeleteTopics the controller completes between add_partitions' read and its conditional set: the set
+    finds no znode. That is UNKNOWN_TOPIC_OR_PARTITION, not an unexpected error (the fuzz on ZooKeeper hit it)."""
+    store.create_topic("t", {0: [1]})
+    real_set = be.set
+
+    def set_after_the_delete(path, data, version=-1):
+        store.delete_topic("t")
+        return real_set(path, data, version=version)
+
+    be.set = set_after_the_delete
+    with pytest.raises(errors.UnknownTopicOrPartition):
+        store.add_partitions("t", {1: [1]})
+
+
+def test_a_topic_queued_for_deletion_is_not_grown(store, be):
+    """Kafka answers CreatePartitions for a topic queued for deletion with INVALID_TOPIC_EXCEPTION (17)."""
+    from kbroker.topic_admin import TopicAdmin
+    store.create_topic("t", {0: [1]})
+    admin = TopicAdmin(store, {}, None, None)
+    assert not store.is_marked_for_deletion("t")
+    store.mark_for_deletion("t")
+    assert store.is_marked_for_deletion("t")
+    with pytest.raises(errors.InvalidTopicException) as e:
+        admin.create_partitions("t", 2)
+    assert e.value.code == 17 and "queued for deletion" in str(e.value)
+    assert store.assignment("t") == {0: [1]}
