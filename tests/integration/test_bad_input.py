@@ -422,9 +422,11 @@ def test_many_connections_opened_and_dropped(victim):
 
 # ------------------------------------------------------------------------------------- every API, at random
 
-FUZZ_REQUESTS = 1500
-ZK_FUZZ_REQUESTS = 1000       # on the ZooKeeper broker (its own ensemble and broker: ~15 s more)
-ACL_FUZZ_REQUESTS = 1000      # signed in as a user with few ACLs (a broker of its own: ~10 s more)
+# KBROKER_FUZZ_REQUESTS sets all three for a longer hunt (with KBROKER_FUZZ_SEED: other requests).
+_FUZZ_N = os.environ.get("KBROKER_FUZZ_REQUESTS")
+FUZZ_REQUESTS = int(_FUZZ_N or 1500)
+ZK_FUZZ_REQUESTS = int(_FUZZ_N or 1000)    # on the ZooKeeper broker (its own ensemble and broker: ~15 s more)
+ACL_FUZZ_REQUESTS = int(_FUZZ_N or 1000)   # signed in as a user with few ACLs (a broker of its own: ~5 s more)
 FUZZ_ANSWER_WITHIN = 10.0     # s: a request's answer (or the connection's close), then the ApiVersions behind it
 FUZZ_LAST = 0x7EADBEEF        # the correlation id of the ApiVersions pipelined behind each random request
 FUZZ_TOPIC = "fuzz-a"         # the fuzz's own topics (the module's are left alone: a random DeleteTopics or
