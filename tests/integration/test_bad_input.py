@@ -569,7 +569,9 @@ def test_random_requests_leave_a_broker_on_zookeeper_serving(zk_victim):
     """The same fuzz against a broker on ZooKeeper, where a random CreateTopics, CreatePartitions, DeleteTopics,
     AlterConfigs or CreateAcls becomes znodes that the controller (in the same process) then acts on: a value that
     a handler accepted but the controller chokes on shows as a traceback or a broker that stops serving."""
-    _fuzz_and_survive(zk_victim, ZK_FUZZ_REQUESTS)
+    # Seed 21 (unless KBROKER_FUZZ_SEED says otherwise): its requests include a DeleteTopics then a CreatePartitions
+    # of the same topic, the race that made this test fail before it was fixed (docs/performance.md, session 24).
+    _fuzz_and_survive(zk_victim, ZK_FUZZ_REQUESTS, default_seed=21)
 
 
 ACL_USERS = {"alice": "alice-secret"}
@@ -664,7 +666,7 @@ def test_random_requests_from_a_user_with_few_acls_change_nothing_they_may_not(a
     _fuzz_and_survive(acl_victim, ACL_FUZZ_REQUESTS, connect_to=connect_as_alice, after=after)
 
 
-def _fuzz_and_survive(victim, requests, connect_to=None, after=None):
+def _fuzz_and_survive(victim, requests, connect_to=None, after=None, default_seed=15):
     """``requests`` schema-shaped random requests (seeded: a failure names the seed, API and version to replay),
     each on its own connection with an ApiVersions pipelined behind it. Each must end one of Kafka's ways: its
     answer then the ApiVersions answer; the connection closed (a malformed request), with nothing or only its
@@ -682,7 +684,7 @@ def _fuzz_and_survive(victim, requests, connect_to=None, after=None):
                    ["error_code"] == 0, timeout=60, message="the transaction coordinator to be available")
         before = {t["name"] for t in c.call(METADATA, 1, {"topics": None})["topics"]}
     victim.fds = wait_until(victim._settled_fds, timeout=20, message="descriptor count to settle")
-    seed = int(os.environ.get("KBROKER_FUZZ_SEED", "15"))   # another seed: the same test, other requests
+    seed = int(os.environ.get("KBROKER_FUZZ_SEED", default_seed))   # another seed: the same test, other requests
     fuzz = _Fuzz(seed)
     outcomes = {"answered": 0, "closed": 0, "no answer (acks 0)": 0}
     for i in range(requests):
@@ -717,7 +719,11 @@ def _fuzz_and_survive(victim, requests, connect_to=None, after=None):
     # Both paths ran: parsed and answered, and refused by closing.
     assert outcomes["answered"] > requests // 4 and outcomes["closed"] > requests // 10, outcomes
     log = victim.broker.log_path.read_text(errors="replace")
-    assert log.count("Traceback") == log_before, log[-3000:]
+    if log.count("Traceback") != log_before:
+        at = -1
+        for _ in range(log_before + 1):     # the first traceback the fuzz caused, and what led to it
+            at = log.index("Traceback", at + 1)
+        raise AssertionError("seed %d: the broker logged a traceback:\n%s" % (seed, log[max(0, at - 1500):at + 2500]))
     if after is not None:
         after(before)
     with RawClient(victim.broker, timeout=60) as c:    # what the fuzz created goes, so survived() can count
