@@ -24,7 +24,7 @@ region (a copy of it, so a spilled down-conversion's file stays owned), the chun
 That saves, per request, a wakeup of the writer greenlet, two greenlet switches and gevent's ``sendall`` (its
 Python layers and a ``getsockopt(SO_SNDBUF)`` syscall per call): the tiny-Produce round trip of
 ``bench/produce_requests.py --records 1 --value 100`` spent 15 % of the broker's samples in the writer's
-``sendall`` (py-spy), 3.2 % on that ``getsockopt`` alone; it went from 144-166 to 120-132 us of CPU. Only while
+``sendall`` (py-spy), 3.2 % on that ``getsockopt`` alone; it went from 136-173 to 119-137 us of CPU. Only while
 the loop holds no other connection's ready event (libev's ``pendingcnt`` is 0; any other loop: never): under load
 the writers send after the pass over the ready connections, as before. Sending from each reader in the middle of
 that pass saved no CPU at 50 producers + 50 consumers and raised their median produce latency in 6 of 6 paired
