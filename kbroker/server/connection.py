@@ -132,6 +132,16 @@ _SSL_SOCKETS = (ssl.SSLSocket, gevent.ssl.SSLSocket, TlsStream)
 QUOTA_EXEMPT_APIS = frozenset((4, 5, 6, 7, 27))
 
 
+def _send_some(raw, pieces, flags):
+    """One non-blocking ``send`` of ``pieces`` (bytes-likes) joined; None when all went, else the unsent tail."""
+    data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+    try:
+        sent = raw.send(data, flags)
+    except BlockingIOError:
+        sent = 0
+    return None if sent == len(data) else memoryview(data)[sent:]
+
+
 class CloseConnection(Exception):
     """Raised by a handler (or the dispatcher) to drop the connection without a response."""
 
@@ -553,14 +563,10 @@ class Connection:
             if c.size == 0:
                 continue
             if pending:
-                data = pending[0] if len(pending) == 1 else b"".join(pending)
+                tail = _send_some(raw, pending, _socket.MSG_MORE)
                 pending = []
-                try:
-                    sent = raw.send(data, _socket.MSG_MORE)
-                except BlockingIOError:
-                    sent = 0
-                if sent < len(data):
-                    return [memoryview(data)[sent:]] + chunks[i:]
+                if tail is not None:
+                    return [tail] + chunks[i:]
             try:
                 sent = os.sendfile(raw.fileno(), c.fileno(), c.position, c.size)
             except BlockingIOError:
@@ -574,13 +580,9 @@ class Connection:
                 rest.size -= max(sent, 0)
                 return [rest] + chunks[i + 1:]
         if pending:
-            data = pending[0] if len(pending) == 1 else b"".join(pending)
-            try:
-                sent = raw.send(data)
-            except BlockingIOError:
-                sent = 0
-            if sent < len(data):
-                return [memoryview(data)[sent:]]
+            tail = _send_some(raw, pending, 0)
+            if tail is not None:
+                return [tail]
         return None
 
     def _write_loop(self):
