@@ -51,24 +51,9 @@ def loadavg():
 
 
 def warm_group_coordinator(b, timeout=30.0):
-    """Have the broker create ``__consumer_offsets`` before anything is measured.
-
-    A consumer with a ``group.id`` looks up its coordinator even when it only assign()s, and the first lookup
-    makes the broker create the 50 partitions of ``__consumer_offsets`` (directories, segment files, indexes,
-    fsyncs): ~0.1 s of broker CPU. bench_clients.py pays it inside its first consume phase (consume-1k), which
-    at 1 KB adds ~0.1 s/GB to that phase's figure; here it is paid before the first phase."""
-    bc.produce_phase(b, "warm", 10, 1, 5.0, 0)
-    bc.consume_phase(b, "warm", 1, 1, 10, 10.0)
-    from confluent_kafka.admin import AdminClient
-    admin = AdminClient(b.conf())
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        md = admin.list_topics(timeout=5)
-        t = md.topics.get("__consumer_offsets")
-        if t is not None and t.error is None and t.partitions and all(p.leader >= 0 for p in t.partitions.values()):
-            return
-        time.sleep(0.2)
-    raise RuntimeError("__consumer_offsets not created within %.0f s" % timeout)
+    """Have the broker create ``__consumer_offsets`` before anything is measured (bench_clients' function, which
+    its own rounds now call too: ~0.1 s of broker CPU that the first consume phase would otherwise pay)."""
+    bc.warm_group_coordinator(b, timeout)
 
 
 def run_round(args, rnd):
