@@ -105,8 +105,8 @@ def main():
                          row[name]["sys_s_per_gb"], row[name]["us_per_request"], wall), flush=True)
             rounds.append(row)
         med = {name: statistics.median(rw[name]["cpu_s_per_gb"] for rw in rounds) for name in phases}
-        # On this VM the one-file phase is bimodal (0.33-0.39 s/GB, or ~2 when its pages come back from the host:
-        # docs/performance.md, session 25), so the spread's extra is taken against its cheapest round.
+        # On this VM the one-file phase swings between 0.33 and 2.2 s/GB (~2 when its pages come back from the
+        # host: docs/performance.md, session 25), so the spread's extra is taken against its cheapest round.
         one_min = min(rw["one"]["cpu_s_per_gb"] for rw in rounds)
         extra = med["spread"] - one_min
         per_req = statistics.median(rw["spread"]["us_per_request"] for rw in rounds)
