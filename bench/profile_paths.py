@@ -13,8 +13,8 @@ partitions, RF 1), then runs, with the same librdkafka client code as bench_clie
   consume-1k   the same read for the 1 KB topic
 Broker CPU is utime+stime of the broker process (all threads) from /proc/<pid>/stat over the phase, divided by
 the payload GB (10**9 bytes of values); ``__consumer_offsets`` is created before the first phase (see
-``warm_group_coordinator``), so no phase pays for it; framing is not counted, so at 100 B ~30 % more bytes cross the wire than
-the figure's GB. The machine is shared and has no hardware counters (a VM), so CPU seconds per GB are the figure
+``bench_clients.warm_group_coordinator``), so no phase pays for it; framing is not counted, so at 100 B ~30 %
+more bytes cross the wire than the figure's GB. The machine is shared and has no hardware counters (a VM), so CPU seconds per GB are the figure
 (load disturbs them far less than throughput) and every result records the 1-minute load average before and after.
 The median of ``--rounds`` rounds is printed per phase; ``--json`` keeps every round.
 
@@ -50,12 +50,6 @@ def loadavg():
         return float(f.read().split()[0])
 
 
-def warm_group_coordinator(b, timeout=30.0):
-    """Have the broker create ``__consumer_offsets`` before anything is measured (bench_clients' function, which
-    its own rounds now call too: ~0.1 s of broker CPU that the first consume phase would otherwise pay)."""
-    bc.warm_group_coordinator(b, timeout)
-
-
 def run_round(args, rnd):
     b = bc.BrokerProc("kbroker")
     out = {"phases": {}, "profiles": {}}
@@ -63,7 +57,7 @@ def run_round(args, rnd):
         b.start()
         bc.create_topics(b, ["p100", "p1k"], args.partitions)
         bc.create_topics(b, ["warm"], 1)
-        warm_group_coordinator(b)
+        bc.warm_group_coordinator(b)
         steps = [
             ("produce-100", lambda: bc.produce_phase(b, "p100", 100, args.records_100, args.seconds, 5)),
             ("consume-100", lambda: bc.consume_phase(b, "p100", args.partitions,

@@ -612,14 +612,22 @@ def acl_victim(tmp_path_factory):
 
 
 def _sasl_plain(host, port, user, password, timeout):
-    """A connection signed in with SASL/PLAIN (SaslHandshake v1, SaslAuthenticate v0), ready for requests."""
+    """A raw socket signed in with SASL/PLAIN by kbroker's own client exchange (kbroker/security/sasl/client.py:
+    SaslHandshake, SaslAuthenticate; it raises on any refusal), ready for requests."""
+    from kbroker.security.sasl.client import authenticate
+    from kbroker.security.sasl.plain import PlainClient
     sock = socket.create_connection((host, port), timeout=timeout)
     sock.settimeout(timeout)
-    sock.sendall(encode_request(17, 1, 1, APIS[17].encode_request(1, {"mechanism": "PLAIN"}).getvalue()))
-    assert APIS[17].decode_response(1, read_response(sock)[1])["error_code"] == 0
-    token = b"\0" + user.encode() + b"\0" + password.encode()
-    sock.sendall(encode_request(36, 0, 2, APIS[36].encode_request(0, {"auth_bytes": token}).getvalue()))
-    assert APIS[36].decode_response(0, read_response(sock)[1])["error_code"] == 0
+
+    def roundtrip(key, version, body):
+        sock.sendall(encode_request(key, version, 1, APIS[key].encode_request(version, body).getvalue()))
+        return APIS[key].decode_response(version, read_response(sock)[1])
+
+    try:
+        authenticate(roundtrip, PlainClient(user, password))
+    except BaseException:
+        sock.close()
+        raise
     return sock
 
 
