@@ -49,6 +49,7 @@ static int write_full(int fd, const char *buf, size_t n, int is_sock) {
 
 static int server(int port, const char *dir, int nfiles) {
     int *files = calloc((size_t)nfiles, sizeof(int));
+    if (!files || nfiles < 1) { fprintf(stderr, "bad NFILES\n"); return 2; }
     char path[4096];
     for (int i = 0; i < nfiles; i++) {
         snprintf(path, sizeof path, "%s/f%05d.log", dir, i);
@@ -69,6 +70,7 @@ static int server(int port, const char *dir, int nfiles) {
     setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     size_t cap = 1 << 20;
     char *buf = malloc(cap);
+    if (!buf) { perror("malloc"); return 2; }
     memset(buf, 0, cap);
     struct rusage u0, u;
     getrusage(RUSAGE_SELF, &u0);   /* opening the files and the first touch of the buffer are not the requests' */
@@ -80,7 +82,12 @@ static int server(int port, const char *dir, int nfiles) {
         if (r == 0) break;
         if (r < 0) { perror("recv"); return 2; }
         size_t size = ((size_t)pre[0] << 24) | ((size_t)pre[1] << 16) | ((size_t)pre[2] << 8) | pre[3];
-        if (size > cap) { cap = size; buf = realloc(buf, cap); }
+        if (size > cap) {
+            char *grown = realloc(buf, size);
+            if (!grown) { perror("realloc"); return 2; }
+            buf = grown;
+            cap = size;
+        }
         if (read_full(c, buf, size) != 1) { perror("recv body"); return 2; }
         if (write_full(files[n % nfiles], buf, size, 0)) { perror("write"); return 2; }
         if (write_full(c, resp, sizeof resp, 1)) { perror("send"); return 2; }
@@ -102,6 +109,7 @@ static int client(int port, size_t size, long count, long inflight) {
     if (connect(s, (struct sockaddr *)&a, sizeof a)) { perror("connect"); return 1; }
     setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     char *req = malloc(size + 4);
+    if (!req) { perror("malloc"); return 1; }
     for (size_t i = 0; i < size; i++) req[4 + i] = (char)(i * 131 + 7);
     req[0] = (char)(size >> 24); req[1] = (char)(size >> 16); req[2] = (char)(size >> 8); req[3] = (char)size;
     char resp[64];
